@@ -1,0 +1,155 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// caughtUpWatch knows the end offsets seen at start and tells when Postgres
+// holds every partition's durable next_offset at or past them.
+type caughtUpWatch struct {
+	pool   *pgxpool.Pool
+	group  string
+	topics []string
+	target map[string]map[int32]int64 // only partitions with something to read
+}
+
+func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, isolation string) (*caughtUpWatch, error) {
+	adm := kadm.NewClient(cl)
+	var ends, starts kadm.ListedOffsets
+	err := retryKafka(ctx, func() error {
+		var err error
+		// Under read_committed the end is the last stable offset: records of
+		// open transactions are not ours to wait for yet.
+		if isolation == "read_uncommitted" {
+			ends, err = adm.ListEndOffsets(ctx, topics...)
+		} else {
+			ends, err = adm.ListCommittedOffsets(ctx, topics...)
+		}
+		if err != nil {
+			return err
+		}
+		starts, err = adm.ListStartOffsets(ctx, topics...)
+		if err != nil {
+			return err
+		}
+		if err := ends.Error(); err != nil {
+			return err
+		}
+		return starts.Error()
+	})
+	if err != nil {
+		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+			return nil, fmt.Errorf("--until-caught-up: list end offsets of %v: a topic does not exist: %w", topics, err)
+		}
+		return nil, fmt.Errorf("--until-caught-up: list end offsets of %v: %w", topics, err)
+	}
+	w := &caughtUpWatch{pool: pool, group: group, topics: topics, target: map[string]map[int32]int64{}}
+	for _, t := range topics {
+		if _, ok := ends[t]; !ok {
+			return nil, fmt.Errorf("--until-caught-up: topic %q does not exist (or has no partitions)", t)
+		}
+	}
+	ends.Each(func(o kadm.ListedOffset) {
+		start := int64(0)
+		if s, ok := starts.Lookup(o.Topic, o.Partition); ok {
+			start = s.Offset
+		}
+		if o.Offset > start {
+			if w.target[o.Topic] == nil {
+				w.target[o.Topic] = map[int32]int64{}
+			}
+			w.target[o.Topic][o.Partition] = o.Offset
+		}
+	})
+	return w, nil
+}
+
+func retryKafka(ctx context.Context, fn func() error) error {
+	var err error
+	for attempt := range 20 {
+		if err = fn(); err == nil {
+			return nil
+		}
+		if errors.Is(err, kerr.UnknownTopicOrPartition) && attempt >= 5 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func (w *caughtUpWatch) describe() string {
+	var parts []string
+	for t, ps := range w.target {
+		for p, end := range ps {
+			parts = append(parts, fmt.Sprintf("%s/%d:%d", t, p, end))
+		}
+	}
+	sort.Strings(parts)
+	if len(parts) == 0 {
+		return "nothing to read"
+	}
+	return strings.Join(parts, " ")
+}
+
+// wait polls Postgres every period until caught up or ctx ends.
+func (w *caughtUpWatch) wait(ctx context.Context, period time.Duration) error {
+	t := time.NewTicker(period)
+	defer t.Stop()
+	for {
+		done, err := w.check(ctx)
+		if err == nil && done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+func (w *caughtUpWatch) check(ctx context.Context) (bool, error) {
+	rows, err := w.pool.Query(ctx, `SELECT topic, partition, coalesce(next_offset, -1)
+		FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = ANY($2)`, w.group, w.topics)
+	if err != nil {
+		return false, err
+	}
+	durable := map[string]map[int32]int64{}
+	var topic string
+	var partition int32
+	var next int64
+	_, err = pgx.ForEachRow(rows, []any{&topic, &partition, &next}, func() error {
+		if durable[topic] == nil {
+			durable[topic] = map[int32]int64{}
+		}
+		durable[topic][partition] = next
+		return nil
+	})
+	if err != nil {
+		return false, err
+	}
+	for t, ps := range w.target {
+		for p, end := range ps {
+			if n, ok := durable[t][p]; !ok || n < end {
+				return false, nil
+			}
+		}
+	}
+	return true, nil
+}

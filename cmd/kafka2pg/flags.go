@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// runOptions is everything `kafka2pg run` is told.
+type runOptions struct {
+	reader reader.Config
+	start  string
+
+	pgURL          string
+	pgSchema       string
+	pgMaxConns     int32
+	table          string
+	valueFormat    string
+	createTables   bool
+	noMigrate      bool
+	claimLockWait  time.Duration
+	untilCaughtUp  bool
+	metricsAddr    string
+	progressEvery  time.Duration
+	logFormat      string
+	logLevel       string
+	caughtUpPeriod time.Duration
+}
+
+func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
+	rc := &o.reader
+	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port[,host:port]")
+	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets stored in Postgres")
+	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")
+	fs.StringVar(&rc.ClientID, "kafka-client-id", "kafka2pg", "Kafka client id")
+	fs.StringSliceVar(&rc.Balancers, "kafka-balancers", []string{"cooperative-sticky"}, "group balancers in preference order: cooperative-sticky, sticky, range, round-robin")
+	fs.StringVar(&rc.IsolationLevel, "kafka-isolation-level", "read_committed", "read_committed (skip aborted transactions) or read_uncommitted")
+	fs.Int32Var(&rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for (up to --kafka-fetch-max-wait)")
+	fs.Int32Var(&rc.FetchMaxBytes, "kafka-fetch-max-bytes", 50<<20, "maximum bytes of one fetch response")
+	fs.Int32Var(&rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 1<<20, "maximum bytes per partition in one fetch")
+	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for --kafka-fetch-min-bytes")
+	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", 45*time.Second, "group session timeout")
+	fs.DurationVar(&rc.RebalanceTimeout, "kafka-rebalance-timeout", 60*time.Second, "group rebalance timeout")
+	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", 3*time.Second, "group heartbeat interval")
+	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", time.Second, "how often durable offsets are mirrored to the Kafka group")
+	fs.StringVar(&o.start, "start", "earliest", "where a partition with no stored offset starts: earliest, latest, committed (the group's Kafka offset, once) or an RFC 3339 time")
+	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
+	fs.IntVar(&rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
+	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
+	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
+	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
+	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of the backoff between retries after Postgres errors")
+
+	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
+	fs.StringVar(&o.pgSchema, "pg-schema", "public", "schema of the target tables")
+	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most (writes of different partitions run in parallel)")
+	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized); with several topics, all go to this table")
+	fs.StringVar(&o.valueFormat, "value-format", "json", "type of the value column: json (jsonb), text or bytes (bytea)")
+	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
+	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the kafka2pg schema on start")
+	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
+	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "", "listen address for /metrics, /healthz and /readyz (empty: off)")
+	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged (0: never)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	o.caughtUpPeriod = 200 * time.Millisecond
+}
+
+// validate checks what the reader does not; every message names the flag.
+func (o *runOptions) validate() error {
+	var errs []error
+	if o.pgURL == "" {
+		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
+	}
+	st, err := reader.ParseStart(o.start)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	o.reader.Start = st
+	if _, err := schema.ParseValueFormat(o.valueFormat); err != nil {
+		errs = append(errs, fmt.Errorf("--value-format: %w", err))
+	}
+	if err := schema.ValidateIdent("--pg-schema", o.pgSchema); err != nil {
+		errs = append(errs, err)
+	}
+	if o.table != "" {
+		if err := schema.ValidateIdent("--table", o.table); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.pgMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--pg-max-conns is %d: use at least 1", o.pgMaxConns))
+	}
+	if o.claimLockWait <= 0 {
+		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	}
+	if o.progressEvery < 0 {
+		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		errs = append(errs, fmt.Errorf("--log-format %q is not text or json", o.logFormat))
+	}
+	if _, err := parseLevel(o.logLevel); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.reader.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(strings.ToLower(s))); err != nil {
+		return 0, fmt.Errorf("--log-level %q is not debug, info, warn or error", s)
+	}
+	return l, nil
+}

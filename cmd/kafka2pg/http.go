@@ -1,0 +1,80 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kafka2pg/kafka2pg/reader"
+)
+
+// httpServer serves /metrics, /healthz and /readyz on a registry the
+// program owns.
+type httpServer struct {
+	srv *http.Server
+	ln  net.Listener
+	log *slog.Logger
+}
+
+func newHTTPServer(addr string, rd *reader.Reader, pool *pgxpool.Pool, log *slog.Logger) (*httpServer, error) {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	counter := func(name, help string, f func(reader.Stats) int64) {
+		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_" + name, Help: help},
+			func() float64 { return float64(f(rd.Stats())) }))
+	}
+	counter("reader_records_total", "Data records fetched.", func(s reader.Stats) int64 { return s.Records })
+	counter("reader_bytes_total", "Key and value bytes fetched.", func(s reader.Stats) int64 { return s.Bytes })
+	counter("ingest_batches_total", "Batches committed to Postgres.", func(s reader.Stats) int64 { return s.Batches })
+	counter("ingest_fenced_total", "Writes refused because another owner claimed the partition.", func(s reader.Stats) int64 { return s.Fenced })
+	counter("ingest_write_errors_total", "Failed writes (retried after re-reading the durable offset).", func(s reader.Stats) int64 { return s.WriteErrors })
+	counter("reader_rebalances_total", "Partition assignments received.", func(s reader.Stats) int64 { return s.Rebalances })
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions", Help: "Partitions owned now."},
+		func() float64 { return float64(rd.Stats().Partitions) }))
+
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
+		defer cancel()
+		if err := pool.Ping(ctx); err != nil {
+			http.Error(w, "postgres unreachable: "+redactErr(err).Error(), http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ready")
+	})
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--metrics-addr %s: %w", addr, err)
+	}
+	return &httpServer{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}, ln: ln, log: log}, nil
+}
+
+func (s *httpServer) serve(ctx context.Context) error {
+	s.log.Info("serving /metrics /healthz /readyz", "addr", s.ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- s.srv.Serve(s.ln) }()
+	select {
+	case <-ctx.Done():
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = s.srv.Shutdown(sctx)
+		<-errc
+		return nil
+	case err := <-errc:
+		if errors.Is(err, http.ErrServerClosed) {
+			return nil
+		}
+		return fmt.Errorf("metrics server: %w", err)
+	}
+}

@@ -1,0 +1,65 @@
+// Command kafka2pg materializes Kafka topics into PostgreSQL tables, exactly
+// once. See README.md, and `kafka2pg help`.
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+// Exit codes.
+const (
+	exitOK    = 0
+	exitError = 1 // the bridge failed at run time
+	exitUsage = 2 // bad flags or configuration: nothing was written
+)
+
+// version is set with -ldflags "-X main.version=..." by release builds.
+var version = "dev"
+
+const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactly once.
+
+Usage:
+  kafka2pg run      --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]
+  kafka2pg migrate  up|down|version --pg-url URL
+  kafka2pg demo     [--pg-url URL]   (an in-process Kafka, sample events, queries)
+  kafka2pg version
+
+Run 'kafka2pg run --help' for the flags. Every flag can also be set in the
+environment as KAFKA2PG_<FLAG_IN_UPPER_SNAKE_CASE> (e.g. KAFKA2PG_PG_URL);
+the Postgres URL also comes from DATABASE_URL.
+`
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return exitUsage
+	}
+	switch args[0] {
+	case "run":
+		return runCommand(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		return migrateCommand(ctx, args[1:], stdout, stderr)
+	case "demo":
+		return demoCommand(ctx, args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintf(stdout, "kafka2pg %s\n", version)
+		return exitOK
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return exitOK
+	}
+	fmt.Fprintf(stderr, "kafka2pg: unknown command %q\n\n%s", args[0], usage)
+	return exitUsage
+}

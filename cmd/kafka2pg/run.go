@@ -1,0 +1,246 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/migrations"
+	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	var o runOptions
+	defineRunFlags(fs, &o)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafka2pg run: unexpected argument %q: flags only (did you mean --topic %s?)\n", fs.Arg(0), fs.Arg(0))
+		return exitUsage
+	}
+	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
+		return exitUsage
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
+		return exitUsage
+	}
+	log := newLogger(stderr, o.logFormat, o.logLevel)
+	if err := runBridge(ctx, &o, log, nil); err != nil {
+		log.Error("kafka2pg stopped", "error", redactErr(err).Error())
+		return exitError
+	}
+	return exitOK
+}
+
+func newLogger(w io.Writer, format, level string) *slog.Logger {
+	lvl, _ := parseLevel(level)
+	hopts := &slog.HandlerOptions{Level: lvl}
+	if format == "json" {
+		return slog.New(slog.NewJSONHandler(w, hopts))
+	}
+	return slog.New(slog.NewTextHandler(w, hopts))
+}
+
+// progressFunc receives the reader's stats every second (for the demo).
+type progressFunc func(reader.Stats)
+
+// runBridge runs the bridge until ctx ends (graceful stop: the in-flight
+// batches are written, durable offsets are committed to the group) or, with
+// --until-caught-up, until it has caught up. It returns nil on a clean stop.
+func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) error {
+	if !o.noMigrate {
+		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
+			return err
+		}
+	}
+	pcfg, err := pgxpool.ParseConfig(o.pgURL)
+	if err != nil {
+		return fmt.Errorf("--pg-url: %w", err)
+	}
+	pcfg.MaxConns = o.pgMaxConns
+	if pcfg.ConnConfig.RuntimeParams == nil {
+		pcfg.ConnConfig.RuntimeParams = map[string]string{}
+	}
+	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
+		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafka2pg"
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return fmt.Errorf("connect to Postgres: %w", err)
+	}
+	defer pool.Close()
+
+	format, _ := schema.ParseValueFormat(o.valueFormat)
+	sinks := make(map[string]ingest.Sink, len(o.reader.Topics))
+	for _, topic := range o.reader.Topics {
+		name := o.table
+		if name == "" {
+			name = schema.TableNameForTopic(topic)
+		}
+		sinks[topic] = ingest.Sink{Table: schema.RawTable(o.pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
+	}
+	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, ClaimLockTimeout: o.claimLockWait, Logger: log})
+	if err != nil {
+		return err
+	}
+	if err := retry(ctx, log, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {
+		return err
+	}
+
+	claim := func(ctx context.Context, topic string, partitions []int32) (map[int32]reader.Claim, error) {
+		pos, err := w.Claim(ctx, topic, partitions)
+		if err != nil {
+			return nil, err
+		}
+		out := make(map[int32]reader.Claim, len(pos))
+		for p, c := range pos {
+			out[p] = reader.Claim{Epoch: c.Epoch, NextOffset: c.NextOffset, LeaderEpoch: c.LeaderEpoch}
+		}
+		return out, nil
+	}
+	write := func(ctx context.Context, b *reader.Batch) error {
+		recs := make([]schema.Record, len(b.Records))
+		for i, r := range b.Records {
+			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+			if len(r.Headers) > 0 {
+				hs := make([]schema.Header, len(r.Headers))
+				for j, h := range r.Headers {
+					hs[j] = schema.Header{Key: h.Key, Value: h.Value}
+				}
+				recs[i].Headers = hs
+			}
+		}
+		_, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
+			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, Records: recs})
+		if errors.Is(err, ingest.ErrFenced) {
+			return fmt.Errorf("%w: %w", reader.ErrFenced, err)
+		}
+		return err
+	}
+	rcfg := o.reader
+	rcfg.Logger = log
+	rd, err := reader.New(rcfg, claim, write)
+	if err != nil {
+		return err
+	}
+	defer rd.Close()
+
+	runCtx, stopRun := context.WithCancel(ctx)
+	defer stopRun()
+	var caughtUp *caughtUpWatch
+	if o.untilCaughtUp {
+		caughtUp, err = newCaughtUpWatch(ctx, rd.Client(), pool, o.reader.Group, o.reader.Topics, o.reader.IsolationLevel)
+		if err != nil {
+			return err
+		}
+		log.Info("running until caught up", "targets", caughtUp.describe())
+	}
+
+	g, gctx := errgroup.WithContext(runCtx)
+	g.Go(func() error { return rd.Run(gctx) })
+	if caughtUp != nil {
+		g.Go(func() error {
+			if err := caughtUp.wait(gctx, o.caughtUpPeriod); err != nil {
+				return err
+			}
+			log.Info("caught up with the end offsets seen at start; stopping")
+			stopRun()
+			return nil
+		})
+	}
+	if o.progressEvery > 0 || progress != nil {
+		g.Go(func() error { progressLoop(gctx, rd, log, o.progressEvery, progress); return nil })
+	}
+	if o.metricsAddr != "" {
+		srv, err := newHTTPServer(o.metricsAddr, rd, pool, log)
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return srv.serve(gctx) })
+	}
+	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", o.reader.Topics,
+		"tables", tableNames(sinks), "start", o.reader.Start.String())
+	err = g.Wait()
+	rd.Close() // flush, commit to the group, leave
+	if err != nil && !errors.Is(err, context.Canceled) {
+		return err
+	}
+	st := rd.Stats()
+	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors)
+	return nil
+}
+
+func tableNames(sinks map[string]ingest.Sink) map[string]string {
+	out := make(map[string]string, len(sinks))
+	for t, s := range sinks {
+		out[t] = s.Table.QualifiedName()
+	}
+	return out
+}
+
+// retry runs fn until it succeeds or ctx ends, with capped backoff, as long
+// as the error is connection or server trouble. Other errors return at once.
+func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
+	backoff := 200 * time.Millisecond
+	for {
+		err := fn()
+		if err == nil {
+			return nil
+		}
+		if !ingest.Retryable(err) || ctx.Err() != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		log.Warn("retrying", "what", what, "error", redactErr(err).Error(), "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: %w", what, err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc) {
+	tick := time.NewTicker(time.Second)
+	defer tick.Stop()
+	last, lastLog := rd.Stats(), time.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		st := rd.Stats()
+		if progress != nil {
+			progress(st)
+		}
+		if every > 0 && time.Since(lastLog) >= every {
+			secs := time.Since(lastLog).Seconds()
+			log.Info("progress", "records_per_s", int64(float64(st.Records-last.Records)/secs),
+				"batches", st.Batches, "records", st.Records, "partitions", st.Partitions,
+				"fenced", st.Fenced, "write_errors", st.WriteErrors)
+			last, lastLog = st, time.Now()
+		}
+	}
+}

@@ -1,0 +1,29 @@
+// Package ingest writes batches of Kafka records into Postgres, exactly once.
+//
+// One Write is one transaction:
+//
+//  1. the fence: UPDATE the partition's kafka2pg.offsets row to the batch's
+//     next offset, only if the epoch is still the writer's and the stored
+//     next_offset is not past the batch's first offset (the monotonic guard:
+//     offsets may legitimately skip after compaction and transaction markers).
+//     It must touch exactly one row, or the transaction rolls back and Write
+//     returns ErrFenced. It runs first, so the row lock serializes writers of
+//     a partition and a fenced writer copies nothing.
+//  2. binary COPY of the rows (pgx CopyFrom), built lazily from the records;
+//  3. COPY of the dead letters: records the mapping refused;
+//  4. COMMIT. Only then are the rows and the new next_offset durable.
+//
+// Claim bumps the epoch of a partition and returns its durable position; it
+// fences every earlier writer at once. A claim waits for the row lock of an
+// open transaction at most Config.ClaimLockTimeout, then terminates that
+// backend: a writer still holding the row after the group gave the partition
+// to someone else is a zombie (frozen or partitioned away), and killing its
+// transaction is what lets the new owner proceed without waiting for it.
+//
+// A failed COMMIT is ambiguous (it may have committed). Write never retries:
+// the caller re-claims, which re-reads the durable position from Postgres.
+//
+// The package owns no goroutines; Writer is safe for concurrent use by many
+// partition goroutines (each Write takes its own pooled connection). It
+// imports schema and pgx, never reader.
+package ingest

@@ -1,0 +1,81 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// ddlLockKey serializes DDL of concurrent bridges: CREATE TABLE IF NOT EXISTS
+// alone can still fail with a unique violation in pg_type when two sessions
+// race.
+const ddlLockKey = "kafka2pg.ddl"
+
+// EnsureTables creates the sinks' tables when create is true and they are
+// missing, then checks that every table has the columns the mapping writes.
+// A mismatch is an error naming the table, the column and the fix, returned
+// before anything is written.
+func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
+	seen := map[string]bool{}
+	for topic, sink := range w.cfg.Sinks {
+		t := sink.Table
+		if seen[t.QualifiedName()] {
+			continue
+		}
+		seen[t.QualifiedName()] = true
+		if create {
+			err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
+					return err
+				}
+				_, err := tx.Exec(ctx, t.CreateSQL())
+				return err
+			})
+			if err != nil {
+				return fmt.Errorf("create table %s for topic %q: %w", t.QualifiedName(), topic, err)
+			}
+		}
+		if err := w.checkColumns(ctx, topic, t); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table) error {
+	var exists bool
+	if err := w.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.QualifiedName()).Scan(&exists); err != nil {
+		return fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
+	}
+	if !exists {
+		return fmt.Errorf("table %s for topic %q does not exist: create it, or run with --create-tables", t.QualifiedName(), topic)
+	}
+	rows, err := w.pool.Query(ctx, `SELECT attname FROM pg_attribute
+		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, t.QualifiedName())
+	if err != nil {
+		return fmt.Errorf("check columns of %s: %w", t.QualifiedName(), err)
+	}
+	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("check columns of %s: %w", t.QualifiedName(), err)
+	}
+	set := make(map[string]bool, len(have))
+	for _, c := range have {
+		set[c] = true
+	}
+	var missing []string
+	for _, c := range t.Columns {
+		if !set[c.Name] {
+			missing = append(missing, fmt.Sprintf("%q", c.Name))
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with --table",
+			t.QualifiedName(), topic, strings.Join(missing, ", "))
+	}
+	return nil
+}

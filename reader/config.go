@@ -1,0 +1,214 @@
+package reader
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Config configures a Reader. Each field maps to a run flag named in its
+// comment; the zero value means the default written there.
+type Config struct {
+	Brokers  []string // --kafka-brokers, required
+	Group    string   // --kafka-group, required
+	Topics   []string // --topic, required
+	ClientID string   // --kafka-client-id, default "kafka2pg"
+
+	// Balancers in preference order (--kafka-balancers): cooperative-sticky
+	// (default), sticky, range, round-robin. Mixing cooperative-sticky with an
+	// eager one downgrades the whole group to eager rebalances.
+	Balancers []string
+	// IsolationLevel is read_committed (default) or read_uncommitted
+	// (--kafka-isolation-level).
+	IsolationLevel string
+
+	FetchMinBytes          int32         // --kafka-fetch-min-bytes, default 1
+	FetchMaxBytes          int32         // --kafka-fetch-max-bytes, default 50 MiB
+	FetchMaxPartitionBytes int32         // --kafka-fetch-max-partition-bytes, default 1 MiB
+	FetchMaxWait           time.Duration // --kafka-fetch-max-wait, default 500ms
+
+	SessionTimeout    time.Duration // --kafka-session-timeout, default 45s
+	RebalanceTimeout  time.Duration // --kafka-rebalance-timeout, default 60s
+	HeartbeatInterval time.Duration // --kafka-heartbeat-interval, default 3s
+	// CommitInterval is how often durable offsets are mirrored to the Kafka
+	// group (--kafka-commit-interval, default 1s).
+	CommitInterval time.Duration
+
+	// Start is where a partition with no stored position begins (--start).
+	Start StartPolicy
+
+	BatchMaxRows  int           // --batch-max-rows, default 10000
+	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
+	BatchMaxWait  time.Duration // --batch-max-wait, default 200ms
+
+	// QueueCapacity is how many records one partition may buffer before its
+	// fetching pauses (--queue-capacity, default 2 × BatchMaxRows); fetching
+	// resumes at half. Buffered bytes are bounded the same way at
+	// 2 × BatchMaxBytes. Memory stays bounded under any backlog.
+	QueueCapacity int
+
+	// FlushTimeout bounds how long a revoke (and so a graceful shutdown) waits
+	// for a partition's queued records to be written before abandoning them
+	// (--shutdown-timeout, default 30s).
+	FlushTimeout time.Duration
+
+	// RetryBackoffMax caps the backoff between re-claims after a failed write
+	// (--retry-backoff-max, default 5s). The first retry waits 100ms.
+	RetryBackoffMax time.Duration
+
+	// Logger receives the reader's logs. Default: discard.
+	Logger *slog.Logger
+	// ExtraOpts are appended to the franz-go options (TLS, SASL, hooks).
+	ExtraOpts []kgo.Opt
+}
+
+var balancerNames = map[string]func() kgo.GroupBalancer{
+	"cooperative-sticky": kgo.CooperativeStickyBalancer,
+	"sticky":             kgo.StickyBalancer,
+	"range":              kgo.RangeBalancer,
+	"round-robin":        kgo.RoundRobinBalancer,
+}
+
+// withDefaults returns cfg with every zero field set to its default.
+func (cfg Config) withDefaults() Config {
+	if cfg.ClientID == "" {
+		cfg.ClientID = "kafka2pg"
+	}
+	if len(cfg.Balancers) == 0 {
+		cfg.Balancers = []string{"cooperative-sticky"}
+	}
+	if cfg.IsolationLevel == "" {
+		cfg.IsolationLevel = "read_committed"
+	}
+	if cfg.FetchMinBytes == 0 {
+		cfg.FetchMinBytes = 1
+	}
+	if cfg.FetchMaxBytes == 0 {
+		cfg.FetchMaxBytes = 50 << 20
+	}
+	if cfg.FetchMaxPartitionBytes == 0 {
+		cfg.FetchMaxPartitionBytes = 1 << 20
+	}
+	if cfg.FetchMaxWait == 0 {
+		cfg.FetchMaxWait = 500 * time.Millisecond
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = 45 * time.Second
+	}
+	if cfg.RebalanceTimeout == 0 {
+		cfg.RebalanceTimeout = 60 * time.Second
+	}
+	if cfg.HeartbeatInterval == 0 {
+		cfg.HeartbeatInterval = 3 * time.Second
+	}
+	if cfg.CommitInterval == 0 {
+		cfg.CommitInterval = time.Second
+	}
+	if cfg.BatchMaxRows == 0 {
+		cfg.BatchMaxRows = 10000
+	}
+	if cfg.BatchMaxBytes == 0 {
+		cfg.BatchMaxBytes = 16 << 20
+	}
+	if cfg.BatchMaxWait == 0 {
+		cfg.BatchMaxWait = 200 * time.Millisecond
+	}
+	if cfg.QueueCapacity == 0 {
+		cfg.QueueCapacity = 2 * cfg.BatchMaxRows
+	}
+	if cfg.FlushTimeout == 0 {
+		cfg.FlushTimeout = 30 * time.Second
+	}
+	if cfg.RetryBackoffMax == 0 {
+		cfg.RetryBackoffMax = 5 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return cfg
+}
+
+// Validate checks the configuration after defaults; every message names the
+// flag and says what to do.
+func (cfg Config) Validate() error {
+	cfg = cfg.withDefaults()
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if len(cfg.Brokers) == 0 {
+		add("--kafka-brokers is empty: give at least one host:port of a Kafka broker")
+	}
+	for _, b := range cfg.Brokers {
+		if !strings.Contains(b, ":") || strings.HasPrefix(b, ":") || strings.HasSuffix(b, ":") {
+			add("--kafka-brokers: %q is not host:port (for example 127.0.0.1:9092)", b)
+		}
+	}
+	if cfg.Group == "" {
+		add("--kafka-group is empty: name the consumer group (it also keys the offsets in Postgres)")
+	}
+	if len(cfg.Topics) == 0 {
+		add("--topic is missing: name at least one topic to consume")
+	}
+	for _, t := range cfg.Topics {
+		if t == "" || len(t) > 249 {
+			add("--topic %q is not a valid Kafka topic name (1 to 249 characters)", t)
+		}
+	}
+	for _, b := range cfg.Balancers {
+		if balancerNames[b] == nil {
+			add("--kafka-balancers: %q is not one of cooperative-sticky, sticky, range, round-robin", b)
+		}
+	}
+	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == "cooperative-sticky" {
+		for _, b := range cfg.Balancers[1:] {
+			if b != "cooperative-sticky" {
+				add("--kafka-balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
+			}
+		}
+	}
+	if cfg.IsolationLevel != "read_committed" && cfg.IsolationLevel != "read_uncommitted" {
+		add("--kafka-isolation-level: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
+	}
+	if cfg.FetchMinBytes < 0 {
+		add("--kafka-fetch-min-bytes is %d: use a positive number of bytes", cfg.FetchMinBytes)
+	}
+	if cfg.FetchMaxBytes < 0 || cfg.FetchMaxPartitionBytes < 0 {
+		add("--kafka-fetch-max-bytes and --kafka-fetch-max-partition-bytes must be positive")
+	}
+	if cfg.FetchMaxPartitionBytes > cfg.FetchMaxBytes {
+		add("--kafka-fetch-max-partition-bytes (%d) is larger than --kafka-fetch-max-bytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
+	}
+	positive := []struct {
+		flag string
+		d    time.Duration
+	}{
+		{"--kafka-fetch-max-wait", cfg.FetchMaxWait}, {"--kafka-session-timeout", cfg.SessionTimeout},
+		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
+		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait},
+		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
+	}
+	for _, p := range positive {
+		if p.d < 0 {
+			add("%s is %s: use a positive duration such as 500ms or 10s", p.flag, p.d)
+		}
+	}
+	if cfg.HeartbeatInterval >= cfg.SessionTimeout {
+		add("--kafka-heartbeat-interval (%s) must be shorter than --kafka-session-timeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
+	}
+	if cfg.BatchMaxRows < 0 {
+		add("--batch-max-rows is %d: use a positive number of rows", cfg.BatchMaxRows)
+	}
+	if cfg.BatchMaxBytes < 0 {
+		add("--batch-max-bytes is %d: use a positive number of bytes", cfg.BatchMaxBytes)
+	}
+	if cfg.QueueCapacity < 0 || (cfg.QueueCapacity > 0 && cfg.QueueCapacity < cfg.BatchMaxRows) {
+		add("--queue-capacity is %d: use at least --batch-max-rows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
+	}
+	if err := cfg.Start.validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}

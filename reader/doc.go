@@ -1,0 +1,28 @@
+// Package reader is the Kafka side of kafka2pg: consumer-group membership,
+// seeking every newly assigned partition to the position stored in Postgres,
+// fetching, per-partition batching with bounded buffers, and mirroring the
+// durable offsets back to the Kafka group for lag tools.
+//
+// The reader never decides where a partition resumes from Kafka's commits.
+// On assignment it calls the ClaimFunc it is given (which fences earlier
+// owners and returns the durable next offset) and starts there
+// (kgo.AdjustFetchOffsetsFn). Only when nothing is stored does the start
+// policy apply (earliest, latest, the group's Kafka commit, or a time).
+//
+// Goroutines: Run owns the poll loop and the commit loop. Each assigned
+// partition has one goroutine that batches its records and calls the
+// WriteFunc; it is started when the partition is assigned and joined before
+// the revoke or lost callback returns, so a partition is never written by
+// two goroutines of one process. On revoke each partition finishes (flushes)
+// its queued records within Config.FlushTimeout or abandons them; on lost it
+// abandons them at once (the next owner re-reads them from Kafka).
+//
+// A failed write halts the partition: its queue is dropped, fetching pauses,
+// and the partition goroutine re-claims (re-reading Postgres, never retrying
+// blindly) with capped backoff, then the poll loop seeks to the durable
+// position. Callbacks of franz-go never block on the poll loop.
+//
+// Lock order: Reader.mu before partition.mu. The package imports franz-go,
+// never ingest: cmd/kafka2pg connects the two with the ClaimFunc and
+// WriteFunc.
+package reader

@@ -1,0 +1,204 @@
+package reader
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// assigned starts a goroutine for every newly assigned partition. They wait
+// for their claim, which adjust makes before any record is fetched.
+// Runs in franz-go's group goroutine; callbacks never run concurrently.
+func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
+	r.stats.rebalances.Add(1)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, ps := range assigned {
+		for _, p := range ps {
+			tp := TopicPartition{t, p}
+			if r.parts[tp] != nil {
+				continue
+			}
+			part := newPartition(r, tp)
+			r.parts[tp] = part
+			go part.run()
+		}
+	}
+	r.log.Info("partitions assigned", "partitions", fmtPartitions(assigned))
+}
+
+// adjust replaces the Kafka-committed start offsets of newly assigned
+// partitions with the positions claimed in Postgres. It runs after
+// OnPartitionsAssigned and before any fetch of these partitions; ctx ends
+// if a revoke begins. A returned error ends the group session and the member
+// rejoins, so transient Postgres trouble is retried here with backoff.
+func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for topic, ps := range offsets {
+		partitions := make([]int32, 0, len(ps))
+		for p := range ps {
+			partitions = append(partitions, p)
+		}
+		claims, err := r.claimWithRetry(ctx, topic, partitions)
+		if err != nil {
+			r.log.Error("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
+			return nil, err
+		}
+		for _, p := range partitions {
+			tp := TopicPartition{topic, p}
+			c, ok := claims[p]
+			if !ok {
+				c = Claim{NextOffset: -1, LeaderEpoch: -1}
+			}
+			if c.NextOffset >= 0 {
+				// Leader epoch -1: no truncation check against a stale epoch.
+				offsets[topic][p] = kgo.NewOffset().At(c.NextOffset).WithEpoch(-1)
+				r.markDurableClaimed(tp, kgo.EpochOffset{Epoch: c.LeaderEpoch, Offset: c.NextOffset})
+			} else {
+				offsets[topic][p] = r.cfg.Start.offset(ps[p])
+			}
+			r.mu.Lock()
+			part := r.parts[tp]
+			r.mu.Unlock()
+			if part != nil {
+				part.setClaim(c)
+			}
+			r.log.Info("partition claimed", "topic", topic, "partition", p, "next_offset", c.NextOffset,
+				"epoch", c.Epoch, "start", r.startDescription(c))
+		}
+	}
+	return offsets, nil
+}
+
+func (r *Reader) startDescription(c Claim) string {
+	if c.NextOffset >= 0 {
+		return "stored"
+	}
+	return r.cfg.Start.String()
+}
+
+// markDurableClaimed records a claimed position so that the Kafka mirror is
+// corrected even before anything new is written.
+func (r *Reader) markDurableClaimed(tp TopicPartition, eo kgo.EpochOffset) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.durable[tp] = eo
+	r.dirty[tp] = true
+}
+
+func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []int32) (map[int32]Claim, error) {
+	backoff := 100 * time.Millisecond
+	for {
+		claims, err := r.claim(ctx, topic, partitions)
+		if err == nil {
+			return claims, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		r.log.Warn("claim failed; retrying", "topic", topic, "error", err.Error(), "backoff", backoff)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, r.cfg.RetryBackoffMax)
+	}
+}
+
+// revoked flushes the revoked partitions (within FlushTimeout), then
+// commits their durable offsets to the group synchronously so the next owner
+// and lag tools see exact progress. BlockRebalanceOnPoll guarantees the poll
+// loop is not dispatching meanwhile.
+func (r *Reader) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	parts := r.detach(revoked)
+	if len(parts) == 0 {
+		return
+	}
+	for _, p := range parts {
+		p.stop(true)
+	}
+	deadline := time.NewTimer(r.cfg.FlushTimeout)
+	defer deadline.Stop()
+	for _, p := range parts {
+		select {
+		case <-p.done:
+		case <-deadline.C:
+			r.log.Warn("flush on revoke timed out; abandoning queued records (the next owner re-reads them)",
+				"topic", p.tp.Topic, "partition", p.tp.Partition, "timeout", r.cfg.FlushTimeout)
+			for _, q := range parts {
+				q.stop(false)
+			}
+			<-p.done
+		}
+	}
+	cl.ResumeFetchPartitions(revoked) // pauses survive revocation; clear them
+	offs := r.takeDurable(revoked)
+	if len(offs) > 0 {
+		cl.CommitOffsetsSync(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				err = commitResponseErr(resp)
+			}
+			if err != nil {
+				r.log.Warn("kafka group commit on revoke failed (harmless: Postgres is authoritative)", "error", err.Error())
+			}
+		})
+	}
+	r.log.Info("partitions revoked", "partitions", fmtPartitions(revoked))
+}
+
+// lost abandons the partitions at once: the group has given them away, so a
+// commit would fail and queued records belong to the next owner. An in-flight
+// transaction is cancelled; if it still commits, the fence keeps it exact.
+func (r *Reader) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32) {
+	parts := r.detach(lost)
+	for _, p := range parts {
+		p.stop(false)
+	}
+	for _, p := range parts {
+		<-p.done
+	}
+	cl.ResumeFetchPartitions(lost)
+	r.takeDurable(lost)
+	r.log.Warn("partitions lost", "partitions", fmtPartitions(lost))
+}
+
+func (r *Reader) detach(m map[string][]int32) []*partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*partition
+	for t, ps := range m {
+		for _, p := range ps {
+			tp := TopicPartition{t, p}
+			if part := r.parts[tp]; part != nil {
+				out = append(out, part)
+				delete(r.parts, tp)
+			}
+		}
+	}
+	return out
+}
+
+// takeDurable removes and returns the durable offsets of the partitions in m.
+func (r *Reader) takeDurable(m map[string][]int32) map[string]map[int32]kgo.EpochOffset {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]map[int32]kgo.EpochOffset)
+	for t, ps := range m {
+		for _, p := range ps {
+			tp := TopicPartition{t, p}
+			if eo, ok := r.durable[tp]; ok {
+				if out[t] == nil {
+					out[t] = make(map[int32]kgo.EpochOffset)
+				}
+				out[t][p] = eo
+			}
+			delete(r.durable, tp)
+			delete(r.dirty, tp)
+		}
+	}
+	return out
+}
+
+func fmtPartitions(m map[string][]int32) map[string][]int32 { return m }

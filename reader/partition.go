@@ -1,0 +1,312 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partition batches the records of one assigned partition and writes them.
+// Its goroutine (run) is started in assigned and joined in revoked/lost.
+type partition struct {
+	r      *Reader
+	tp     TopicPartition
+	ctx    context.Context // ends when the partition is abandoned
+	cancel context.CancelFunc
+	notify chan struct{} // cap 1: something changed, look again
+	done   chan struct{} // closed when run returns
+
+	mu         sync.Mutex
+	queue      []*kgo.Record
+	queueBytes int
+	queueRows  int // data records in queue (not control)
+	firstAt    time.Time
+	claimed    bool
+	epoch      int64
+	pos        int64 // next offset to accept; -1 accepts any
+	halted     bool  // a write failed; waiting to re-claim and seek
+	paused     bool  // fetching is paused for backpressure or while halted
+	closing    bool
+	flush      bool // with closing: write what is queued first
+}
+
+func newPartition(r *Reader, tp TopicPartition) *partition {
+	// The partition's lifetime is its own: it ends by stop, not by the
+	// callback ctx that created it.
+	ctx, cancel := context.WithCancel(context.Background())
+	return &partition{r: r, tp: tp, ctx: ctx, cancel: cancel,
+		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1}
+}
+
+func (p *partition) signal() {
+	select {
+	case p.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (p *partition) setClaim(c Claim) {
+	p.mu.Lock()
+	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
+	p.mu.Unlock()
+	p.signal()
+}
+
+// enqueue appends polled records; it reports whether fetching should pause
+// now. Records before the expected position (re-delivered after a seek) and
+// records that arrive while halted or closing are dropped: they are refetched
+// from the durable position.
+func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.claimed || p.halted || p.closing {
+		return false
+	}
+	added := false
+	for _, rec := range rs {
+		if p.pos >= 0 && rec.Offset < p.pos {
+			continue
+		}
+		if len(p.queue) == 0 {
+			p.firstAt = time.Now()
+		}
+		p.queue = append(p.queue, rec)
+		p.pos = rec.Offset + 1
+		if !rec.Attrs.IsControl() {
+			p.queueRows++
+			p.queueBytes += len(rec.Key) + len(rec.Value)
+			p.r.stats.records.Add(1)
+			p.r.stats.bytes.Add(int64(len(rec.Key) + len(rec.Value)))
+		}
+		added = true
+	}
+	if added {
+		p.signal()
+	}
+	if !p.paused && (len(p.queue) >= p.r.cfg.QueueCapacity || p.queueBytes >= 2*p.r.cfg.BatchMaxBytes) {
+		p.paused = true
+		return true
+	}
+	return false
+}
+
+// stop asks run to return; with flush, after writing what is queued.
+// Without, the in-flight write is cancelled.
+func (p *partition) stop(flush bool) {
+	p.mu.Lock()
+	p.closing = true
+	p.flush = p.flush || flush
+	if !flush {
+		p.flush = false
+		p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+		p.cancel()
+	}
+	p.mu.Unlock()
+	p.signal()
+}
+
+// resumeAt is called by the poll loop after it seeked to the re-claimed
+// position.
+func (p *partition) resumeAt(epoch, at int64) {
+	p.mu.Lock()
+	p.epoch, p.pos, p.halted, p.paused = epoch, at, false, false
+	p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+	p.mu.Unlock()
+	p.signal()
+}
+
+func (p *partition) run() {
+	defer close(p.done)
+	defer p.cancel()
+	for {
+		b, ok := p.next()
+		if !ok {
+			return
+		}
+		err := p.r.write(p.ctx, b)
+		if err == nil {
+			p.written(b)
+			continue
+		}
+		p.mu.Lock()
+		closing := p.closing
+		p.mu.Unlock()
+		fenced := errors.Is(err, ErrFenced)
+		if fenced {
+			p.r.stats.fenced.Add(1)
+			p.r.log.Warn("write fenced: another owner holds the partition; dropping local state and re-claiming",
+				"topic", p.tp.Topic, "partition", p.tp.Partition, "first_offset", b.FirstOffset, "error", err.Error())
+		} else if p.ctx.Err() == nil {
+			p.r.stats.writeErrors.Add(1)
+			p.r.log.Error("write failed; re-reading the durable position from Postgres",
+				"topic", p.tp.Topic, "partition", p.tp.Partition, "first_offset", b.FirstOffset, "error", err.Error())
+		}
+		if closing || p.ctx.Err() != nil {
+			return // abandon: the next owner re-reads these records
+		}
+		p.halt()
+		if !p.reclaim(fenced, b.FirstOffset) {
+			return
+		}
+	}
+}
+
+// next waits until a batch is due and takes it from the queue; false means
+// run must return.
+func (p *partition) next() (*Batch, bool) {
+	cfg := &p.r.cfg
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		p.mu.Lock()
+		if p.closing && (!p.flush || p.halted || len(p.queue) == 0) {
+			p.mu.Unlock()
+			return nil, false
+		}
+		var wait time.Duration = -1
+		if p.claimed && !p.halted && len(p.queue) > 0 {
+			age := time.Since(p.firstAt)
+			if p.closing || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
+				b := p.takeLocked()
+				p.mu.Unlock()
+				return b, true
+			}
+			wait = cfg.BatchMaxWait - age
+		}
+		p.mu.Unlock()
+		var tc <-chan time.Time
+		if wait >= 0 {
+			if timer == nil {
+				timer = time.NewTimer(wait)
+			} else {
+				timer.Reset(wait)
+			}
+			tc = timer.C
+		}
+		select {
+		case <-p.notify:
+		case <-tc:
+		case <-p.ctx.Done():
+			return nil, false
+		}
+	}
+}
+
+// takeLocked cuts the next batch off the queue: at most BatchMaxRows data
+// records and about BatchMaxBytes, plus the control records among them.
+func (p *partition) takeLocked() *Batch {
+	cfg := &p.r.cfg
+	b := &Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset, LeaderEpoch: -1}
+	rows, bytes, n := 0, 0, 0
+	for n < len(p.queue) && rows < cfg.BatchMaxRows && (bytes < cfg.BatchMaxBytes || rows == 0) {
+		rec := p.queue[n]
+		n++
+		b.NextOffset, b.LeaderEpoch = rec.Offset+1, rec.LeaderEpoch
+		if rec.Attrs.IsControl() {
+			continue
+		}
+		rows++
+		bytes += len(rec.Key) + len(rec.Value)
+		b.Records = append(b.Records, rec)
+	}
+	p.queue = p.queue[n:]
+	p.queueRows -= rows
+	p.queueBytes -= bytes
+	if len(p.queue) == 0 {
+		p.queue = nil // let the backing array go
+	} else {
+		p.firstAt = time.Now() // what is left was due anyway; write it soon
+	}
+	return b
+}
+
+func (p *partition) written(b *Batch) {
+	p.r.stats.batches.Add(1)
+	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: b.LeaderEpoch, Offset: b.NextOffset})
+	p.mu.Lock()
+	resume := p.paused && !p.halted && len(p.queue) <= p.r.cfg.QueueCapacity/2 && p.queueBytes <= p.r.cfg.BatchMaxBytes
+	if resume {
+		p.paused = false
+	}
+	p.mu.Unlock()
+	if resume {
+		p.r.cl.ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+	}
+}
+
+// halt drops the local state after a failed write and pauses fetching until
+// the partition is re-claimed and seeked.
+func (p *partition) halt() {
+	p.mu.Lock()
+	p.halted = true
+	p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+	p.paused = true
+	p.mu.Unlock()
+	p.r.cl.PauseFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+}
+
+// reclaim re-reads the durable position with a new epoch, with capped
+// backoff, and hands the seek to the poll loop. After a fence it first waits
+// a few heartbeats, so that a zombie learns from the group that it lost the
+// partition instead of fencing the rightful owner back. It returns false
+// when the partition is being stopped.
+func (p *partition) reclaim(fenced bool, failedFrom int64) bool {
+	cfg := &p.r.cfg
+	backoff := 100 * time.Millisecond
+	if fenced {
+		backoff = max(3*cfg.HeartbeatInterval, time.Second)
+	}
+	for {
+		if !p.sleep(backoff) {
+			return false
+		}
+		claims, err := p.r.claim(p.ctx, p.tp.Topic, []int32{p.tp.Partition})
+		if err == nil {
+			c, ok := claims[p.tp.Partition]
+			if !ok {
+				c = Claim{NextOffset: -1, LeaderEpoch: -1}
+			}
+			select {
+			case p.r.seeks <- seekRequest{p: p, claim: c, from: failedFrom}:
+				p.r.wake()
+				return true
+			case <-p.ctx.Done():
+				return false
+			}
+		}
+		if p.ctx.Err() != nil {
+			return false
+		}
+		p.r.log.Warn("re-claim failed; retrying", "topic", p.tp.Topic, "partition", p.tp.Partition,
+			"error", err.Error(), "backoff", backoff)
+		backoff = min(max(2*backoff, 200*time.Millisecond), cfg.RetryBackoffMax)
+	}
+}
+
+// sleep waits d unless the partition is stopped first.
+func (p *partition) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			return true
+		case <-p.ctx.Done():
+			return false
+		case <-p.notify:
+			p.mu.Lock()
+			closing := p.closing
+			p.mu.Unlock()
+			if closing {
+				return false
+			}
+		}
+	}
+}

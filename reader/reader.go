@@ -1,0 +1,375 @@
+package reader
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// TopicPartition names one partition.
+type TopicPartition struct {
+	Topic     string
+	Partition int32
+}
+
+// Claim is a partition's durable position, returned by a ClaimFunc.
+type Claim struct {
+	Epoch       int64 // the owner's fencing epoch; passed back in every Batch
+	NextOffset  int64 // the next offset to consume; -1 when nothing is stored
+	LeaderEpoch int32 // Kafka leader epoch of the last stored record, -1 if unknown
+}
+
+// ClaimFunc fences earlier owners of the partitions of topic and returns
+// their durable positions. It is called from franz-go's group goroutine on
+// assignment (ctx ends if a revoke begins) and from partition goroutines
+// after a failed write. It must be safe for concurrent use.
+type ClaimFunc func(ctx context.Context, topic string, partitions []int32) (map[int32]Claim, error)
+
+// Batch is a span of consecutive offsets of one partition to be written in
+// one transaction.
+type Batch struct {
+	Topic       string
+	Partition   int32
+	Epoch       int64 // from the partition's Claim
+	FirstOffset int64 // the first offset of the span
+	NextOffset  int64 // one past the last offset of the span
+	LeaderEpoch int32 // of the last record
+	// Records are the data records in offset order. Transaction markers are
+	// left out: they only widen the span.
+	Records []*kgo.Record
+}
+
+// WriteFunc writes a batch durably, together with its NextOffset. It returns
+// an error wrapping ErrFenced when another owner holds the partition. It is
+// called from partition goroutines, concurrently for different partitions.
+type WriteFunc func(ctx context.Context, b *Batch) error
+
+// ErrFenced is what a WriteFunc wraps when the partition belongs to someone
+// else now.
+var ErrFenced = errors.New("fenced")
+
+// Stats are the reader's counters since start.
+type Stats struct {
+	Records, Bytes, Batches, Fenced, WriteErrors, Rebalances, FetchErrors int64
+	Partitions                                                            int
+}
+
+// Reader consumes a group's topics and feeds each partition's batches to a
+// WriteFunc. Create it with New, drive it with Run, stop it with Close.
+type Reader struct {
+	cfg   Config
+	log   *slog.Logger
+	claim ClaimFunc
+	write WriteFunc
+	cl    *kgo.Client
+
+	mu      sync.Mutex
+	parts   map[TopicPartition]*partition
+	durable map[TopicPartition]kgo.EpochOffset // durable in Postgres, to mirror to Kafka
+	dirty   map[TopicPartition]bool
+	wakeFn  context.CancelFunc // interrupts the current poll
+
+	seeks chan seekRequest // partition goroutines → poll loop
+
+	stats struct {
+		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors atomic.Int64
+	}
+
+	closeOnce sync.Once
+}
+
+type seekRequest struct {
+	p     *partition
+	claim Claim
+	from  int64 // where to seek when nothing is stored
+}
+
+// New validates cfg and creates the Kafka client. It does not contact the
+// brokers yet.
+func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if claim == nil || write == nil {
+		return nil, errors.New("reader: New needs a ClaimFunc and a WriteFunc")
+	}
+	cfg = cfg.withDefaults()
+	r := &Reader{
+		cfg:     cfg,
+		log:     cfg.Logger,
+		claim:   claim,
+		write:   write,
+		parts:   make(map[TopicPartition]*partition),
+		durable: make(map[TopicPartition]kgo.EpochOffset),
+		dirty:   make(map[TopicPartition]bool),
+		seeks:   make(chan seekRequest, 4096),
+	}
+	balancers := make([]kgo.GroupBalancer, len(cfg.Balancers))
+	for i, b := range cfg.Balancers {
+		balancers[i] = balancerNames[b]()
+	}
+	isolation := kgo.ReadCommitted()
+	if cfg.IsolationLevel == "read_uncommitted" {
+		isolation = kgo.ReadUncommitted()
+	}
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID(cfg.ClientID),
+		kgo.ConsumerGroup(cfg.Group),
+		kgo.ConsumeTopics(cfg.Topics...),
+		kgo.Balancers(balancers...),
+		kgo.FetchIsolationLevel(isolation),
+		// Transaction markers come to us so that a batch's span covers
+		// them: otherwise the durable next_offset would stop short of the
+		// end offset after a committed transaction, forever.
+		kgo.KeepControlRecords(),
+		kgo.DisableAutoCommit(),    // Postgres is the source of truth; we mirror it ourselves
+		kgo.BlockRebalanceOnPoll(), // no revoke runs while a poll is being dispatched
+		kgo.FetchMinBytes(cfg.FetchMinBytes),
+		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
+		kgo.FetchMaxPartitionBytes(cfg.FetchMaxPartitionBytes),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		kgo.SessionTimeout(cfg.SessionTimeout),
+		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
+		kgo.HeartbeatInterval(cfg.HeartbeatInterval),
+		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
+		kgo.AdjustFetchOffsetsFn(r.adjust),
+		kgo.OnPartitionsAssigned(r.assigned),
+		kgo.OnPartitionsRevoked(r.revoked),
+		kgo.OnPartitionsLost(r.lost),
+	}
+	cl, err := kgo.NewClient(append(opts, cfg.ExtraOpts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("create Kafka client: %w", err)
+	}
+	r.cl = cl
+	return r, nil
+}
+
+// Client is the underlying franz-go client, for admin calls (kadm) that
+// share its connections. Do not poll or commit with it.
+func (r *Reader) Client() *kgo.Client { return r.cl }
+
+// Stats returns a snapshot of the counters.
+func (r *Reader) Stats() Stats {
+	r.mu.Lock()
+	n := len(r.parts)
+	r.mu.Unlock()
+	return Stats{
+		Records: r.stats.records.Load(), Bytes: r.stats.bytes.Load(), Batches: r.stats.batches.Load(),
+		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
+		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(), Partitions: n,
+	}
+}
+
+// Assigned lists the partitions this member owns now.
+func (r *Reader) Assigned() []TopicPartition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]TopicPartition, 0, len(r.parts))
+	for tp := range r.parts {
+		out = append(out, tp)
+	}
+	return out
+}
+
+// Run polls and dispatches records until ctx ends, then returns nil. It also
+// runs the loop that mirrors durable offsets to the Kafka group. Call Close
+// after Run returns to flush, commit and leave the group.
+func (r *Reader) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	commitCtx, stopCommits := context.WithCancel(ctx)
+	wg.Go(func() { r.commitLoop(commitCtx) })
+	defer func() {
+		stopCommits()
+		wg.Wait()
+	}()
+	for {
+		pollCtx, wake := context.WithTimeout(ctx, time.Second)
+		r.mu.Lock()
+		r.wakeFn = wake
+		r.mu.Unlock()
+		fs := r.cl.PollRecords(pollCtx, r.cfg.BatchMaxRows)
+		wake()
+		if fs.IsClientClosed() || ctx.Err() != nil {
+			return nil
+		}
+		fs.EachError(func(t string, p int32, err error) {
+			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+				return // our own wake-up
+			}
+			r.stats.fetchErrors.Add(1)
+			r.log.Error("fetch", "topic", t, "partition", p, "error", err.Error())
+		})
+		var pause map[string][]int32
+		r.mu.Lock()
+		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
+			if len(fp.Records) == 0 {
+				return
+			}
+			p := r.parts[TopicPartition{fp.Topic, fp.Partition}]
+			if p == nil {
+				return // BlockRebalanceOnPoll makes this unreachable; stay safe
+			}
+			if p.enqueue(fp.Records) {
+				if pause == nil {
+					pause = make(map[string][]int32)
+				}
+				pause[fp.Topic] = append(pause[fp.Topic], fp.Partition)
+			}
+		})
+		r.mu.Unlock()
+		if pause != nil {
+			// Records of a paused partition still buffered in the client are
+			// dropped from polls and refetched after resume: nothing is lost.
+			r.cl.PauseFetchPartitions(pause)
+		}
+		r.applySeeks()
+		r.cl.AllowRebalance()
+	}
+}
+
+// wake interrupts the current poll so the poll loop applies seeks promptly.
+func (r *Reader) wake() {
+	r.mu.Lock()
+	if r.wakeFn != nil {
+		r.wakeFn()
+	}
+	r.mu.Unlock()
+}
+
+// applySeeks runs in the poll goroutine before AllowRebalance, where
+// SetOffsets is safe: a re-claimed partition starts again at its durable
+// position.
+func (r *Reader) applySeeks() {
+	for {
+		select {
+		case s := <-r.seeks:
+			tp := s.p.tp
+			r.mu.Lock()
+			owned := r.parts[tp] == s.p
+			r.mu.Unlock()
+			if !owned {
+				continue // revoked or lost meanwhile
+			}
+			at, epoch := s.claim.NextOffset, s.claim.LeaderEpoch
+			if at < 0 {
+				at, epoch = s.from, -1
+			}
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: at}}})
+			s.p.resumeAt(s.claim.Epoch, at)
+			if s.claim.NextOffset >= 0 {
+				r.markDurable(tp, kgo.EpochOffset{Epoch: epoch, Offset: s.claim.NextOffset})
+			}
+			r.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+			r.log.Info("partition resumed at its durable position", "topic", tp.Topic, "partition", tp.Partition,
+				"next_offset", at, "epoch", s.claim.Epoch)
+		default:
+			return
+		}
+	}
+}
+
+func (r *Reader) markDurable(tp TopicPartition, eo kgo.EpochOffset) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.parts[tp] == nil {
+		return
+	}
+	if cur, ok := r.durable[tp]; ok && cur.Offset > eo.Offset {
+		return // never move the mirror backwards
+	}
+	r.durable[tp] = eo
+	r.dirty[tp] = true
+}
+
+// commitLoop mirrors durable offsets to the Kafka group, coalesced on
+// CommitInterval. Failures are harmless (Postgres is authoritative) and
+// retried on the next tick while the partition is still owned.
+func (r *Reader) commitLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.CommitInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		offs := r.takeDirty()
+		if len(offs) == 0 {
+			continue
+		}
+		r.cl.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+			if err == nil {
+				err = commitResponseErr(resp)
+			}
+			if err == nil {
+				return
+			}
+			r.log.Debug("kafka group commit failed; retrying on the next tick (Postgres is authoritative)", "error", err.Error())
+			r.mu.Lock()
+			for t, ps := range offs {
+				for p := range ps {
+					if r.parts[TopicPartition{t, p}] != nil {
+						r.dirty[TopicPartition{t, p}] = true
+					}
+				}
+			}
+			r.mu.Unlock()
+		})
+	}
+}
+
+func (r *Reader) takeDirty() map[string]map[int32]kgo.EpochOffset {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]map[int32]kgo.EpochOffset)
+	for tp := range r.dirty {
+		if out[tp.Topic] == nil {
+			out[tp.Topic] = make(map[int32]kgo.EpochOffset)
+		}
+		out[tp.Topic][tp.Partition] = r.durable[tp]
+	}
+	clear(r.dirty)
+	return out
+}
+
+// Close flushes what is queued (within FlushTimeout), commits the durable
+// offsets to the group synchronously and leaves the group. Call it after Run
+// returned. It waits for every partition goroutine.
+func (r *Reader) Close() {
+	r.closeOnce.Do(func() {
+		// Leaving the group runs OnPartitionsRevoked, which flushes and commits.
+		r.cl.CloseAllowingRebalance()
+		r.mu.Lock()
+		left := make([]*partition, 0, len(r.parts))
+		for tp, p := range r.parts {
+			left = append(left, p)
+			delete(r.parts, tp)
+		}
+		r.mu.Unlock()
+		for _, p := range left { // only if the client closed without a revoke
+			p.stop(false)
+			<-p.done
+		}
+	})
+}
+
+func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {
+	for _, t := range resp.Topics {
+		for _, p := range t.Partitions {
+			if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+				return fmt.Errorf("commit %s/%d: %w", t.Topic, p.Partition, err)
+			}
+		}
+	}
+	return nil
+}

@@ -1,0 +1,242 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"unicode/utf8"
+)
+
+// ValueFormat says how the zero-config table stores a record value.
+type ValueFormat int
+
+const (
+	ValueJSON  ValueFormat = iota // jsonb; a value that is not JSON Postgres accepts is a bad record
+	ValueText                     // text; the value must be UTF-8 without NUL bytes
+	ValueBytes                    // bytea; any value fits
+)
+
+// ParseValueFormat reads the --value-format flag.
+func ParseValueFormat(s string) (ValueFormat, error) {
+	switch s {
+	case "json", "":
+		return ValueJSON, nil
+	case "text":
+		return ValueText, nil
+	case "bytes":
+		return ValueBytes, nil
+	}
+	return 0, fmt.Errorf("value format %q is not one of json, text, bytes", s)
+}
+
+func (f ValueFormat) String() string {
+	switch f {
+	case ValueText:
+		return "text"
+	case ValueBytes:
+		return "bytes"
+	}
+	return "json"
+}
+
+func (f ValueFormat) sqlType() string {
+	switch f {
+	case ValueText:
+		return "text"
+	case ValueBytes:
+		return "bytea"
+	}
+	return "jsonb"
+}
+
+// RawTable is the zero-config table: the record's coordinates, key, headers
+// and value, keyed by (topic, partition, offset).
+func RawTable(schemaName, name string, f ValueFormat) Table {
+	return Table{
+		Schema: schemaName,
+		Name:   name,
+		Columns: []Column{
+			{Name: "kafka_topic", Type: "text", NotNull: true},
+			{Name: "kafka_partition", Type: "integer", NotNull: true},
+			{Name: "kafka_offset", Type: "bigint", NotNull: true},
+			{Name: "kafka_timestamp", Type: "timestamptz"},
+			{Name: "kafka_key", Type: "bytea"},
+			{Name: "kafka_headers", Type: "jsonb"},
+			{Name: "value", Type: f.sqlType()},
+		},
+		PrimaryKey: []string{"kafka_topic", "kafka_partition", "kafka_offset"},
+	}
+}
+
+// RawMapper builds rows of a RawTable.
+type RawMapper struct {
+	Format ValueFormat
+}
+
+// Row appends the row of r to dst[:0] and returns it. A value that does not
+// fit the value column is a *DecodeError. The returned slice aliases r's
+// buffers: use it before r is reused.
+func (m RawMapper) Row(r *Record, dst []any) ([]any, error) {
+	var value any
+	if r.Value != nil {
+		switch m.Format {
+		case ValueJSON:
+			if kind, err := CheckJSON(r.Value); err != nil {
+				return nil, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
+			}
+			value = r.Value
+		case ValueText:
+			if kind, err := CheckText(r.Value); err != nil {
+				return nil, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
+			}
+			value = string(r.Value)
+		default:
+			value = r.Value
+		}
+	}
+	var headers any
+	if len(r.Headers) > 0 {
+		headers = HeadersJSON(r.Headers)
+	}
+	var key any
+	if r.Key != nil {
+		key = r.Key
+	}
+	return append(dst[:0], r.Topic, r.Partition, r.Offset, r.Timestamp, key, headers, value), nil
+}
+
+// HeadersJSON renders headers as a jsonb array that keeps order and
+// duplicates: [{"key":"k","value":"v"}]. A value that is not UTF-8 text
+// Postgres accepts is given as "value_base64"; a null value as null.
+func HeadersJSON(hs []Header) []byte {
+	b := make([]byte, 0, 32*len(hs))
+	b = append(b, '[')
+	for i, h := range hs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"key":`...)
+		b = appendJSONString(b, h.Key)
+		switch {
+		case h.Value == nil:
+			b = append(b, `,"value":null}`...)
+		case utf8.Valid(h.Value) && bytes.IndexByte(h.Value, 0) < 0:
+			b = append(b, `,"value":`...)
+			b = appendJSONString(b, string(h.Value))
+			b = append(b, '}')
+		default:
+			b = append(b, `,"value_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, h.Value)
+			b = append(b, `"}`...)
+		}
+	}
+	return append(b, ']')
+}
+
+// appendJSONString quotes s as a JSON string. Invalid UTF-8 and NUL become
+// U+FFFD so the result is always valid for jsonb.
+func appendJSONString(b []byte, s string) []byte {
+	s = string(bytes.ToValidUTF8([]byte(s), []byte("\uFFFD")))
+	s = string(bytes.ReplaceAll([]byte(s), []byte{0}, []byte("\uFFFD")))
+	q, _ := json.Marshal(s) // a string always marshals
+	return append(b, q...)
+}
+
+// CheckText reports why v cannot be stored in a Postgres text column of a
+// UTF8 database: invalid UTF-8, or a NUL byte.
+func CheckText(v []byte) (kind string, err error) {
+	if !utf8.Valid(v) {
+		return KindInvalidUTF8, errors.New("the value is not valid UTF-8")
+	}
+	if i := bytes.IndexByte(v, 0); i >= 0 {
+		return KindNULByte, fmt.Errorf("the value has a NUL byte at position %d, which Postgres text cannot store", i)
+	}
+	return "", nil
+}
+
+// CheckJSON reports why v cannot be stored in a jsonb column: not JSON,
+// invalid UTF-8, or a \u0000 escape or lone surrogate, which jsonb refuses.
+func CheckJSON(v []byte) (kind string, err error) {
+	if !utf8.Valid(v) {
+		return KindInvalidUTF8, errors.New("the value is not valid UTF-8")
+	}
+	if !json.Valid(v) {
+		var x any
+		err := json.Unmarshal(v, &x) // only for the message; v is invalid anyway
+		if err == nil {
+			err = errors.New("not a JSON document")
+		}
+		return KindInvalidJSON, fmt.Errorf("the value is not JSON: %w", err)
+	}
+	if bytes.Contains(v, []byte(`\u`)) {
+		if err := checkEscapes(v); err != nil {
+			return KindUnsupported, err
+		}
+	}
+	return "", nil
+}
+
+// checkEscapes walks the \u escapes of a valid JSON document and refuses the
+// ones jsonb cannot store: \u0000 and surrogates that are not a pair.
+func checkEscapes(v []byte) error {
+	inString := false
+	for i := 0; i < len(v); i++ {
+		c := v[i]
+		if !inString {
+			if c == '"' {
+				inString = true
+			}
+			continue
+		}
+		switch c {
+		case '"':
+			inString = false
+		case '\\':
+			if i+1 >= len(v) {
+				return nil
+			}
+			if v[i+1] != 'u' {
+				i++ // skip the escaped character
+				continue
+			}
+			cp, ok := hex4(v, i+2)
+			if !ok {
+				return nil // json.Valid already refused malformed escapes
+			}
+			switch {
+			case cp == 0:
+				return fmt.Errorf(`the value has a \u0000 escape at byte %d, which jsonb cannot store`, i)
+			case cp >= 0xD800 && cp <= 0xDBFF:
+				lo, ok := -1, false
+				if i+7 < len(v) && v[i+6] == '\\' && v[i+7] == 'u' {
+					var l int
+					l, ok = hex4(v, i+8)
+					lo = l
+				}
+				if !ok || lo < 0xDC00 || lo > 0xDFFF {
+					return fmt.Errorf(`the value has a lone high surrogate \u%04x at byte %d, which jsonb cannot store`, cp, i)
+				}
+				i += 11
+				continue
+			case cp >= 0xDC00 && cp <= 0xDFFF:
+				return fmt.Errorf(`the value has a lone low surrogate \u%04x at byte %d, which jsonb cannot store`, cp, i)
+			}
+			i += 5
+		}
+	}
+	return nil
+}
+
+func hex4(v []byte, at int) (int, bool) {
+	if at+4 > len(v) {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(string(v[at:at+4]), 16, 32)
+	if err != nil {
+		return 0, false
+	}
+	return int(n), true
+}

@@ -1,0 +1,60 @@
+package schema
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Record is one Kafka record as the mapping sees it, independent of the
+// Kafka client library.
+type Record struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Timestamp time.Time
+	Key       []byte // nil when the record has no key
+	Value     []byte // nil for a tombstone
+	Headers   []Header
+}
+
+// Header is one Kafka record header.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Error kinds of a DecodeError, stored in kafka2pg.dead_letters.error_kind.
+const (
+	KindInvalidJSON  = "invalid_json"
+	KindInvalidUTF8  = "invalid_utf8"
+	KindNULByte      = "nul_byte"
+	KindUnsupported  = "unsupported_value"
+	KindInvalidValue = "invalid_value"
+)
+
+// ErrBadRecord matches every *DecodeError with errors.Is.
+var ErrBadRecord = errors.New("bad record")
+
+// DecodeError says why a record cannot become a row.
+type DecodeError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Column    string // the column that refused the value, when known
+	Kind      string // one of the Kind constants
+	Err       error
+}
+
+func (e *DecodeError) Error() string {
+	col := ""
+	if e.Column != "" {
+		col = fmt.Sprintf(" column %q:", e.Column)
+	}
+	return fmt.Sprintf("decode %s/%d@%d:%s %s: %v", e.Topic, e.Partition, e.Offset, col, e.Kind, e.Err)
+}
+
+func (e *DecodeError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrBadRecord) true for every DecodeError.
+func (e *DecodeError) Is(target error) bool { return target == ErrBadRecord }

@@ -1,0 +1,180 @@
+package schema
+
+import (
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+func TestCreateSQLMatchesGolden(t *testing.T) {
+	cases := []struct {
+		name  string
+		table Table
+	}{
+		{"raw_json", RawTable("", "orders", ValueJSON)},
+		{"raw_text_in_schema", RawTable("sales", "Orders-2026", ValueText)},
+		{"raw_bytes_hostile_name", RawTable("public", `evil"; DROP TABLE x; --`, ValueBytes)},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			got := c.table.CreateSQL()
+			path := filepath.Join("testdata", c.name+".sql")
+			if *update {
+				if err := os.WriteFile(path, []byte(got+"\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden file (run go test ./schema -update to create it): %v", err)
+			}
+			if got+"\n" != string(want) {
+				t.Errorf("CreateSQL() =\n%s\nwant\n%s", got, want)
+			}
+		})
+	}
+}
+
+func TestTableNameForTopic(t *testing.T) {
+	cases := []struct{ topic, want string }{
+		{"orders", "orders"},
+		{"Orders.EU-West", "orders_eu_west"},
+		{"2026-events", "t_2026_events"},
+		{"", "t_"},
+		{"ünïcode", "_n_code"},
+		{strings.Repeat("a", 100), strings.Repeat("a", 63)},
+	}
+	for _, c := range cases {
+		if got := TableNameForTopic(c.topic); got != c.want {
+			t.Errorf("TableNameForTopic(%q) = %q, want %q", c.topic, got, c.want)
+		}
+	}
+}
+
+func TestValidateIdentRefusesNamesPostgresWouldMangle(t *testing.T) {
+	for _, name := range []string{"", strings.Repeat("x", 64), "a\x00b"} {
+		err := ValidateIdent("--table", name)
+		if err == nil || !strings.Contains(err.Error(), "--table") {
+			t.Errorf("ValidateIdent(%q) = %v, want an error naming --table", name, err)
+		}
+	}
+	if err := ValidateIdent("--table", "Weird Name; with spaces"); err != nil {
+		t.Errorf("a quotable name was refused: %v", err)
+	}
+}
+
+func TestRawMapperBuildsRowsInColumnOrder(t *testing.T) {
+	ts := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
+	r := &Record{Topic: "t", Partition: 3, Offset: 42, Timestamp: ts, Key: []byte("k"),
+		Value: []byte(`{"a":1}`), Headers: []Header{{Key: "h", Value: []byte("v")}, {Key: "bin", Value: []byte{0xff, 0}}, {Key: "nil"}}}
+	row, err := RawMapper{Format: ValueJSON}.Row(r, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(row) != len(RawTable("", "x", ValueJSON).Columns) {
+		t.Fatalf("row has %d values, table has %d columns", len(row), len(RawTable("", "x", ValueJSON).Columns))
+	}
+	if row[0] != "t" || row[1] != int32(3) || row[2] != int64(42) || row[3] != ts {
+		t.Errorf("coordinates = %v", row[:4])
+	}
+	wantHeaders := `[{"key":"h","value":"v"},{"key":"bin","value_base64":"/wA="},{"key":"nil","value":null}]`
+	if got := string(row[5].([]byte)); got != wantHeaders {
+		t.Errorf("headers = %s, want %s", got, wantHeaders)
+	}
+	if string(row[6].([]byte)) != `{"a":1}` {
+		t.Errorf("value = %v", row[6])
+	}
+
+	tomb := &Record{Topic: "t", Offset: 1}
+	row, err = RawMapper{Format: ValueJSON}.Row(tomb, row)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if row[4] != nil || row[5] != nil || row[6] != nil {
+		t.Errorf("a tombstone without key or headers must give NULLs, got %v", row[4:])
+	}
+}
+
+func TestRawMapperRefusesValuesTheColumnCannotHold(t *testing.T) {
+	cases := []struct {
+		name   string
+		format ValueFormat
+		value  string
+		kind   string
+	}{
+		{"not JSON", ValueJSON, `{"a":`, KindInvalidJSON},
+		{"plain words are not JSON", ValueJSON, `hello`, KindInvalidJSON},
+		{"invalid UTF-8 in JSON", ValueJSON, "\"\xff\"", KindInvalidUTF8},
+		{"NUL escape in JSON", ValueJSON, `{"a":"x\u0000y"}`, KindUnsupported},
+		{"lone high surrogate", ValueJSON, `["\ud800"]`, KindUnsupported},
+		{"lone low surrogate", ValueJSON, `["\udc00x"]`, KindUnsupported},
+		{"NUL byte in text", ValueText, "a\x00b", KindNULByte},
+		{"invalid UTF-8 in text", ValueText, "a\xc3", KindInvalidUTF8},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			r := &Record{Topic: "t", Partition: 1, Offset: 7, Value: []byte(c.value)}
+			_, err := RawMapper{Format: c.format}.Row(r, nil)
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("Row(%q) error = %v, want a *DecodeError", c.value, err)
+			}
+			if de.Kind != c.kind || de.Offset != 7 || de.Column != "value" || !errors.Is(err, ErrBadRecord) {
+				t.Errorf("Row(%q) = %+v, want kind %s at offset 7", c.value, de, c.kind)
+			}
+		})
+	}
+}
+
+func TestRawMapperAcceptsValidEdgeCases(t *testing.T) {
+	cases := []struct {
+		format ValueFormat
+		value  string
+	}{
+		{ValueJSON, `{"escaped backslash then u0000":"\\u0000"}`},
+		{ValueJSON, `["\ud83d\ude00"]`},
+		{ValueJSON, `42`},
+		{ValueJSON, `"\u00e9"`},
+		{ValueText, "plain ünïcode"},
+		{ValueBytes, "\x00\xff"},
+	}
+	for _, c := range cases {
+		if _, err := (RawMapper{Format: c.format}).Row(&Record{Value: []byte(c.value)}, nil); err != nil {
+			t.Errorf("Row(%s %q) = %v, want no error", c.format, c.value, err)
+		}
+	}
+}
+
+func TestParseValueFormatNamesTheChoices(t *testing.T) {
+	for _, s := range []string{"json", "text", "bytes"} {
+		f, err := ParseValueFormat(s)
+		if err != nil || f.String() != s {
+			t.Errorf("ParseValueFormat(%q) = %v, %v", s, f, err)
+		}
+	}
+	if _, err := ParseValueFormat("avro"); err == nil || !strings.Contains(err.Error(), "json, text, bytes") {
+		t.Errorf("ParseValueFormat(avro) = %v, want the choices listed", err)
+	}
+}
+
+// FuzzRawMapper: any bytes give a row or a DecodeError, never a panic; and a
+// JSON value accepted by CheckJSON never holds what jsonb refuses.
+func FuzzRawMapper(f *testing.F) {
+	for _, s := range []string{`{"a":1}`, `"\u0000"`, `["\ud800\udc00"]`, "\xff", `"\\u0000"`, `[`, `"\ud800\u0041"`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		for _, format := range []ValueFormat{ValueJSON, ValueText, ValueBytes} {
+			_, err := RawMapper{Format: format}.Row(&Record{Value: v, Headers: []Header{{Key: string(v), Value: v}}}, nil)
+			if err != nil && !errors.Is(err, ErrBadRecord) {
+				t.Fatalf("Row(%q) returned a non-record error %v", v, err)
+			}
+		}
+	})
+}

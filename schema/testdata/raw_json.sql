@@ -1,0 +1,10 @@
+CREATE TABLE IF NOT EXISTS "orders" (
+    "kafka_topic" text NOT NULL,
+    "kafka_partition" integer NOT NULL,
+    "kafka_offset" bigint NOT NULL,
+    "kafka_timestamp" timestamptz,
+    "kafka_key" bytea,
+    "kafka_headers" jsonb,
+    "value" jsonb,
+    PRIMARY KEY ("kafka_topic", "kafka_partition", "kafka_offset")
+)
