@@ -1,0 +1,312 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/migrations"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+const topic = "orders"
+
+// newWriter migrates a fresh database and returns a Writer into the
+// zero-config table "orders" with jsonb values.
+func newWriter(t *testing.T, group string) (*ingest.Writer, *pgxpool.Pool) {
+	t.Helper()
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	w := writerOn(t, pool, group)
+	if err := w.EnsureTables(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	return w, pool
+}
+
+func writerOn(t *testing.T, pool *pgxpool.Pool, group string) *ingest.Writer {
+	t.Helper()
+	w, err := ingest.New(pool, ingest.Config{
+		Group:            group,
+		Sinks:            map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}},
+		ClaimLockTimeout: 300 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func claim(t *testing.T, w *ingest.Writer, p int32) ingest.Position {
+	t.Helper()
+	pos, err := w.Claim(context.Background(), topic, []int32{p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pos[p]
+}
+
+func batch(p int32, epoch, first, next int64) *ingest.Batch {
+	b := &ingest.Batch{Topic: topic, Partition: p, Epoch: epoch, FirstOffset: first, NextOffset: next, LeaderEpoch: 0}
+	for o := first; o < next; o++ {
+		b.Records = append(b.Records, schema.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0),
+			Key: []byte("k"), Value: []byte(`{"n":` + strconv.FormatInt(o, 10) + `}`)})
+	}
+	return b
+}
+
+func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
+	t.Helper()
+	var n int64
+	if err := pool.QueryRow(context.Background(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+func TestClaimCreatesTheRowAndBumpsTheEpoch(t *testing.T) {
+	w, _ := newWriter(t, "g")
+	first := claim(t, w, 0)
+	if first.NextOffset != -1 || first.Epoch != 1 {
+		t.Fatalf("first claim = %+v, want next_offset -1 (nothing stored) and epoch 1", first)
+	}
+	second := claim(t, w, 0)
+	if second.Epoch != 2 {
+		t.Fatalf("second claim epoch = %d, want 2", second.Epoch)
+	}
+}
+
+func TestTwoWritersOnOnePartitionOneIsFenced(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	a := claim(t, w, 0)
+	if _, err := w.Write(ctx, batch(0, a.Epoch, 0, 100)); err != nil {
+		t.Fatal(err)
+	}
+	b := claim(t, w, 0) // B takes over: A is fenced from now on
+	if b.NextOffset != 100 {
+		t.Fatalf("B resumes at %d, want 100", b.NextOffset)
+	}
+	_, err := w.Write(ctx, batch(0, a.Epoch, 100, 200))
+	var fe *ingest.FencedError
+	if !errors.Is(err, ingest.ErrFenced) || !errors.As(err, &fe) || fe.StoredEpoch != b.Epoch {
+		t.Fatalf("A's write after B's claim = %v, want ErrFenced naming epoch %d", err, b.Epoch)
+	}
+	if _, err := w.Write(ctx, batch(0, b.Epoch, 100, 200)); err != nil {
+		t.Fatalf("B's write: %v", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 200 {
+		t.Errorf("rows = %d, want 200", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(DISTINCT kafka_offset) FROM orders`); n != 200 {
+		t.Errorf("distinct offsets = %d, want 200", n)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE consumer_group='g' AND topic=$1 AND partition=0`, topic); n != 200 {
+		t.Errorf("next_offset = %d, want 200", n)
+	}
+}
+
+func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	c := claim(t, w, 3)
+	if _, err := w.Write(ctx, batch(3, c.Epoch, 0, 10)); err != nil {
+		t.Fatal(err)
+	}
+	// The same epoch re-sending an overlapping span (an ambiguous commit
+	// retried blindly) must not land twice.
+	if _, err := w.Write(ctx, batch(3, c.Epoch, 5, 15)); !errors.Is(err, ingest.ErrFenced) {
+		t.Fatalf("overlapping rewrite = %v, want ErrFenced", err)
+	}
+	// Offsets skip after compaction and transaction markers: a gap is fine.
+	if _, err := w.Write(ctx, batch(3, c.Epoch, 12, 20)); err != nil {
+		t.Fatalf("write after a gap: %v", err)
+	}
+	// A span of markers only advances the offset.
+	if _, err := w.Write(ctx, &ingest.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, FirstOffset: 20, NextOffset: 22}); err != nil {
+		t.Fatalf("marker-only span: %v", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders WHERE kafka_partition = 3`); n != 18 {
+		t.Errorf("rows = %d, want 18 (0-9 and 12-19)", n)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE partition = 3`); n != 22 {
+		t.Errorf("next_offset = %d, want 22", n)
+	}
+}
+
+func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	c := claim(t, w, 1)
+	b := batch(1, c.Epoch, 0, 5)
+	b.Records[1].Value = []byte(`{"broken":`)
+	b.Records[3].Value = []byte(`{"nul":"\u0000"}`)
+	res, err := w.Write(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Rows != 3 || res.DeadLetters != 2 {
+		t.Fatalf("result = %+v, want 3 rows and 2 dead letters", res)
+	}
+	rows, err := pool.Query(ctx, `SELECT kafka_offset, error_kind, target_table, value FROM kafka2pg.dead_letters ORDER BY kafka_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type dl struct {
+		Offset int64
+		Kind   string
+		Table  string
+		Value  []byte
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[dl])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 || got[0].Offset != 1 || got[0].Kind != schema.KindInvalidJSON || got[1].Offset != 3 ||
+		got[1].Kind != schema.KindUnsupported || string(got[1].Value) != `{"nul":"\u0000"}` || got[0].Table != `"public"."orders"` {
+		t.Errorf("dead letters = %+v", got)
+	}
+
+	// A fenced batch writes no dead letters either.
+	claim(t, w, 1)
+	bad := batch(1, c.Epoch, 5, 6)
+	bad.Records[0].Value = []byte("nope")
+	if _, err := w.Write(ctx, bad); !errors.Is(err, ingest.ErrFenced) {
+		t.Fatalf("write = %v, want ErrFenced", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 2 {
+		t.Errorf("dead letters after a fenced write = %d, want still 2", n)
+	}
+}
+
+func TestClaimTerminatesAZombieHoldingThePartition(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	c := claim(t, w, 0)
+	// A zombie: a writer that advanced the row and then froze mid-batch.
+	zombie, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer zombie.Release()
+	tx, err := zombie.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = 50 WHERE partition = 0 AND epoch = $1`, c.Epoch); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	pos := claim(t, w, 0) // waits ClaimLockTimeout (300ms), then terminates the zombie
+	if pos.NextOffset != -1 || pos.Epoch != c.Epoch+1 {
+		t.Fatalf("claim after the zombie = %+v, want nothing stored and epoch %d", pos, c.Epoch+1)
+	}
+	if waited := time.Since(start); waited < 250*time.Millisecond {
+		t.Errorf("claim returned after %v: it should have waited for the lock first", waited)
+	}
+	if err := tx.Commit(ctx); err == nil {
+		t.Fatal("the zombie's transaction committed; it should have been terminated")
+	}
+}
+
+func TestRacingOwnersWriteEveryOffsetOnce(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	const end = 3000
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				c := claim(t, w, 7)
+				next := max(c.NextOffset, 0)
+				for next < end {
+					stop := min(next+97, end)
+					if _, err := w.Write(ctx, batch(7, c.Epoch, next, stop)); err != nil {
+						if !errors.Is(err, ingest.ErrFenced) {
+							t.Error(err)
+							return
+						}
+						break
+					}
+					next = stop
+				}
+				if next >= end {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders WHERE kafka_partition = 7`); n != end {
+		t.Errorf("rows = %d, want %d", n, end)
+	}
+	if n := queryInt(t, pool, `SELECT count(DISTINCT kafka_offset) FROM orders WHERE kafka_partition = 7`); n != end {
+		t.Errorf("distinct offsets = %d, want %d", n, end)
+	}
+}
+
+func TestEnsureTablesNamesAMissingColumn(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE orders (kafka_topic text, kafka_partition int, kafka_offset bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	err = writerOn(t, pool, "g").EnsureTables(ctx, true)
+	if err == nil || !strings.Contains(err.Error(), `"value"`) || !strings.Contains(err.Error(), "--table") {
+		t.Fatalf("EnsureTables = %v, want an error naming the missing column and the fix", err)
+	}
+	if _, err := pool.Exec(ctx, `DROP TABLE orders`); err != nil {
+		t.Fatal(err)
+	}
+	err = writerOn(t, pool, "g").EnsureTables(ctx, false)
+	if err == nil || !strings.Contains(err.Error(), "--create-tables") {
+		t.Fatalf("EnsureTables(create=false) on a missing table = %v, want an error naming --create-tables", err)
+	}
+}
+
+func TestRetryableSeparatesServerTroubleFromData(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := context.Background()
+	_, dataErr := pool.Exec(ctx, `SELECT 1/0`)
+	if ingest.Retryable(dataErr) {
+		t.Errorf("division by zero (%v) must not be retryable", dataErr)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	var pid int32
+	if err := conn.QueryRow(ctx, "SELECT pg_backend_pid()").Scan(&pid); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "SELECT pg_terminate_backend($1)", pid); err != nil {
+		t.Fatal(err)
+	}
+	_, connErr := conn.Exec(ctx, "SELECT 1")
+	if connErr == nil || !ingest.Retryable(connErr) {
+		t.Errorf("a terminated connection (%v) must be retryable", connErr)
+	}
+}

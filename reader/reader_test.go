@@ -1,0 +1,352 @@
+package reader
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// These tests drive the reader against kfake with an in-memory store that
+// keeps the same contract as ingest (epoch fence + monotonic guard); the
+// Postgres side of that contract is tested in package ingest against a real
+// Postgres.
+
+const topic = "events"
+
+type store struct {
+	mu      sync.Mutex
+	epoch   map[int32]int64
+	next    map[int32]int64
+	rows    map[int32][]int64 // offsets written, in write order
+	delay   time.Duration
+	writes  int
+	fenced  int
+	failNth int // the failNth write fails with a connection-like error (0: never)
+}
+
+func newStore() *store {
+	return &store{epoch: map[int32]int64{}, next: map[int32]int64{}, rows: map[int32][]int64{}}
+}
+
+func (s *store) claim(_ context.Context, tp string, ps []int32) (map[int32]Claim, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int32]Claim{}
+	for _, p := range ps {
+		s.epoch[p]++
+		next, ok := s.next[p]
+		if !ok {
+			next = -1
+		}
+		out[p] = Claim{Epoch: s.epoch[p], NextOffset: next, LeaderEpoch: -1}
+	}
+	return out, nil
+}
+
+func (s *store) write(ctx context.Context, b *Batch) error {
+	if s.delay > 0 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.writes++
+	if s.failNth > 0 && s.writes == s.failNth {
+		return fmt.Errorf("write: connection reset (injected)")
+	}
+	next, ok := s.next[b.Partition]
+	if s.epoch[b.Partition] != b.Epoch || (ok && next > b.FirstOffset) {
+		s.fenced++
+		return fmt.Errorf("%w: epoch %d vs %d", ErrFenced, b.Epoch, s.epoch[b.Partition])
+	}
+	for _, r := range b.Records {
+		s.rows[b.Partition] = append(s.rows[b.Partition], r.Offset)
+	}
+	s.next[b.Partition] = b.NextOffset
+	return nil
+}
+
+func (s *store) caughtUp(ends map[int32]int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, end := range ends {
+		if end > 0 && s.next[p] < end {
+			return false
+		}
+	}
+	return true
+}
+
+// checkExactlyOnce: every offset in [start, end) of each partition written
+// once, in order.
+func (s *store) checkExactlyOnce(t *testing.T, starts, ends map[int32]int64) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, end := range ends {
+		rows := s.rows[p]
+		if int64(len(rows)) != end-starts[p] {
+			t.Errorf("partition %d: %d rows, want %d", p, len(rows), end-starts[p])
+		}
+		for i, o := range rows {
+			if o != starts[p]+int64(i) {
+				t.Errorf("partition %d: row %d is offset %d, want %d (a duplicate or a gap)", p, i, o, starts[p]+int64(i))
+				break
+			}
+		}
+	}
+}
+
+func newCluster(t *testing.T, partitions int32) *kfake.Cluster {
+	t.Helper()
+	c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.SeedTopics(partitions, topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	return c
+}
+
+func produce(t *testing.T, c *kfake.Cluster, n int) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, `{"i":%d}`, i)}
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func admin(t *testing.T, c *kfake.Cluster) *kadm.Client {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	return kadm.NewClient(cl)
+}
+
+func endOffsets(t *testing.T, adm *kadm.Client) map[int32]int64 {
+	t.Helper()
+	lo, err := adm.ListEndOffsets(context.Background(), topic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int32]int64{}
+	lo.Each(func(o kadm.ListedOffset) { out[o.Partition] = o.Offset })
+	return out
+}
+
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", d, what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+type running struct {
+	r    *Reader
+	stop func()
+}
+
+func start(t *testing.T, c *kfake.Cluster, group string, s *store, tweak func(*Config)) *running {
+	t.Helper()
+	cfg := Config{
+		Brokers: c.ListenAddrs(), Group: group, Topics: []string{topic},
+		FetchMaxWait: 100 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond,
+		CommitInterval: 50 * time.Millisecond, BatchMaxRows: 300, BatchMaxWait: 20 * time.Millisecond,
+		RetryBackoffMax: 200 * time.Millisecond,
+	}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	r, err := New(cfg, s.claim, s.write)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = r.Run(ctx) }()
+	var once sync.Once
+	x := &running{r: r, stop: func() { once.Do(func() { cancel(); <-done; r.Close() }) }}
+	t.Cleanup(x.stop)
+	return x
+}
+
+func TestStoredPositionWinsOverTheKafkaCommit(t *testing.T) {
+	c := newCluster(t, 2)
+	produce(t, c, 2000)
+	adm := admin(t, c)
+	s := newStore()
+	s.next[0] = 100 // Postgres says partition 0 resumes at 100
+	off := make(kadm.Offsets)
+	off.AddOffset(topic, 0, 500, -1) // a stale Kafka commit says 500
+	off.AddOffset(topic, 1, 50, -1)
+	if err := adm.CommitAllOffsets(context.Background(), "g", off); err != nil {
+		t.Fatal(err)
+	}
+	x := start(t, c, "g", s, func(c *Config) { c.Start = StartPolicy{Kind: StartCommitted} })
+	ends := endOffsets(t, adm)
+	waitFor(t, 20*time.Second, "catch up", func() bool { return s.caughtUp(ends) })
+	x.stop()
+	// Partition 1 has nothing stored: the committed policy adopts Kafka's 50.
+	s.checkExactlyOnce(t, map[int32]int64{0: 100, 1: 50}, ends)
+	fo, err := adm.FetchOffsets(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for p, end := range ends {
+		if o, ok := fo.Lookup(topic, p); !ok || o.At != end {
+			t.Errorf("Kafka commit of partition %d = %+v, want the durable %d", p, o, end)
+		}
+	}
+}
+
+func TestRebalancesKeepEveryOffsetOnce(t *testing.T) {
+	c := newCluster(t, 6)
+	adm := admin(t, c)
+	produce(t, c, 3000)
+	s := newStore()
+	s.delay = time.Millisecond
+	a := start(t, c, "g", s, nil)
+	waitFor(t, 10*time.Second, "first writes", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.writes > 0 })
+	b := start(t, c, "g", s, nil)
+	produce(t, c, 3000)
+	waitFor(t, 20*time.Second, "both members own partitions", func() bool {
+		return len(a.r.Assigned()) > 0 && len(b.r.Assigned()) > 0
+	})
+	a.stop() // revoke: flush and commit; b takes everything
+	produce(t, c, 2000)
+	ends := endOffsets(t, adm)
+	waitFor(t, 20*time.Second, "catch up after the leave", func() bool { return s.caughtUp(ends) })
+	b.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+	if lags, err := adm.Lag(context.Background(), "g"); err != nil || lags["g"].Lag.Total() != 0 {
+		t.Errorf("group lag after a clean stop = %v (%v), want 0", lags["g"].Lag.Total(), err)
+	}
+}
+
+func TestAFencedPartitionReclaimsAndResumes(t *testing.T) {
+	c := newCluster(t, 2)
+	adm := admin(t, c)
+	produce(t, c, 4000)
+	s := newStore()
+	s.delay = 2 * time.Millisecond
+	x := start(t, c, "g", s, nil)
+	waitFor(t, 10*time.Second, "first writes", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.rows[0]) > 0 })
+	// An operator (or a zombie's claim) bumps the epoch under the reader.
+	if _, err := s.claim(context.Background(), topic, []int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	ends := endOffsets(t, adm)
+	waitFor(t, 30*time.Second, "catch up after the fence", func() bool { return s.caughtUp(ends) })
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+	if st := x.r.Stats(); st.Fenced == 0 {
+		t.Errorf("stats = %+v, want a fenced write counted", st)
+	}
+}
+
+func TestAFailedWriteReReadsTheStoreInsteadOfRetryingBlindly(t *testing.T) {
+	c := newCluster(t, 1)
+	adm := admin(t, c)
+	produce(t, c, 2000)
+	s := newStore()
+	s.failNth = 2
+	x := start(t, c, "g", s, nil)
+	ends := endOffsets(t, adm)
+	waitFor(t, 20*time.Second, "catch up after the failure", func() bool { return s.caughtUp(ends) })
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+	if st := x.r.Stats(); st.WriteErrors != 1 {
+		t.Errorf("write errors = %d, want 1", st.WriteErrors)
+	}
+}
+
+func TestBackpressurePausesFetchingAndLosesNothing(t *testing.T) {
+	c := newCluster(t, 2)
+	adm := admin(t, c)
+	produce(t, c, 20000)
+	// Every group commit fails meanwhile: progress must not depend on them.
+	h := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Err: kerr.RebalanceInProgress, Count: -1})
+	s := newStore()
+	s.delay = 5 * time.Millisecond
+	x := start(t, c, "g", s, func(c *Config) { c.BatchMaxRows, c.QueueCapacity = 100, 400 })
+	ends := endOffsets(t, adm)
+	sawPause := false
+	waitFor(t, 60*time.Second, "catch up", func() bool {
+		if len(x.r.Client().PauseFetchPartitions(nil)) > 0 {
+			sawPause = true
+		}
+		return s.caughtUp(ends)
+	})
+	if !sawPause {
+		t.Error("fetching never paused although the queue capacity is far below the backlog")
+	}
+	if h.Hits() == 0 {
+		t.Error("no group commit was attempted")
+	}
+	h.Remove()
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+}
+
+func TestTransactionMarkersAdvanceTheDurableOffsetToTheEnd(t *testing.T) {
+	c := newCluster(t, 1)
+	adm := admin(t, c)
+	prod, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic), kgo.TransactionalID("tx-test"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer prod.Close()
+	ctx := context.Background()
+	for i, commit := range []bool{true, false, true} {
+		if err := prod.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 10 {
+			if err := prod.ProduceSync(ctx, &kgo.Record{Value: fmt.Appendf(nil, `{"tx":%d,"j":%d}`, i, j)}).FirstErr(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := prod.EndTransaction(ctx, kgo.TransactionEndTry(commit)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s := newStore()
+	x := start(t, c, "g", s, nil)
+	ends := endOffsets(t, adm) // 3 × (10 records + 1 marker) = 33
+	if ends[0] != 33 {
+		t.Fatalf("end offset = %d, want 33", ends[0])
+	}
+	waitFor(t, 20*time.Second, "the durable offset reaching the end, past the last marker", func() bool { return s.caughtUp(ends) })
+	x.stop()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	want := []int64{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31}
+	if fmt.Sprint(s.rows[0]) != fmt.Sprint(want) {
+		t.Errorf("written offsets = %v, want %v (the aborted transaction skipped)", s.rows[0], want)
+	}
+}
