@@ -35,6 +35,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		if errors.Is(err, pflag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "kafka2pg demo: %v (see 'kafka2pg demo --help')\n", err)
 		return exitUsage
 	}
 	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {

@@ -24,9 +24,9 @@ func applyEnv(fs *pflag.FlagSet, aliases map[string][]string) error {
 			return
 		}
 		for _, name := range append([]string{envName(f.Name)}, aliases[f.Name]...) {
-			v, ok := os.LookupEnv(name)
-			if !ok {
-				continue
+			v := os.Getenv(name)
+			if v == "" {
+				continue // unset and empty are the same: deployment tools often export empty variables
 			}
 			if e := fs.Set(f.Name, v); e != nil {
 				err = fmt.Errorf("environment variable %s=%q for --%s: %w", name, redact(f.Name, v), f.Name, e)

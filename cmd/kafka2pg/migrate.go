@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -19,6 +20,10 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		fmt.Fprintf(stderr, "Usage: kafka2pg migrate up|down|version --pg-url URL\n\n%s", fs.FlagUsages())
 	}
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "kafka2pg migrate: %v (see 'kafka2pg migrate --help')\n", err)
 		return exitUsage
 	}
 	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {

@@ -19,9 +19,7 @@ import (
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
+	fs := newRunFlagSet(stderr)
 	var o runOptions
 	defineRunFlags(fs, &o)
 	fs.Usage = func() {
@@ -31,6 +29,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		if errors.Is(err, pflag.ErrHelp) {
 			return exitOK
 		}
+		fmt.Fprintf(stderr, "kafka2pg run: %v (see 'kafka2pg run --help')\n", err)
 		return exitUsage
 	}
 	if fs.NArg() > 0 {
@@ -51,6 +50,13 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitError
 	}
 	return exitOK
+}
+
+func newRunFlagSet(stderr io.Writer) *pflag.FlagSet {
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	return fs
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {

@@ -1,0 +1,109 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/spf13/pflag"
+)
+
+func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
+	base := []string{"run", "--kafka-brokers", "127.0.0.1:9092", "--kafka-group", "g", "--topic", "t", "--pg-url", "postgres://x@127.0.0.1:1/db"}
+	cases := []struct {
+		name string
+		args []string
+		flag string
+	}{
+		{"an unknown flag", append(base, "--no-such-flag"), "--no-such-flag"},
+		{"a bad start policy", append(base, "--start", "yesterday"), "--start"},
+		{"a bad value format", append(base, "--value-format", "avro"), "--value-format"},
+		{"a broker without a port", []string{"run", "--kafka-brokers", "kafka", "--kafka-group", "g", "--topic", "t", "--pg-url", "postgres://x@h/db"}, "--kafka-brokers"},
+		{"no Postgres URL", []string{"run", "--kafka-brokers", "h:1", "--kafka-group", "g", "--topic", "t"}, "--pg-url"},
+		{"a batch wait that is not a duration", append(base, "--batch-max-wait", "soon"), "batch-max-wait"},
+		{"a table name Postgres would truncate", append(base, "--table", strings.Repeat("x", 70)), "--table"},
+		{"a bad log level", append(base, "--log-level", "loud"), "--log-level"},
+		{"a stray argument", append(base, "orders"), "--topic orders"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("KAFKA2PG_PG_URL", "")
+			t.Setenv("DATABASE_URL", "")
+			var stdout, stderr bytes.Buffer
+			code := dispatch(context.Background(), c.args, &stdout, &stderr)
+			if code != exitUsage {
+				t.Errorf("exit code = %d, want %d; stderr:\n%s", code, exitUsage, stderr.String())
+			}
+			if !strings.Contains(stderr.String(), c.flag) {
+				t.Errorf("stderr does not name %s:\n%s", c.flag, stderr.String())
+			}
+		})
+	}
+}
+
+func TestEnvironmentMirrorsFlagsAndFlagsWin(t *testing.T) {
+	t.Setenv("KAFKA2PG_KAFKA_BROKERS", "10.0.0.1:9092,10.0.0.2:9092")
+	t.Setenv("KAFKA2PG_BATCH_MAX_ROWS", "777")
+	t.Setenv("KAFKA2PG_KAFKA_GROUP", "from-env")
+	t.Setenv("KAFKA2PG_PG_URL", "")
+	t.Setenv("DATABASE_URL", "postgres://u@db/x")
+	_, o := parseRunForTest(t, "--kafka-group", "from-flag", "--topic", "t")
+
+	if got := strings.Join(o.reader.Brokers, ","); got != "10.0.0.1:9092,10.0.0.2:9092" {
+		t.Errorf("brokers = %q", got)
+	}
+	if o.reader.BatchMaxRows != 777 {
+		t.Errorf("batch rows = %d, want 777 from the environment", o.reader.BatchMaxRows)
+	}
+	if o.reader.Group != "from-flag" {
+		t.Errorf("group = %q: a flag must win over the environment", o.reader.Group)
+	}
+	if o.pgURL != "postgres://u@db/x" {
+		t.Errorf("pg url = %q, want DATABASE_URL's", o.pgURL)
+	}
+	t.Setenv("KAFKA2PG_PG_URL", "postgres://u@primary/x")
+	_, o = parseRunForTest(t, "--topic", "t")
+	if o.pgURL != "postgres://u@primary/x" {
+		t.Errorf("pg url = %q: KAFKA2PG_PG_URL must win over DATABASE_URL", o.pgURL)
+	}
+}
+
+func TestABadEnvironmentValueNamesTheVariable(t *testing.T) {
+	t.Setenv("KAFKA2PG_BATCH_MAX_ROWS", "lots")
+	var stdout, stderr bytes.Buffer
+	code := dispatch(context.Background(), []string{"run"}, &stdout, &stderr)
+	if code != exitUsage || !strings.Contains(stderr.String(), "KAFKA2PG_BATCH_MAX_ROWS") {
+		t.Errorf("exit %d, stderr %q: want exit 2 naming KAFKA2PG_BATCH_MAX_ROWS", code, stderr.String())
+	}
+}
+
+func TestRedactHidesPasswords(t *testing.T) {
+	for _, s := range []string{"postgres://app:s3cret@db:5432/x", "host=db password=s3cret user=app"} {
+		if got := redactURL(s); strings.Contains(got, "s3cret") {
+			t.Errorf("redactURL(%q) = %q", s, got)
+		}
+	}
+	err := redactErr(errFor("failed to connect to postgres://app:s3cret@db:5432/x: refused"))
+	if strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("redactErr kept the password: %v", err)
+	}
+}
+
+type errFor string
+
+func (e errFor) Error() string { return string(e) }
+
+func parseRunForTest(t *testing.T, args ...string) (*pflag.FlagSet, *runOptions) {
+	t.Helper()
+	fs := newRunFlagSet(&bytes.Buffer{})
+	var o runOptions
+	defineRunFlags(fs, &o)
+	if err := fs.Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+		t.Fatal(err)
+	}
+	return fs, &o
+}
