@@ -26,7 +26,7 @@ func TestValidateNamesTheFlagOfEachBadValue(t *testing.T) {
 		{"an unknown isolation level", func(c *Config) { c.IsolationLevel = "serializable" }, "--kafka-isolation-level"},
 		{"partition bytes above fetch bytes", func(c *Config) { c.FetchMaxBytes, c.FetchMaxPartitionBytes = 1000, 2000 }, "--kafka-fetch-max-partition-bytes"},
 		{"a negative fetch wait", func(c *Config) { c.FetchMaxWait = -time.Second }, "--kafka-fetch-max-wait"},
-		{"heartbeat not below session timeout", func(c *Config) { c.HeartbeatInterval, c.SessionTimeout = 10 * time.Second, 6 * time.Second }, "--kafka-heartbeat-interval"},
+		{"heartbeat not below session timeout", func(c *Config) { c.HeartbeatInterval, c.SessionTimeout = 10*time.Second, 6*time.Second }, "--kafka-heartbeat-interval"},
 		{"negative batch rows", func(c *Config) { c.BatchMaxRows = -1 }, "--batch-max-rows"},
 		{"negative batch bytes", func(c *Config) { c.BatchMaxBytes = -1 }, "--batch-max-bytes"},
 		{"a queue smaller than a batch", func(c *Config) { c.BatchMaxRows, c.QueueCapacity = 100, 10 }, "--queue-capacity"},

@@ -81,7 +81,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, pgURL, topic string,
 	prodCtx, stopProd := context.WithTimeout(ctx, duration)
 	defer stopProd()
 	var wg sync.WaitGroup
-	wg.Go(func() { producePageViews(prodCtx, prod, rate, &produced, &prodErr) })
+	wg.Go(func() { producePageViews(ctx, prodCtx, prod, rate, &produced, &prodErr) })
 
 	var o runOptions
 	defineRunFlags(pflag.NewFlagSet("demo-run", pflag.ContinueOnError), &o)
@@ -136,7 +136,9 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, pgURL, topic string,
 var demoPages = []string{"/", "/pricing", "/docs", "/docs/exactly-once", "/blog/copy-vs-insert", "/signup", "/login", "/changelog"}
 var demoCountries = []string{"DE", "US", "FR", "BR", "IN", "JP", "NG", "CA"}
 
-func producePageViews(ctx context.Context, cl *kgo.Client, rate int, produced *atomic.Int64, failed *atomic.Value) {
+// producePageViews produces about rate events per second until stopProducing
+// ends; records already handed to the client are flushed under ctx.
+func producePageViews(ctx, stopProducing context.Context, cl *kgo.Client, rate int, produced *atomic.Int64, failed *atomic.Value) {
 	const tick = 10 * time.Millisecond
 	perTick := max(1, rate/int(time.Second/tick))
 	t := time.NewTicker(tick)
@@ -145,8 +147,8 @@ func producePageViews(ctx context.Context, cl *kgo.Client, rate int, produced *a
 	id := 0
 	for {
 		select {
-		case <-ctx.Done():
-			if err := cl.Flush(context.WithoutCancel(ctx)); err != nil {
+		case <-stopProducing.Done():
+			if err := cl.Flush(ctx); err != nil {
 				failed.Store(err)
 			}
 			return
@@ -163,7 +165,7 @@ func producePageViews(ctx context.Context, cl *kgo.Client, rate int, produced *a
 			cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 				if err == nil {
 					produced.Add(1)
-				} else if !errors.Is(err, context.Canceled) {
+				} else if ctx.Err() == nil {
 					failed.Store(err)
 				}
 			})
