@@ -27,6 +27,9 @@ func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[strin
 		}
 	}
 	r.log.Info("partitions assigned", "partitions", fmtPartitions(assigned))
+	if len(assigned) == 0 {
+		r.markSettled() // nothing to claim: this member's assignment is settled
+	}
 }
 
 // adjust replaces the Kafka-committed start offsets of newly assigned
@@ -42,7 +45,11 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 		}
 		claims, err := r.claimWithRetry(ctx, topic, partitions)
 		if err != nil {
-			r.log.Error("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
+			if ctx.Err() != nil {
+				r.log.Info("claim interrupted by a revoke or shutdown", "topic", topic)
+			} else {
+				r.log.Error("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
+			}
 			return nil, err
 		}
 		for _, p := range partitions {
@@ -68,6 +75,7 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 				"epoch", c.Epoch, "start", r.startDescription(c))
 		}
 	}
+	r.markSettled()
 	return offsets, nil
 }
 
@@ -112,7 +120,10 @@ func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []
 // and lag tools see exact progress. BlockRebalanceOnPoll guarantees the poll
 // loop is not dispatching meanwhile.
 func (r *Reader) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-	parts := r.detach(revoked)
+	// The partitions stay registered while they flush, so that the offsets
+	// of the final batches are recorded and committed below; they are
+	// detached once their goroutines have returned.
+	parts := r.owned(revoked)
 	if len(parts) == 0 {
 		return
 	}
@@ -133,6 +144,7 @@ func (r *Reader) revoked(ctx context.Context, cl *kgo.Client, revoked map[string
 			<-p.done
 		}
 	}
+	r.detach(revoked)
 	cl.ResumeFetchPartitions(revoked) // pauses survive revocation; clear them
 	offs := r.takeDurable(revoked)
 	if len(offs) > 0 {
@@ -164,6 +176,22 @@ func (r *Reader) lost(_ context.Context, cl *kgo.Client, lost map[string][]int32
 	r.log.Warn("partitions lost", "partitions", fmtPartitions(lost))
 }
 
+// owned returns the registered partitions of m.
+func (r *Reader) owned(m map[string][]int32) []*partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []*partition
+	for t, ps := range m {
+		for _, p := range ps {
+			if part := r.parts[TopicPartition{t, p}]; part != nil {
+				out = append(out, part)
+			}
+		}
+	}
+	return out
+}
+
+// detach unregisters the partitions of m and returns them.
 func (r *Reader) detach(m map[string][]int32) []*partition {
 	r.mu.Lock()
 	defer r.mu.Unlock()

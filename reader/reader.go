@@ -83,7 +83,9 @@ type Reader struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors atomic.Int64
 	}
 
-	closeOnce sync.Once
+	closeOnce  sync.Once
+	settleOnce sync.Once
+	settled    chan struct{}
 }
 
 type seekRequest struct {
@@ -111,6 +113,7 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		durable: make(map[TopicPartition]kgo.EpochOffset),
 		dirty:   make(map[TopicPartition]bool),
 		seeks:   make(chan seekRequest, 4096),
+		settled: make(chan struct{}),
 	}
 	balancers := make([]kgo.GroupBalancer, len(cfg.Balancers))
 	for i, b := range cfg.Balancers {
@@ -169,6 +172,13 @@ func (r *Reader) Stats() Stats {
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(), Partitions: n,
 	}
 }
+
+// Settled is closed once this member has joined the group and claimed its
+// first assignment (possibly empty): from then on the durable positions it
+// owns are known and will be mirrored to the group when it stops.
+func (r *Reader) Settled() <-chan struct{} { return r.settled }
+
+func (r *Reader) markSettled() { r.settleOnce.Do(func() { close(r.settled) }) }
 
 // Assigned lists the partitions this member owns now.
 func (r *Reader) Assigned() []TopicPartition {

@@ -350,3 +350,54 @@ func TestTransactionMarkersAdvanceTheDurableOffsetToTheEnd(t *testing.T) {
 		t.Errorf("written offsets = %v, want %v (the aborted transaction skipped)", s.rows[0], want)
 	}
 }
+
+func TestShutdownFlushesQueuedRecordsAndMirrorsTheirOffsets(t *testing.T) {
+	c := newCluster(t, 2)
+	adm := admin(t, c)
+	produce(t, c, 4000)
+	s := newStore()
+	s.delay = 10 * time.Millisecond // records pile up in the queues
+	x := start(t, c, "g", s, func(c *Config) { c.BatchMaxRows, c.QueueCapacity, c.CommitInterval = 100, 2000, time.Hour })
+	waitFor(t, 10*time.Second, "records queued", func() bool {
+		x.r.mu.Lock()
+		defer x.r.mu.Unlock()
+		queued := 0
+		for _, p := range x.r.parts {
+			p.mu.Lock()
+			queued += len(p.queue)
+			p.mu.Unlock()
+		}
+		return queued > 500
+	})
+	x.stop() // the revoke flushes the queues; the commit must include those batches
+	fo, err := adm.FetchOffsets(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for p, next := range s.next {
+		if o, ok := fo.Lookup(topic, p); !ok || o.At != next {
+			t.Errorf("partition %d: Kafka commit %+v, want the durable %d", p, o, next)
+		}
+	}
+	if len(s.next) == 0 {
+		t.Fatal("nothing was written")
+	}
+}
+
+func TestSettledOnlyAfterTheAssignmentIsClaimed(t *testing.T) {
+	c := newCluster(t, 3)
+	s := newStore()
+	x := start(t, c, "g", s, nil)
+	select {
+	case <-x.r.Settled():
+	case <-time.After(10 * time.Second):
+		t.Fatal("never settled")
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.epoch) != 3 {
+		t.Errorf("settled with %d partitions claimed, want all 3", len(s.epoch))
+	}
+}

@@ -107,8 +107,16 @@ func (w *caughtUpWatch) describe() string {
 	return strings.Join(parts, " ")
 }
 
-// wait polls Postgres every period until caught up or ctx ends.
-func (w *caughtUpWatch) wait(ctx context.Context, period time.Duration) error {
+// wait polls Postgres every period until caught up or ctx ends. It starts
+// only once the member has settled (joined the group and claimed what it was
+// given), so that even a run that has nothing to do corrects the group's
+// Kafka offsets from Postgres as it leaves.
+func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, period time.Duration) error {
+	select {
+	case <-settled:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {

@@ -167,7 +167,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	g.Go(func() error { return rd.Run(gctx) })
 	if caughtUp != nil {
 		g.Go(func() error {
-			if err := caughtUp.wait(gctx, o.caughtUpPeriod); err != nil {
+			if err := caughtUp.wait(gctx, rd.Settled(), o.caughtUpPeriod); err != nil {
 				return err
 			}
 			log.Info("caught up with the end offsets seen at start; stopping")
