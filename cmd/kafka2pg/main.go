@@ -1,5 +1,3 @@
-// Command kafka2pg materializes Kafka topics into PostgreSQL tables, exactly
-// once. See README.md, and `kafka2pg help`.
 package main
 
 import (

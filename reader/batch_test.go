@@ -1,0 +1,124 @@
+package reader
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// queued builds a claimed partition whose queue holds records at the given
+// offsets; offsets in markers are transaction markers.
+func queued(t *testing.T, cfg Config, valueSize int, offsets []int64, markers map[int64]bool) *partition {
+	t.Helper()
+	cfg.Brokers, cfg.Group, cfg.Topics = []string{"127.0.0.1:1"}, "g", []string{"t"}
+	r := &Reader{cfg: cfg.withDefaults()}
+	p := newPartition(r, TopicPartition{"t", 0})
+	t.Cleanup(p.cancel)
+	p.setClaim(Claim{Epoch: 7, NextOffset: -1})
+	var rs []*kgo.Record
+	for _, o := range offsets {
+		rec := &kgo.Record{Topic: "t", Offset: o, Value: make([]byte, valueSize), LeaderEpoch: 3}
+		if markers[o] {
+			rec.Attrs = kgo.NewRecordAttrs(kgo.RecordAttrsOpts{Control: true, Transactional: true})
+			rec.Value = nil
+		}
+		rs = append(rs, rec)
+	}
+	p.enqueue(rs)
+	return p
+}
+
+func offsets(from, to int64) []int64 {
+	var out []int64
+	for o := from; o < to; o++ {
+		out = append(out, o)
+	}
+	return out
+}
+
+func TestABatchStopsAtMaxRowsAndCarriesTheSpan(t *testing.T) {
+	p := queued(t, Config{BatchMaxRows: 4}, 10, offsets(10, 20), nil)
+	b := p.takeLocked()
+	if len(b.Records) != 4 || b.FirstOffset != 10 || b.NextOffset != 14 || b.Epoch != 7 || b.LeaderEpoch != 3 {
+		t.Fatalf("batch = %d records [%d, %d) epoch %d, want 4 records [10, 14) epoch 7", len(b.Records), b.FirstOffset, b.NextOffset, b.Epoch)
+	}
+	if p.queueRows != 6 || len(p.queue) != 6 {
+		t.Errorf("left in the queue: %d rows, %d records; want 6", p.queueRows, len(p.queue))
+	}
+}
+
+func TestABatchStopsAtMaxBytes(t *testing.T) {
+	p := queued(t, Config{BatchMaxRows: 1000, BatchMaxBytes: 250}, 100, offsets(0, 10), nil)
+	b := p.takeLocked()
+	if len(b.Records) != 3 || b.NextOffset != 3 {
+		t.Fatalf("batch of 100-byte records under a 250-byte limit has %d records up to %d, want 3 (the one that crosses the limit included)", len(b.Records), b.NextOffset)
+	}
+	if p.queueBytes != 700 {
+		t.Errorf("queue bytes = %d, want 700", p.queueBytes)
+	}
+}
+
+func TestAnOversizedRecordStillMakesABatch(t *testing.T) {
+	p := queued(t, Config{BatchMaxRows: 10, BatchMaxBytes: 10}, 1000, offsets(0, 2), nil)
+	if b := p.takeLocked(); len(b.Records) != 1 {
+		t.Fatalf("a record above --batch-max-bytes must be written alone, got %d records", len(b.Records))
+	}
+}
+
+func TestMarkersWidenTheSpanButAreNotRows(t *testing.T) {
+	// offsets 0-2 data, 3 a commit marker, 4-5 data, 6 a marker
+	p := queued(t, Config{BatchMaxRows: 100}, 10, offsets(0, 7), map[int64]bool{3: true, 6: true})
+	b := p.takeLocked()
+	if len(b.Records) != 5 || b.FirstOffset != 0 || b.NextOffset != 7 {
+		t.Fatalf("batch = %d records [%d, %d), want 5 records spanning [0, 7)", len(b.Records), b.FirstOffset, b.NextOffset)
+	}
+	for _, r := range b.Records {
+		if r.Attrs.IsControl() {
+			t.Errorf("marker at offset %d handed over as a row", r.Offset)
+		}
+	}
+}
+
+func TestRedeliveredRecordsBeforeThePositionAreDropped(t *testing.T) {
+	p := queued(t, Config{}, 1, offsets(5, 8), nil)
+	p.enqueue([]*kgo.Record{{Offset: 6}, {Offset: 7}, {Offset: 8}})
+	var got []int64
+	for _, r := range p.queue {
+		got = append(got, r.Offset)
+	}
+	if fmt.Sprint(got) != "[5 6 7 8]" {
+		t.Errorf("queue offsets = %v, want [5 6 7 8]", got)
+	}
+}
+
+func TestQueueCapacityAsksToPauseOnce(t *testing.T) {
+	p := queued(t, Config{BatchMaxRows: 10, QueueCapacity: 20}, 1, offsets(0, 15), nil)
+	if p.enqueue(recordsAt(15, 20)) != true {
+		t.Fatal("reaching the queue capacity must ask to pause")
+	}
+	if p.enqueue(recordsAt(20, 21)) {
+		t.Error("an already paused partition must not ask again")
+	}
+}
+
+func recordsAt(from, to int64) []*kgo.Record {
+	var rs []*kgo.Record
+	for o := from; o < to; o++ {
+		rs = append(rs, &kgo.Record{Offset: o, Value: []byte("x")})
+	}
+	return rs
+}
+
+func TestNextWaitsForBatchMaxWaitWhenTheBatchIsNotFull(t *testing.T) {
+	p := queued(t, Config{BatchMaxRows: 100, BatchMaxWait: 150 * time.Millisecond}, 1, offsets(0, 3), nil)
+	start := time.Now()
+	b, ok := p.next()
+	if !ok || len(b.Records) != 3 {
+		t.Fatalf("next = %v, %v", b, ok)
+	}
+	if waited := time.Since(start); waited < 100*time.Millisecond {
+		t.Errorf("a partial batch was flushed after %v, before --batch-max-wait", waited)
+	}
+}
