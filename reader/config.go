@@ -31,6 +31,12 @@ type Config struct {
 	FetchMaxPartitionBytes int32         // --kafka-fetch-max-partition-bytes, default 1 MiB
 	FetchMaxWait           time.Duration // --kafka-fetch-max-wait, default 500ms
 
+	// MetadataMaxAge is how often topic metadata is refreshed, and so how
+	// soon partitions added to a topic are noticed and consumed
+	// (--kafka-metadata-max-age, default 5m; the kafka-go Reader's
+	// PartitionWatchInterval).
+	MetadataMaxAge time.Duration
+
 	SessionTimeout    time.Duration // --kafka-session-timeout, default 45s
 	RebalanceTimeout  time.Duration // --kafka-rebalance-timeout, default 60s
 	HeartbeatInterval time.Duration // --kafka-heartbeat-interval, default 3s
@@ -95,6 +101,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.FetchMaxWait == 0 {
 		cfg.FetchMaxWait = 500 * time.Millisecond
+	}
+	if cfg.MetadataMaxAge == 0 {
+		cfg.MetadataMaxAge = 5 * time.Minute
 	}
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = 45 * time.Second
@@ -186,6 +195,7 @@ func (cfg Config) Validate() error {
 		d    time.Duration
 	}{
 		{"--kafka-fetch-max-wait", cfg.FetchMaxWait}, {"--kafka-session-timeout", cfg.SessionTimeout},
+		{"--kafka-metadata-max-age", cfg.MetadataMaxAge},
 		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
 		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait},
 		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},

@@ -140,6 +140,8 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		kgo.FetchMaxBytes(cfg.FetchMaxBytes),
 		kgo.FetchMaxPartitionBytes(cfg.FetchMaxPartitionBytes),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		kgo.MetadataMaxAge(cfg.MetadataMaxAge),
+		kgo.MetadataMinAge(min(cfg.MetadataMaxAge, 5*time.Second)),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(cfg.HeartbeatInterval),
@@ -148,6 +150,7 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
+		kgo.WithLogger(kgoLogger{cfg.Logger}),
 	}
 	cl, err := kgo.NewClient(append(opts, cfg.ExtraOpts...)...)
 	if err != nil {

@@ -46,6 +46,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.Int32Var(&rc.FetchMaxBytes, "kafka-fetch-max-bytes", 50<<20, "maximum bytes of one fetch response")
 	fs.Int32Var(&rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 1<<20, "maximum bytes per partition in one fetch")
 	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for --kafka-fetch-min-bytes")
+	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", 5*time.Minute, "how often topic metadata is refreshed, so how soon added partitions are consumed")
 	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", 45*time.Second, "group session timeout")
 	fs.DurationVar(&rc.RebalanceTimeout, "kafka-rebalance-timeout", 60*time.Second, "group rebalance timeout")
 	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", 3*time.Second, "group heartbeat interval")

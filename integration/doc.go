@@ -1,0 +1,53 @@
+// Package integration holds kafka2pg's end-to-end tests (package
+// integration_test); this file only documents them.
+//
+// The tests treat the bridge as a black box: they run the real kafka2pg
+// binary as a subprocess, against a real PostgreSQL database and a Kafka
+// cluster, and judge it only by what it leaves behind: the rows of the target
+// table, kafka2pg.offsets, the consumer group's committed offsets and its exit
+// status. Each scenario attacks the exactly-once promise from one side:
+//
+//   - TestEightPartitionsLandExactlyOnce: a 200,000-record backfill with
+//     --until-caught-up; also logs the throughput.
+//   - TestCrashLoopKeepsExactlyOnce: SIGKILL at random moments while a
+//     producer keeps writing, many times over.
+//   - TestZombieIsFenced: an instance frozen with SIGSTOP while its open
+//     transaction holds kafka2pg.offsets row locks loses its partitions (its
+//     successor's claim must terminate that transaction), then wakes up with
+//     stale state while its successor writes.
+//   - TestRebalanceKeepsExactlyOnce: members leave and join a live group.
+//   - TestPostgresIsTheSourceOfTruth: the group's Kafka offsets are rewound
+//     behind the bridge's back, and must be ignored.
+//   - TestCheckerCatchesGapsDuplicatesAndWrongRows: the checks below, run on
+//     tables spoiled by hand, so a passing scenario means something.
+//
+// Every scenario ends the same way: one last `run --until-caught-up`, then a
+// check that each (topic, partition, offset) from 0 to the partition's end
+// offset is in the table exactly once and holds the record the test produced
+// there (id, key, and for a sample the whole value and timestamp), that
+// kafka2pg.offsets holds the end offsets, and that the group's Kafka offsets
+// mirror them.
+//
+// # Running
+//
+//	KAFKA2PG_TEST_PG_URL=$(cat .tmp/pg/url) go test ./integration/ -count=1 -v
+//
+// Environment:
+//   - KAFKA2PG_TEST_PG_URL: the Postgres server; each test gets a fresh
+//     database from internal/pgtest (which skips without it, and fails when
+//     CI=true).
+//   - KAFKA2PG_BIN: the bridge binary (relative paths are taken from the
+//     repository root). Unset, the tests build ./cmd/kafka2pg once per run.
+//   - KAFKA2PG_TEST_BROKERS: a real Kafka broker (host:port, comma-separated);
+//     unset, each test starts an in-process kfake cluster (internal/kafkatest)
+//     that the subprocesses reach over 127.0.0.1.
+//   - KAFKA2PG_TEST_LOG_LEVEL: the bridges' --log-level (default info).
+//
+// Each subprocess writes stdout and stderr to its own log file in the test's
+// temporary directory; when a test fails, the last lines of every log are
+// printed with the test output.
+//
+// Timing: the scenarios wait on Kafka's session timeout (6s, kfake's minimum)
+// whenever a member dies without leaving, so most of the ~3 minutes the
+// package takes is waiting, not CPU. Every wait polls with a deadline.
+package integration
