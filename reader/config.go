@@ -47,6 +47,13 @@ type Config struct {
 	// Start is where a partition with no stored position begins (--start).
 	Start StartPolicy
 
+	// OnDataLoss says what happens when retention deleted records before
+	// they were read (the stored position is below the log start):
+	// "stop" (default) stops that partition with an error naming the lost
+	// range; "skip" logs the range and continues at the log start
+	// (--on-data-loss).
+	OnDataLoss string
+
 	BatchMaxRows  int           // --batch-max-rows, default 10000
 	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
 	BatchMaxWait  time.Duration // --batch-max-wait, default 200ms
@@ -86,6 +93,9 @@ func (cfg Config) withDefaults() Config {
 	}
 	if len(cfg.Balancers) == 0 {
 		cfg.Balancers = []string{"cooperative-sticky"}
+	}
+	if cfg.OnDataLoss == "" {
+		cfg.OnDataLoss = "stop"
 	}
 	if cfg.IsolationLevel == "" {
 		cfg.IsolationLevel = "read_committed"
@@ -180,6 +190,9 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.IsolationLevel != "read_committed" && cfg.IsolationLevel != "read_uncommitted" {
 		add("--kafka-isolation-level: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
+	}
+	if cfg.OnDataLoss != "stop" && cfg.OnDataLoss != "skip" {
+		add("--on-data-loss: %q is not stop or skip", cfg.OnDataLoss)
 	}
 	if cfg.FetchMinBytes < 0 {
 		add("--kafka-fetch-min-bytes is %d: use a positive number of bytes", cfg.FetchMinBytes)

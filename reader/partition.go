@@ -30,7 +30,9 @@ type partition struct {
 	halted     bool  // a write failed; waiting to re-claim and seek
 	paused     bool  // fetching is paused for backpressure or while halted
 	closing    bool
-	flush      bool // with closing: write what is queued first
+	flush      bool   // with closing: write what is queued first
+	lossCheck  bool   // the fetch position fell out of range: check for data loss once the queue is written
+	stoppedWhy string // set when data loss stopped the partition
 }
 
 func newPartition(r *Reader, tp TopicPartition) *partition {
@@ -118,6 +120,19 @@ func (p *partition) resumeAt(epoch, at int64) {
 	p.signal()
 }
 
+// outOfRange records that the fetch position is out of range; it reports
+// whether this is news (the poll loop sees the error on every poll).
+func (p *partition) outOfRange() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.lossCheck || p.stoppedWhy != "" || p.halted {
+		return false
+	}
+	p.lossCheck = true
+	p.signal()
+	return true
+}
+
 func (p *partition) run() {
 	defer close(p.done)
 	defer p.cancel()
@@ -125,6 +140,12 @@ func (p *partition) run() {
 		b, ok := p.next()
 		if !ok {
 			return
+		}
+		if b == nil { // the queue is written and the position is out of range
+			if !p.checkDataLoss() {
+				return
+			}
+			continue
 		}
 		err := p.r.write(p.ctx, b)
 		if err == nil {
@@ -155,7 +176,7 @@ func (p *partition) run() {
 }
 
 // next waits until a batch is due and takes it from the queue; false means
-// run must return.
+// run must return. A nil batch means: check for data loss now.
 func (p *partition) next() (*Batch, bool) {
 	cfg := &p.r.cfg
 	var timer *time.Timer
@@ -169,6 +190,11 @@ func (p *partition) next() (*Batch, bool) {
 		if p.closing && (!p.flush || p.halted || len(p.queue) == 0) {
 			p.mu.Unlock()
 			return nil, false
+		}
+		if p.lossCheck && !p.halted && len(p.queue) == 0 {
+			p.lossCheck = false
+			p.mu.Unlock()
+			return nil, true
 		}
 		var wait time.Duration = -1
 		if p.claimed && !p.halted && len(p.queue) > 0 {

@@ -59,7 +59,12 @@ var ErrFenced = errors.New("fenced")
 // Stats are the reader's counters since start.
 type Stats struct {
 	Records, Bytes, Batches, Fenced, WriteErrors, Rebalances, FetchErrors int64
-	Partitions                                                            int
+	// SkippedRecords counts offsets lost to retention and skipped
+	// (--on-data-loss=skip).
+	SkippedRecords int64
+	Partitions     int
+	// Stopped lists partitions stopped by data loss, with the reason.
+	Stopped []string
 }
 
 // Reader consumes a group's topics and feeds each partition's batches to a
@@ -80,7 +85,7 @@ type Reader struct {
 	seeks chan seekRequest // partition goroutines → poll loop
 
 	stats struct {
-		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors atomic.Int64
+		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
 	}
 
 	closeOnce  sync.Once
@@ -90,7 +95,7 @@ type Reader struct {
 
 type seekRequest struct {
 	p     *partition
-	claim Claim
+	claim Claim // the durable position; NextOffset -1 when nothing is stored
 	from  int64 // where to seek when nothing is stored
 }
 
@@ -146,6 +151,9 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		kgo.RebalanceTimeout(cfg.RebalanceTimeout),
 		kgo.HeartbeatInterval(cfg.HeartbeatInterval),
 		kgo.ConsumeStartOffset(kgo.NewOffset().AtStart()),
+		// Never reset silently: a position below the log start is data
+		// loss, reported to the partition, which applies OnDataLoss.
+		kgo.ConsumeResetOffset(kgo.NoResetOffset()),
 		kgo.AdjustFetchOffsetsFn(r.adjust),
 		kgo.OnPartitionsAssigned(r.assigned),
 		kgo.OnPartitionsRevoked(r.revoked),
@@ -168,11 +176,20 @@ func (r *Reader) Client() *kgo.Client { return r.cl }
 func (r *Reader) Stats() Stats {
 	r.mu.Lock()
 	n := len(r.parts)
+	var stopped []string
+	for _, p := range r.parts {
+		p.mu.Lock()
+		if p.stoppedWhy != "" {
+			stopped = append(stopped, p.stoppedWhy)
+		}
+		p.mu.Unlock()
+	}
 	r.mu.Unlock()
 	return Stats{
 		Records: r.stats.records.Load(), Bytes: r.stats.bytes.Load(), Batches: r.stats.batches.Load(),
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
-		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(), Partitions: n,
+		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
+		SkippedRecords: r.stats.skipped.Load(), Partitions: n, Stopped: stopped,
 	}
 }
 
@@ -218,6 +235,15 @@ func (r *Reader) Run(ctx context.Context) error {
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return // our own wake-up
+			}
+			if errors.Is(err, kerr.OffsetOutOfRange) {
+				r.mu.Lock()
+				part := r.parts[TopicPartition{t, p}]
+				r.mu.Unlock()
+				if part != nil && part.outOfRange() {
+					r.log.Warn("fetch position out of range; checking for data loss", "topic", t, "partition", p)
+				}
+				return
 			}
 			r.stats.fetchErrors.Add(1)
 			r.log.Error("fetch", "topic", t, "partition", p, "error", err.Error())

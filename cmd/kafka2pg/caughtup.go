@@ -111,7 +111,7 @@ func (w *caughtUpWatch) describe() string {
 // only once the member has settled (joined the group and claimed what it was
 // given), so that even a run that has nothing to do corrects the group's
 // Kafka offsets from Postgres as it leaves.
-func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, period time.Duration) error {
+func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, stopped func() []string, period time.Duration) error {
 	select {
 	case <-settled:
 	case <-ctx.Done():
@@ -120,6 +120,9 @@ func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, perio
 	t := time.NewTicker(period)
 	defer t.Stop()
 	for {
+		if why := stopped(); len(why) > 0 {
+			return fmt.Errorf("--until-caught-up cannot finish: %s", strings.Join(why, "; "))
+		}
 		done, err := w.check(ctx)
 		if err == nil && done {
 			return nil

@@ -52,6 +52,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", 3*time.Second, "group heartbeat interval")
 	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", time.Second, "how often durable offsets are mirrored to the Kafka group")
 	fs.StringVar(&o.start, "start", "earliest", "where a partition with no stored offset starts: earliest, latest, committed (the group's Kafka offset, once) or an RFC 3339 time")
+	fs.StringVar(&rc.OnDataLoss, "on-data-loss", "stop", "when retention deleted records before they were read: stop that partition with an error naming the range, or skip the range and log it")
 	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
 	fs.IntVar(&rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")

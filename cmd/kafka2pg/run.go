@@ -167,7 +167,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	g.Go(func() error { return rd.Run(gctx) })
 	if caughtUp != nil {
 		g.Go(func() error {
-			if err := caughtUp.wait(gctx, rd.Settled(), o.caughtUpPeriod); err != nil {
+			if err := caughtUp.wait(gctx, rd.Settled(), func() []string { return rd.Stats().Stopped }, o.caughtUpPeriod); err != nil {
 				return err
 			}
 			log.Info("caught up with the end offsets seen at start; stopping")
@@ -245,7 +245,7 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 			secs := time.Since(lastLog).Seconds()
 			log.Info("progress", "records_per_s", int64(float64(st.Records-last.Records)/secs),
 				"batches", st.Batches, "records", st.Records, "partitions", st.Partitions,
-				"fenced", st.Fenced, "write_errors", st.WriteErrors)
+				"fenced", st.Fenced, "write_errors", st.WriteErrors, "stopped_partitions", len(st.Stopped))
 			last, lastLog = st, time.Now()
 		}
 	}
