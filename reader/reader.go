@@ -63,6 +63,9 @@ type Stats struct {
 	// (--on-data-loss=skip).
 	SkippedRecords int64
 	Partitions     int
+	// Halted counts partitions waiting to re-claim after a failed write
+	// (Postgres unreachable, fenced): the bridge is in retry backoff.
+	Halted int
 	// Stopped lists partitions stopped by data loss, with the reason.
 	Stopped []string
 }
@@ -177,10 +180,13 @@ func (r *Reader) Stats() Stats {
 	r.mu.Lock()
 	n := len(r.parts)
 	var stopped []string
+	halted := 0
 	for _, p := range r.parts {
 		p.mu.Lock()
 		if p.stoppedWhy != "" {
 			stopped = append(stopped, p.stoppedWhy)
+		} else if p.halted {
+			halted++
 		}
 		p.mu.Unlock()
 	}
@@ -189,7 +195,7 @@ func (r *Reader) Stats() Stats {
 		Records: r.stats.records.Load(), Bytes: r.stats.bytes.Load(), Batches: r.stats.batches.Load(),
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
-		SkippedRecords: r.stats.skipped.Load(), Partitions: n, Stopped: stopped,
+		SkippedRecords: r.stats.skipped.Load(), Partitions: n, Stopped: stopped, Halted: halted,
 	}
 }
 

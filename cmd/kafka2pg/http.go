@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -40,6 +41,11 @@ func newHTTPServer(addr string, rd *reader.Reader, pool *pgxpool.Pool, log *slog
 	counter("reader_rebalances_total", "Partition assignments received.", func(s reader.Stats) int64 { return s.Rebalances })
 	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions", Help: "Partitions owned now."},
 		func() float64 { return float64(rd.Stats().Partitions) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions_halted", Help: "Partitions in retry backoff after a failed write."},
+		func() float64 { return float64(rd.Stats().Halted) }))
+	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions_stopped", Help: "Partitions stopped by data loss."},
+		func() float64 { return float64(len(rd.Stats().Stopped)) }))
+	counter("reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", func(s reader.Stats) int64 { return s.SkippedRecords })
 
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
@@ -48,7 +54,22 @@ func newHTTPServer(addr string, rd *reader.Reader, pool *pgxpool.Pool, log *slog
 		ctx, cancel := context.WithTimeout(r.Context(), 2*time.Second)
 		defer cancel()
 		if err := pool.Ping(ctx); err != nil {
-			http.Error(w, "postgres unreachable: "+redactErr(err).Error(), http.StatusServiceUnavailable)
+			http.Error(w, "not ready: postgres unreachable: "+redactErr(err).Error(), http.StatusServiceUnavailable)
+			return
+		}
+		st := rd.Stats()
+		if st.Halted > 0 {
+			http.Error(w, fmt.Sprintf("not ready: %d partition(s) in retry backoff after failed writes", st.Halted), http.StatusServiceUnavailable)
+			return
+		}
+		if len(st.Stopped) > 0 {
+			http.Error(w, "not ready: "+strings.Join(st.Stopped, "; "), http.StatusServiceUnavailable)
+			return
+		}
+		select {
+		case <-rd.Settled():
+		default:
+			http.Error(w, "not ready: not yet in the consumer group", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")
