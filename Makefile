@@ -15,7 +15,7 @@ BIN := bin/kafka2pg
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: build pg-up pg-down lint test demo clean
+.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kafka2pg
@@ -77,3 +77,13 @@ demo: build
 clean:
 	rm -rf bin
 	scripts/pg-down.sh
+
+# A real Apache Kafka cluster on 127.0.0.1 (jars from Maven Central, cached in
+# ~/.m2 and .tmp/kafka/libs): prints its bootstrap list, also written to
+# .tmp/kafka/brokers. `make kafka-up BROKERS=3` makes three nodes for
+# failover tests; scripts/kafka-node.sh stops and starts one of them.
+kafka-up:
+	@scripts/kafka-up.sh $(BROKERS)
+
+kafka-down:
+	@scripts/kafka-down.sh
