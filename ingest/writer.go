@@ -1,10 +1,12 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -37,9 +39,26 @@ type Config struct {
 	// transaction on the offsets row before terminating its backend.
 	// Default 10s.
 	ClaimLockTimeout time.Duration
+	// OnError says what happens to a record that cannot be written (it does
+	// not fit its column, Postgres refuses the row, it is over
+	// MaxRecordBytes): OnErrorDeadLetter (default) stores it in
+	// kafka2pg.dead_letters in the batch's transaction; OnErrorStop commits
+	// the records before it and stops the partition (Write returns a
+	// *StopError); OnErrorSkip logs and counts it.
+	OnError string
+	// MaxRecordBytes makes a record whose key and value are larger a bad
+	// record (KindTooLarge). 0 means no limit.
+	MaxRecordBytes int
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
 }
+
+// The OnError policies.
+const (
+	OnErrorDeadLetter = "dead-letter"
+	OnErrorStop       = "stop"
+	OnErrorSkip       = "skip"
+)
 
 // Batch is a span of consecutive offsets of one partition, written in one
 // transaction.
@@ -62,8 +81,10 @@ type Batch struct {
 
 // Result says what a committed Write stored.
 type Result struct {
-	Rows        int
-	DeadLetters int
+	Rows            int
+	DeadLetters     int
+	DeadLetterKinds []string // error kind of each dead letter
+	Skipped         int      // bad records only logged (OnError "skip")
 }
 
 // Writer writes batches. Safe for concurrent use.
@@ -81,6 +102,13 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	}
 	if len(cfg.Sinks) == 0 {
 		return nil, errors.New("ingest: Config.Sinks is empty")
+	}
+	switch cfg.OnError {
+	case "":
+		cfg.OnError = OnErrorDeadLetter
+	case OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
+	default:
+		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
 	}
 	if cfg.ClaimLockTimeout <= 0 {
 		cfg.ClaimLockTimeout = 10 * time.Second
@@ -105,9 +133,18 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 
 // Write stores b in one transaction: the fenced offset advance, the rows, the
 // dead letters. It returns a *FencedError (errors.Is ErrFenced) when another
-// writer owns the partition; then nothing was written. Any other error leaves
-// the outcome of the transaction unknown if it came from COMMIT: re-claim and
-// resume from the durable position, never retry blindly.
+// writer owns the partition; then nothing was written. With OnError "stop",
+// a bad record makes Write commit only the records before it and return a
+// *StopError. Any other error leaves the outcome of the transaction unknown
+// if it came from COMMIT: re-claim and resume from the durable position,
+// never retry blindly.
+//
+// The fast path copies the rows as the mapping builds them. If Postgres
+// refuses a row (a data exception or a constraint, SQLSTATE classes 22 and
+// 23), the transaction is rolled back and redone with the rows isolated:
+// each half of a failing set is copied under a savepoint, down to the single
+// rows that fail, which become dead letters; the rest lands in the same
+// transaction.
 func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 	sink, ok := w.cfg.Sinks[b.Topic]
 	if !ok {
@@ -116,56 +153,165 @@ func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 	if b.NextOffset <= b.FirstOffset {
 		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
+	res, err := w.writeFast(ctx, b, sink)
+	if !errors.Is(err, errIsolate) {
+		return res, err
+	}
+	return w.writeIsolated(ctx, b, sink)
+}
+
+// errIsolate sends Write to the isolating path.
+var errIsolate = errors.New("isolate bad rows")
+
+// begin starts the batch's transaction and runs the fence.
+func (w *Writer) begin(ctx context.Context, b *Batch) (pgx.Tx, func(), error) {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: begin: %w", b.Topic, b.Partition, err)
+		return nil, nil, fmt.Errorf("write %s/%d: begin: %w", b.Topic, b.Partition, err)
 	}
-	defer func() {
+	rollback := func() {
 		// Rollback after Commit is a no-op; after a cancel it still must run.
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		defer cancel()
 		_ = tx.Rollback(rctx)
-	}()
-
+	}
 	tag, err := tx.Exec(ctx, advanceSQL, w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: advance next_offset: %w", b.Topic, b.Partition, err)
+		rollback()
+		return nil, nil, fmt.Errorf("write %s/%d: advance next_offset: %w", b.Topic, b.Partition, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return Result{}, w.fenced(ctx, tx, b)
+		err := w.fenced(ctx, tx, b)
+		rollback()
+		return nil, nil, err
 	}
+	return tx, rollback, nil
+}
 
-	src := &rowSource{records: b.Records, mapper: sink.Mapper}
+func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+	tx, rollback, err := w.begin(ctx, b)
+	if err != nil {
+		return Result{}, err
+	}
+	defer rollback()
+	src := &rowSource{records: b.Records, mapper: sink.Mapper, maxBytes: w.cfg.MaxRecordBytes}
 	var res Result
 	if len(b.Records) > 0 {
 		n, err := tx.CopyFrom(ctx, sink.Table.Ident(), sink.Table.ColumnNames(), src)
+		if rowError(err) {
+			return Result{}, errIsolate
+		}
 		if err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 		}
 		res.Rows = int(n)
 	}
-	if len(src.bad) > 0 {
-		rows := make([][]any, len(src.bad))
-		for i, bad := range src.bad {
-			r := bad.rec
-			var headers any
-			if len(r.Headers) > 0 {
-				headers = schema.HeadersJSON(r.Headers)
-			}
-			rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, headers,
-				sink.Table.QualifiedName(), bad.kind, bad.err.Error()}
-			w.log.Warn("dead letter", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
-				"table", sink.Table.QualifiedName(), "kind", bad.kind, "error", bad.err.Error())
-		}
-		if _, err := tx.CopyFrom(ctx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
-		}
-		res.DeadLetters = len(rows)
+	if len(src.bad) > 0 && w.cfg.OnError == OnErrorStop {
+		return Result{}, errIsolate // commit only what comes before the first bad record
+	}
+	if err := w.handleBad(ctx, tx, b, sink, src.bad, &res); err != nil {
+		return Result{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
 	return res, nil
+}
+
+// writeIsolated redoes a batch whose fast path met bad rows: it finds every
+// row Postgres refuses, then applies OnError.
+func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+	rows, bad := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
+	tx, rollback, err := w.begin(ctx, b)
+	if err != nil {
+		return Result{}, err
+	}
+	defer rollback()
+	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_batch"); err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
+	}
+	refused, copied, err := copyIsolating(ctx, tx, sink.Table, rows)
+	if err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+	}
+	bad = append(bad, refused...)
+	slices.SortFunc(bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
+
+	res := Result{Rows: copied}
+	if w.cfg.OnError == OnErrorStop && len(bad) > 0 {
+		first := bad[0]
+		// Undo everything, then keep only the rows before the first bad
+		// record (all good: the first bad one is the earliest).
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_batch"); err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: rollback to savepoint: %w", b.Topic, b.Partition, err)
+		}
+		var prefix [][]any
+		for _, r := range rows {
+			if r.rec.Offset < first.rec.Offset {
+				prefix = append(prefix, r.values)
+			}
+		}
+		if len(prefix) > 0 {
+			if _, err := tx.CopyFrom(ctx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
+				return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+			}
+		}
+		// The fence above holds the row lock; move next_offset back to the
+		// bad record, so nothing past it is committed.
+		if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $4, updated_at = now()
+			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, first.rec.Offset); err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+		}
+		return Result{Rows: len(prefix)}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
+			Kind: first.kind, Err: first.err}
+	}
+	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
+		return Result{}, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+	}
+	return res, nil
+}
+
+// handleBad dead-letters (or, with OnError "skip", only logs) bad records
+// inside the batch's transaction.
+func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad []badRecord, res *Result) error {
+	if len(bad) == 0 {
+		return nil
+	}
+	table := sink.Table.QualifiedName()
+	if w.cfg.OnError == OnErrorSkip {
+		for _, x := range bad {
+			w.log.Warn("bad record skipped (--on-error=skip)", "topic", x.rec.Topic, "partition", x.rec.Partition,
+				"offset", x.rec.Offset, "table", table, "kind", x.kind, "error", x.err.Error())
+		}
+		res.Skipped = len(bad)
+		return nil
+	}
+	rows := make([][]any, len(bad))
+	for i, x := range bad {
+		r := x.rec
+		var headers any
+		if len(r.Headers) > 0 {
+			headers = schema.HeadersJSON(r.Headers)
+		}
+		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, headers,
+			table, x.kind, x.err.Error()}
+		w.log.Warn("dead letter", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
+			"table", table, "kind", x.kind, "error", x.err.Error())
+	}
+	if _, err := tx.CopyFrom(ctx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
+		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
+	}
+	res.DeadLetters = len(rows)
+	for _, x := range bad {
+		res.DeadLetterKinds = append(res.DeadLetterKinds, x.kind)
+	}
+	return nil
 }
 
 // fenced reads what the offsets row holds, for a message that says why.
@@ -186,35 +332,54 @@ type badRecord struct {
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
 type rowSource struct {
-	records []schema.Record
-	mapper  RowMapper
-	i       int
-	row     []any
-	err     error
-	bad     []badRecord
+	records  []schema.Record
+	mapper   RowMapper
+	maxBytes int
+	i        int
+	row      []any
+	err      error
+	bad      []badRecord
 }
 
 func (s *rowSource) Next() bool {
 	for s.i < len(s.records) {
 		r := &s.records[s.i]
 		s.i++
-		row, err := s.mapper.Row(r, s.row)
-		if err == nil {
-			s.row = row
-			return true
-		}
-		if !errors.Is(err, schema.ErrBadRecord) {
+		row, bad, err := mapRecord(r, s.mapper, s.maxBytes, s.row)
+		if err != nil {
 			s.err = err
 			return false
 		}
-		kind := schema.KindInvalidValue
-		var de *schema.DecodeError
-		if errors.As(err, &de) {
-			kind = de.Kind
+		if bad != nil {
+			s.bad = append(s.bad, *bad)
+			continue
 		}
-		s.bad = append(s.bad, badRecord{rec: r, kind: kind, err: err})
+		s.row = row
+		return true
 	}
 	return false
+}
+
+// mapRecord builds the row of r into dst, or says why r is a bad record. An
+// error is not about the record: it aborts the batch.
+func mapRecord(r *schema.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
+	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
+		return nil, &badRecord{rec: r, kind: KindTooLarge,
+			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}, nil
+	}
+	row, err := m.Row(r, dst)
+	if err == nil {
+		return row, nil, nil
+	}
+	if !errors.Is(err, schema.ErrBadRecord) {
+		return nil, nil, err
+	}
+	kind := schema.KindInvalidValue
+	var de *schema.DecodeError
+	if errors.As(err, &de) {
+		kind = de.Kind
+	}
+	return nil, &badRecord{rec: r, kind: kind, err: err}, nil
 }
 
 func (s *rowSource) Values() ([]any, error) { return s.row, nil }

@@ -152,6 +152,11 @@ func (p *partition) run() {
 			p.written(b)
 			continue
 		}
+		var stop *StopError
+		if errors.As(err, &stop) {
+			p.stopAt(stop)
+			return
+		}
 		p.mu.Lock()
 		closing := p.closing
 		p.mu.Unlock()
@@ -264,6 +269,20 @@ func (p *partition) written(b *Batch) {
 	p.mu.Unlock()
 	if resume {
 		p.r.cl.ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+	}
+}
+
+// stopAt records what a stopping write made durable, stops the partition
+// and waits, registered and paused, until it is revoked, lost or closed.
+func (p *partition) stopAt(stop *StopError) {
+	p.r.stats.batches.Add(1)
+	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: -1, Offset: stop.NextOffset})
+	p.halt()
+	p.mu.Lock()
+	p.stoppedWhy = stop.Reason
+	p.mu.Unlock()
+	p.r.log.Error("partition stopped", "topic", p.tp.Topic, "partition", p.tp.Partition, "next_offset", stop.NextOffset, "reason", stop.Reason)
+	for p.sleep(time.Hour) {
 	}
 }
 

@@ -56,6 +56,17 @@ type WriteFunc func(ctx context.Context, b *Batch) error
 // else now.
 var ErrFenced = errors.New("fenced")
 
+// StopError is what a WriteFunc returns when a record must stop the
+// partition (--on-error=stop): the records before NextOffset were written
+// and are durable; nothing after is. The partition stays stopped until it is
+// revoked or the bridge restarts.
+type StopError struct {
+	NextOffset int64
+	Reason     string
+}
+
+func (e *StopError) Error() string { return e.Reason }
+
 // Stats are the reader's counters since start.
 type Stats struct {
 	Records, Bytes, Batches, Fenced, WriteErrors, Rebalances, FetchErrors int64

@@ -30,6 +30,7 @@ type store struct {
 	writes  int
 	fenced  int
 	failNth int // the failNth write fails with a connection-like error (0: never)
+	stopAt  int64 // a record at this offset stops the partition (0: never)
 }
 
 func newStore() *store {
@@ -71,6 +72,10 @@ func (s *store) write(ctx context.Context, b *Batch) error {
 		return fmt.Errorf("%w: epoch %d vs %d", ErrFenced, b.Epoch, s.epoch[b.Partition])
 	}
 	for _, r := range b.Records {
+		if s.stopAt > 0 && r.Offset == s.stopAt {
+			s.next[b.Partition] = r.Offset
+			return &StopError{NextOffset: r.Offset, Reason: fmt.Sprintf("bad record at offset %d", r.Offset)}
+		}
 		s.rows[b.Partition] = append(s.rows[b.Partition], r.Offset)
 	}
 	s.next[b.Partition] = b.NextOffset
@@ -399,5 +404,29 @@ func TestSettledOnlyAfterTheAssignmentIsClaimed(t *testing.T) {
 	defer s.mu.Unlock()
 	if len(s.epoch) != 3 {
 		t.Errorf("settled with %d partitions claimed, want all 3", len(s.epoch))
+	}
+}
+
+func TestABadRecordStopsThePartitionAndMirrorsWhatWasWritten(t *testing.T) {
+	c := newCluster(t, 1)
+	adm := admin(t, c)
+	produce(t, c, 1000)
+	s := newStore()
+	s.stopAt = 437
+	x := start(t, c, "g", s, nil)
+	var why []string
+	waitFor(t, 20*time.Second, "the partition to stop", func() bool { why = x.r.Stats().Stopped; return len(why) > 0 })
+	if why[0] != "bad record at offset 437" {
+		t.Errorf("stop reason = %q", why[0])
+	}
+	time.Sleep(200 * time.Millisecond) // stopped means stopped: nothing more is written
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, map[int32]int64{0: 437})
+	fo, err := adm.FetchOffsets(context.Background(), "g")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := fo.Lookup(topic, 0); !ok || o.At != 437 {
+		t.Errorf("Kafka commit = %+v, want 437, the durable position at the stop", o)
 	}
 }

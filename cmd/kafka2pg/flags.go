@@ -26,6 +26,8 @@ type runOptions struct {
 	createTables   bool
 	noMigrate      bool
 	claimLockWait  time.Duration
+	onError        string
+	maxRecordBytes int
 	untilCaughtUp  bool
 	metricsAddr    string
 	progressEvery  time.Duration
@@ -66,6 +68,8 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized); with several topics, all go to this table")
 	fs.StringVar(&o.valueFormat, "value-format", "json", "type of the value column: json (jsonb), text or bytes (bytea)")
 	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
+	fs.StringVar(&o.onError, "on-error", "dead-letter", "a record that cannot be written: dead-letter (kafka2pg.dead_letters, same transaction), stop (the partition, nothing committed past it) or skip (log and count)")
+	fs.IntVar(&o.maxRecordBytes, "max-record-bytes", 64<<20, "records whose key and value are larger are bad records (0: no limit)")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
@@ -97,6 +101,14 @@ func (o *runOptions) validate() error {
 		if err := schema.ValidateIdent("--table", o.table); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	switch o.onError {
+	case "dead-letter", "stop", "skip":
+	default:
+		errs = append(errs, fmt.Errorf("--on-error %q is not dead-letter, stop or skip", o.onError))
+	}
+	if o.maxRecordBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-record-bytes is %d: use 0 for no limit or a positive number of bytes", o.maxRecordBytes))
 	}
 	if o.pgMaxConns < 1 {
 		errs = append(errs, fmt.Errorf("--pg-max-conns is %d: use at least 1", o.pgMaxConns))

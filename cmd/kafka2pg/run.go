@@ -106,7 +106,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		sinks[topic] = ingest.Sink{Table: schema.RawTable(o.pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
 	}
-	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, ClaimLockTimeout: o.claimLockWait, Logger: log})
+	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, ClaimLockTimeout: o.claimLockWait,
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -139,8 +140,15 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		_, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
 			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, Records: recs})
-		if errors.Is(err, ingest.ErrFenced) {
+		var stop *ingest.StopError
+		switch {
+		case errors.Is(err, ingest.ErrFenced):
 			return fmt.Errorf("%w: %w", reader.ErrFenced, err)
+		case errors.As(err, &stop):
+			return &reader.StopError{NextOffset: stop.Offset, Reason: fmt.Sprintf(
+				"bad record at %s/%d offset %d stopped the partition (--on-error=stop): %s: %v; "+
+					"fix the table or the data, or run with --on-error=dead-letter, then restart",
+				stop.Topic, stop.Partition, stop.Offset, stop.Kind, stop.Err)}
 		}
 		return err
 	}

@@ -1,0 +1,155 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// KindTooLarge is the error kind of a record over Config.MaxRecordBytes.
+const KindTooLarge = "too_large"
+
+// StopError is returned by Write with OnError "stop": the records before
+// Offset were committed (next_offset is Offset now), the record at Offset is
+// bad, and the partition must stop.
+type StopError struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Kind      string
+	Err       error
+}
+
+func (e *StopError) Error() string {
+	return fmt.Sprintf("write %s/%d: stopped at offset %d (--on-error=stop): %s: %v", e.Topic, e.Partition, e.Offset, e.Kind, e.Err)
+}
+
+func (e *StopError) Unwrap() error { return e.Err }
+
+// rowError reports whether err is Postgres refusing a row for its data (a
+// data exception or an integrity constraint), as opposed to trouble with the
+// connection, the server or the statement.
+func rowError(err error) bool {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false
+	}
+	switch pgErr.Code[:2] {
+	case "22", "23":
+		return true
+	}
+	return false
+}
+
+// sqlstateNames names the row errors users meet most; others are
+// "sql_<code>".
+var sqlstateNames = map[string]string{
+	"22001": "string_data_right_truncation",
+	"22003": "numeric_value_out_of_range",
+	"22007": "invalid_datetime_format",
+	"22008": "datetime_field_overflow",
+	"22012": "division_by_zero",
+	"22021": "character_not_in_repertoire",
+	"22023": "invalid_parameter_value",
+	"22P02": "invalid_text_representation",
+	"22P05": "untranslatable_character",
+	"23502": "not_null_violation",
+	"23503": "foreign_key_violation",
+	"23505": "unique_violation",
+	"23514": "check_violation",
+	"23P01": "exclusion_violation",
+}
+
+func sqlstateKind(err error) string {
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return schema.KindInvalidValue
+	}
+	if name, ok := sqlstateNames[pgErr.Code]; ok {
+		return name
+	}
+	return "sql_" + pgErr.Code
+}
+
+type mappedRow struct {
+	rec    *schema.Record
+	values []any
+}
+
+// materialize maps every record, for the isolating path, which may copy a
+// row more than once.
+func materialize(records []schema.Record, m RowMapper, maxBytes int) ([]mappedRow, []badRecord) {
+	rows := make([]mappedRow, 0, len(records))
+	var bad []badRecord
+	for i := range records {
+		r := &records[i]
+		values, b, err := mapRecord(r, m, maxBytes, nil)
+		switch {
+		case err != nil:
+			bad = append(bad, badRecord{rec: r, kind: schema.KindInvalidValue, err: err})
+		case b != nil:
+			bad = append(bad, *b)
+		default:
+			rows = append(rows, mappedRow{rec: r, values: values})
+		}
+	}
+	return rows, bad
+}
+
+// rowByRowBelow is the size under which a failing set is copied one row at a
+// time instead of being halved again.
+const rowByRowBelow = 8
+
+// copyIsolating copies rows under savepoints, halving every set Postgres
+// refuses, until the refused rows are single; it returns them and the number
+// of rows copied. Any error that is not about a row aborts.
+func copyIsolating(ctx context.Context, tx pgx.Tx, t schema.Table, rows []mappedRow) (refused []badRecord, copied int, err error) {
+	if len(rows) == 0 {
+		return nil, 0, nil
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_rows"); err != nil {
+		return nil, 0, err
+	}
+	values := make([][]any, len(rows))
+	for i, r := range rows {
+		values[i] = r.values
+	}
+	n, copyErr := tx.CopyFrom(ctx, t.Ident(), t.ColumnNames(), pgx.CopyFromRows(values))
+	if copyErr == nil {
+		_, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_rows")
+		return nil, int(n), err
+	}
+	if !rowError(copyErr) {
+		return nil, 0, copyErr
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_rows; RELEASE SAVEPOINT kafka2pg_rows"); err != nil {
+		return nil, 0, err
+	}
+	if len(rows) == 1 {
+		return []badRecord{{rec: rows[0].rec, kind: sqlstateKind(copyErr), err: copyErr}}, 0, nil
+	}
+	if len(rows) <= rowByRowBelow {
+		for i := range rows {
+			r, c, err := copyIsolating(ctx, tx, t, rows[i:i+1])
+			if err != nil {
+				return nil, 0, err
+			}
+			refused, copied = append(refused, r...), copied+c
+		}
+		return refused, copied, nil
+	}
+	mid := len(rows) / 2
+	for _, half := range [][]mappedRow{rows[:mid], rows[mid:]} {
+		r, c, err := copyIsolating(ctx, tx, t, half)
+		if err != nil {
+			return nil, 0, err
+		}
+		refused, copied = append(refused, r...), copied+c
+	}
+	return refused, copied, nil
+}

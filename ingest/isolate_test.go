@@ -1,0 +1,201 @@
+package ingest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+func writerWith(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config) *ingest.Writer {
+	t.Helper()
+	cfg.Group = "g"
+	cfg.Sinks = map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}
+	w, err := ingest.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func deadLetterKinds(t *testing.T, pool *pgxpool.Pool) map[int64]string {
+	t.Helper()
+	rows, err := pool.Query(context.Background(), `SELECT kafka_offset, error_kind FROM kafka2pg.dead_letters`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[int64]string{}
+	var o int64
+	var k string
+	if _, err := pgx.ForEachRow(rows, []any{&o, &k}, func() error { out[o] = k; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestRowsPostgresRefusesAreIsolatedAndTheRestLands(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	for _, ddl := range []string{
+		`ALTER TABLE orders ADD CONSTRAINT n_not_3_mod_7 CHECK ((value->>'n')::int % 7 <> 3)`,
+		`ALTER TABLE orders ALTER COLUMN kafka_key SET NOT NULL`,
+		`CREATE UNIQUE INDEX orders_ref ON orders ((value->>'ref'))`,
+	} {
+		if _, err := pool.Exec(ctx, ddl); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := claim(t, w, 0)
+	b := batch(0, c.Epoch, 0, 100)
+	want := map[int64]string{}
+	for i := range b.Records {
+		if i%7 == 3 {
+			want[int64(i)] = "check_violation"
+		}
+	}
+	b.Records[50].Key = nil
+	want[50] = "not_null_violation"
+	b.Records[60].Value = []byte(`{"n":60,"ref":"dup"}`)
+	b.Records[61].Value = []byte(`{"n":61,"ref":"dup"}`)
+	want[61] = "unique_violation"
+	b.Records[62].Value = []byte(`{"n":1e1000000}`)
+	want[62] = "numeric_value_out_of_range"
+	b.Records[63].Value = []byte(`{"n":"x"}`)
+	want[63] = "invalid_text_representation"
+	b.Records[64].Value = []byte(`{"n":`)
+	want[64] = schema.KindInvalidJSON
+	res, err := w.Write(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := deadLetterKinds(t, pool)
+	for o, kind := range want {
+		if got[o] != kind {
+			t.Errorf("offset %d: dead letter kind %q, want %q", o, got[o], kind)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d dead letters, want %d: %v", len(got), len(want), got)
+	}
+	rows := queryInt(t, pool, `SELECT count(*) FROM orders`)
+	if rows != int64(100-len(want)) || res.Rows != 100-len(want) || res.DeadLetters != len(want) {
+		t.Errorf("rows in table %d, result %+v; want %d rows and %d dead letters", rows, res, 100-len(want), len(want))
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE partition = 0`); n != 100 {
+		t.Errorf("next_offset = %d, want 100", n)
+	}
+}
+
+func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE orders ADD CHECK ((value->>'n')::int <> 7)`); err != nil {
+		t.Fatal(err)
+	}
+	w := writerWith(t, pool, ingest.Config{OnError: ingest.OnErrorStop})
+	c := claim(t, w, 0)
+	b := batch(0, c.Epoch, 0, 20)
+	b.Records[12].Value = []byte("not json") // a later bad record: the first one decides
+	_, err := w.Write(ctx, b)
+	var stop *ingest.StopError
+	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != "check_violation" {
+		t.Fatalf("Write = %v, want a StopError at offset 7 (check_violation)", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 7 {
+		t.Errorf("rows = %d, want 7 (offsets 0-6)", n)
+	}
+	if n := queryInt(t, pool, `SELECT max(kafka_offset) FROM orders`); n != 6 {
+		t.Errorf("max offset = %d, want 6", n)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE partition = 0`); n != 7 {
+		t.Errorf("next_offset = %d, want 7: nothing past the bad record may be committed", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 0 {
+		t.Errorf("%d dead letters with --on-error=stop, want 0", n)
+	}
+
+	// A decode error first in the batch: nothing at all is committed but the stop.
+	b = batch(0, c.Epoch, 7, 9)
+	b.Records[0].Value = []byte("{")
+	_, err = w.Write(ctx, b)
+	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != schema.KindInvalidJSON {
+		t.Fatalf("Write = %v, want a StopError at offset 7 (invalid_json)", err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 7 {
+		t.Errorf("rows = %d, want still 7", n)
+	}
+}
+
+func TestOnErrorSkipCountsAndWritesNoDeadLetters(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := context.Background()
+	w := writerWith(t, pool, ingest.Config{OnError: ingest.OnErrorSkip, MaxRecordBytes: 64})
+	c := claim(t, w, 0)
+	b := batch(0, c.Epoch, 0, 10)
+	b.Records[2].Value = []byte("nope")
+	b.Records[4].Value = []byte(`{"big":"` + string(make([]byte, 100)) + `"}`)
+	res, err := w.Write(ctx, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Skipped != 2 || res.Rows != 8 || res.DeadLetters != 0 {
+		t.Errorf("result %+v, want 8 rows and 2 skipped", res)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 0 {
+		t.Errorf("%d dead letters with --on-error=skip, want 0", n)
+	}
+}
+
+func TestRecordsOverTheSizeLimitAreDeadLettered(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	w := writerWith(t, pool, ingest.Config{MaxRecordBytes: 64})
+	c := claim(t, w, 0)
+	b := batch(0, c.Epoch, 0, 3)
+	b.Records[1].Value = []byte(`{"pad":"` + string(make([]byte, 80)) + `"}`)
+	if _, err := w.Write(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	if got := deadLetterKinds(t, pool); got[1] != ingest.KindTooLarge || len(got) != 1 {
+		t.Errorf("dead letters = %v, want offset 1 as %s", got, ingest.KindTooLarge)
+	}
+}
+
+func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	c := claim(t, w, 0)
+	var db string
+	if err := pool.QueryRow(ctx, "SELECT current_database()").Scan(&db); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "ALTER DATABASE "+pgx.Identifier{db}.Sanitize()+" SET default_transaction_read_only = on"); err != nil {
+		t.Fatal(err)
+	}
+	pool.Reset() // new connections see the setting
+	_, err := w.Write(ctx, batch(0, c.Epoch, 0, 5))
+	if err == nil || !ingest.Retryable(err) || errors.Is(err, ingest.ErrFenced) {
+		t.Fatalf("Write on a read-only database = %v, want a retryable error", err)
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sql := range []string{"SET default_transaction_read_only = off", "ALTER DATABASE " + pgx.Identifier{db}.Sanitize() + " RESET default_transaction_read_only"} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			t.Fatal(err)
+		}
+	}
+	conn.Release()
+	pool.Reset()
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 0 {
+		t.Errorf("%d dead letters for a read-only database, want 0", n)
+	}
+	if _, err := w.Write(ctx, batch(0, c.Epoch, 0, 5)); err != nil {
+		t.Fatalf("Write after the database is writable again: %v", err)
+	}
+}
