@@ -199,3 +199,75 @@ func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
 		t.Fatalf("Write after the database is writable again: %v", err)
 	}
 }
+
+func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
+	w, pool := newWriter(t, "g")
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE orders ADD CONSTRAINT small CHECK ((value->>'n')::int < 5)`); err != nil {
+		t.Fatal(err)
+	}
+	c := claim(t, w, 0)
+	b := batch(0, c.Epoch, 0, 10)
+	b.Records[8].Value = []byte("still not json")
+	b.Records[9].Headers = []schema.Header{{Key: "trace", Value: []byte{1, 2}}}
+	if _, err := w.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 5 {
+		t.Fatalf("dead letters = %d, want 5 (offsets 5-9)", n)
+	}
+	// The user fixes the table, then replays.
+	if _, err := pool.Exec(ctx, `ALTER TABLE orders DROP CONSTRAINT small`); err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Replay(ctx, ingest.ReplayFilter{Topic: topic}, 2) // small batches: several transactions
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Replayed != 4 || res.StillBad != 1 {
+		t.Errorf("replay = %+v, want 4 replayed and 1 still bad", res)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 9 {
+		t.Errorf("rows = %d, want 9", n)
+	}
+	if got := deadLetterKinds(t, pool); len(got) != 1 || got[8] != schema.KindInvalidJSON {
+		t.Errorf("dead letters left = %v, want only offset 8 (invalid_json)", got)
+	}
+	var headers string
+	if err := pool.QueryRow(ctx, `SELECT kafka_headers::text FROM orders WHERE kafka_offset = 9`).Scan(&headers); err != nil {
+		t.Fatal(err)
+	}
+	if headers != `[{"key": "trace", "value": "\u0001\u0002"}]` {
+		t.Errorf("replayed headers = %s", headers)
+	}
+	list, err := ingest.ListDeadLetters(ctx, pool, ingest.ListFilter{Topic: topic})
+	if err != nil || len(list) != 1 || list[0].Record.Offset != 8 || string(list[0].Record.Value) != "still not json" {
+		t.Errorf("ListDeadLetters = %+v, %v", list, err)
+	}
+}
+
+func TestHostileTableNamesAreQuotedNeverInterpolated(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := context.Background()
+	for _, name := range []string{`we"ird; DROP TABLE orders; --`, "Ünïcödé tåble", "select", "with space"} {
+		w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {
+			Table: schema.RawTable("public", name, schema.ValueText), Mapper: schema.RawMapper{Format: schema.ValueText}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := w.EnsureTables(ctx, true); err != nil {
+			t.Fatalf("table %q: %v", name, err)
+		}
+		c := claim(t, w, 0)
+		start := max(c.NextOffset, 0)
+		if _, err := w.Write(ctx, batch(0, c.Epoch, start, start+3)); err != nil {
+			t.Fatalf("table %q: %v", name, err)
+		}
+		if n := queryInt(t, pool, `SELECT count(*) FROM `+pgx.Identifier{"public", name}.Sanitize()); n != 3 {
+			t.Errorf("table %q holds %d rows, want 3", name, n)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM pg_tables WHERE tablename = 'orders'`); n != 1 {
+		t.Error("a hostile table name dropped the orders table")
+	}
+}

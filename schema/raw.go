@@ -240,3 +240,33 @@ func hex4(v []byte, at int) (int, bool) {
 	}
 	return int(n), true
 }
+
+// ParseHeadersJSON reads what HeadersJSON wrote, for replaying dead letters.
+func ParseHeadersJSON(b []byte) ([]Header, error) {
+	if len(b) == 0 {
+		return nil, nil
+	}
+	var raw []struct {
+		Key         string  `json:"key"`
+		Value       *string `json:"value"`
+		ValueBase64 *string `json:"value_base64"`
+	}
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return nil, fmt.Errorf("parse headers %q: %w", b, err)
+	}
+	hs := make([]Header, len(raw))
+	for i, h := range raw {
+		hs[i].Key = h.Key
+		switch {
+		case h.ValueBase64 != nil:
+			v, err := base64.StdEncoding.DecodeString(*h.ValueBase64)
+			if err != nil {
+				return nil, fmt.Errorf("parse headers: value_base64 of %q: %w", h.Key, err)
+			}
+			hs[i].Value = v
+		case h.Value != nil:
+			hs[i].Value = []byte(*h.Value)
+		}
+	}
+	return hs, nil
+}

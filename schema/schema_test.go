@@ -178,3 +178,19 @@ func FuzzRawMapper(f *testing.F) {
 		}
 	})
 }
+
+func TestHeadersRoundTripThroughJSON(t *testing.T) {
+	in := []Header{{Key: "a", Value: []byte("text")}, {Key: "bin", Value: []byte{0, 0xff}}, {Key: "none"}, {Key: "a", Value: []byte("again")}}
+	out, err := ParseHeadersJSON(HeadersJSON(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out) != len(in) {
+		t.Fatalf("got %d headers, want %d", len(out), len(in))
+	}
+	for i := range in {
+		if out[i].Key != in[i].Key || string(out[i].Value) != string(in[i].Value) || (out[i].Value == nil) != (in[i].Value == nil) {
+			t.Errorf("header %d = %+v, want %+v", i, out[i], in[i])
+		}
+	}
+}

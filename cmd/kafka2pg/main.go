@@ -24,6 +24,7 @@ const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactl
 Usage:
   kafka2pg run      --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]
   kafka2pg migrate  up|down|version --pg-url URL
+  kafka2pg dead-letters list|replay --pg-url URL [flags]
   kafka2pg demo     [--pg-url URL]   (an in-process Kafka, sample events, queries)
   kafka2pg version
 
@@ -51,6 +52,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return migrateCommand(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demoCommand(ctx, args[1:], stdout, stderr)
+	case "dead-letters":
+		return deadLettersCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "kafka2pg %s\n", version)
 		return exitOK
