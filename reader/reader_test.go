@@ -29,7 +29,7 @@ type store struct {
 	delay   time.Duration
 	writes  int
 	fenced  int
-	failNth int // the failNth write fails with a connection-like error (0: never)
+	failNth int   // the failNth write fails with a connection-like error (0: never)
 	stopAt  int64 // a record at this offset stops the partition (0: never)
 }
 
