@@ -194,3 +194,22 @@ func TestHeadersRoundTripThroughJSON(t *testing.T) {
 		}
 	}
 }
+
+// FuzzHeaders: any headers survive HeadersJSON and ParseHeadersJSON, and any
+// bytes given to ParseHeadersJSON give headers or an error, never a panic.
+func FuzzHeaders(f *testing.F) {
+	f.Add("k", []byte("v"), []byte(`[{"key":"a","value_base64":"AAE="}]`))
+	f.Add("", []byte{0xff, 0}, []byte(`[{"key":"a","value":null}]`))
+	f.Add("\x00", []byte(nil), []byte(`{`))
+	f.Fuzz(func(t *testing.T, key string, value, raw []byte) {
+		_, _ = ParseHeadersJSON(raw)
+		in := []Header{{Key: key, Value: value}}
+		out, err := ParseHeadersJSON(HeadersJSON(in))
+		if err != nil {
+			t.Fatalf("HeadersJSON(%q) does not parse back: %v", in, err)
+		}
+		if len(out) != 1 || (value != nil && string(out[0].Value) != string(value)) || (value == nil) != (out[0].Value == nil) {
+			t.Fatalf("round trip of %q gave %q", in, out)
+		}
+	})
+}
