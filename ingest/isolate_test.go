@@ -2,8 +2,10 @@ package ingest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -269,5 +271,47 @@ func TestHostileTableNamesAreQuotedNeverInterpolated(t *testing.T) {
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM pg_tables WHERE tablename = 'orders'`); n != 1 {
 		t.Error("a hostile table name dropped the orders table")
+	}
+}
+
+func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := context.Background()
+	w := writerWith(t, pool, ingest.Config{Notify: true})
+	listener, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	channel := ingest.NotifyChannel(schema.RawTable("public", topic, schema.ValueJSON))
+	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
+		t.Fatal(err)
+	}
+	c := claim(t, w, 2)
+	if _, err := w.Write(ctx, batch(2, c.Epoch, 0, 5)); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	n, err := listener.Conn().WaitForNotification(wctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got map[string]any
+	if err := json.Unmarshal([]byte(n.Payload), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got["partition"] != float64(2) || got["first_offset"] != float64(0) || got["last_offset"] != float64(4) || got["rows"] != float64(5) {
+		t.Errorf("payload = %s", n.Payload)
+	}
+	// A fenced batch is rolled back: no notification.
+	claim(t, w, 2)
+	if _, err := w.Write(ctx, batch(2, c.Epoch, 5, 8)); !errors.Is(err, ingest.ErrFenced) {
+		t.Fatalf("Write = %v, want ErrFenced", err)
+	}
+	sctx, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel2()
+	if n, err := listener.Conn().WaitForNotification(sctx); err == nil {
+		t.Errorf("a rolled-back batch was announced: %s", n.Payload)
 	}
 }

@@ -3,11 +3,13 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -49,6 +51,12 @@ type Config struct {
 	// MaxRecordBytes makes a record whose key and value are larger a bad
 	// record (KindTooLarge). 0 means no limit.
 	MaxRecordBytes int
+	// Notify makes each batch transaction that wrote rows also run
+	// NOTIFY on the channel NotifyChannel(table) with a JSON payload
+	// (table, topic, partition, first and last offset, rows). Postgres
+	// delivers it at COMMIT, so a listener never hears of rows it cannot
+	// see yet.
+	Notify bool
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
 }
@@ -74,6 +82,9 @@ type Batch struct {
 	NextOffset  int64
 	// LeaderEpoch is the Kafka leader epoch of the last record, -1 if unknown.
 	LeaderEpoch int32
+	// LogEndOffset is the partition's end offset as last seen by the reader
+	// (-1: unknown); stored for kafka2pg.partition_status.
+	LogEndOffset int64
 	// Records are the data records of the span in offset order; transaction
 	// markers are not records here, they only widen the span.
 	Records []schema.Record
@@ -122,7 +133,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 
 const advanceSQL = `
 UPDATE kafka2pg.offsets
-SET next_offset = $5, leader_epoch = $6, updated_at = now()
+SET next_offset = $5, leader_epoch = $6, updated_at = now(), committed_at = now(),
+    log_end_offset = CASE WHEN $8::bigint >= 0 THEN greatest($8::bigint, $5) ELSE log_end_offset END,
+    log_end_offset_at = CASE WHEN $8::bigint >= 0 THEN now() ELSE log_end_offset_at END
 WHERE consumer_group = $1 AND topic = $2 AND partition = $3
   AND epoch = $4 AND (next_offset IS NULL OR next_offset <= $7)`
 
@@ -175,7 +188,7 @@ func (w *Writer) begin(ctx context.Context, b *Batch) (pgx.Tx, func(), error) {
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}
-	tag, err := tx.Exec(ctx, advanceSQL, w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset)
+	tag, err := tx.Exec(ctx, advanceSQL, w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset)
 	if err != nil {
 		rollback()
 		return nil, nil, fmt.Errorf("write %s/%d: advance next_offset: %w", b.Topic, b.Partition, err)
@@ -210,6 +223,9 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 		return Result{}, errIsolate // commit only what comes before the first bad record
 	}
 	if err := w.handleBad(ctx, tx, b, sink, src.bad, &res); err != nil {
+		return Result{}, err
+	}
+	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
 		return Result{}, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -262,6 +278,9 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, first.rec.Offset); err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
 		}
+		if err := w.notify(ctx, tx, b, sink, len(prefix)); err != nil {
+			return Result{}, err
+		}
 		if err := tx.Commit(ctx); err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 		}
@@ -271,10 +290,39 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
 		return Result{}, err
 	}
+	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
+		return Result{}, err
+	}
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
 	return res, nil
+}
+
+// NotifyChannel is the channel a table's batches are announced on with
+// Config.Notify: "kafka2pg_" and the table name, cut to Postgres' 63-byte
+// limit. LISTEN on it quoted: LISTEN "kafka2pg_orders".
+func NotifyChannel(t schema.Table) string {
+	ch := "kafka2pg_" + t.Name
+	for len(ch) > 63 {
+		_, size := utf8.DecodeLastRuneInString(ch)
+		ch = ch[:len(ch)-size]
+	}
+	return ch
+}
+
+func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, rows int) error {
+	if !w.cfg.Notify || rows == 0 {
+		return nil
+	}
+	payload, _ := json.Marshal(map[string]any{
+		"table": sink.Table.QualifiedName(), "topic": b.Topic, "partition": b.Partition,
+		"first_offset": b.FirstOffset, "last_offset": b.NextOffset - 1, "rows": rows,
+	})
+	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", NotifyChannel(sink.Table), string(payload)); err != nil {
+		return fmt.Errorf("write %s/%d: notify: %w", b.Topic, b.Partition, err)
+	}
+	return nil
 }
 
 // handleBad dead-letters (or, with OnError "skip", only logs) bad records

@@ -20,7 +20,7 @@ var files embed.FS
 const HistoryTable = "kafka2pg_schema_migrations"
 
 // Latest is the newest version this binary knows.
-const Latest = 1
+const Latest = 2
 
 // Up applies every migration not yet applied to the database at pgURL.
 func Up(ctx context.Context, pgURL string) error {

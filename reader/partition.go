@@ -31,6 +31,7 @@ type partition struct {
 	paused     bool  // fetching is paused for backpressure or while halted
 	closing    bool
 	flush      bool   // with closing: write what is queued first
+	logEnd     int64  // the highest end offset seen in a fetch; -1 until one arrives
 	lossCheck  bool   // the fetch position fell out of range: check for data loss once the queue is written
 	stoppedWhy string // set when data loss stopped the partition
 }
@@ -40,7 +41,7 @@ func newPartition(r *Reader, tp TopicPartition) *partition {
 	// callback ctx that created it.
 	ctx, cancel := context.WithCancel(context.Background())
 	return &partition{r: r, tp: tp, ctx: ctx, cancel: cancel,
-		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1}
+		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1, logEnd: -1}
 }
 
 func (p *partition) signal() {
@@ -55,6 +56,13 @@ func (p *partition) setClaim(c Claim) {
 	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
 	p.mu.Unlock()
 	p.signal()
+}
+
+// noteLogEnd records the end offset a fetch reported.
+func (p *partition) noteLogEnd(end int64) {
+	p.mu.Lock()
+	p.logEnd = max(p.logEnd, end)
+	p.mu.Unlock()
 }
 
 // enqueue appends polled records; it reports whether fetching should pause
@@ -234,7 +242,8 @@ func (p *partition) next() (*Batch, bool) {
 // records and about BatchMaxBytes, plus the control records among them.
 func (p *partition) takeLocked() *Batch {
 	cfg := &p.r.cfg
-	b := &Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset, LeaderEpoch: -1}
+	b := &Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset,
+		LeaderEpoch: -1, LogEndOffset: p.logEnd}
 	rows, bytes, n := 0, 0, 0
 	for n < len(p.queue) && rows < cfg.BatchMaxRows && (bytes < cfg.BatchMaxBytes || rows == 0) {
 		rec := p.queue[n]

@@ -42,6 +42,9 @@ type Batch struct {
 	FirstOffset int64 // the first offset of the span
 	NextOffset  int64 // one past the last offset of the span
 	LeaderEpoch int32 // of the last record
+	// LogEndOffset is the partition's end offset as last fetched (the last
+	// stable offset under read_committed), -1 if unknown.
+	LogEndOffset int64
 	// Records are the data records in offset order. Transaction markers are
 	// left out: they only widen the span.
 	Records []*kgo.Record
@@ -210,6 +213,42 @@ func (r *Reader) Stats() Stats {
 	}
 }
 
+// PartitionStats describes one owned partition.
+type PartitionStats struct {
+	Topic      string
+	Partition  int32
+	NextOffset int64 // durable in Postgres; -1 when nothing is stored
+	LogEnd     int64 // last end offset seen in a fetch; -1 until one arrives
+	Queued     int   // records buffered, not yet written
+	Paused     bool
+}
+
+// Lag is LogEnd minus the durable offset, or -1 when either is unknown.
+func (s PartitionStats) Lag() int64 {
+	if s.LogEnd < 0 {
+		return -1
+	}
+	return max(s.LogEnd-max(s.NextOffset, 0), 0)
+}
+
+// Partitions returns the state of every owned partition.
+func (r *Reader) Partitions() []PartitionStats {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]PartitionStats, 0, len(r.parts))
+	for tp, p := range r.parts {
+		next := int64(-1)
+		if eo, ok := r.durable[tp]; ok {
+			next = eo.Offset
+		}
+		p.mu.Lock()
+		out = append(out, PartitionStats{Topic: tp.Topic, Partition: tp.Partition, NextOffset: next,
+			LogEnd: p.logEnd, Queued: len(p.queue), Paused: p.paused})
+		p.mu.Unlock()
+	}
+	return out
+}
+
 // Settled is closed once this member has joined the group and claimed its
 // first assignment (possibly empty): from then on the durable positions it
 // owns are known and will be mirrored to the group when it stops.
@@ -268,12 +307,17 @@ func (r *Reader) Run(ctx context.Context) error {
 		var pause map[string][]int32
 		r.mu.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
-			if len(fp.Records) == 0 {
-				return
-			}
 			p := r.parts[TopicPartition{fp.Topic, fp.Partition}]
 			if p == nil {
 				return // BlockRebalanceOnPoll makes this unreachable; stay safe
+			}
+			end := fp.HighWatermark
+			if r.cfg.IsolationLevel == "read_committed" && fp.LastStableOffset >= 0 {
+				end = fp.LastStableOffset
+			}
+			p.noteLogEnd(end)
+			if len(fp.Records) == 0 {
+				return
 			}
 			if p.enqueue(fp.Records) {
 				if pause == nil {

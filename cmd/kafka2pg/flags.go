@@ -27,6 +27,7 @@ type runOptions struct {
 	noMigrate      bool
 	claimLockWait  time.Duration
 	onError        string
+	notify         bool
 	maxRecordBytes int
 	untilCaughtUp  bool
 	metricsAddr    string
@@ -68,6 +69,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized); with several topics, all go to this table")
 	fs.StringVar(&o.valueFormat, "value-format", "json", "type of the value column: json (jsonb), text or bytes (bytea)")
 	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
+	fs.BoolVar(&o.notify, "notify", false, "each batch transaction also runs NOTIFY \"kafka2pg_<table>\" with a JSON payload, delivered at commit")
 	fs.StringVar(&o.onError, "on-error", "dead-letter", "a record that cannot be written: dead-letter (kafka2pg.dead_letters, same transaction), stop (the partition, nothing committed past it) or skip (log and count)")
 	fs.IntVar(&o.maxRecordBytes, "max-record-bytes", 64<<20, "records whose key and value are larger are bad records (0: no limit)")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the kafka2pg schema on start")

@@ -107,7 +107,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		sinks[topic] = ingest.Sink{Table: schema.RawTable(o.pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
 	}
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Logger: log})
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, Logger: log})
 	if err != nil {
 		return err
 	}
@@ -139,7 +139,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 			}
 		}
 		_, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
-			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, Records: recs})
+			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
 		var stop *ingest.StopError
 		switch {
 		case errors.Is(err, ingest.ErrFenced):
