@@ -96,6 +96,9 @@ type Result struct {
 	DeadLetters     int
 	DeadLetterKinds []string // error kind of each dead letter
 	Skipped         int      // bad records only logged (OnError "skip")
+	CopyDuration    time.Duration
+	CommitDuration  time.Duration
+	Isolated        bool // Postgres refused rows: the batch was redone isolating them
 }
 
 // Writer writes batches. Safe for concurrent use.
@@ -210,7 +213,9 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 	src := &rowSource{records: b.Records, mapper: sink.Mapper, maxBytes: w.cfg.MaxRecordBytes}
 	var res Result
 	if len(b.Records) > 0 {
+		copyStart := time.Now()
 		n, err := tx.CopyFrom(ctx, sink.Table.Ident(), sink.Table.ColumnNames(), src)
+		res.CopyDuration = time.Since(copyStart)
 		if rowError(err) {
 			return Result{}, errIsolate
 		}
@@ -228,9 +233,11 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
 		return Result{}, err
 	}
+	commitStart := time.Now()
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
+	res.CommitDuration = time.Since(commitStart)
 	return res, nil
 }
 
@@ -246,14 +253,16 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_batch"); err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
 	}
+	copyStart := time.Now()
 	refused, copied, err := copyIsolating(ctx, tx, sink.Table, rows)
+	copyDuration := time.Since(copyStart)
 	if err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 	}
 	bad = append(bad, refused...)
 	slices.SortFunc(bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
 
-	res := Result{Rows: copied}
+	res := Result{Rows: copied, CopyDuration: copyDuration, Isolated: true}
 	if w.cfg.OnError == OnErrorStop && len(bad) > 0 {
 		first := bad[0]
 		// Undo everything, then keep only the rows before the first bad
@@ -293,9 +302,11 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
 		return Result{}, err
 	}
+	commitStart := time.Now()
 	if err := tx.Commit(ctx); err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
+	res.CommitDuration = time.Since(commitStart)
 	return res, nil
 }
 

@@ -224,6 +224,7 @@ func (r *Reader) takeDurable(m map[string][]int32) map[string]map[int32]kgo.Epoc
 			}
 			delete(r.durable, tp)
 			delete(r.dirty, tp)
+			delete(r.mirror, tp)
 		}
 	}
 	return out

@@ -96,6 +96,7 @@ type Reader struct {
 	mu      sync.Mutex
 	parts   map[TopicPartition]*partition
 	durable map[TopicPartition]kgo.EpochOffset // durable in Postgres, to mirror to Kafka
+	mirror  map[TopicPartition]int64           // last offset the Kafka group accepted
 	dirty   map[TopicPartition]bool
 	wakeFn  context.CancelFunc // interrupts the current poll
 
@@ -133,6 +134,7 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		write:   write,
 		parts:   make(map[TopicPartition]*partition),
 		durable: make(map[TopicPartition]kgo.EpochOffset),
+		mirror:  make(map[TopicPartition]int64),
 		dirty:   make(map[TopicPartition]bool),
 		seeks:   make(chan seekRequest, 4096),
 		settled: make(chan struct{}),
@@ -219,6 +221,7 @@ type PartitionStats struct {
 	Partition  int32
 	NextOffset int64 // durable in Postgres; -1 when nothing is stored
 	LogEnd     int64 // last end offset seen in a fetch; -1 until one arrives
+	Mirrored   int64 // last offset the Kafka group accepted from this member; -1 if none
 	Queued     int   // records buffered, not yet written
 	Paused     bool
 }
@@ -237,13 +240,16 @@ func (r *Reader) Partitions() []PartitionStats {
 	defer r.mu.Unlock()
 	out := make([]PartitionStats, 0, len(r.parts))
 	for tp, p := range r.parts {
-		next := int64(-1)
+		next, mirrored := int64(-1), int64(-1)
 		if eo, ok := r.durable[tp]; ok {
 			next = eo.Offset
 		}
+		if m, ok := r.mirror[tp]; ok {
+			mirrored = m
+		}
 		p.mu.Lock()
 		out = append(out, PartitionStats{Topic: tp.Topic, Partition: tp.Partition, NextOffset: next,
-			LogEnd: p.logEnd, Queued: len(p.queue), Paused: p.paused})
+			LogEnd: p.logEnd, Mirrored: mirrored, Queued: len(p.queue), Paused: p.paused})
 		p.mu.Unlock()
 	}
 	return out
@@ -412,6 +418,7 @@ func (r *Reader) commitLoop(ctx context.Context) {
 				err = commitResponseErr(resp)
 			}
 			if err == nil {
+				r.noteMirrored(offs)
 				return
 			}
 			r.log.Debug("kafka group commit failed; retrying on the next tick (Postgres is authoritative)", "error", err.Error())
@@ -425,6 +432,20 @@ func (r *Reader) commitLoop(ctx context.Context) {
 			}
 			r.mu.Unlock()
 		})
+	}
+}
+
+// noteMirrored records offsets the Kafka group accepted.
+func (r *Reader) noteMirrored(offs map[string]map[int32]kgo.EpochOffset) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for t, ps := range offs {
+		for p, eo := range ps {
+			tp := TopicPartition{t, p}
+			if r.parts[tp] != nil {
+				r.mirror[tp] = eo.Offset
+			}
+		}
 	}
 }
 

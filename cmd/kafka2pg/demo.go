@@ -88,7 +88,7 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, pgURL, topic string,
 	o.reader.Brokers, o.reader.Group, o.reader.Topics = brokers, "kafka2pg-demo", []string{topic}
 	o.reader.FetchMaxWait = 100 * time.Millisecond
 	o.reader.HeartbeatInterval = 500 * time.Millisecond
-	o.pgURL, o.progressEvery = pgURL, 0
+	o.pgURL, o.progressEvery, o.metricsAddr = pgURL, 0, ""
 	if err := o.validate(); err != nil {
 		return err
 	}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kafka2pg/kafka2pg/reader"
@@ -26,27 +25,7 @@ type httpServer struct {
 	log *slog.Logger
 }
 
-func newHTTPServer(addr string, rd *reader.Reader, pool *pgxpool.Pool, log *slog.Logger) (*httpServer, error) {
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	counter := func(name, help string, f func(reader.Stats) int64) {
-		reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_" + name, Help: help},
-			func() float64 { return float64(f(rd.Stats())) }))
-	}
-	counter("reader_records_total", "Data records fetched.", func(s reader.Stats) int64 { return s.Records })
-	counter("reader_bytes_total", "Key and value bytes fetched.", func(s reader.Stats) int64 { return s.Bytes })
-	counter("ingest_batches_total", "Batches committed to Postgres.", func(s reader.Stats) int64 { return s.Batches })
-	counter("ingest_fenced_total", "Writes refused because another owner claimed the partition.", func(s reader.Stats) int64 { return s.Fenced })
-	counter("ingest_write_errors_total", "Failed writes (retried after re-reading the durable offset).", func(s reader.Stats) int64 { return s.WriteErrors })
-	counter("reader_rebalances_total", "Partition assignments received.", func(s reader.Stats) int64 { return s.Rebalances })
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions", Help: "Partitions owned now."},
-		func() float64 { return float64(rd.Stats().Partitions) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions_halted", Help: "Partitions in retry backoff after a failed write."},
-		func() float64 { return float64(rd.Stats().Halted) }))
-	reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_reader_partitions_stopped", Help: "Partitions stopped by data loss."},
-		func() float64 { return float64(len(rd.Stats().Stopped)) }))
-	counter("reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", func(s reader.Stats) int64 { return s.SkippedRecords })
-
+func newHTTPServer(addr string, reg *prometheus.Registry, rd *reader.Reader, pool *pgxpool.Pool, log *slog.Logger) (*httpServer, error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -126,6 +127,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		return out, nil
 	}
+	m := newBridgeMetrics()
+	var rowsWritten, deadLettered atomic.Int64
 	write := func(ctx context.Context, b *reader.Batch) error {
 		recs := make([]schema.Record, len(b.Records))
 		for i, r := range b.Records {
@@ -138,8 +141,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 				recs[i].Headers = hs
 			}
 		}
-		_, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
+		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
 			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
+		m.observeWrite(sinks[b.Topic].Table.QualifiedName(), b, res, err)
+		rowsWritten.Add(int64(res.Rows))
+		deadLettered.Add(int64(res.DeadLetters))
 		var stop *ingest.StopError
 		switch {
 		case errors.Is(err, ingest.ErrFenced):
@@ -154,11 +160,17 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	rcfg := o.reader
 	rcfg.Logger = log
+	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
 	rd, err := reader.New(rcfg, claim, write)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
+	queueCapacity := rcfg.QueueCapacity
+	if queueCapacity == 0 {
+		queueCapacity = 2 * rcfg.BatchMaxRows
+	}
+	m.register(rd, pool, queueCapacity)
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -184,10 +196,13 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		})
 	}
 	if o.progressEvery > 0 || progress != nil {
-		g.Go(func() error { progressLoop(gctx, rd, log, o.progressEvery, progress); return nil })
+		g.Go(func() error {
+			progressLoop(gctx, rd, log, o.progressEvery, progress, &rowsWritten, &deadLettered)
+			return nil
+		})
 	}
 	if o.metricsAddr != "" {
-		srv, err := newHTTPServer(o.metricsAddr, rd, pool, log)
+		srv, err := newHTTPServer(o.metricsAddr, m.reg, rd, pool, log)
 		if err != nil {
 			return err
 		}
@@ -235,10 +250,10 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) 
 	}
 }
 
-func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc) {
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, rows, deadLetters *atomic.Int64) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
-	last, lastLog := rd.Stats(), time.Now()
+	last, lastRows, lastLog := rd.Stats(), rows.Load(), time.Now()
 	for {
 		select {
 		case <-ctx.Done():
@@ -251,10 +266,16 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 		}
 		if every > 0 && time.Since(lastLog) >= every {
 			secs := time.Since(lastLog).Seconds()
+			lag := int64(0)
+			for _, p := range rd.Partitions() {
+				lag += max(p.Lag(), 0)
+			}
+			nowRows := rows.Load()
 			log.Info("progress", "records_per_s", int64(float64(st.Records-last.Records)/secs),
-				"batches", st.Batches, "records", st.Records, "partitions", st.Partitions,
-				"fenced", st.Fenced, "write_errors", st.WriteErrors, "stopped_partitions", len(st.Stopped))
-			last, lastLog = st, time.Now()
+				"rows_per_s", int64(float64(nowRows-lastRows)/secs), "lag", lag, "dead_letters", deadLetters.Load(),
+				"batches", st.Batches, "partitions", st.Partitions, "fenced", st.Fenced, "write_errors", st.WriteErrors,
+				"stopped_partitions", len(st.Stopped))
+			last, lastRows, lastLog = st, nowRows, time.Now()
 		}
 	}
 }

@@ -1,0 +1,193 @@
+package main
+
+import (
+	"errors"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kprom"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/reader"
+)
+
+// bridgeMetrics are the program's metrics, on a registry it owns (never the
+// default one). Names follow kafka2pg_<subsystem>_<name>_<unit>.
+type bridgeMetrics struct {
+	reg *prometheus.Registry
+
+	rows, batches       *prometheus.CounterVec // table
+	batchRows           *prometheus.HistogramVec
+	batchBytes          *prometheus.HistogramVec
+	copySeconds         *prometheus.HistogramVec
+	commitSeconds       *prometheus.HistogramVec
+	isolatedBatches     *prometheus.CounterVec // table
+	deadLetters         *prometheus.CounterVec // table, kind
+	skipped             *prometheus.CounterVec // table
+	writeErrors         *prometheus.CounterVec // cause
+	endToEndSeconds     prometheus.Histogram
+	kafka               *kprom.Metrics
+	partitionsCollector *partitionCollector
+}
+
+func newBridgeMetrics() *bridgeMetrics {
+	reg := prometheus.NewRegistry()
+	f := func(c prometheus.Collector) { reg.MustRegister(c) }
+	sizeBuckets := prometheus.ExponentialBuckets(1, 4, 10)        // 1 … 262144 rows
+	byteBuckets := prometheus.ExponentialBuckets(1024, 4, 10)     // 1 KiB … 256 MiB
+	timeBuckets := prometheus.ExponentialBuckets(0.0005, 2.5, 14) // 0.5 ms … 1.9 min
+	e2eBuckets := prometheus.ExponentialBuckets(0.001, 2.5, 16)   // 1 ms … 15 min
+	m := &bridgeMetrics{
+		reg:             reg,
+		rows:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rows_total", Help: "Rows committed, by table."}, []string{"table"}),
+		batches:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_batches_total", Help: "Batch transactions committed, by table."}, []string{"table"}),
+		batchRows:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_rows", Help: "Rows per committed batch.", Buckets: sizeBuckets}, []string{"table"}),
+		batchBytes:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_bytes", Help: "Key and value bytes per committed batch.", Buckets: byteBuckets}, []string{"table"}),
+		copySeconds:     prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_copy_duration_seconds", Help: "Duration of a batch's COPY.", Buckets: timeBuckets}, []string{"table"}),
+		commitSeconds:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_commit_duration_seconds", Help: "Duration of a batch's COMMIT.", Buckets: timeBuckets}, []string{"table"}),
+		isolatedBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_isolated_batches_total", Help: "Batches redone to isolate rows Postgres refused."}, []string{"table"}),
+		deadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
+		skipped:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
+		writeErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause; each is followed by a re-claim and a retry."}, []string{"cause"}),
+		endToEndSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kafka2pg_end_to_end_latency_seconds", Help: "From a record's Kafka timestamp to the commit of its row.", Buckets: e2eBuckets}),
+	}
+	for _, c := range []prometheus.Collector{m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
+		m.isolatedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
+		f(c)
+	}
+	for _, cause := range []string{"fenced", "postgres_unavailable", "other", "stopped"} {
+		m.writeErrors.WithLabelValues(cause)
+	}
+	f(collectors.NewGoCollector())
+	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka2pg_build_info", Help: "Always 1; labels say which build runs.",
+		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
+	build.Set(1)
+	f(build)
+	// franz-go's own client metrics (connections, request bytes and
+	// latencies per broker, fetch bytes and records per topic).
+	m.kafka = kprom.NewMetrics("kafka2pg_kafka", kprom.Registerer(reg), kprom.Gatherer(reg),
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Batches, kprom.Records, kprom.UncompressedBytes))
+	return m
+}
+
+// hooks returns the franz-go option that feeds the Kafka client metrics.
+func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
+
+// observeWrite records one WriteFunc call.
+func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.Result, err error) {
+	if err != nil {
+		var stop *ingest.StopError
+		switch {
+		case errors.Is(err, ingest.ErrFenced):
+			m.writeErrors.WithLabelValues("fenced").Inc()
+		case errors.As(err, &stop):
+			m.writeErrors.WithLabelValues("stopped").Inc()
+		case ingest.Retryable(err):
+			m.writeErrors.WithLabelValues("postgres_unavailable").Inc()
+		default:
+			m.writeErrors.WithLabelValues("other").Inc()
+		}
+		if stop == nil {
+			return
+		}
+	}
+	m.batches.WithLabelValues(table).Inc()
+	m.rows.WithLabelValues(table).Add(float64(res.Rows))
+	m.batchRows.WithLabelValues(table).Observe(float64(res.Rows))
+	bytes := 0
+	for _, r := range b.Records {
+		bytes += len(r.Key) + len(r.Value)
+	}
+	m.batchBytes.WithLabelValues(table).Observe(float64(bytes))
+	if res.CopyDuration > 0 {
+		m.copySeconds.WithLabelValues(table).Observe(res.CopyDuration.Seconds())
+	}
+	if res.CommitDuration > 0 {
+		m.commitSeconds.WithLabelValues(table).Observe(res.CommitDuration.Seconds())
+	}
+	if res.Isolated {
+		m.isolatedBatches.WithLabelValues(table).Inc()
+	}
+	for _, kind := range res.DeadLetterKinds {
+		m.deadLetters.WithLabelValues(table, kind).Inc()
+	}
+	if res.Skipped > 0 {
+		m.skipped.WithLabelValues(table).Add(float64(res.Skipped))
+	}
+	now := time.Now()
+	for _, r := range b.Records {
+		if !r.Timestamp.IsZero() {
+			m.endToEndSeconds.Observe(max(now.Sub(r.Timestamp).Seconds(), 0))
+		}
+	}
+}
+
+// register adds the collectors that read the live reader and pool.
+func (m *bridgeMetrics) register(rd *reader.Reader, pool *pgxpool.Pool, queueCapacity int) {
+	counter := func(name, help string, f func(reader.Stats) int64) {
+		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
+			func() float64 { return float64(f(rd.Stats())) }))
+	}
+	counter("kafka2pg_reader_records_total", "Data records fetched.", func(s reader.Stats) int64 { return s.Records })
+	counter("kafka2pg_reader_bytes_total", "Key and value bytes fetched.", func(s reader.Stats) int64 { return s.Bytes })
+	counter("kafka2pg_reader_rebalances_total", "Partition assignments received.", func(s reader.Stats) int64 { return s.Rebalances })
+	counter("kafka2pg_reader_fetch_errors_total", "Fetch errors reported by the Kafka client.", func(s reader.Stats) int64 { return s.FetchErrors })
+	counter("kafka2pg_reader_fenced_total", "Writes refused because another owner claimed the partition.", func(s reader.Stats) int64 { return s.Fenced })
+	counter("kafka2pg_reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", func(s reader.Stats) int64 { return s.SkippedRecords })
+	gauge := func(name, help string, f func() float64) {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+	}
+	gauge("kafka2pg_reader_partitions", "Partitions owned now.", func() float64 { return float64(rd.Stats().Partitions) })
+	gauge("kafka2pg_reader_partitions_halted", "Partitions in retry backoff after a failed write.", func() float64 { return float64(rd.Stats().Halted) })
+	gauge("kafka2pg_reader_partitions_stopped", "Partitions stopped by data loss or --on-error=stop.", func() float64 { return float64(len(rd.Stats().Stopped)) })
+	gauge("kafka2pg_reader_queue_capacity_records", "Records a partition buffers before its fetching pauses.", func() float64 { return float64(queueCapacity) })
+	gauge("kafka2pg_pg_pool_connections", "Postgres connections open.", func() float64 { return float64(pool.Stat().TotalConns()) })
+	gauge("kafka2pg_pg_pool_acquired_connections", "Postgres connections in use.", func() float64 { return float64(pool.Stat().AcquiredConns()) })
+	gauge("kafka2pg_pg_pool_max_connections", "Postgres connections allowed (--pg-max-conns).", func() float64 { return float64(pool.Stat().MaxConns()) })
+	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_pg_pool_acquire_wait_seconds_total",
+		Help: "Time spent waiting for a Postgres connection."}, func() float64 { return pool.Stat().AcquireDuration().Seconds() }))
+	m.partitionsCollector = &partitionCollector{rd: rd}
+	m.reg.MustRegister(m.partitionsCollector)
+}
+
+// partitionCollector exports per-partition gauges from the reader's state.
+type partitionCollector struct{ rd *reader.Reader }
+
+var (
+	lagDesc = prometheus.NewDesc("kafka2pg_reader_partition_lag_records",
+		"Log end offset seen in the last fetch minus the offset durable in Postgres.", []string{"topic", "partition"}, nil)
+	queueDesc = prometheus.NewDesc("kafka2pg_reader_partition_queue_records",
+		"Records fetched and buffered, not yet written.", []string{"topic", "partition"}, nil)
+	durableDesc = prometheus.NewDesc("kafka2pg_reader_partition_durable_offset",
+		"next_offset durable in Postgres.", []string{"topic", "partition"}, nil)
+	mirrorGapDesc = prometheus.NewDesc("kafka2pg_kafka_commit_gap_records",
+		"Durable offset in Postgres minus the offset last committed to the Kafka group (the mirror's delay).", []string{"topic", "partition"}, nil)
+)
+
+func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- lagDesc
+	ch <- queueDesc
+	ch <- durableDesc
+	ch <- mirrorGapDesc
+}
+
+func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, p := range c.rd.Partitions() {
+		part := strconv.Itoa(int(p.Partition))
+		if lag := p.Lag(); lag >= 0 {
+			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(lag), p.Topic, part)
+		}
+		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(p.Queued), p.Topic, part)
+		if p.NextOffset >= 0 {
+			ch <- prometheus.MustNewConstMetric(durableDesc, prometheus.GaugeValue, float64(p.NextOffset), p.Topic, part)
+			mirrored := max(p.Mirrored, 0)
+			ch <- prometheus.MustNewConstMetric(mirrorGapDesc, prometheus.GaugeValue, float64(max(p.NextOffset-mirrored, 0)), p.Topic, part)
+		}
+	}
+}

@@ -1,0 +1,339 @@
+package reader
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/oauth"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+)
+
+// SASL mechanisms that Security accepts (--kafka-sasl-mechanism).
+const (
+	SASLPlain       = "PLAIN"
+	SASLScramSHA256 = "SCRAM-SHA-256"
+	SASLScramSHA512 = "SCRAM-SHA-512"
+	SASLOAuthBearer = "OAUTHBEARER"
+)
+
+// Security is how the bridge connects to Kafka: TLS, and SASL
+// authentication. Each field maps to a run flag named in its comment; the
+// zero value is a plaintext, unauthenticated connection.
+//
+// Secrets (SASLPassword, and what the files hold) never appear in String,
+// LogValue, or any error that Validate, Options or CheckBrokers return.
+type Security struct {
+	// TLS turns TLS on with the system's CA pool (--kafka-tls). Any of the
+	// TLS files or TLSServerName turns it on too.
+	TLS bool
+	// TLSCAFile is a PEM file of the CAs that sign the brokers' certificates
+	// (--kafka-tls-ca-file); empty: the system's CA pool.
+	TLSCAFile string
+	// TLSCertFile and TLSKeyFile are the PEM client certificate (chain) and
+	// key for mutual TLS (--kafka-tls-cert-file, --kafka-tls-key-file);
+	// both or neither.
+	TLSCertFile string
+	TLSKeyFile  string
+	// TLSServerName is the name the brokers' certificates must carry
+	// (--kafka-tls-server-name); empty: each broker's host name.
+	TLSServerName string
+	// TLSMinVersion is the oldest TLS version accepted, "1.2" (default) or
+	// "1.3" (--kafka-tls-min-version).
+	TLSMinVersion string
+
+	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER
+	// (--kafka-sasl-mechanism); empty: no SASL.
+	SASLMechanism string
+	// SASLUser is the user of PLAIN and SCRAM (--kafka-sasl-user).
+	SASLUser string
+	// SASLPassword is the password of PLAIN and SCRAM
+	// (--kafka-sasl-password; better the environment variable
+	// KAFKA2PG_KAFKA_SASL_PASSWORD, which ps does not show).
+	SASLPassword string
+	// SASLPasswordFile holds the password instead, read at start; one
+	// trailing newline is ignored (--kafka-sasl-password-file).
+	SASLPasswordFile string
+	// SASLTokenFile holds the OAUTHBEARER token (--kafka-sasl-token-file).
+	// It is read again for every new connection, so a sidecar may rotate
+	// it in place.
+	SASLTokenFile string
+}
+
+// tlsOn reports whether the connection uses TLS.
+func (s Security) tlsOn() bool {
+	return s.TLS || s.TLSCAFile != "" || s.TLSCertFile != "" || s.TLSKeyFile != "" || s.TLSServerName != ""
+}
+
+// Validate checks the combination of settings, without reading any file.
+// Every message names the flag and says what to do.
+func (s Security) Validate() error {
+	var errs []error
+	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if (s.TLSCertFile == "") != (s.TLSKeyFile == "") {
+		add("--kafka-tls-cert-file and --kafka-tls-key-file go together: give both for mutual TLS, or neither")
+	}
+	if _, err := tlsVersion(s.TLSMinVersion); err != nil {
+		errs = append(errs, err)
+	}
+	if !s.tlsOn() && s.TLSMinVersion != "" {
+		add("--kafka-tls-min-version is set but TLS is off: add --kafka-tls (or --kafka-tls-ca-file)")
+	}
+	hasPassword := s.SASLPassword != "" || s.SASLPasswordFile != ""
+	switch strings.ToUpper(s.SASLMechanism) {
+	case "":
+		if s.SASLUser != "" || hasPassword || s.SASLTokenFile != "" {
+			add("--kafka-sasl-user, --kafka-sasl-password(-file) and --kafka-sasl-token-file need --kafka-sasl-mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)")
+		}
+	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
+		if s.SASLUser == "" {
+			add("--kafka-sasl-mechanism %s needs --kafka-sasl-user", s.SASLMechanism)
+		}
+		switch {
+		case !hasPassword:
+			add("--kafka-sasl-mechanism %s needs a password: set KAFKA2PG_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file", s.SASLMechanism)
+		case s.SASLPassword != "" && s.SASLPasswordFile != "":
+			add("--kafka-sasl-password and --kafka-sasl-password-file are both set: give one")
+		}
+		if s.SASLTokenFile != "" {
+			add("--kafka-sasl-token-file is for OAUTHBEARER, not %s", s.SASLMechanism)
+		}
+	case SASLOAuthBearer:
+		if s.SASLTokenFile == "" {
+			add("--kafka-sasl-mechanism OAUTHBEARER needs --kafka-sasl-token-file")
+		}
+		if s.SASLUser != "" || hasPassword {
+			add("--kafka-sasl-user and --kafka-sasl-password(-file) are not used by OAUTHBEARER: remove them")
+		}
+	default:
+		add("--kafka-sasl-mechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SASLMechanism)
+	}
+	return errors.Join(errs...)
+}
+
+// Options validates s, reads its files and returns the franz-go options
+// that apply it: DialTLSConfig and SASL. A zero Security returns none.
+// Errors name the flag of the file that is wrong.
+func (s Security) Options() ([]kgo.Opt, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	var opts []kgo.Opt
+	if s.tlsOn() {
+		cfg, err := s.tlsConfig(time.Now())
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.DialTLSConfig(cfg))
+	}
+	if s.SASLMechanism != "" {
+		m, err := s.mechanism()
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, kgo.SASL(m))
+	}
+	return opts, nil
+}
+
+func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
+	minVersion, _ := tlsVersion(s.TLSMinVersion) // checked by Validate
+	cfg := &tls.Config{MinVersion: minVersion, ServerName: s.TLSServerName}
+	if s.TLSCAFile != "" {
+		pem, err := os.ReadFile(s.TLSCAFile)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--kafka-tls-ca-file %s: no PEM certificate in it", s.TLSCAFile)
+		}
+		cfg.RootCAs = pool
+	}
+	if s.TLSCertFile != "" {
+		pair, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
+		if err != nil {
+			// The error names the files, never their content.
+			return nil, fmt.Errorf("--kafka-tls-cert-file and --kafka-tls-key-file: %w", err)
+		}
+		// An expired client certificate would only show up as a vague
+		// handshake failure on the broker's side: say it here.
+		if leaf := pair.Leaf; leaf != nil {
+			if now.After(leaf.NotAfter) {
+				return nil, fmt.Errorf("--kafka-tls-cert-file %s: the client certificate %q expired at %s: renew it",
+					s.TLSCertFile, leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339))
+			}
+			if now.Before(leaf.NotBefore) {
+				return nil, fmt.Errorf("--kafka-tls-cert-file %s: the client certificate %q is not valid before %s: check the clock",
+					s.TLSCertFile, leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
+			}
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	return cfg, nil
+}
+
+func tlsVersion(v string) (uint16, error) {
+	switch v {
+	case "", "1.2":
+		return tls.VersionTLS12, nil
+	case "1.3":
+		return tls.VersionTLS13, nil
+	}
+	return 0, fmt.Errorf("--kafka-tls-min-version %q is not 1.2 or 1.3", v)
+}
+
+func (s Security) mechanism() (sasl.Mechanism, error) {
+	switch strings.ToUpper(s.SASLMechanism) {
+	case SASLOAuthBearer:
+		path := s.SASLTokenFile
+		if _, err := readSecretFile(path); err != nil {
+			return nil, fmt.Errorf("--kafka-sasl-token-file: %w", err)
+		}
+		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
+			token, err := readSecretFile(path)
+			if err != nil {
+				return oauth.Auth{}, fmt.Errorf("--kafka-sasl-token-file: %w", err)
+			}
+			return oauth.Auth{Token: token}, nil
+		}), nil
+	}
+	pass := s.SASLPassword
+	if s.SASLPasswordFile != "" {
+		p, err := readSecretFile(s.SASLPasswordFile)
+		if err != nil {
+			return nil, fmt.Errorf("--kafka-sasl-password-file: %w", err)
+		}
+		pass = p
+	}
+	switch strings.ToUpper(s.SASLMechanism) {
+	case SASLPlain:
+		return plain.Auth{User: s.SASLUser, Pass: pass}.AsMechanism(), nil
+	case SASLScramSHA256:
+		return scram.Auth{User: s.SASLUser, Pass: pass}.AsSha256Mechanism(), nil
+	default: // SASLScramSHA512; Validate rejected the rest
+		return scram.Auth{User: s.SASLUser, Pass: pass}.AsSha512Mechanism(), nil
+	}
+}
+
+// readSecretFile returns the content of a password or token file without
+// its trailing line break. An empty file is an error. The content never
+// appears in an error.
+func readSecretFile(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", err // *fs.PathError: the path and the reason, no content
+	}
+	v := strings.TrimRight(string(b), "\r\n")
+	if v == "" {
+		return "", fmt.Errorf("%s is empty", path)
+	}
+	return v, nil
+}
+
+// String describes the settings with the secrets left out, so that %v on a
+// Security (or a Config holding one) cannot leak them.
+func (s Security) String() string {
+	var parts []string
+	if s.tlsOn() {
+		t := "tls"
+		if s.TLSCertFile != "" {
+			t = "mtls"
+		}
+		if s.TLSCAFile != "" {
+			t += " ca=" + s.TLSCAFile
+		}
+		if s.TLSServerName != "" {
+			t += " server-name=" + s.TLSServerName
+		}
+		parts = append(parts, t)
+	}
+	if s.SASLMechanism != "" {
+		sa := "sasl=" + strings.ToUpper(s.SASLMechanism)
+		if s.SASLUser != "" {
+			sa += " user=" + s.SASLUser
+		}
+		if s.SASLPassword != "" || s.SASLPasswordFile != "" || s.SASLTokenFile != "" {
+			sa += " secret=redacted"
+		}
+		parts = append(parts, sa)
+	}
+	if len(parts) == 0 {
+		return "plaintext"
+	}
+	return strings.Join(parts, " ")
+}
+
+// GoString is String, for %#v.
+func (s Security) GoString() string { return "reader.Security{" + s.String() + "}" }
+
+// LogValue is String, for slog.
+func (s Security) LogValue() slog.Value { return slog.StringValue(s.String()) }
+
+// CheckBrokers asks the brokers for metadata once (bounded by timeout) and
+// returns an error that says what to fix when the answer shows a TLS or
+// authentication problem: a wrong password, an unknown CA, an expired or
+// refused certificate, a listener that does not speak TLS. Those never heal
+// by retrying, so the bridge should stop with the error. Any other trouble
+// (a broker down, a timeout) returns nil: the reader retries it as usual.
+func CheckBrokers(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	err := cl.Ping(ctx)
+	if err == nil {
+		return nil
+	}
+	if hint := securityHint(err); hint != "" {
+		return fmt.Errorf("connect to Kafka: %w (%s)", err, hint)
+	}
+	return nil
+}
+
+// securityHint returns what to fix when err is a TLS or SASL failure, or ""
+// when it is not one.
+func securityHint(err error) string {
+	var (
+		unknownCA  x509.UnknownAuthorityError
+		invalid    x509.CertificateInvalidError
+		hostname   x509.HostnameError
+		alert      tls.AlertError
+		recordHdr  tls.RecordHeaderError
+		verifyErr  *tls.CertificateVerificationError
+		kafkaErr   *kerr.Error
+		saslFailed = errors.Is(err, kerr.SaslAuthenticationFailed)
+	)
+	switch {
+	case saslFailed:
+		return "the broker refused the SASL credentials: check --kafka-sasl-mechanism, --kafka-sasl-user and the password or token"
+	case errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
+		return "the broker does not accept this SASL mechanism on this listener: check --kafka-sasl-mechanism and the broker's sasl.enabled.mechanisms"
+	case errors.As(err, &unknownCA):
+		return "the broker's certificate is not signed by a trusted CA: give the CA that signed it with --kafka-tls-ca-file"
+	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
+		return "the broker's certificate is expired or not valid yet: renew it on the broker, or check the clock"
+	case errors.As(err, &invalid):
+		return "the broker's certificate is not valid for a TLS server: check the broker's keystore"
+	case errors.As(err, &hostname):
+		return "the broker's certificate does not name the host we dialed: use the advertised host name, or --kafka-tls-server-name"
+	case errors.As(err, &verifyErr):
+		return "the broker's certificate did not verify: check --kafka-tls-ca-file and --kafka-tls-server-name"
+	case errors.As(err, &alert):
+		return "the broker ended the TLS handshake: it may require a client certificate (--kafka-tls-cert-file, --kafka-tls-key-file) or refuse the one given (expired, or not signed by a CA it trusts)"
+	case errors.As(err, &recordHdr):
+		return "the listener does not speak TLS: drop --kafka-tls, or use the broker's SSL or SASL_SSL port"
+	case errors.As(err, &kafkaErr) && (kafkaErr.Code == kerr.SaslAuthenticationFailed.Code ||
+		kafkaErr.Code == kerr.ClusterAuthorizationFailed.Code):
+		return "the broker refused the credentials"
+	}
+	return ""
+}
