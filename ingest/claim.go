@@ -106,3 +106,19 @@ func (w *Writer) terminateHolders(ctx context.Context, topic string, partitions 
 	}
 	return nil
 }
+
+// Epochs returns the epochs stored for the partitions of topic, so that a
+// reader can notice it was fenced while it had nothing to write.
+func (w *Writer) Epochs(ctx context.Context, topic string) (map[int32]int64, error) {
+	rows, err := w.pool.Query(ctx, `SELECT partition, epoch FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2`, w.cfg.Group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read epochs of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var p int32
+	var e int64
+	if _, err := pgx.ForEachRow(rows, []any{&p, &e}, func() error { out[p] = e; return nil }); err != nil {
+		return nil, fmt.Errorf("read epochs of %s: %w", topic, err)
+	}
+	return out, nil
+}

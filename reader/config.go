@@ -69,6 +69,13 @@ type Config struct {
 	// (--shutdown-timeout, default 30s).
 	FlushTimeout time.Duration
 
+	// FenceCheckInterval is how often the reader compares the epochs stored
+	// in Postgres with its own, so that a partition fenced while idle (an
+	// operator's offsets reset, a new owner) re-claims without waiting for
+	// its next write (--fence-check-interval, default 5s). Needs an
+	// EpochFunc; 0 uses the default.
+	FenceCheckInterval time.Duration
+
 	// RetryBackoffMax caps the backoff between re-claims after a failed write
 	// (--retry-backoff-max, default 5s). The first retry waits 100ms.
 	RetryBackoffMax time.Duration
@@ -142,6 +149,9 @@ func (cfg Config) withDefaults() Config {
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = 30 * time.Second
 	}
+	if cfg.FenceCheckInterval == 0 {
+		cfg.FenceCheckInterval = 5 * time.Second
+	}
 	if cfg.RetryBackoffMax == 0 {
 		cfg.RetryBackoffMax = 5 * time.Second
 	}
@@ -212,6 +222,7 @@ func (cfg Config) Validate() error {
 		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
 		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait},
 		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
+		{"--fence-check-interval", cfg.FenceCheckInterval},
 	}
 	for _, p := range positive {
 		if p.d < 0 {

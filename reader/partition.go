@@ -33,6 +33,7 @@ type partition struct {
 	flush      bool   // with closing: write what is queued first
 	logEnd     int64  // the highest end offset seen in a fetch; -1 until one arrives
 	lossCheck  bool   // the fetch position fell out of range: check for data loss once the queue is written
+	fenceSeen  bool   // the fence check saw a newer epoch in Postgres
 	stoppedWhy string // set when data loss stopped the partition
 }
 
@@ -56,6 +57,19 @@ func (p *partition) setClaim(c Claim) {
 	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
 	p.mu.Unlock()
 	p.signal()
+}
+
+// fencedBy reports whether stored, an epoch read from Postgres, fences this
+// partition, and if so asks its goroutine to re-claim.
+func (p *partition) fencedBy(stored int64) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.claimed || p.halted || p.closing || p.stoppedWhy != "" || stored <= p.epoch || p.fenceSeen {
+		return false
+	}
+	p.fenceSeen = true
+	p.signal()
+	return true
 }
 
 // noteLogEnd records the end offset a fetch reported.
@@ -149,7 +163,20 @@ func (p *partition) run() {
 		if !ok {
 			return
 		}
-		if b == nil { // the queue is written and the position is out of range
+		if b == nil {
+			p.mu.Lock()
+			fenced, from := p.fenceSeen, p.pos
+			p.fenceSeen = false
+			p.mu.Unlock()
+			if fenced {
+				p.r.stats.fenced.Add(1)
+				p.halt()
+				if !p.reclaim(true, from) {
+					return
+				}
+				continue
+			}
+			// The queue is written and the position is out of range.
 			if !p.checkDataLoss() {
 				return
 			}
@@ -203,6 +230,10 @@ func (p *partition) next() (*Batch, bool) {
 		if p.closing && (!p.flush || p.halted || len(p.queue) == 0) {
 			p.mu.Unlock()
 			return nil, false
+		}
+		if p.fenceSeen && !p.halted {
+			p.mu.Unlock()
+			return nil, true
 		}
 		if p.lossCheck && !p.halted && len(p.queue) == 0 {
 			p.lossCheck = false

@@ -50,6 +50,10 @@ type Batch struct {
 	Records []*kgo.Record
 }
 
+// EpochFunc returns the epochs stored for the partitions of topic, for the
+// fence check. Optional.
+type EpochFunc func(ctx context.Context, topic string) (map[int32]int64, error)
+
 // WriteFunc writes a batch durably, together with its NextOffset. It returns
 // an error wrapping ErrFenced when another owner holds the partition. It is
 // called from partition goroutines, concurrently for different partitions.
@@ -87,11 +91,12 @@ type Stats struct {
 // Reader consumes a group's topics and feeds each partition's batches to a
 // WriteFunc. Create it with New, drive it with Run, stop it with Close.
 type Reader struct {
-	cfg   Config
-	log   *slog.Logger
-	claim ClaimFunc
-	write WriteFunc
-	cl    *kgo.Client
+	cfg    Config
+	log    *slog.Logger
+	claim  ClaimFunc
+	write  WriteFunc
+	epochs EpochFunc // nil: no fence check
+	cl     *kgo.Client
 
 	mu      sync.Mutex
 	parts   map[TopicPartition]*partition
@@ -187,6 +192,9 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 	return r, nil
 }
 
+// SetEpochFunc installs the fence check's EpochFunc; call before Run.
+func (r *Reader) SetEpochFunc(f EpochFunc) { r.epochs = f }
+
 // Client is the underlying franz-go client, for admin calls (kadm) that
 // share its connections. Do not poll or commit with it.
 func (r *Reader) Client() *kgo.Client { return r.cl }
@@ -280,6 +288,9 @@ func (r *Reader) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	commitCtx, stopCommits := context.WithCancel(ctx)
 	wg.Go(func() { r.commitLoop(commitCtx) })
+	if r.epochs != nil {
+		wg.Go(func() { r.fenceCheckLoop(commitCtx) })
+	}
 	defer func() {
 		stopCommits()
 		wg.Wait()
@@ -395,6 +406,40 @@ func (r *Reader) markDurable(tp TopicPartition, eo kgo.EpochOffset) {
 	}
 	r.durable[tp] = eo
 	r.dirty[tp] = true
+}
+
+// fenceCheckLoop compares stored epochs with the partitions' own every
+// FenceCheckInterval; a partition whose stored epoch moved on was fenced
+// (by an offsets reset or another owner) and re-claims.
+func (r *Reader) fenceCheckLoop(ctx context.Context) {
+	t := time.NewTicker(r.cfg.FenceCheckInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		byTopic := map[string][]*partition{}
+		r.mu.Lock()
+		for tp, p := range r.parts {
+			byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+		}
+		r.mu.Unlock()
+		for topic, parts := range byTopic {
+			stored, err := r.epochs(ctx, topic)
+			if err != nil {
+				r.log.Debug("fence check", "topic", topic, "error", err.Error())
+				continue
+			}
+			for _, p := range parts {
+				if e, ok := stored[p.tp.Partition]; ok && p.fencedBy(e) {
+					r.log.Warn("partition fenced while idle (offsets reset or a new owner); re-claiming",
+						"topic", topic, "partition", p.tp.Partition, "stored_epoch", e)
+				}
+			}
+		}
+	}
 }
 
 // commitLoop mirrors durable offsets to the Kafka group, coalesced on

@@ -82,6 +82,16 @@ func (s *store) write(ctx context.Context, b *Batch) error {
 	return nil
 }
 
+func (s *store) epochs(_ context.Context, _ string) (map[int32]int64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := map[int32]int64{}
+	for p, e := range s.epoch {
+		out[p] = e
+	}
+	return out, nil
+}
+
 func (s *store) caughtUp(ends map[int32]int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -191,6 +201,7 @@ func start(t *testing.T, c *kfake.Cluster, group string, s *store, tweak func(*C
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.SetEpochFunc(s.epochs)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
@@ -429,4 +440,27 @@ func TestABadRecordStopsThePartitionAndMirrorsWhatWasWritten(t *testing.T) {
 	if o, ok := fo.Lookup(topic, 0); !ok || o.At != 437 {
 		t.Errorf("Kafka commit = %+v, want 437, the durable position at the stop", o)
 	}
+}
+
+func TestAnIdlePartitionFencedInPostgresReclaimsAndSeeks(t *testing.T) {
+	c := newCluster(t, 1)
+	adm := admin(t, c)
+	produce(t, c, 500)
+	s := newStore()
+	x := start(t, c, "g", s, func(c *Config) { c.FenceCheckInterval = 50 * time.Millisecond })
+	ends := endOffsets(t, adm)
+	waitFor(t, 10*time.Second, "catch up", func() bool { return s.caughtUp(ends) })
+	// Reset: move the stored offset back to 100 and bump the epoch, as
+	// `offsets reset` does; no new record arrives to provoke a write.
+	s.mu.Lock()
+	s.next[0], s.epoch[0] = 100, s.epoch[0]+1
+	s.rows[0] = s.rows[0][:100]
+	s.mu.Unlock()
+	waitFor(t, 20*time.Second, "re-ingestion from offset 100", func() bool {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.next[0] == 500
+	})
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
 }

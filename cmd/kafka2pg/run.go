@@ -166,6 +166,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	defer rd.Close()
+	rd.SetEpochFunc(w.Epochs)
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
