@@ -24,6 +24,8 @@ const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactl
 Usage:
   kafka2pg run      --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]
   kafka2pg migrate  up|down|version --pg-url URL
+  kafka2pg status   --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--json]
+  kafka2pg offsets  show|reset --pg-url URL --kafka-brokers H:P --kafka-group G [--to ...] [--yes]
   kafka2pg dead-letters list|replay --pg-url URL [flags]
   kafka2pg demo     [--pg-url URL]   (an in-process Kafka, sample events, queries)
   kafka2pg version
@@ -54,6 +56,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return demoCommand(ctx, args[1:], stdout, stderr)
 	case "dead-letters":
 		return deadLettersCommand(ctx, args[1:], stdout, stderr)
+	case "status":
+		return statusCommand(ctx, "status", args[1:], stdout, stderr)
+	case "offsets":
+		return offsetsCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "kafka2pg %s\n", version)
 		return exitOK
