@@ -42,6 +42,11 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 		if err := w.checkColumns(ctx, topic, t); err != nil {
 			return err
 		}
+		if sink.Upsert != nil {
+			if err := w.checkUniqueKey(ctx, topic, t, sink.Upsert.Key); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -76,6 +81,27 @@ func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table)
 	if len(missing) > 0 {
 		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with --table",
 			t.QualifiedName(), topic, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+// checkUniqueKey makes sure INSERT ... ON CONFLICT (key) can work: a unique
+// index (or primary key) on exactly the key columns.
+func (w *Writer) checkUniqueKey(ctx context.Context, topic string, t schema.Table, key []string) error {
+	var ok bool
+	err := w.pool.QueryRow(ctx, `
+		SELECT EXISTS (
+		  SELECT 1 FROM pg_index i
+		  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
+		    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
+		         FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
+		        = (SELECT array_agg(c ORDER BY c) FROM unnest($2::text[]) c))`, t.QualifiedName(), key).Scan(&ok)
+	if err != nil {
+		return fmt.Errorf("check the key of %s: %w", t.QualifiedName(), err)
+	}
+	if !ok {
+		return fmt.Errorf("table %s for topic %q has no unique index on the upsert key (%s): create one, e.g. CREATE UNIQUE INDEX ON %s (%s)",
+			t.QualifiedName(), topic, strings.Join(key, ", "), t.QualifiedName(), quotedList(key))
 	}
 	return nil
 }

@@ -28,6 +28,26 @@ type RowMapper interface {
 type Sink struct {
 	Table  schema.Table
 	Mapper RowMapper
+	// Upsert, when set, writes by key instead of appending: the last record
+	// of each key in a batch wins (by offset), existing rows are updated,
+	// and tombstones delete when DeleteOnTombstone is set. Mapper must then
+	// be a KeyMapper, and Table must have a unique index on Upsert.Key.
+	Upsert *Upsert
+}
+
+// Upsert configures a Sink's upsert mode.
+type Upsert struct {
+	Key               []string // key column names, in Table
+	DeleteOnTombstone bool
+}
+
+// KeyMapper is the RowMapper of an upsert sink: it also recognises
+// tombstones and builds the key of one, for the delete.
+type KeyMapper interface {
+	RowMapper
+	IsTombstone(r *schema.Record) bool
+	// KeyRow returns the key columns' values, in Upsert.Key order.
+	KeyRow(r *schema.Record) ([]any, error)
 }
 
 // Config configures a Writer. The zero value of each optional field means
@@ -117,6 +137,22 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if len(cfg.Sinks) == 0 {
 		return nil, errors.New("ingest: Config.Sinks is empty")
 	}
+	for topic, sink := range cfg.Sinks {
+		if sink.Upsert == nil {
+			continue
+		}
+		if _, ok := sink.Mapper.(KeyMapper); !ok {
+			return nil, fmt.Errorf("ingest: the upsert sink of topic %q needs a KeyMapper", topic)
+		}
+		if len(sink.Upsert.Key) == 0 {
+			return nil, fmt.Errorf("ingest: the upsert sink of topic %q has no key columns", topic)
+		}
+		for _, k := range sink.Upsert.Key {
+			if !slices.Contains(sink.Table.ColumnNames(), k) {
+				return nil, fmt.Errorf("ingest: key column %q of topic %q is not a column of %s", k, topic, sink.Table.QualifiedName())
+			}
+		}
+	}
 	switch cfg.OnError {
 	case "":
 		cfg.OnError = OnErrorDeadLetter
@@ -168,6 +204,13 @@ func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 	}
 	if b.NextOffset <= b.FirstOffset {
 		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
+	}
+	if sink.Upsert != nil {
+		res, err := w.upsertFast(ctx, b, sink)
+		if !errors.Is(err, errIsolate) {
+			return res, err
+		}
+		return w.upsertIsolated(ctx, b, sink)
 	}
 	res, err := w.writeFast(ctx, b, sink)
 	if !errors.Is(err, errIsolate) {

@@ -1,0 +1,301 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// Upsert mode. The fast path copies the batch into a temporary staging
+// table (every column nullable, plus the record's offset and whether it is a
+// delete), then one statement keeps the last operation of each key by
+// offset, deletes the keys whose last operation is a tombstone and
+// INSERT ... ON CONFLICT DO UPDATEs the rest, all inside the fenced
+// transaction. If Postgres refuses a row, the batch is redone operation by
+// operation under savepoints, in offset order, so the refused ones become
+// dead letters and the table ends as if the good ones had been applied one
+// by one.
+
+const (
+	stageTable  = "kafka2pg_stage"
+	stageSeqCol = "kafka2pg_seq"
+	stageDelCol = "kafka2pg_delete"
+)
+
+// upsertOp is one record's effect: a row to upsert or a key to delete.
+type upsertOp struct {
+	rec    *schema.Record
+	values []any // all columns, or only the key columns when del
+	del    bool
+}
+
+func keyIndexes(t schema.Table, key []string) []int {
+	names := t.ColumnNames()
+	idx := make([]int, len(key))
+	for i, k := range key {
+		idx[i] = slices.Index(names, k)
+	}
+	return idx
+}
+
+// upsertOps maps the batch's records to operations; bad records are set
+// aside. A tombstone without DeleteOnTombstone is passed to the mapper like
+// any record (which decides whether it is a bad record).
+func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []badRecord) {
+	km := sink.Mapper.(KeyMapper)
+	ops := make([]upsertOp, 0, len(records))
+	var bad []badRecord
+	for i := range records {
+		r := &records[i]
+		if sink.Upsert.DeleteOnTombstone && km.IsTombstone(r) {
+			key, err := km.KeyRow(r)
+			if err != nil {
+				bad = append(bad, badRecordOf(r, err))
+				continue
+			}
+			ops = append(ops, upsertOp{rec: r, values: key, del: true})
+			continue
+		}
+		values, b, err := mapRecord(r, sink.Mapper, w.cfg.MaxRecordBytes, nil)
+		switch {
+		case err != nil:
+			bad = append(bad, badRecord{rec: r, kind: schema.KindInvalidValue, err: err})
+		case b != nil:
+			bad = append(bad, *b)
+		default:
+			ops = append(ops, upsertOp{rec: r, values: values})
+		}
+	}
+	return ops, bad
+}
+
+func badRecordOf(r *schema.Record, err error) badRecord {
+	kind := schema.KindInvalidValue
+	if de, ok := err.(*schema.DecodeError); ok {
+		kind = de.Kind
+	}
+	return badRecord{rec: r, kind: kind, err: err}
+}
+
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = pgx.Identifier{n}.Sanitize()
+	}
+	return strings.Join(q, ", ")
+}
+
+// upsertSQL is the statement that applies the staged batch.
+func upsertSQL(t schema.Table, key []string) string {
+	cols := t.ColumnNames()
+	k := quotedList(key)
+	var match []string
+	for _, c := range key {
+		q := pgx.Identifier{c}.Sanitize()
+		match = append(match, fmt.Sprintf("t.%s = l.%s", q, q))
+	}
+	var set []string
+	for _, c := range cols {
+		if !slices.Contains(key, c) {
+			q := pgx.Identifier{c}.Sanitize()
+			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
+		}
+	}
+	conflict := "DO NOTHING"
+	if len(set) > 0 {
+		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
+	}
+	return fmt.Sprintf(`WITH l AS (
+    SELECT DISTINCT ON (%[1]s) * FROM %[2]s ORDER BY %[1]s, %[3]s DESC
+), d AS (
+    DELETE FROM %[4]s t USING l WHERE l.%[5]s AND %[6]s
+)
+INSERT INTO %[4]s (%[7]s)
+SELECT %[7]s FROM l WHERE NOT l.%[5]s
+ON CONFLICT (%[1]s) %[8]s`,
+		k, stageTable, stageSeqCol, t.QualifiedName(), stageDelCol, strings.Join(match, " AND "), quotedList(cols), conflict)
+}
+
+func stageSQL(t schema.Table) string {
+	var defs []string
+	for _, c := range t.Columns {
+		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type)
+	}
+	defs = append(defs, stageSeqCol+" bigint NOT NULL", stageDelCol+" boolean NOT NULL")
+	return fmt.Sprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DROP", stageTable, strings.Join(defs, ", "))
+}
+
+func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+	ops, bad := w.upsertOps(b.Records, sink)
+	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
+		return Result{}, errIsolate
+	}
+	tx, rollback, err := w.begin(ctx, b)
+	if err != nil {
+		return Result{}, err
+	}
+	defer rollback()
+	res := Result{}
+	if len(ops) > 0 {
+		if _, err := tx.Exec(ctx, stageSQL(sink.Table)); err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: create the staging table: %w", b.Topic, b.Partition, err)
+		}
+		keyIdx := keyIndexes(sink.Table, sink.Upsert.Key)
+		rows := make([][]any, len(ops))
+		for i, op := range ops {
+			row := make([]any, len(sink.Table.Columns)+2)
+			if op.del {
+				for j, ki := range keyIdx {
+					row[ki] = op.values[j]
+				}
+			} else {
+				copy(row, op.values)
+			}
+			row[len(row)-2], row[len(row)-1] = op.rec.Offset, op.del
+			rows[i] = row
+		}
+		copyStart := time.Now()
+		cols := append(sink.Table.ColumnNames(), stageSeqCol, stageDelCol)
+		if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
+			if rowError(err) {
+				return Result{}, errIsolate
+			}
+			return Result{}, fmt.Errorf("write %s/%d: copy into the staging table: %w", b.Topic, b.Partition, err)
+		}
+		_, err := tx.Exec(ctx, upsertSQL(sink.Table, sink.Upsert.Key))
+		res.CopyDuration = time.Since(copyStart)
+		if rowError(err) {
+			return Result{}, errIsolate
+		}
+		if err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+		}
+		res.Rows = len(ops)
+	}
+	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
+		return Result{}, err
+	}
+	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
+		return Result{}, err
+	}
+	commitStart := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+	}
+	res.CommitDuration = time.Since(commitStart)
+	return res, nil
+}
+
+// upsertIsolated applies the batch one operation at a time, in offset
+// order, each under a savepoint.
+func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+	ops, bad := w.upsertOps(b.Records, sink)
+	tx, rollback, err := w.begin(ctx, b)
+	if err != nil {
+		return Result{}, err
+	}
+	defer rollback()
+	t := sink.Table
+	cols := t.ColumnNames()
+	key := sink.Upsert.Key
+	var set, where []string
+	for _, c := range cols {
+		if !slices.Contains(key, c) {
+			q := pgx.Identifier{c}.Sanitize()
+			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
+		}
+	}
+	for i, c := range key {
+		where = append(where, fmt.Sprintf("%s = $%d", pgx.Identifier{c}.Sanitize(), i+1))
+	}
+	conflict := "DO NOTHING"
+	if len(set) > 0 {
+		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
+	}
+	params := make([]string, len(cols))
+	for i := range cols {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
+		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflict)
+	del := fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
+
+	firstBad := int64(-1)
+	if len(bad) > 0 {
+		firstBad = slices.MinFunc(bad, func(x, y badRecord) int { return int(x.rec.Offset - y.rec.Offset) }).rec.Offset
+	}
+	res := Result{Isolated: true}
+	start := time.Now()
+	for _, op := range ops {
+		if w.cfg.OnError == OnErrorStop && firstBad >= 0 && op.rec.Offset > firstBad {
+			break
+		}
+		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
+			return Result{}, err
+		}
+		var opErr error
+		if op.del {
+			_, opErr = tx.Exec(ctx, del, op.values...)
+		} else {
+			_, opErr = tx.Exec(ctx, insert, op.values...)
+		}
+		if opErr != nil && !rowError(opErr) {
+			return Result{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, t.QualifiedName(), opErr)
+		}
+		if opErr != nil {
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
+				return Result{}, err
+			}
+			bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
+			if w.cfg.OnError == OnErrorStop {
+				if firstBad < 0 || op.rec.Offset < firstBad {
+					firstBad = op.rec.Offset
+				}
+				break
+			}
+			continue
+		}
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_op"); err != nil {
+			return Result{}, err
+		}
+		res.Rows++
+	}
+	res.CopyDuration = time.Since(start)
+	if w.cfg.OnError == OnErrorStop && firstBad >= 0 {
+		var first badRecord
+		for _, x := range bad {
+			if x.rec.Offset == firstBad {
+				first = x
+			}
+		}
+		if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $4, updated_at = now()
+			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, firstBad); err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, firstBad, err)
+		}
+		if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
+			return Result{}, err
+		}
+		if err := tx.Commit(ctx); err != nil {
+			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+		}
+		return Result{Rows: res.Rows}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
+	}
+	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
+		return Result{}, err
+	}
+	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
+		return Result{}, err
+	}
+	commitStart := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+	}
+	res.CommitDuration = time.Since(commitStart)
+	return res, nil
+}

@@ -1,0 +1,192 @@
+package ingest_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/migrations"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// accountsMapper maps {"name":..,"balance":..} values keyed by the Kafka key
+// (the account id) to accounts(id, name, balance): just enough of a typed
+// mapping to drive the upsert path.
+type accountsMapper struct{}
+
+var accounts = schema.Table{Schema: "public", Name: "accounts", Columns: []schema.Column{
+	{Name: "id", Type: "text", NotNull: true}, {Name: "name", Type: "text"}, {Name: "balance", Type: "bigint"},
+}, PrimaryKey: []string{"id"}}
+
+func (accountsMapper) Row(r *schema.Record, dst []any) ([]any, error) {
+	var v struct {
+		Name    *string `json:"name"`
+		Balance *int64  `json:"balance"`
+	}
+	if r.Value == nil || json.Unmarshal(r.Value, &v) != nil {
+		return nil, &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: schema.KindInvalidJSON, Err: errors.New("bad account")}
+	}
+	return append(dst[:0], string(r.Key), v.Name, v.Balance), nil
+}
+func (accountsMapper) IsTombstone(r *schema.Record) bool { return r.Value == nil }
+func (accountsMapper) KeyRow(r *schema.Record) ([]any, error) {
+	if r.Key == nil {
+		return nil, &schema.DecodeError{Topic: r.Topic, Offset: r.Offset, Kind: "missing_key", Err: errors.New("a tombstone without a key")}
+	}
+	return []any{string(r.Key)}, nil
+}
+
+func upsertWriter(t *testing.T, cfg ingest.Config) (*ingest.Writer, *pgxpool.Pool) {
+	t.Helper()
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	cfg.Group = "g"
+	cfg.Sinks = map[string]ingest.Sink{"accounts": {Table: accounts, Mapper: accountsMapper{}, Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}
+	w, err := ingest.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EnsureTables(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	return w, pool
+}
+
+type op struct {
+	key, value string // value "" is a tombstone
+}
+
+func accountBatch(epoch, first int64, ops ...op) *ingest.Batch {
+	b := &ingest.Batch{Topic: "accounts", Epoch: epoch, FirstOffset: first, NextOffset: first + int64(len(ops))}
+	for i, o := range ops {
+		r := schema.Record{Topic: "accounts", Offset: first + int64(i), Key: []byte(o.key)}
+		if o.value != "" {
+			r.Value = []byte(o.value)
+		}
+		b.Records = append(b.Records, r)
+	}
+	return b
+}
+
+func tableState(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id || '=' || coalesce(name, 'NULL') || ':' || coalesce(balance::text, 'NULL'), ' ' ORDER BY id), '') FROM accounts`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
+	w, pool := upsertWriter(t, ingest.Config{})
+	ctx := context.Background()
+	pos, err := w.Claim(ctx, "accounts", []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := pos[0].Epoch
+	if _, err := w.Write(ctx, accountBatch(e, 0,
+		op{"a", `{"name":"Ann","balance":10}`},
+		op{"b", `{"name":"Bob","balance":5}`},
+		op{"a", `{"name":"Ann","balance":12}`}, // later wins within the batch
+		op{"c", `{"name":"Cy","balance":1}`},
+		op{"c", ""}, // tombstone after an upsert in the same batch: gone
+		op{"d", ""}, // tombstone of a key that never existed: nothing
+	)); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableState(t, pool); got != "a=Ann:12 b=Bob:5" {
+		t.Fatalf("after batch 1: %q", got)
+	}
+	if _, err := w.Write(ctx, accountBatch(e, 6,
+		op{"b", ""},                          // delete
+		op{"b", `{"name":"Bo","balance":7}`}, // and back, later: exists
+		op{"a", `{"name":null,"balance":null}`},
+	)); err != nil {
+		t.Fatal(err)
+	}
+	if got := tableState(t, pool); got != "a=NULL:NULL b=Bo:7" {
+		t.Fatalf("after batch 2: %q", got)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'accounts'`); n != 9 {
+		t.Errorf("next_offset = %d, want 9", n)
+	}
+}
+
+func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
+	w, pool := upsertWriter(t, ingest.Config{})
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `ALTER TABLE accounts ADD CHECK (balance >= 0)`); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := w.Claim(ctx, "accounts", []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := w.Write(ctx, accountBatch(pos[0].Epoch, 0,
+		op{"a", `{"name":"Ann","balance":10}`},
+		op{"a", `{"name":"Ann","balance":-5}`}, // refused: the row keeps the previous good version
+		op{"b", `{"name":"Bob","balance":3}`},
+		op{"c", `not json`},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tableState(t, pool); got != "a=Ann:10 b=Bob:3" {
+		t.Errorf("table = %q, want the good operations applied in order", got)
+	}
+	if got := deadLetterKinds(t, pool); got[1] != "check_violation" || got[3] != schema.KindInvalidJSON || len(got) != 2 {
+		t.Errorf("dead letters = %v", got)
+	}
+	if !res.Isolated || res.DeadLetters != 2 {
+		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestUpsertNeedsAUniqueIndexOnTheKey(t *testing.T) {
+	url := pgtest.URL(t)
+	ctx := context.Background()
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text, name text, balance bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"accounts": {Table: accounts, Mapper: accountsMapper{},
+		Upsert: &ingest.Upsert{Key: []string{"id"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = w.EnsureTables(ctx, true)
+	if err == nil || !errorContains(err, "unique index", `"id"`) {
+		t.Fatalf("EnsureTables = %v, want an error asking for a unique index on id", err)
+	}
+}
+
+func errorContains(err error, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(err.Error(), p) {
+			return false
+		}
+	}
+	return true
+}
