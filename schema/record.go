@@ -13,9 +13,12 @@ type Record struct {
 	Partition int32
 	Offset    int64
 	Timestamp time.Time
-	Key       []byte // nil when the record has no key
-	Value     []byte // nil for a tombstone
-	Headers   []Header
+	// TimestampType is TimestampCreateTime or TimestampLogAppendTime; ""
+	// when unknown.
+	TimestampType string
+	Key           []byte // nil when the record has no key
+	Value         []byte // nil for a tombstone
+	Headers       []Header
 }
 
 // Header is one Kafka record header.

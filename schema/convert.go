@@ -1,0 +1,553 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"net/netip"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// The converters of the type table: a decoded JSON value (json.Number,
+// string, bool, map[string]any, []any; never nil) to the Go value pgx v5
+// encodes to the column's type in binary COPY.
+
+// More kinds of DecodeError, for typed columns.
+const (
+	KindTypeMismatch     = "type_mismatch"     // a JSON value of the wrong kind (a string for an integer)
+	KindOutOfRange       = "out_of_range"      // too large, too long, too precise for the column
+	KindMissingValue     = "missing_value"     // the path is missing and on_missing is error
+	KindNullValue        = "null_value"        // null (or missing) in a NOT NULL column without default
+	KindInvalidTimestamp = "invalid_timestamp" // not an RFC 3339 / ISO date, time or timestamp
+	KindInvalidUUID      = "invalid_uuid"
+	KindInvalidInet      = "invalid_inet"
+	KindInvalidBase64    = "invalid_base64"
+	KindTombstone        = "tombstone" // a tombstone where a NOT NULL column needs the value
+)
+
+// maxShown is how much of a value an error message shows.
+const maxShown = 64
+
+// describe renders a value for an error message, truncated.
+func describe(v any) string {
+	var s string
+	switch v := v.(type) {
+	case string:
+		if len(v) > maxShown {
+			cut := maxShown
+			for cut > 0 && !utf8.RuneStart(v[cut]) {
+				cut--
+			}
+			return strconv.Quote(v[:cut]) + "…"
+		}
+		return strconv.Quote(v)
+	case json.Number:
+		s = string(v)
+	case bool:
+		s = strconv.FormatBool(v)
+	default:
+		b, err := json.Marshal(v)
+		if err != nil {
+			return jsonKind(v)
+		}
+		s = string(b)
+	}
+	if len(s) > maxShown {
+		return s[:maxShown] + "…"
+	}
+	return s
+}
+
+// jsonKind names the JSON kind of a decoded value.
+func jsonKind(v any) string {
+	switch v.(type) {
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case map[string]any:
+		return "an object"
+	case []any:
+		return "an array"
+	case nil:
+		return "null"
+	}
+	return "an unknown value"
+}
+
+func mismatch(v any, want string) *convError {
+	return convErrorf(KindTypeMismatch, "%s is %s: %s", describe(v), jsonKind(v), want)
+}
+
+func convertText(c *colType, v any) (any, *convError) {
+	var s string
+	switch v := v.(type) {
+	case string:
+		s = v
+	case json.Number:
+		s = string(v)
+	case bool:
+		s = strconv.FormatBool(v)
+	default:
+		return nil, mismatch(v, "a text column takes a string, number or boolean; map objects and arrays to jsonb")
+	}
+	if i := strings.IndexByte(s, 0); i >= 0 {
+		return nil, convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describe(s), i)
+	}
+	if c.length > 0 {
+		if n := utf8.RuneCountInString(s); n > c.length {
+			return nil, convErrorf(KindOutOfRange, "%s is %d characters long: %s holds at most %d; use a longer varchar or text", describe(s), n, c.sql(), c.length)
+		}
+	}
+	return s, nil
+}
+
+// numberOf returns the decimal a JSON number, or a string holding one (as
+// protobuf's JSON mapping writes 64-bit integers), stands for.
+func numberOf(v any, typeName string) (decimal, *convError) {
+	var lit string
+	switch v := v.(type) {
+	case json.Number:
+		lit = string(v)
+	case string:
+		lit = v
+	default:
+		return decimal{}, mismatch(v, "a "+typeName+" column takes a number (or a string holding one)")
+	}
+	d, ok := parseDecimal(lit)
+	if !ok {
+		return decimal{}, convErrorf(KindTypeMismatch, "%s is not a number: a %s column takes a JSON number (or a string holding one)", describe(v), typeName)
+	}
+	return d, nil
+}
+
+func convertInt(v any, bits int, typeName string) (int64, *convError) {
+	d, cerr := numberOf(v, typeName)
+	if cerr != nil {
+		return 0, cerr
+	}
+	n, cerr := d.toInt(bits)
+	switch {
+	case cerr == nil:
+		return n, nil
+	case cerr.kind == KindOutOfRange:
+		return 0, convErrorf(KindOutOfRange, "%s is out of the range of %s: use a wider integer type or numeric", describe(v), typeName)
+	}
+	return 0, convErrorf(KindTypeMismatch, "%s is not a whole number: a %s column takes integers; use numeric or double precision for fractions", describe(v), typeName)
+}
+
+func convertInt16(_ *colType, v any) (any, *convError) {
+	n, err := convertInt(v, 16, "smallint")
+	if err != nil {
+		return nil, err
+	}
+	return int16(n), nil
+}
+
+func convertInt32(_ *colType, v any) (any, *convError) {
+	n, err := convertInt(v, 32, "integer")
+	if err != nil {
+		return nil, err
+	}
+	return int32(n), nil
+}
+
+func convertInt64(_ *colType, v any) (any, *convError) {
+	n, err := convertInt(v, 64, "bigint")
+	if err != nil {
+		return nil, err
+	}
+	return n, nil
+}
+
+// Postgres' limits of unconstrained numeric.
+const (
+	maxNumericIntDigits  = 131072
+	maxNumericFracDigits = 16383
+)
+
+func convertNumeric(c *colType, v any) (any, *convError) {
+	d, cerr := numberOf(v, "numeric")
+	if cerr != nil {
+		return nil, cerr
+	}
+	if c.precision > 0 {
+		// Postgres rounds to the scale (half away from zero) before it
+		// checks the precision; do the same, and send the rounded value.
+		d = d.round(c.scale)
+		if n := d.intDigits(); n > int64(c.precision-c.scale) {
+			return nil, convErrorf(KindOutOfRange, "%s, rounded to %d decimal places, has %d digits before the decimal point: %s allows %d; use a larger precision", describe(v), c.scale, n, c.sql(), c.precision-c.scale)
+		}
+	} else {
+		if n := d.intDigits(); n > maxNumericIntDigits {
+			return nil, convErrorf(KindOutOfRange, "%s has %d digits before the decimal point: numeric allows %d", describe(v), n, maxNumericIntDigits)
+		}
+		if -d.exp > maxNumericFracDigits {
+			d = d.round(maxNumericFracDigits)
+		}
+	}
+	return d.numeric(), nil
+}
+
+func convertFloat(v any, bits int, typeName string) (float64, *convError) {
+	if s, ok := v.(string); ok {
+		switch s {
+		case "NaN", "Infinity", "-Infinity":
+			f, _ := strconv.ParseFloat(s, bits)
+			return f, nil
+		}
+	}
+	d, cerr := numberOf(v, typeName)
+	if cerr != nil {
+		return 0, cerr
+	}
+	lit := d.String()
+	f, err := strconv.ParseFloat(lit, bits)
+	if err != nil {
+		return 0, convErrorf(KindOutOfRange, "%s is out of the range of %s: use numeric", describe(v), typeName)
+	}
+	return f, nil
+}
+
+func convertFloat32(_ *colType, v any) (any, *convError) {
+	f, err := convertFloat(v, 32, "real")
+	if err != nil {
+		return nil, err
+	}
+	return float32(f), nil
+}
+
+func convertFloat64(_ *colType, v any) (any, *convError) {
+	f, err := convertFloat(v, 64, "double precision")
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+func convertBool(_ *colType, v any) (any, *convError) {
+	b, ok := v.(bool)
+	if !ok {
+		return nil, mismatch(v, "a boolean column takes only true or false")
+	}
+	return b, nil
+}
+
+// The range of Postgres timestamps: 4714-11-24 BC to 294276-12-31 AD.
+var (
+	minTimestamp = time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC)
+	maxTimestamp = time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+const (
+	layoutLocal = "2006-01-02T15:04:05.999999999"
+	layoutDate  = "2006-01-02"
+)
+
+// normalizeDateTime accepts a space between date and time, as SQL writes it.
+func normalizeDateTime(s string) string {
+	if len(s) > 10 && s[10] == ' ' {
+		return s[:10] + "T" + s[11:]
+	}
+	return s
+}
+
+// microShift is the power of ten from an epoch unit (in nanoseconds) to
+// microseconds.
+var microShift = map[int64]int64{1e9: 6, 1e6: 3, 1e3: 0, 1: -3}
+
+// epochMicros reads an epoch number in the column's unit as microseconds,
+// rounded half away from zero like Postgres' own input.
+func epochMicros(c *colType, v any, typeName string) (int64, *convError) {
+	if c.unitNanos == 0 {
+		return 0, convErrorf(KindTypeMismatch, "%s is a number: a %s column reads epoch numbers only with time_unit set (s, ms, us or ns); or send an RFC 3339 string", describe(v), typeName)
+	}
+	d, cerr := numberOf(v, typeName)
+	if cerr != nil {
+		return 0, cerr
+	}
+	d = d.shift(microShift[c.unitNanos]).round(0)
+	us, cerr := d.toInt(64)
+	if cerr != nil {
+		return 0, convErrorf(KindOutOfRange, "%s is out of the range of %s", describe(v), typeName)
+	}
+	return us, nil
+}
+
+func checkTimeRange(t time.Time, v any, typeName string) (time.Time, *convError) {
+	if t.Before(minTimestamp) || t.After(maxTimestamp) {
+		return time.Time{}, convErrorf(KindOutOfRange, "%s is outside the range of %s (4714-11-24 BC to 294276-12-31)", describe(v), typeName)
+	}
+	return t.Round(time.Microsecond), nil
+}
+
+// parseTimestamp reads a timestamp string or epoch number. withZone says
+// the string must carry a UTC offset.
+func parseTimestamp(c *colType, v any, withZone bool) (any, *convError) {
+	typeName := c.base.name
+	switch x := v.(type) {
+	case json.Number:
+		us, cerr := epochMicros(c, v, typeName)
+		if cerr != nil {
+			return nil, cerr
+		}
+		return checkTimeRange(time.UnixMicro(us).UTC(), v, typeName)
+	case string:
+		s := normalizeDateTime(x)
+		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
+			return checkTimeRange(t.UTC(), v, typeName)
+		}
+		if t, err := time.Parse(layoutLocal, s); err == nil {
+			if withZone {
+				return nil, convErrorf(KindInvalidTimestamp, "%s has no UTC offset: %s needs one, as in 2026-01-02T03:04:05Z or +02:00", describe(v), typeName)
+			}
+			return checkTimeRange(t, v, typeName)
+		}
+		if c.unitNanos != 0 {
+			if _, ok := parseDecimal(x); ok {
+				return parseTimestamp(c, json.Number(x), withZone)
+			}
+		}
+		return nil, convErrorf(KindInvalidTimestamp, "%s is not an RFC 3339 timestamp (as in 2026-01-02T03:04:05.123Z)", describe(v))
+	}
+	return nil, mismatch(v, "a "+typeName+" column takes an RFC 3339 string, or an epoch number with time_unit set")
+}
+
+// convertTimestamptz: an offset is required; the value is stored as an
+// instant.
+func convertTimestamptz(c *colType, v any) (any, *convError) { return parseTimestamp(c, v, true) }
+
+// convertTimestamp: a string without an offset is stored as written; one
+// with an offset, and an epoch number, are converted to UTC first.
+func convertTimestamp(c *colType, v any) (any, *convError) { return parseTimestamp(c, v, false) }
+
+func convertDate(c *colType, v any) (any, *convError) {
+	switch x := v.(type) {
+	case json.Number:
+		us, cerr := epochMicros(c, v, "date")
+		if cerr != nil {
+			return nil, cerr
+		}
+		t, cerr := checkTimeRange(time.UnixMicro(us).UTC(), v, "date")
+		if cerr != nil {
+			return nil, cerr
+		}
+		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC), nil
+	case string:
+		t, err := time.Parse(layoutDate, x)
+		if err != nil {
+			return nil, convErrorf(KindInvalidTimestamp, "%s is not a date as YYYY-MM-DD", describe(v))
+		}
+		return t, nil
+	}
+	return nil, mismatch(v, "a date column takes a YYYY-MM-DD string, or an epoch number with time_unit set")
+}
+
+const microsPerDay = 24 * 60 * 60 * 1000000
+
+// convertTime reads a time of day: "15:04", "15:04:05" or "15:04:05.999999"
+// (more fraction digits are rounded to microseconds, as Postgres does), or
+// an epoch number with a unit as the time since midnight. 24:00:00 is
+// allowed, as in Postgres.
+func convertTime(c *colType, v any) (any, *convError) {
+	switch x := v.(type) {
+	case json.Number:
+		us, cerr := epochMicros(c, v, "time")
+		if cerr != nil {
+			return nil, cerr
+		}
+		if us < 0 || us > microsPerDay {
+			return nil, convErrorf(KindOutOfRange, "%s is not within one day since midnight", describe(v))
+		}
+		return pgtype.Time{Microseconds: us, Valid: true}, nil
+	case string:
+		us, ok := parseTimeOfDay(x)
+		if !ok {
+			return nil, convErrorf(KindInvalidTimestamp, "%s is not a time of day as HH:MM:SS[.ffffff] (no offset)", describe(v))
+		}
+		return pgtype.Time{Microseconds: us, Valid: true}, nil
+	}
+	return nil, mismatch(v, "a time column takes an HH:MM:SS string, or a number with time_unit set")
+}
+
+func parseTimeOfDay(s string) (int64, bool) {
+	twoDigits := func(at int, max int64) (int64, bool) {
+		if at+2 > len(s) || s[at] < '0' || s[at] > '9' || s[at+1] < '0' || s[at+1] > '9' {
+			return 0, false
+		}
+		n := int64(s[at]-'0')*10 + int64(s[at+1]-'0')
+		return n, n <= max
+	}
+	h, ok := twoDigits(0, 24)
+	if !ok || len(s) < 5 || s[2] != ':' {
+		return 0, false
+	}
+	m, ok := twoDigits(3, 59)
+	if !ok {
+		return 0, false
+	}
+	var sec int64
+	var frac decimal
+	if len(s) > 5 {
+		if s[5] != ':' {
+			return 0, false
+		}
+		if sec, ok = twoDigits(6, 60); !ok {
+			return 0, false
+		}
+		if len(s) > 8 {
+			if s[8] != '.' || len(s) == 9 {
+				return 0, false
+			}
+			d, ok := parseDecimal("0" + s[8:])
+			if !ok {
+				return 0, false
+			}
+			frac = d
+		}
+	}
+	us := ((h*60+m)*60 + sec) * 1000000
+	f, cerr := frac.shift(6).round(0).toInt(64)
+	if cerr != nil {
+		return 0, false
+	}
+	us += f
+	return us, us <= microsPerDay
+}
+
+// convertUUID accepts the canonical 8-4-4-4-12 form, 32 hex digits, either
+// within braces, in any case.
+func convertUUID(_ *colType, v any) (any, *convError) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, mismatch(v, "a uuid column takes a string like 123e4567-e89b-12d3-a456-426614174000")
+	}
+	h := s
+	if strings.HasPrefix(h, "{") && strings.HasSuffix(h, "}") {
+		h = h[1 : len(h)-1]
+	}
+	if len(h) == 36 {
+		if h[8] != '-' || h[13] != '-' || h[18] != '-' || h[23] != '-' {
+			return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: the hyphens are misplaced", describe(v))
+		}
+		h = h[:8] + h[9:13] + h[14:18] + h[19:23] + h[24:]
+	}
+	var u pgtype.UUID
+	if len(h) != 32 {
+		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: want 32 hex digits, as in 123e4567-e89b-12d3-a456-426614174000", describe(v))
+	}
+	if _, err := hex.Decode(u.Bytes[:], []byte(h)); err != nil {
+		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: it has a character that is not a hex digit", describe(v))
+	}
+	u.Valid = true
+	return u, nil
+}
+
+// convertJSONB re-encodes the sub-document. Numbers keep their literal
+// (json.Number); jsonb normalizes key order and spacing anyway.
+func convertJSONB(_ *colType, v any) (any, *convError) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, convErrorf(KindUnsupported, "cannot encode %s as JSON: %s", describe(v), err.Error())
+	}
+	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
+	if kind, err := CheckJSON(b); err != nil {
+		return nil, convErrorf(kind, "%s", err.Error())
+	}
+	return b, nil
+}
+
+// convertBytea decodes standard base64, with or without padding.
+func convertBytea(_ *colType, v any) (any, *convError) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, mismatch(v, "a bytea column takes a base64 string")
+	}
+	b, err := base64.StdEncoding.DecodeString(s)
+	if err != nil && !strings.HasSuffix(s, "=") {
+		b, err = base64.RawStdEncoding.DecodeString(s)
+	}
+	if err != nil {
+		return nil, convErrorf(KindInvalidBase64, "%s is not standard base64: %s", describe(v), err.Error())
+	}
+	return b, nil
+}
+
+// convertInet accepts an address ("10.0.0.1", "2001:db8::1") or an address
+// with a prefix length ("10.0.0.1/24", host bits kept as inet does).
+func convertInet(_ *colType, v any) (any, *convError) {
+	s, ok := v.(string)
+	if !ok {
+		return nil, mismatch(v, "an inet column takes a string like 192.0.2.1 or 2001:db8::/32")
+	}
+	if strings.Contains(s, "%") {
+		return nil, convErrorf(KindInvalidInet, "%s has an IPv6 zone, which inet cannot store", describe(v))
+	}
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return nil, convErrorf(KindInvalidInet, "%s is not an IP address with prefix length: %s", describe(v), err.Error())
+		}
+		return p, nil
+	}
+	a, err := netip.ParseAddr(s)
+	if err != nil {
+		return nil, convErrorf(KindInvalidInet, "%s is not an IP address: %s", describe(v), err.Error())
+	}
+	return netip.PrefixFrom(a, a.BitLen()), nil
+}
+
+// convertArray maps a JSON array of scalars to a slice of the element type,
+// or of pointers to it when an element is null. Nested arrays are refused.
+func convertArray(c *colType, v any) (any, *convError) {
+	elems, ok := v.([]any)
+	if !ok {
+		return nil, mismatch(v, "an array column ("+c.sql()+") takes a JSON array")
+	}
+	hasNull := false
+	vals := make([]any, len(elems))
+	for i, e := range elems {
+		if e == nil {
+			hasNull = true
+			continue
+		}
+		if _, nested := e.([]any); nested {
+			return nil, convErrorf(KindTypeMismatch, "element %d of %s is an array: only one-dimensional arrays are supported; map it to jsonb", i, describe(v))
+		}
+		x, cerr := c.base.convert(c, e)
+		if cerr != nil {
+			cerr.msg = "element " + strconv.Itoa(i) + ": " + cerr.msg
+			return nil, cerr
+		}
+		vals[i] = x
+	}
+	et := c.base.goType
+	if hasNull {
+		et = reflect.PointerTo(et)
+	}
+	out := reflect.MakeSlice(reflect.SliceOf(et), len(vals), len(vals))
+	for i, x := range vals {
+		if x == nil {
+			continue
+		}
+		xv := reflect.ValueOf(x)
+		if hasNull {
+			p := reflect.New(c.base.goType)
+			p.Elem().Set(xv)
+			xv = p
+		}
+		out.Index(i).Set(xv)
+	}
+	return out.Interface(), nil
+}

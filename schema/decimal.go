@@ -1,0 +1,185 @@
+package schema
+
+import (
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Exact decimal arithmetic for JSON numbers: enough to check integer
+// ranges, round to a numeric scale and shift epoch units without ever
+// going through float64.
+
+// decimal is an exact decimal number: (-1)^neg × digits × 10^exp, with
+// digits free of leading and trailing zeros ("" for zero).
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int64
+}
+
+// maxExp bounds exponents so that arithmetic on them cannot overflow; any
+// number beyond it is far out of every column's range.
+const maxExp = 1 << 40
+
+// parseDecimal reads a JSON number literal exactly.
+func parseDecimal(s string) (decimal, bool) {
+	var d decimal
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		d.neg = true
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		i++
+	}
+	intPart := s[start:i]
+	if intPart == "" || (len(intPart) > 1 && intPart[0] == '0') {
+		return d, false
+	}
+	var frac string
+	if i < len(s) && s[i] == '.' {
+		i++
+		fs := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			i++
+		}
+		frac = s[fs:i]
+		if frac == "" {
+			return d, false
+		}
+	}
+	var exp int64
+	if i < len(s) && (s[i] == 'e' || s[i] == 'E') {
+		i++
+		eneg := false
+		if i < len(s) && (s[i] == '+' || s[i] == '-') {
+			eneg = s[i] == '-'
+			i++
+		}
+		es := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			if exp < maxExp {
+				exp = exp*10 + int64(s[i]-'0')
+			}
+			i++
+		}
+		if i == es {
+			return d, false
+		}
+		if eneg {
+			exp = -exp
+		}
+	}
+	if i != len(s) {
+		return d, false
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	exp -= int64(len(frac))
+	d.digits, d.exp = digits, exp
+	return d.normalize(), true
+}
+
+func (d decimal) normalize() decimal {
+	t := strings.TrimRight(d.digits, "0")
+	d.exp += int64(len(d.digits) - len(t))
+	d.digits = t
+	if d.digits == "" {
+		return decimal{}
+	}
+	return d
+}
+
+// intDigits is the number of digits before the decimal point.
+func (d decimal) intDigits() int64 {
+	if d.digits == "" {
+		return 0
+	}
+	return max(0, int64(len(d.digits))+d.exp)
+}
+
+// shift multiplies by 10^n.
+func (d decimal) shift(n int64) decimal {
+	if d.digits != "" {
+		d.exp += n
+	}
+	return d
+}
+
+// round rounds to scale digits after the decimal point, half away from
+// zero.
+func (d decimal) round(scale int) decimal {
+	drop := -d.exp - int64(scale)
+	if d.digits == "" || drop <= 0 {
+		return d
+	}
+	keep := int64(len(d.digits)) - drop
+	if keep < 0 {
+		return decimal{}
+	}
+	up := d.digits[keep] >= '5'
+	kept := []byte(d.digits[:keep])
+	if up {
+		i := len(kept) - 1
+		for ; i >= 0 && kept[i] == '9'; i-- {
+			kept[i] = '0'
+		}
+		if i < 0 {
+			kept = append([]byte{'1'}, kept...)
+		} else {
+			kept[i]++
+		}
+	}
+	return decimal{neg: d.neg, digits: string(kept), exp: -int64(scale)}.normalize()
+}
+
+// toInt returns the integer value if it fits bits; callers write the
+// messages, from the kind.
+func (d decimal) toInt(bits int) (int64, *convError) {
+	if d.digits == "" {
+		return 0, nil
+	}
+	if d.exp < 0 {
+		return 0, convErrorf(KindTypeMismatch, "is not a whole number")
+	}
+	if int64(len(d.digits))+d.exp > 20 {
+		return 0, convErrorf(KindOutOfRange, "is out of the range")
+	}
+	s := d.digits + strings.Repeat("0", int(d.exp))
+	if d.neg {
+		s = "-" + s
+	}
+	n, err := strconv.ParseInt(s, 10, bits)
+	if err != nil {
+		return 0, convErrorf(KindOutOfRange, "is out of the range")
+	}
+	return n, nil
+}
+
+// String is the literal, in a form strconv.ParseFloat reads.
+func (d decimal) String() string {
+	if d.digits == "" {
+		return "0"
+	}
+	s := d.digits + "e" + strconv.FormatInt(d.exp, 10)
+	if d.neg {
+		s = "-" + s
+	}
+	return s
+}
+
+// numeric is the pgtype value; the exponent fits int32 because callers
+// bound it first.
+func (d decimal) numeric() pgtype.Numeric {
+	n := new(big.Int)
+	if d.digits != "" {
+		n.SetString(d.digits, 10)
+		if d.neg {
+			n.Neg(n)
+		}
+	}
+	return pgtype.Numeric{Int: n, Exp: int32(d.exp), Valid: true}
+}

@@ -1,0 +1,115 @@
+package schema
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// DDL plans. The schema package only plans: each function returns the
+// statements to run, in order, and ingest runs them in one transaction under
+// its DDL advisory lock. Plans are golden-tested in testdata/.
+
+// ExistingColumn is a column of an existing table as the catalog describes
+// it; ExistingColumnsSQL reads them.
+type ExistingColumn struct {
+	Name    string
+	Type    string // format_type(atttypid, atttypmod), e.g. "character varying(20)"
+	NotNull bool
+}
+
+// ExistingColumnsSQL reads the ExistingColumns of a table, in column order.
+// Its one parameter is the table's QualifiedName (a quoted name as text);
+// it returns no rows when the table does not exist.
+const ExistingColumnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+FROM pg_attribute a
+WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY a.attnum`
+
+// PlanCreate plans the creation of t when it is missing: the schema (when
+// t names one) and the table with its primary key.
+func PlanCreate(t Table) []string {
+	var stmts []string
+	if t.Schema != "" {
+		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{t.Schema}.Sanitize())
+	}
+	return append(stmts, t.CreateSQL())
+}
+
+// PlanEvolve plans the changes that let an existing table, whose columns are
+// have, take the rows of want. It never drops or narrows:
+//
+//   - a missing column is added, nullable even when want says NOT NULL,
+//     because the rows already there have no value for it (the statement
+//     carries a comment saying so);
+//   - a column whose type is narrower than wanted, by a safe widening
+//     (smallint→integer→bigint, real→double precision, varchar(n)→
+//     varchar(m>n) or text, numeric(p,s)→numeric with no fewer integer or
+//     fraction digits, or unconstrained; the same for arrays), is altered;
+//   - a column whose type is already at least as wide is left alone;
+//   - a NOT NULL column that want allows to be null loses NOT NULL, unless
+//     it is in want's primary key;
+//   - columns want does not know are left alone.
+//
+// Any other type difference is an error naming the column, both types and
+// the fix; then nothing is planned. No statement means nothing to do.
+func PlanEvolve(want Table, have []ExistingColumn) ([]string, error) {
+	byName := make(map[string]ExistingColumn, len(have))
+	for _, c := range have {
+		byName[c.Name] = c
+	}
+	table := want.QualifiedName()
+	var stmts []string
+	for _, c := range want.Columns {
+		col := pgx.Identifier{c.Name}.Sanitize()
+		h, ok := byName[c.Name]
+		if !ok {
+			s := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table, col, c.Type)
+			if c.NotNull {
+				s = fmt.Sprintf("-- %s is added without NOT NULL: the rows already in the table have no value for it\n", col) + s
+			}
+			stmts = append(stmts, s)
+			continue
+		}
+		wt, err := parseType(c.Type)
+		if err != nil {
+			return nil, fmt.Errorf("evolve %s: column %s: %w", table, col, err)
+		}
+		if h.Type != wt.sql() {
+			ht, err := parseType(h.Type)
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("evolve %s: column %s has type %s, which kafka2pg does not widen, and the mapping wants %s: alter the column yourself or map it as %s", table, col, h.Type, c.Type, h.Type)
+			case widens(wt, ht):
+				// The existing column holds every wanted value.
+			case widens(ht, wt):
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", table, col, wt.sql()))
+			default:
+				return nil, fmt.Errorf("evolve %s: column %s has type %s and the mapping wants %s, which is not a safe widening: change the mapping to %s, or migrate the column yourself", table, col, h.Type, c.Type, h.Type)
+			}
+		}
+		if h.NotNull && !c.NotNull && !inKey(want, c.Name) {
+			stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s DROP NOT NULL", table, col))
+		}
+	}
+	return stmts, nil
+}
+
+func inKey(t Table, name string) bool {
+	for _, k := range t.PrimaryKey {
+		if k == name {
+			return true
+		}
+	}
+	return false
+}
+
+// PlanSQL joins a plan into one script, for logs, `kafka2pg infer` and
+// golden files.
+func PlanSQL(stmts []string) string {
+	if len(stmts) == 0 {
+		return "-- nothing to do\n"
+	}
+	return strings.Join(stmts, ";\n\n") + ";\n"
+}

@@ -1,0 +1,88 @@
+package schema
+
+import (
+	"errors"
+	"testing"
+)
+
+// fuzzMapper maps one column of every type, from the value and the key,
+// plus every metadata column.
+func fuzzMapper(t testing.TB) *JSONMapper {
+	t.Helper()
+	def := `"d"`
+	spec := MappingSpec{Table: "fuzz", Key: []string{"k"},
+		Metadata: MetadataSpec{Topic: "m_topic", Partition: "m_partition", Offset: "m_offset", Timestamp: "m_ts", TimestampType: "m_tst",
+			Key: "m_key", KeyFormat: "json", Headers: "m_headers", Header: map[string]string{"m_h": "h"}},
+		Columns: []ColumnSpec{{Name: "k", From: "key", Path: "id", Type: "text", Default: &def}}}
+	for _, typ := range []string{"text", "varchar(4)", "smallint", "integer", "bigint", "numeric(6,2)", "numeric", "real",
+		"double precision", "boolean", "timestamptz", "timestamp", "date", "time", "uuid", "jsonb", "bytea", "inet"} {
+		spec.Columns = append(spec.Columns, ColumnSpec{Name: "v " + typ, Path: "v", Type: typ})
+		if typ != "jsonb" {
+			spec.Columns = append(spec.Columns, ColumnSpec{Name: "a " + typ, Path: "a[-1]", Type: typ + "[]"})
+		}
+		spec.Columns = append(spec.Columns, ColumnSpec{Name: "k " + typ, From: "key", Path: "$", Type: typ})
+	}
+	for _, unit := range []string{"s", "ms", "us", "ns"} {
+		for _, typ := range []string{"timestamptz", "timestamp", "date", "time"} {
+			spec.Columns = append(spec.Columns, ColumnSpec{Name: unit + " " + typ, Path: "v", Type: typ, TimeUnit: unit})
+		}
+	}
+	m, err := NewJSONMapper(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// FuzzJSONMapperRow: any bytes as value and key give a row of the table's
+// width or a *DecodeError, never a panic.
+func FuzzJSONMapperRow(f *testing.F) {
+	for _, s := range [][2]string{
+		{`{"v":1,"a":[[1],null,2]}`, `{"id":"x"}`},
+		{`{"v":"2026-01-02T03:04:05Z","a":["1","2"]}`, `"a"`},
+		{`{"v":1e400}`, `1e-400`},
+		{`{"v":"123e4567-e89b-12d3-a456-426614174000"}`, `null`},
+		{`{"v":"\ud800\u0000"}`, "\xff"},
+		{`{"v":-9223372036854775809.5}`, `99999999999999999999999`},
+		{`{"v":"24:00:00.9999995"}`, `"10.0.0.1/33"`},
+		{`{"v":{"x":[1,{"y":"\u0000"}]}}`, `{"id":null}`},
+		{`[]`, ``},
+	} {
+		f.Add([]byte(s[0]), []byte(s[1]), false)
+	}
+	m := fuzzMapper(f)
+	width := len(m.Table().Columns)
+	f.Fuzz(func(t *testing.T, value, key []byte, tombstone bool) {
+		r := &Record{Topic: "t", Value: value, Key: key, Headers: []Header{{Key: "h", Value: key}}}
+		if tombstone {
+			r.Value = nil
+		}
+		row, err := m.Row(r, nil)
+		if err != nil {
+			var de *DecodeError
+			if !errors.As(err, &de) || !errors.Is(err, ErrBadRecord) || de.Kind == "" {
+				t.Fatalf("Row error %v is not a *DecodeError with a kind", err)
+			}
+		} else if len(row) != width {
+			t.Fatalf("row has %d values, the table %d columns", len(row), width)
+		}
+		if _, err := m.KeyRow(r); err != nil && !errors.Is(err, ErrBadRecord) {
+			t.Fatalf("KeyRow error %v is not a bad record", err)
+		}
+	})
+}
+
+// FuzzParsePath: any path parses or is refused, and lookups never panic.
+func FuzzParsePath(f *testing.F) {
+	for _, s := range []string{"a.b[0]", `["x"][-1]`, "$", "$.a", "a[99999999999999999999]"} {
+		f.Add(s)
+	}
+	doc, _ := decodeJSON([]byte(`{"a":{"b":[1,2]},"x":[{"":null}]}`))
+	f.Fuzz(func(t *testing.T, s string) {
+		p, err := parsePath(s)
+		if err != nil {
+			return
+		}
+		p.lookup(doc)
+	})
+}

@@ -1,0 +1,594 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+)
+
+// ColumnSpec maps one JSON value to one typed column.
+type ColumnSpec struct {
+	// Name is the column name. Required.
+	Name string
+	// Path picks the value (see jsonpath.go for the syntax). "" means the
+	// member named like the column; "$" is the whole document.
+	Path string
+	// Type is the SQL type: text, varchar(n), smallint, integer, bigint,
+	// numeric, numeric(p,s), real, double precision, boolean, timestamptz,
+	// timestamp, date, time, uuid, jsonb, bytea, inet, or type[] for an
+	// array of any of them but jsonb. Aliases such as int8 or float8 are
+	// accepted. Required.
+	Type string
+	// From is "value" (default) or "key": the path applies to the Kafka
+	// key, read as JSON.
+	From string
+	// TimeUnit is s, ms, us or ns: a JSON number in a time column
+	// (timestamptz, timestamp, date, time) is an epoch (or, for time, a
+	// time since midnight) in that unit. "" means numbers are refused.
+	TimeUnit string
+	// NotNull makes a null that no default replaces a bad record, and the
+	// column NOT NULL in the planned DDL.
+	NotNull bool
+	// Default is a JSON literal ("0", "\"n/a\"", "false") used when the
+	// value is null, or missing (unless OnMissing is "error"). It is
+	// converted like a value when the mapper is built; nil means none.
+	Default *string
+	// OnMissing says what a missing path means: "null" (default) is the
+	// same as a JSON null; "default" is the same but requires Default;
+	// "error" makes the record a bad record of kind missing_value.
+	OnMissing string
+}
+
+// MetadataSpec names the columns that receive the record's Kafka metadata;
+// "" leaves a column out.
+type MetadataSpec struct {
+	Topic         string // text NOT NULL
+	Partition     string // integer NOT NULL
+	Offset        string // bigint NOT NULL
+	Timestamp     string // timestamptz
+	TimestampType string // text: Record.TimestampType, NULL when unknown
+	Key           string // text, bytea or jsonb after KeyFormat; NULL without key
+	Headers       string // jsonb as HeadersJSON writes it; NULL without headers
+	// KeyFormat is text (UTF-8 without NUL), bytes (default, any key) or
+	// json (a JSON document jsonb accepts). A key that does not fit is a bad
+	// record.
+	KeyFormat string
+	// Header maps a column name to a header name: the column (text) gets
+	// the value of the last header with that name, NULL when absent.
+	Header map[string]string
+}
+
+// MappingSpec is a complete typed mapping of one topic to one table.
+type MappingSpec struct {
+	Schema string // "" means the search_path
+	Table  string // required
+	// Columns are the data columns, in row order.
+	Columns []ColumnSpec
+	// Metadata columns follow the data columns.
+	Metadata MetadataSpec
+	// Key lists the upsert key columns (data or metadata): the primary key.
+	// Empty means append mode and no primary key.
+	Key []string
+	// DeleteOnTombstone makes a tombstone (Value == nil) delete the row of
+	// its key. Requires Key, and every key column must come from the Kafka
+	// key (From "key") or the metadata, since a tombstone has no value.
+	DeleteOnTombstone bool
+}
+
+// The KeyFormat values.
+const (
+	KeyFormatText  = "text"
+	KeyFormatBytes = "bytes"
+	KeyFormatJSON  = "json"
+)
+
+// Record.TimestampType values.
+const (
+	TimestampCreateTime    = "CreateTime"
+	TimestampLogAppendTime = "LogAppendTime"
+)
+
+// source says where a column's value comes from.
+type source uint8
+
+const (
+	fromValue source = iota
+	fromKey
+	metaTopic
+	metaPartition
+	metaOffset
+	metaTimestamp
+	metaTimestampType
+	metaKey
+	metaHeaders
+	metaHeader
+)
+
+// mappedColumn is one compiled column.
+type mappedColumn struct {
+	name      string
+	source    source
+	path      jsonPath
+	typ       colType
+	sqlType   string
+	notNull   bool
+	def       any // converted default; nil when none
+	onMissing string
+	header    string // metaHeader: the header name
+	keyFormat string // metaKey
+}
+
+// JSONMapper builds typed rows from JSON records. It is immutable and safe
+// for concurrent use; build it with NewJSONMapper.
+//
+// Tombstones (Value == nil): with DeleteOnTombstone the caller checks
+// IsTombstone and calls KeyRow. Otherwise Row maps a tombstone like any
+// record whose value columns are all absent: each is its default or NULL,
+// and a NOT NULL value column without default makes the tombstone a bad
+// record of kind tombstone. Key and metadata columns are filled as usual,
+// so an append-mode table can keep deletes as rows.
+type JSONMapper struct {
+	spec   MappingSpec
+	cols   []mappedColumn
+	keyIdx []int
+	table  Table
+}
+
+// NewJSONMapper checks spec and compiles it. Every error names the column
+// or setting, the bad value and the fix.
+func NewJSONMapper(spec MappingSpec) (*JSONMapper, error) {
+	m := &JSONMapper{spec: spec}
+	if spec.Schema != "" {
+		if err := ValidateIdent("schema", spec.Schema); err != nil {
+			return nil, err
+		}
+	}
+	if err := ValidateIdent("table", spec.Table); err != nil {
+		return nil, err
+	}
+	seen := map[string]string{} // column name → what defined it
+	add := func(c mappedColumn, what string) error {
+		if err := ValidateIdent(what+" name", c.name); err != nil {
+			return err
+		}
+		if prev, dup := seen[c.name]; dup {
+			return fmt.Errorf("column %q is defined twice, by %s and by %s: rename one", c.name, prev, what)
+		}
+		seen[c.name] = what
+		m.cols = append(m.cols, c)
+		return nil
+	}
+	for i, cs := range spec.Columns {
+		c, err := compileColumn(cs)
+		if err != nil {
+			if cs.Name == "" {
+				return nil, fmt.Errorf("columns[%d]: %w", i, err)
+			}
+			return nil, fmt.Errorf("column %q: %w", cs.Name, err)
+		}
+		if err := add(c, fmt.Sprintf("columns[%d]", i)); err != nil {
+			return nil, err
+		}
+	}
+	md := spec.Metadata
+	keyFormat := md.KeyFormat
+	switch keyFormat {
+	case "":
+		keyFormat = KeyFormatBytes
+	case KeyFormatText, KeyFormatBytes, KeyFormatJSON:
+	default:
+		return nil, fmt.Errorf("metadata key_format %q is not text, bytes or json", md.KeyFormat)
+	}
+	keyType := map[string]string{KeyFormatText: "text", KeyFormatBytes: "bytea", KeyFormatJSON: "jsonb"}[keyFormat]
+	metas := []struct {
+		name, what, sqlType string
+		src                 source
+		notNull             bool
+	}{
+		{md.Topic, "metadata topic", "text", metaTopic, true},
+		{md.Partition, "metadata partition", "integer", metaPartition, true},
+		{md.Offset, "metadata offset", "bigint", metaOffset, true},
+		{md.Timestamp, "metadata timestamp", "timestamp with time zone", metaTimestamp, false},
+		{md.TimestampType, "metadata timestamp_type", "text", metaTimestampType, false},
+		{md.Key, "metadata key", keyType, metaKey, false},
+		{md.Headers, "metadata headers", "jsonb", metaHeaders, false},
+	}
+	for _, mc := range metas {
+		if mc.name == "" {
+			continue
+		}
+		c := mappedColumn{name: mc.name, source: mc.src, sqlType: mc.sqlType, notNull: mc.notNull, keyFormat: keyFormat}
+		if err := add(c, mc.what); err != nil {
+			return nil, err
+		}
+	}
+	if md.KeyFormat != "" && md.Key == "" {
+		return nil, fmt.Errorf("metadata key_format %q is set but no key column is: name the key column, or remove key_format", md.KeyFormat)
+	}
+	headerCols := make([]string, 0, len(md.Header))
+	for col := range md.Header {
+		headerCols = append(headerCols, col)
+	}
+	sort.Strings(headerCols)
+	for _, col := range headerCols {
+		h := md.Header[col]
+		if h == "" {
+			return nil, fmt.Errorf("metadata header column %q: the header name is empty: name the header to store", col)
+		}
+		c := mappedColumn{name: col, source: metaHeader, sqlType: "text", header: h}
+		if err := add(c, fmt.Sprintf("metadata header %q", h)); err != nil {
+			return nil, err
+		}
+	}
+	if len(m.cols) == 0 {
+		return nil, fmt.Errorf("table %q has no columns: map at least one column or metadata column", spec.Table)
+	}
+	if err := m.compileKey(); err != nil {
+		return nil, err
+	}
+	m.table = Table{Schema: spec.Schema, Name: spec.Table, Columns: make([]Column, len(m.cols)), PrimaryKey: slices.Clone(spec.Key)}
+	for i, c := range m.cols {
+		m.table.Columns[i] = Column{Name: c.name, Type: c.sqlType, NotNull: c.notNull}
+	}
+	return m, nil
+}
+
+func (m *JSONMapper) compileKey() error {
+	spec := m.spec
+	if spec.DeleteOnTombstone && len(spec.Key) == 0 {
+		return errors.New("delete_on_tombstone needs key columns: list the upsert key, or turn delete_on_tombstone off")
+	}
+	for _, k := range spec.Key {
+		i := slices.IndexFunc(m.cols, func(c mappedColumn) bool { return c.name == k })
+		if i < 0 {
+			return fmt.Errorf("key column %q is not a column of the mapping: add it to columns or metadata, or remove it from key", k)
+		}
+		if slices.Contains(m.keyIdx, i) {
+			return fmt.Errorf("key column %q is listed twice: remove one", k)
+		}
+		c := &m.cols[i]
+		if spec.DeleteOnTombstone && c.source == fromValue {
+			return fmt.Errorf("key column %q comes from the record value, which a tombstone does not have: with delete_on_tombstone take it from the Kafka key (from: key) or the metadata", k)
+		}
+		if c.typ.base != nil && c.typ.base.name == "jsonb" {
+			return fmt.Errorf("key column %q is jsonb, which makes a poor primary key: extract the identifying scalar into its own column", k)
+		}
+		c.notNull = true // a primary key column is NOT NULL in Postgres anyway
+		m.keyIdx = append(m.keyIdx, i)
+	}
+	return nil
+}
+
+var timeUnits = map[string]int64{"s": 1e9, "ms": 1e6, "us": 1e3, "ns": 1}
+
+func compileColumn(cs ColumnSpec) (mappedColumn, error) {
+	c := mappedColumn{name: cs.Name, notNull: cs.NotNull}
+	switch cs.From {
+	case "", "value":
+		c.source = fromValue
+	case "key":
+		c.source = fromKey
+	default:
+		return c, fmt.Errorf("from %q is not value or key", cs.From)
+	}
+	typ, err := parseType(cs.Type)
+	if err != nil {
+		return c, err
+	}
+	if cs.TimeUnit != "" {
+		u, ok := timeUnits[cs.TimeUnit]
+		if !ok {
+			return c, fmt.Errorf("time_unit %q is not s, ms, us or ns", cs.TimeUnit)
+		}
+		switch typ.base.name {
+		case "timestamp with time zone", "timestamp without time zone", "date", "time without time zone":
+		default:
+			return c, fmt.Errorf("time_unit %q applies only to timestamptz, timestamp, date and time, not to %s: remove it", cs.TimeUnit, typ.sql())
+		}
+		typ.unitNanos = u
+	}
+	c.typ, c.sqlType = typ, typ.sql()
+	if cs.Path == "" {
+		c.path = jsonPath{text: cs.Name, steps: []pathStep{{key: cs.Name}}}
+	} else if c.path, err = parsePath(cs.Path); err != nil {
+		return c, err
+	}
+	switch cs.OnMissing {
+	case "", "null":
+		c.onMissing = "null"
+	case "default":
+		if cs.Default == nil {
+			return c, errors.New("on_missing is default but no default is given: set default, or use on_missing null")
+		}
+		c.onMissing = "default"
+	case "error":
+		c.onMissing = "error"
+	default:
+		return c, fmt.Errorf("on_missing %q is not null, default or error", cs.OnMissing)
+	}
+	if cs.Default != nil {
+		v, err := decodeJSON([]byte(*cs.Default))
+		if err != nil {
+			return c, fmt.Errorf("default %q is not a JSON literal (write strings quoted, as \"\\\"n/a\\\"\"): %w", *cs.Default, err)
+		}
+		if v == nil {
+			return c, fmt.Errorf("default %q is null, which is the same as no default: remove it", *cs.Default)
+		}
+		x, cerr := c.convert(v)
+		if cerr != nil {
+			return c, fmt.Errorf("default %s does not fit %s: %s", *cs.Default, c.sqlType, cerr.msg)
+		}
+		c.def = x
+	}
+	return c, nil
+}
+
+// convert runs the type table's converter for the column.
+func (c *mappedColumn) convert(v any) (any, *convError) {
+	if c.typ.array {
+		return convertArray(&c.typ, v)
+	}
+	return c.typ.base.convert(&c.typ, v)
+}
+
+// Table is the target table: data columns in spec order, then metadata
+// columns (topic, partition, offset, timestamp, timestamp_type, key, headers,
+// then header columns by name); the primary key is the upsert key.
+func (m *JSONMapper) Table() Table {
+	t := m.table
+	t.Columns = slices.Clone(t.Columns)
+	t.PrimaryKey = slices.Clone(t.PrimaryKey)
+	return t
+}
+
+// KeyColumns lists the upsert key columns; empty in append mode.
+func (m *JSONMapper) KeyColumns() []string { return slices.Clone(m.spec.Key) }
+
+// IsTombstone reports whether r is a tombstone: a record with a null value.
+func (m *JSONMapper) IsTombstone(r *Record) bool { return r.Value == nil }
+
+// docs holds the lazily decoded value and key of one record.
+type docs struct {
+	value, key     any
+	valueOK, keyOK bool // decoded (and present)
+	valueTried     bool
+	keyd           bool // key decoding tried
+}
+
+// Row appends the row of r to dst[:0] in Table's column order. A record that
+// does not fit is a *DecodeError (errors.Is ErrBadRecord). Values may alias
+// r's buffers.
+func (m *JSONMapper) Row(r *Record, dst []any) ([]any, error) {
+	dst = dst[:0]
+	var d docs
+	for i := range m.cols {
+		v, err := m.value(&m.cols[i], r, &d)
+		if err != nil {
+			return nil, err
+		}
+		dst = append(dst, v)
+	}
+	return dst, nil
+}
+
+// KeyRow returns the key columns' values of r, in KeyColumns order, for a
+// delete. With DeleteOnTombstone they come from the Kafka key and metadata
+// only, so a tombstone has them all.
+func (m *JSONMapper) KeyRow(r *Record) ([]any, error) {
+	if len(m.keyIdx) == 0 {
+		return nil, errors.New("key row: the mapping has no key columns (append mode)")
+	}
+	out := make([]any, 0, len(m.keyIdx))
+	var d docs
+	for _, i := range m.keyIdx {
+		v, err := m.value(&m.cols[i], r, &d)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+func badRecord(r *Record, column, kind, msg string) *DecodeError {
+	return &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: column, Kind: kind, Err: errors.New(msg)}
+}
+
+// value computes one column of r.
+func (m *JSONMapper) value(c *mappedColumn, r *Record, d *docs) (any, error) {
+	var v any
+	switch c.source {
+	case fromValue, fromKey:
+		return m.dataValue(c, r, d)
+	case metaTopic:
+		v = r.Topic
+	case metaPartition:
+		v = r.Partition
+	case metaOffset:
+		v = r.Offset
+	case metaTimestamp:
+		if !r.Timestamp.IsZero() {
+			v = r.Timestamp
+		}
+	case metaTimestampType:
+		if r.TimestampType != "" {
+			v = r.TimestampType
+		}
+	case metaKey:
+		if r.Key == nil {
+			break
+		}
+		switch c.keyFormat {
+		case KeyFormatText:
+			if kind, err := CheckText(r.Key); err != nil {
+				return nil, badRecord(r, c.name, kind, "the key "+strings.TrimPrefix(err.Error(), "the value ")+": use key_format bytes")
+			}
+			v = string(r.Key)
+		case KeyFormatJSON:
+			if kind, err := CheckJSON(r.Key); err != nil {
+				return nil, badRecord(r, c.name, kind, "the key "+strings.TrimPrefix(err.Error(), "the value ")+": use key_format bytes or text")
+			}
+			v = r.Key
+		default:
+			v = r.Key
+		}
+	case metaHeaders:
+		if len(r.Headers) > 0 {
+			v = HeadersJSON(r.Headers)
+		}
+	case metaHeader:
+		for i := len(r.Headers) - 1; i >= 0; i-- {
+			if h := r.Headers[i]; h.Key == c.header {
+				if h.Value != nil {
+					if kind, err := CheckText(h.Value); err != nil {
+						return nil, badRecord(r, c.name, kind, fmt.Sprintf("header %q: %s", c.header, err.Error()))
+					}
+					v = string(h.Value)
+				}
+				break
+			}
+		}
+	}
+	if v == nil && c.notNull {
+		return nil, badRecord(r, c.name, KindNullValue, "the record has no "+metaWhat(c)+", and the column is NOT NULL (it is part of the key)")
+	}
+	return v, nil
+}
+
+func metaWhat(c *mappedColumn) string {
+	switch c.source {
+	case metaKey:
+		return "key"
+	case metaHeader:
+		return fmt.Sprintf("header %q", c.header)
+	case metaHeaders:
+		return "headers"
+	case metaTimestampType:
+		return "timestamp type"
+	}
+	return "timestamp"
+}
+
+// dataValue computes a column mapped from the value or key document.
+func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, d *docs) (any, error) {
+	doc, present, err := d.get(c.source, r)
+	if err != nil {
+		return nil, err
+	}
+	what := "value"
+	if c.source == fromKey {
+		what = "key"
+	}
+	var raw any
+	if present {
+		var found bool
+		var cerr *convError
+		raw, found, cerr = c.path.lookup(doc)
+		if cerr != nil {
+			return nil, badRecord(r, c.name, cerr.kind, "in the "+what+", "+cerr.msg)
+		}
+		if !found && c.onMissing == "error" {
+			return nil, badRecord(r, c.name, KindMissingValue, fmt.Sprintf("path %s is missing from the %s: send it, or set on_missing to null or default", c.path.text, what))
+		}
+	}
+	if raw == nil {
+		switch {
+		case c.def != nil:
+			return c.def, nil
+		case !c.notNull:
+			return nil, nil
+		case !present && what == "value":
+			return nil, badRecord(r, c.name, KindTombstone, "the record is a tombstone (null value) and the column is NOT NULL without default: set delete_on_tombstone with a key, give a default, or drop not_null")
+		case !present:
+			return nil, badRecord(r, c.name, KindNullValue, "the record has no key and the column is NOT NULL without default: give a default or drop not_null")
+		}
+		return nil, badRecord(r, c.name, KindNullValue, fmt.Sprintf("path %s is null or missing in the %s and the column is NOT NULL without default: send a value, give a default, or drop not_null", c.path.text, what))
+	}
+	v, cerr := c.convert(raw)
+	if cerr != nil {
+		return nil, badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
+	}
+	return v, nil
+}
+
+// get decodes the value or the key on first use. present is false for a
+// tombstone's value or a record without key.
+func (d *docs) get(s source, r *Record) (doc any, present bool, err error) {
+	if s == fromKey {
+		if r.Key == nil {
+			return nil, false, nil
+		}
+		if !d.keyd {
+			d.keyd = true
+			v, err := decodeJSON(r.Key)
+			if err != nil {
+				return nil, false, badRecord(r, "", decodeKind(err), "the key "+err.Error())
+			}
+			d.key, d.keyOK = v, true
+		}
+		return d.key, d.keyOK, nil
+	}
+	if r.Value == nil {
+		return nil, false, nil
+	}
+	if !d.valueTried {
+		d.valueTried = true
+		v, err := decodeJSON(r.Value)
+		if err != nil {
+			return nil, false, badRecord(r, "", decodeKind(err), "the value "+err.Error())
+		}
+		d.value, d.valueOK = v, true
+	}
+	return d.value, d.valueOK, nil
+}
+
+// decodeError carries a kind out of decodeJSON.
+type decodeError struct {
+	kind string
+	msg  string
+}
+
+func (e *decodeError) Error() string { return e.msg }
+
+func decodeKind(err error) string {
+	var de *decodeError
+	if errors.As(err, &de) {
+		return de.kind
+	}
+	return KindInvalidJSON
+}
+
+// decodeJSON decodes one JSON document with exact numbers (json.Number).
+// Invalid UTF-8 and lone surrogate escapes are refused rather than replaced
+// by U+FFFD, so no value is altered silently.
+func decodeJSON(b []byte) (any, error) {
+	if !utf8.Valid(b) {
+		return nil, &decodeError{KindInvalidUTF8, "is not valid UTF-8"}
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, &decodeError{KindInvalidJSON, "is not JSON: " + err.Error()}
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, &decodeError{KindInvalidJSON, "is not one JSON document: it has more after the first"}
+	}
+	if bytes.Contains(b, []byte(`\u`)) {
+		err := checkEscapes(b)
+		if err != nil && !strings.Contains(err.Error(), "surrogate") {
+			// A \u0000 came first; look past it for surrogates.
+			err = checkEscapes(bytes.ReplaceAll(b, []byte(`\u0000`), []byte(`\u0020`)))
+		}
+		if err != nil {
+			return nil, &decodeError{KindUnsupported, strings.TrimPrefix(err.Error(), "the value ")}
+		}
+	}
+	return v, nil
+}
