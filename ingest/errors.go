@@ -2,6 +2,8 @@ package ingest
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
@@ -38,6 +40,15 @@ func (e *FencedError) Unwrap() error { return ErrFenced }
 // retried with backoff and never dead-lettered.
 func Retryable(err error) bool {
 	if err == nil {
+		return false
+	}
+	// A certificate Postgres presents that we cannot verify will not
+	// become verifiable by waiting: fail fast with the reason.
+	var unknownCA x509.UnknownAuthorityError
+	var invalid x509.CertificateInvalidError
+	var hostname x509.HostnameError
+	var verify *tls.CertificateVerificationError
+	if errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &hostname) || errors.As(err, &verify) {
 		return false
 	}
 	if errors.Is(err, context.DeadlineExceeded) {

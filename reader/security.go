@@ -6,13 +6,18 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net"
 	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"github.com/twmb/franz-go/pkg/sasl"
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
@@ -86,7 +91,7 @@ func (s Security) Validate() error {
 	if _, err := tlsVersion(s.TLSMinVersion); err != nil {
 		errs = append(errs, err)
 	}
-	if !s.tlsOn() && s.TLSMinVersion != "" {
+	if !s.tlsOn() && s.TLSMinVersion == "1.3" {
 		add("--kafka-tls-min-version is set but TLS is off: add --kafka-tls (or --kafka-tls-ca-file)")
 	}
 	hasPassword := s.SASLPassword != "" || s.SASLPasswordFile != ""
@@ -280,40 +285,109 @@ func (s Security) GoString() string { return "reader.Security{" + s.String() + "
 // LogValue is String, for slog.
 func (s Security) LogValue() slog.Value { return slog.StringValue(s.String()) }
 
-// CheckBrokers asks the brokers for metadata once (bounded by timeout) and
-// returns an error that says what to fix when the answer shows a TLS or
-// authentication problem: a wrong password, an unknown CA, an expired or
-// refused certificate, a listener that does not speak TLS. Those never heal
-// by retrying, so the bridge should stop with the error. Any other trouble
-// (a broker down, a timeout) returns nil: the reader retries it as usual.
-func CheckBrokers(ctx context.Context, cl *kgo.Client, timeout time.Duration) error {
+// CheckBrokers connects to the brokers with these settings once, with a
+// short-lived client of its own, and returns an error that says what to fix
+// when the attempt shows a TLS or authentication problem: a wrong password,
+// an unknown CA, an expired or refused certificate, a listener that does not
+// speak TLS. Those never heal by retrying, so the bridge should stop with
+// the error before it joins the group. Any other trouble (a broker down, a
+// timeout) returns nil: the reader retries it as usual. It waits at most
+// timeout.
+func (s Security) CheckBrokers(ctx context.Context, brokers []string, timeout time.Duration) error {
+	opts, err := s.Options()
+	if err != nil {
+		return err
+	}
+	var hook checkHook
+	cl, err := kgo.NewClient(append(opts,
+		kgo.SeedBrokers(brokers...),
+		kgo.DialTimeout(min(timeout, 10*time.Second)),
+		kgo.RequestRetries(0),
+		kgo.WithHooks(&hook),
+	)...)
+	if err != nil {
+		return fmt.Errorf("create Kafka client: %w", err)
+	}
+	defer cl.Close()
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	err := cl.Ping(ctx)
-	if err == nil {
-		return nil
+	// A few tries: a broker that closes every connection we open, right
+	// after opening it, is refusing us; one that did it once may have been
+	// restarting.
+	for try := 1; ; try++ {
+		err = cl.Ping(ctx)
+		if err == nil {
+			return nil
+		}
+		if hint := securityHint(err, s, hook.saslCut.Load()); hint != "" {
+			return fmt.Errorf("connect to Kafka %s: %w (%s)", strings.Join(brokers, ","), err, hint)
+		}
+		if try == 3 || ctx.Err() != nil {
+			break
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
 	}
-	if hint := securityHint(err); hint != "" {
-		return fmt.Errorf("connect to Kafka: %w (%s)", err, hint)
+	if s.tlsOn() && hook.handshakeCut.Load() >= 3 {
+		return fmt.Errorf("connect to Kafka %s: %w (the broker closes the connection during every TLS handshake: "+
+			"the listener does not speak TLS (use its SSL or SASL_SSL port, or drop --kafka-tls), or refuses --kafka-tls-min-version)", strings.Join(brokers, ","), err)
+	}
+	if hook.connected.Load() >= 3 && hook.cut.Load() >= 3 && s.SASLMechanism == "" {
+		return fmt.Errorf("connect to Kafka %s: %w (the broker closes every connection right after it opens: "+
+			"the listener may require SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls))", strings.Join(brokers, ","), err)
 	}
 	return nil
 }
 
-// securityHint returns what to fix when err is a TLS or SASL failure, or ""
-// when it is not one.
-func securityHint(err error) string {
-	var (
-		unknownCA  x509.UnknownAuthorityError
-		invalid    x509.CertificateInvalidError
-		hostname   x509.HostnameError
-		alert      tls.AlertError
-		recordHdr  tls.RecordHeaderError
-		verifyErr  *tls.CertificateVerificationError
-		kafkaErr   *kerr.Error
-		saslFailed = errors.Is(err, kerr.SaslAuthenticationFailed)
-	)
+// checkHook notices a connection that the broker closed while we were
+// authenticating: how a broker that refuses the credentials may answer
+// (kfake always does; Kafka sends SASL_AUTHENTICATION_FAILED first).
+// It also counts connections opened, handshakes and reads cut by the broker
+// closing the connection.
+type checkHook struct {
+	saslCut                      atomic.Bool
+	connected, cut, handshakeCut atomic.Int32
+}
+
+func (h *checkHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, _ net.Conn, err error) {
 	switch {
-	case saslFailed:
+	case err == nil:
+		h.connected.Add(1)
+	case errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET):
+		// The TCP connection opened (a refused one is ECONNREFUSED), then
+		// the broker closed it during the TLS handshake.
+		h.handshakeCut.Add(1)
+	}
+}
+
+func (h *checkHook) OnBrokerRead(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, err error) {
+	if err == nil {
+		return
+	}
+	if key == int16(kmsg.SASLAuthenticate) || key == int16(kmsg.SASLHandshake) {
+		h.saslCut.Store(true)
+	}
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+		h.cut.Add(1)
+	}
+}
+
+// securityHint returns what to fix when err is a TLS or SASL failure, or ""
+// when it is not one. saslCut says the broker closed a connection during
+// authentication.
+func securityHint(err error, s Security, saslCut bool) string {
+	var (
+		unknownCA x509.UnknownAuthorityError
+		invalid   x509.CertificateInvalidError
+		hostname  x509.HostnameError
+		recordHdr tls.RecordHeaderError
+		verifyErr *tls.CertificateVerificationError
+	)
+	msg := err.Error()
+	switch {
+	case errors.Is(err, kerr.SaslAuthenticationFailed), saslCut:
 		return "the broker refused the SASL credentials: check --kafka-sasl-mechanism, --kafka-sasl-user and the password or token"
 	case errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
 		return "the broker does not accept this SASL mechanism on this listener: check --kafka-sasl-mechanism and the broker's sasl.enabled.mechanisms"
@@ -327,13 +401,13 @@ func securityHint(err error) string {
 		return "the broker's certificate does not name the host we dialed: use the advertised host name, or --kafka-tls-server-name"
 	case errors.As(err, &verifyErr):
 		return "the broker's certificate did not verify: check --kafka-tls-ca-file and --kafka-tls-server-name"
-	case errors.As(err, &alert):
-		return "the broker ended the TLS handshake: it may require a client certificate (--kafka-tls-cert-file, --kafka-tls-key-file) or refuse the one given (expired, or not signed by a CA it trusts)"
+	case strings.Contains(msg, "remote error: tls:"):
+		if s.TLSCertFile == "" {
+			return "the broker ended the TLS handshake: it may require a client certificate (--kafka-tls-cert-file, --kafka-tls-key-file)"
+		}
+		return "the broker refused the client certificate (--kafka-tls-cert-file): expired, revoked, or not signed by a CA it trusts"
 	case errors.As(err, &recordHdr):
 		return "the listener does not speak TLS: drop --kafka-tls, or use the broker's SSL or SASL_SSL port"
-	case errors.As(err, &kafkaErr) && (kafkaErr.Code == kerr.SaslAuthenticationFailed.Code ||
-		kafkaErr.Code == kerr.ClusterAuthorizationFailed.Code):
-		return "the broker refused the credentials"
 	}
 	return ""
 }

@@ -39,7 +39,10 @@ func applyEnv(fs *pflag.FlagSet, aliases map[string][]string) error {
 
 // redact hides values of flags that may carry secrets.
 func redact(flag, v string) string {
-	if strings.Contains(flag, "url") || strings.Contains(flag, "password") {
+	switch {
+	case strings.Contains(flag, "password") || strings.Contains(flag, "token") || strings.Contains(flag, "secret"):
+		return "xxxxx"
+	case strings.Contains(flag, "url"):
 		return redactURL(v)
 	}
 	return v

@@ -19,6 +19,8 @@ type runOptions struct {
 	start  string
 
 	pgURL          string
+	pgURLFile      string          // --pg-url-file, read by resolvePGURL
+	kafkaSecurity  reader.Security // --kafka-tls-*, --kafka-sasl-*
 	pgSchema       string
 	pgMaxConns     int32
 	table          string
@@ -63,8 +65,10 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
 	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of the backoff between retries after Postgres errors")
+	defineSecurityFlags(fs, &o.kafkaSecurity)
 
 	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
+	definePGURLFileFlag(fs, &o.pgURLFile)
 	fs.StringVar(&o.pgSchema, "pg-schema", "public", "schema of the target tables")
 	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most (writes of different partitions run in parallel)")
 	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized); with several topics, all go to this table")
@@ -129,6 +133,9 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	if err := o.reader.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := o.kafkaSecurity.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -41,13 +41,17 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
 		return exitUsage
 	}
+	if err := resolvePGURL(&o); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
+		return exitUsage
+	}
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
 		return exitUsage
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
 	if err := runBridge(ctx, &o, log, nil); err != nil {
-		log.Error("kafka2pg stopped", "error", redactErr(err).Error())
+		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		return exitError
 	}
 	return exitOK
@@ -76,6 +80,14 @@ type progressFunc func(reader.Stats)
 // batches are written, durable offsets are committed to the group) or, with
 // --until-caught-up, until it has caught up. It returns nil on a clean stop.
 func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) error {
+	// TLS and SASL trouble never heals: stop before touching Postgres.
+	secOpts, err := o.kafkaSecurity.Options()
+	if err != nil {
+		return err
+	}
+	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
+		return err
+	}
 	if !o.noMigrate {
 		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
@@ -160,6 +172,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	rcfg := o.reader
 	rcfg.Logger = log
+	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
 	rd, err := reader.New(rcfg, claim, write)
 	if err != nil {

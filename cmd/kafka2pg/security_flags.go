@@ -1,0 +1,59 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/reader"
+)
+
+// defineSecurityFlags defines the Kafka TLS and SASL flags of `run`. Like
+// every flag, each is mirrored by KAFKA2PG_<FLAG>; secrets belong there or
+// in a file, not on the command line, where ps shows them.
+func defineSecurityFlags(fs *pflag.FlagSet, s *reader.Security) {
+	fs.BoolVar(&s.TLS, "kafka-tls", false, "connect to Kafka with TLS, trusting the system's CAs (implied by any --kafka-tls-* flag)")
+	fs.StringVar(&s.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates (default: the system's)")
+	fs.StringVar(&s.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate for mutual TLS (with --kafka-tls-key-file)")
+	fs.StringVar(&s.TLSKeyFile, "kafka-tls-key-file", "", "PEM key of --kafka-tls-cert-file")
+	fs.StringVar(&s.TLSServerName, "kafka-tls-server-name", "", "name the brokers' certificates must carry (default: each broker's host)")
+	fs.StringVar(&s.TLSMinVersion, "kafka-tls-min-version", "1.2", "oldest TLS version accepted: 1.2 or 1.3")
+	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (empty: no SASL)")
+	fs.StringVar(&s.SASLUser, "kafka-sasl-user", "", "SASL user (PLAIN, SCRAM)")
+	fs.StringVar(&s.SASLPassword, "kafka-sasl-password", "", "SASL password (PLAIN, SCRAM); prefer the environment (KAFKA2PG_KAFKA_SASL_PASSWORD) or --kafka-sasl-password-file")
+	fs.StringVar(&s.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (read at start; a trailing newline is ignored)")
+	fs.StringVar(&s.SASLTokenFile, "kafka-sasl-token-file", "", "file holding the OAUTHBEARER token (read again for every new connection, so it may be rotated in place)")
+}
+
+// definePGURLFileFlag defines --pg-url-file, the Postgres URL read from a
+// file (a mounted secret) instead of --pg-url.
+func definePGURLFileFlag(fs *pflag.FlagSet, path *string) {
+	fs.StringVar(path, "pg-url-file", "", "file holding the PostgreSQL URL, instead of --pg-url (a trailing newline is ignored)")
+}
+
+// resolvePGURL reads o.pgURLFile into o.pgURL. Call it after the environment
+// is applied and before validate. Its errors name the file, never its content.
+func resolvePGURL(o *runOptions) error {
+	if o.pgURLFile == "" {
+		return nil
+	}
+	if o.pgURL != "" {
+		return errors.New("--pg-url-file and --pg-url are both set (--pg-url may come from KAFKA2PG_PG_URL or DATABASE_URL): give one")
+	}
+	b, err := os.ReadFile(o.pgURLFile)
+	if err != nil {
+		return fmt.Errorf("--pg-url-file: %w", err)
+	}
+	u := strings.TrimSpace(string(b))
+	if u == "" {
+		return fmt.Errorf("--pg-url-file %s is empty: put the PostgreSQL URL in it", o.pgURLFile)
+	}
+	if strings.ContainsAny(u, "\n\r") {
+		return fmt.Errorf("--pg-url-file %s holds several lines: put only the PostgreSQL URL in it", o.pgURLFile)
+	}
+	o.pgURL = u
+	return nil
+}
