@@ -1,0 +1,200 @@
+// Package faultreport records the outcome of kafka2pg's fault-matrix cases
+// (integration/faults_*_test.go) and renders them as docs/RELIABILITY.md.
+//
+// Each case appends one JSON line ([Result]) to the file named by the
+// KAFKA2PG_FAULTS_REPORT environment variable when it ends, pass or fail;
+// `go run ./internal/faultreport/cmd` turns the file into the Markdown table.
+// The counts in a Result are measured by the case (SQL against the records
+// it produced), never assumed: Render only prints them, and marks a row
+// FAIL when they do not add up even if the case said PASS.
+package faultreport
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+)
+
+// EnvFile names the environment variable with the path of the JSON-lines
+// results file that fault cases append to. Unset, cases record nothing.
+const EnvFile = "KAFKA2PG_FAULTS_REPORT"
+
+// Result is one fault case's outcome.
+type Result struct {
+	Case       string    `json:"case"`       // "1", "4b": the number in the fault matrix
+	Name       string    `json:"name"`       // a short title
+	Broker     string    `json:"broker"`     // "kfake", "Apache Kafka, 1 node", ...
+	Injection  string    `json:"injection"`  // how the fault was injected
+	Trials     int       `json:"trials"`     // how many times it was injected
+	Produced   int64     `json:"produced"`   // records that Kafka holds and the bridge must store
+	Rows       int64     `json:"rows"`       // rows found in the target table
+	Lost       int64     `json:"lost"`       // produced records with no row
+	Duplicate  int64     `json:"duplicated"` // rows beyond the first per produced record
+	Unexpected int64     `json:"unexpected"` // rows of records that must not land (aborted, deleted, unknown)
+	Result     string    `json:"result"`     // "PASS" or "FAIL"
+	WallSecs   float64   `json:"wall_seconds"`
+	Notes      string    `json:"notes,omitempty"`
+	Finished   time.Time `json:"finished"`
+}
+
+// Consistent reports whether the counts are those of a pass: nothing lost,
+// nothing duplicated, nothing unexpected, and one row per produced record.
+func (r Result) Consistent() bool {
+	return r.Lost == 0 && r.Duplicate == 0 && r.Unexpected == 0 && r.Rows == r.Produced
+}
+
+// Append writes r as one JSON line at the end of the file at path, creating
+// it when missing. Concurrent appenders of whole lines do not interleave
+// (O_APPEND, one write).
+func Append(path string, r Result) error {
+	line, err := json.Marshal(r)
+	if err != nil {
+		return fmt.Errorf("append fault result to %s: %w", path, err)
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return fmt.Errorf("append fault result: %w", err)
+	}
+	if _, err := f.Write(append(line, '\n')); err != nil {
+		f.Close()
+		return fmt.Errorf("append fault result to %s: %w", path, err)
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("append fault result to %s: %w", path, err)
+	}
+	return nil
+}
+
+// Read parses a JSON-lines results file. Blank lines are skipped; a line
+// that does not parse is an error naming its number.
+func Read(r io.Reader) ([]Result, error) {
+	var out []Result
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 4*1024*1024)
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" {
+			continue
+		}
+		var res Result
+		if err := json.Unmarshal([]byte(line), &res); err != nil {
+			return nil, fmt.Errorf("read fault results: line %d: %w", n, err)
+		}
+		out = append(out, res)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read fault results: %w", err)
+	}
+	return out, nil
+}
+
+// Meta describes the run for the page's header.
+type Meta struct {
+	Generated time.Time
+	Command   string   // how the run was started, e.g. "make faults"
+	Setup     []string // one line each: Kafka version, Postgres version, Go version, machine
+}
+
+// Render writes the Markdown page: a header, one table row per result
+// (sorted by case number, the last result of a case winning when a case ran
+// twice), then each case's notes. It returns an error when results is empty
+// or a row fails, after writing the page, so a caller can both keep the page
+// and fail the build.
+func Render(w io.Writer, results []Result, meta Meta) error {
+	if len(results) == 0 {
+		return errors.New("render fault report: no results")
+	}
+	latest := make(map[string]Result)
+	for _, r := range results {
+		latest[r.Case] = r
+	}
+	rows := make([]Result, 0, len(latest))
+	for _, r := range latest {
+		if r.Result == "PASS" && !r.Consistent() {
+			r.Result = "FAIL"
+			r.Notes = strings.TrimSpace(r.Notes + " (marked FAIL by the report: the counts do not add up)")
+		}
+		rows = append(rows, r)
+	}
+	slices.SortFunc(rows, func(a, b Result) int { return compareCase(a.Case, b.Case) })
+
+	var b strings.Builder
+	b.WriteString("# Reliability: the fault matrix\n\n")
+	b.WriteString("<!-- Generated by `make faults` (internal/faultreport) from the run's results; do not edit by hand. -->\n\n")
+	fmt.Fprintf(&b, "Generated %s by `%s`.\n", meta.Generated.UTC().Format(time.RFC3339), cmp.Or(meta.Command, "make faults"))
+	if len(meta.Setup) > 0 {
+		b.WriteString("\n")
+		for _, s := range meta.Setup {
+			fmt.Fprintf(&b, "- %s\n", s)
+		}
+	}
+	b.WriteString(`
+Every case runs the real kafka2pg binary against a real PostgreSQL and ends
+with SQL over the target table: each record that Kafka holds for the bridge
+(read back from the topic with a read_committed consumer, and cross-checked
+with what the test produced) must be there exactly once. *Produced* counts
+those records, *rows* the rows found, *lost* the records without a row,
+*duplicated* the rows beyond one per record, *unexpected* rows of records
+that must not land (aborted, deleted by retention, or unknown).
+
+| # | case | broker | injection | trials | produced | rows | lost | duplicated | unexpected | result | wall |
+|---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|
+`)
+	failed := 0
+	for _, r := range rows {
+		if r.Result != "PASS" {
+			failed++
+		}
+		fmt.Fprintf(&b, "| %s | %s | %s | %s | %d | %d | %d | %d | %d | %d | **%s** | %.0fs |\n",
+			r.Case, cell(r.Name), cell(r.Broker), cell(r.Injection), r.Trials, r.Produced, r.Rows,
+			r.Lost, r.Duplicate, r.Unexpected, r.Result, r.WallSecs)
+	}
+	b.WriteString("\n## Notes\n\n")
+	for _, r := range rows {
+		if r.Notes == "" {
+			continue
+		}
+		fmt.Fprintf(&b, "- **%s. %s**: %s\n", r.Case, r.Name, r.Notes)
+	}
+	var total float64
+	for _, r := range rows {
+		total += r.WallSecs
+	}
+	fmt.Fprintf(&b, "\n%d cases, %d failed; %.0f s in the cases.\n", len(rows), failed, total)
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return fmt.Errorf("render fault report: %w", err)
+	}
+	if failed > 0 {
+		return fmt.Errorf("render fault report: %d of %d cases failed", failed, len(rows))
+	}
+	return nil
+}
+
+// cell makes s safe inside a Markdown table cell.
+func cell(s string) string {
+	s = strings.ReplaceAll(s, "|", `\|`)
+	return strings.ReplaceAll(s, "\n", " ")
+}
+
+// compareCase orders "2" before "10" and "4" before "4b".
+func compareCase(a, b string) int {
+	na, sa := splitCase(a)
+	nb, sb := splitCase(b)
+	return cmp.Or(cmp.Compare(na, nb), strings.Compare(sa, sb))
+}
+
+func splitCase(c string) (int, string) {
+	n, i := 0, 0
+	for i < len(c) && c[i] >= '0' && c[i] <= '9' {
+		n = n*10 + int(c[i]-'0')
+		i++
+	}
+	return n, c[i:]
+}
