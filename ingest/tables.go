@@ -27,16 +27,65 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 			continue
 		}
 		seen[t.QualifiedName()] = true
-		if create {
+		create := create && !sink.NoCreate
+		if create || sink.Evolve {
 			err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
 					return err
 				}
-				_, err := tx.Exec(ctx, t.CreateSQL())
-				return err
+				var plan []string
+				if create {
+					plan = schema.PlanCreate(t)
+				}
+				for _, stmt := range plan {
+					if strings.HasPrefix(stmt, "CREATE SCHEMA") {
+						// Skip it when the schema exists: CREATE SCHEMA IF
+						// NOT EXISTS still needs CREATE on the database,
+						// which a least-privilege role lacks.
+						var exists bool
+						if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL", pgx.Identifier{t.Schema}.Sanitize()).Scan(&exists); err != nil {
+							return err
+						}
+						if exists {
+							continue
+						}
+					}
+					if _, err := tx.Exec(ctx, stmt); err != nil {
+						return fmt.Errorf("%s: %w", stmt, err)
+					}
+				}
+				if !sink.Evolve {
+					return nil
+				}
+				rows, err := tx.Query(ctx, schema.ExistingColumnsSQL, t.QualifiedName())
+				if err != nil {
+					return err
+				}
+				have, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.ExistingColumn, error) {
+					var c schema.ExistingColumn
+					err := r.Scan(&c.Name, &c.Type, &c.NotNull)
+					return c, err
+				})
+				if err != nil {
+					return err
+				}
+				if len(have) == 0 {
+					return nil // no table: checkColumns says what to do
+				}
+				evolve, err := schema.PlanEvolve(t, have)
+				if err != nil {
+					return err
+				}
+				for _, stmt := range evolve {
+					w.log.Info("evolving table", "table", t.QualifiedName(), "statement", stmt)
+					if _, err := tx.Exec(ctx, stmt); err != nil {
+						return fmt.Errorf("%s: %w", stmt, err)
+					}
+				}
+				return nil
 			})
 			if err != nil {
-				return fmt.Errorf("create table %s for topic %q: %w", t.QualifiedName(), topic, err)
+				return fmt.Errorf("prepare table %s for topic %q: %w", t.QualifiedName(), topic, err)
 			}
 		}
 		if err := w.checkColumns(ctx, topic, t); err != nil {

@@ -28,6 +28,12 @@ type RowMapper interface {
 type Sink struct {
 	Table  schema.Table
 	Mapper RowMapper
+	// NoCreate keeps EnsureTables from creating this sink's table even when
+	// asked to create tables.
+	NoCreate bool
+	// Evolve adds the columns the mapping has and the table lacks, and
+	// widens columns safely (schema.PlanEvolve), before the first write.
+	Evolve bool
 	// Upsert, when set, writes by key instead of appending: the last record
 	// of each key in a batch wins (by offset), existing rows are updated,
 	// and tombstones delete when DeleteOnTombstone is set. Mapper must then

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,6 +20,8 @@ type runOptions struct {
 	start  string
 
 	pgURL          string
+	configPath     string          // --config
+	sinks          []sinkConfig    // from the config file
 	pgURLFile      string          // --pg-url-file, read by resolvePGURL
 	kafkaSecurity  reader.Security // --kafka-tls-*, --kafka-sasl-*
 	pgSchema       string
@@ -41,6 +44,7 @@ type runOptions struct {
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	rc := &o.reader
+	fs.StringVar(&o.configPath, "config", "", "YAML file: any run flag as a key, and sinks (topics → typed tables); flags and KAFKA2PG_* variables win over it")
 	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port[,host:port]")
 	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets stored in Postgres")
 	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")
@@ -131,6 +135,19 @@ func (o *runOptions) validate() error {
 	}
 	if _, err := parseLevel(o.logLevel); err != nil {
 		errs = append(errs, err)
+	}
+	if len(o.sinks) > 0 {
+		if len(o.reader.Topics) > 0 || o.table != "" {
+			errs = append(errs, errors.New("--topic and --table cannot be combined with sinks in --config: name the topics in the sinks"))
+		}
+		for _, sc := range o.sinks {
+			if sc.TopicRegex != "" {
+				errs = append(errs, fmt.Errorf("--config line %d: topic_regex is not supported yet: list the topics, one sink each", sc.Line))
+			}
+			if sc.Topic != "" && !slices.Contains(o.reader.Topics, sc.Topic) {
+				o.reader.Topics = append(o.reader.Topics, sc.Topic)
+			}
+		}
 	}
 	if err := o.reader.Validate(); err != nil {
 		errs = append(errs, err)

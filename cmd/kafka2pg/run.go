@@ -41,11 +41,26 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
 		return exitUsage
 	}
+	if o.configPath != "" {
+		cfg, err := loadConfig(o.configPath, fs)
+		if err == nil {
+			err = cfg.apply(fs)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
+			return exitUsage
+		}
+		o.sinks = cfg.sinks
+	}
 	if err := resolvePGURL(&o); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
 		return exitUsage
 	}
 	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
+		return exitUsage
+	}
+	if _, err := buildSinks(&o); err != nil { // the mappings, checked before anything connects
 		fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
 		return exitUsage
 	}
@@ -110,14 +125,9 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	defer pool.Close()
 
-	format, _ := schema.ParseValueFormat(o.valueFormat)
-	sinks := make(map[string]ingest.Sink, len(o.reader.Topics))
-	for _, topic := range o.reader.Topics {
-		name := o.table
-		if name == "" {
-			name = schema.TableNameForTopic(topic)
-		}
-		sinks[topic] = ingest.Sink{Table: schema.RawTable(o.pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		return err
 	}
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, ClaimLockTimeout: o.claimLockWait,
 		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, Logger: log})
@@ -145,6 +155,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		recs := make([]schema.Record, len(b.Records))
 		for i, r := range b.Records {
 			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+			switch r.Attrs.TimestampType() {
+			case 0:
+				recs[i].TimestampType = schema.TimestampCreateTime
+			case 1:
+				recs[i].TimestampType = schema.TimestampLogAppendTime
+			}
 			if len(r.Headers) > 0 {
 				hs := make([]schema.Header, len(r.Headers))
 				for j, h := range r.Headers {

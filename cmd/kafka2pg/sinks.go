@@ -1,0 +1,117 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// buildSinks turns the flags (zero-config: every --topic into its raw
+// table) or the config file's sinks (typed columns, upsert, evolve) into
+// ingest sinks, one per topic. Every error names the sink's line, the key,
+// the value and the fix, and comes before anything is written.
+func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
+	sinks := map[string]ingest.Sink{}
+	if len(o.sinks) == 0 {
+		format, _ := schema.ParseValueFormat(o.valueFormat)
+		for _, topic := range o.reader.Topics {
+			name := o.table
+			if name == "" {
+				name = schema.TableNameForTopic(topic)
+			}
+			sinks[topic] = ingest.Sink{Table: schema.RawTable(o.pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
+		}
+		return sinks, nil
+	}
+	var errs []error
+	for _, sc := range o.sinks {
+		sink, err := buildSink(o, sc)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--config %s: sink of topic %q at line %d: %w", o.configPath, sc.Topic, sc.Line, err))
+			continue
+		}
+		if _, dup := sinks[sc.Topic]; dup {
+			errs = append(errs, fmt.Errorf("--config %s: line %d: topic %q has two sinks: one sink per topic", o.configPath, sc.Line, sc.Topic))
+			continue
+		}
+		sinks[sc.Topic] = sink
+	}
+	return sinks, errors.Join(errs...)
+}
+
+func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
+	if sc.Topic == "" {
+		return ingest.Sink{}, errors.New("topic is missing: name the topic this sink reads")
+	}
+	schemaName := sc.Schema
+	if schemaName == "" {
+		schemaName = o.pgSchema
+	}
+	table := sc.Table
+	if table == "" {
+		table = schema.TableNameForTopic(sc.Topic)
+	}
+	table = strings.ReplaceAll(table, "${topic}", schema.TableNameForTopic(sc.Topic))
+	if err := schema.ValidateIdent("table", table); err != nil {
+		return ingest.Sink{}, err
+	}
+	if err := schema.ValidateIdent("schema", schemaName); err != nil {
+		return ingest.Sink{}, err
+	}
+	mode := sc.Mode
+	if mode == "" {
+		mode = "append"
+	}
+	if mode != "append" && mode != "upsert" {
+		return ingest.Sink{}, fmt.Errorf("mode %q is not append or upsert", mode)
+	}
+	noCreate := sc.Create != nil && !*sc.Create
+	typed := len(sc.Columns) > 0 || !sc.Metadata.empty()
+	if !typed {
+		if mode == "upsert" || len(sc.Key) > 0 || sc.DeleteOnTombstone {
+			return ingest.Sink{}, errors.New("mode upsert, key and delete_on_tombstone need columns: declare the columns the key is made of")
+		}
+		format, err := schema.ParseValueFormat(sc.Format)
+		if err != nil {
+			return ingest.Sink{}, fmt.Errorf("format: %w", err)
+		}
+		return ingest.Sink{Table: schema.RawTable(schemaName, table, format), Mapper: schema.RawMapper{Format: format},
+			NoCreate: noCreate, Evolve: sc.Evolve}, nil
+	}
+	if sc.Format != "" && sc.Format != "json" {
+		return ingest.Sink{}, fmt.Errorf("format %q with columns: typed columns are read from JSON; use format: json, or drop the columns", sc.Format)
+	}
+	spec := schema.MappingSpec{Schema: schemaName, Table: table, DeleteOnTombstone: sc.DeleteOnTombstone,
+		Metadata: schema.MetadataSpec{Topic: sc.Metadata.Topic, Partition: sc.Metadata.Partition, Offset: sc.Metadata.Offset,
+			Timestamp: sc.Metadata.Timestamp, TimestampType: sc.Metadata.TimestampType, Key: sc.Metadata.Key,
+			KeyFormat: sc.Metadata.KeyFormat, Headers: sc.Metadata.Headers, Header: sc.Metadata.Header}}
+	if mode == "upsert" {
+		if len(sc.Key) == 0 {
+			return ingest.Sink{}, errors.New("mode upsert needs key: the columns that identify a row")
+		}
+		spec.Key = sc.Key
+	} else if len(sc.Key) > 0 || sc.DeleteOnTombstone {
+		return ingest.Sink{}, errors.New("key and delete_on_tombstone need mode: upsert")
+	}
+	for _, c := range sc.Columns {
+		spec.Columns = append(spec.Columns, schema.ColumnSpec{Name: c.Name, Path: c.Path, Type: c.Type, From: c.From,
+			TimeUnit: c.TimeUnit, NotNull: c.NotNull, Default: c.Default, OnMissing: c.OnMissing})
+	}
+	m, err := schema.NewJSONMapper(spec)
+	if err != nil {
+		return ingest.Sink{}, err
+	}
+	sink := ingest.Sink{Table: m.Table(), Mapper: m, NoCreate: noCreate, Evolve: sc.Evolve}
+	if mode == "upsert" {
+		sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
+	}
+	return sink, nil
+}
+
+func (m metadataConfig) empty() bool {
+	return m.Topic == "" && m.Partition == "" && m.Offset == "" && m.Timestamp == "" && m.TimestampType == "" &&
+		m.Key == "" && m.KeyFormat == "" && m.Headers == "" && len(m.Header) == 0
+}
