@@ -15,7 +15,7 @@ BIN := bin/kafka2pg
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults
+.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kafka2pg
@@ -153,3 +153,9 @@ faults: build
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
 	exit $$failed
+
+# chart redraws docs/img/metrics.svg from a live bridge's /metrics (an
+# in-process Kafka, a backlog, a steady producer and a burst; about 25 s).
+chart: build
+	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
+	$(GO) run ./internal/metricschart/cmd -bin $(BIN) -pg-url "$$url" -out docs/img/metrics.svg
