@@ -78,3 +78,48 @@ func TestConfigValuesYieldToFlagsAndEnvironment(t *testing.T) {
 			o.reader.Group, o.reader.BatchMaxRows, o.pgURL, o.reader.Brokers)
 	}
 }
+
+// TestTheREADMEConfigExampleIsValid keeps the documented example honest: it
+// must load, validate and build its sinks.
+func TestTheREADMEConfigExampleIsValid(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Typed tables")
+	if !ok {
+		t.Fatal("README has no Typed tables section")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml example in the Typed tables section")
+	}
+	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
+	t.Setenv("KAFKA2PG_PG_URL", "")
+	path := writeConfig(t, example)
+	fs := newRunFlagSet(&bytes.Buffer{})
+	var o runOptions
+	defineRunFlags(fs, &o)
+	if err := fs.Parse([]string{"--config", path}); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := loadConfig(path, fs)
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	if err := cfg.apply(fs); err != nil {
+		t.Fatal(err)
+	}
+	o.sinks = cfg.sinks
+	if err := o.validate(); err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	sinks, err := buildSinks(&o)
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	if len(sinks) != 3 || sinks["accounts"].Upsert == nil || sinks["orders"].Table.Name != "orders_orders" {
+		t.Errorf("README example built %d sinks: %+v", len(sinks), sinks)
+	}
+}
