@@ -10,6 +10,7 @@ SHELL := bash
 .DEFAULT_GOAL := build
 
 GO ?= go
+FUZZTIME ?= 4s
 BIN := bin/kafka2pg
 # A sub-make that `make -n test` does not run: recipes naming $(MAKE) itself
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
@@ -61,6 +62,10 @@ test: build
 	echo "Postgres: $$KAFKA2PG_TEST_PG_URL"
 	step "go test ./..." $(GO) test -count=1 -timeout 30m ./...
 	step "go test -race (reader, ingest)" $(GO) test -count=1 -race -timeout 20m ./reader/... ./ingest/...
+	# Every fuzz target, briefly (FUZZTIME each); the seeds run in go test above.
+	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath; do
+		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
+	done
 	step "lint (gofmt, go vet)" $(SUBMAKE) lint
 	echo
 	echo "== summary"
