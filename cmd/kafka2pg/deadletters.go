@@ -39,6 +39,8 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 	fs := pflag.NewFlagSet("dead-letters "+action, pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
+	var pgURLFile string
+	definePGURLFileFlag(fs, &pgURLFile)
 	group := fs.String("kafka-group", "", "only dead letters of this consumer group")
 	topic := fs.String("topic", "", "only dead letters of this topic")
 	var (
@@ -68,6 +70,10 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		return exitUsage
 	}
 	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg dead-letters: %v\n", err)
+		return exitUsage
+	}
+	if err := readPGURLFile(pgURL, pgURLFile); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: %v\n", err)
 		return exitUsage
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
@@ -106,4 +107,34 @@ func parseRunForTest(t *testing.T, args ...string) (*pflag.FlagSet, *runOptions)
 		t.Fatal(err)
 	}
 	return fs, &o
+}
+
+func TestEveryCommandKeepsThePostgresPasswordOutOfItsErrors(t *testing.T) {
+	const secret = "s3cret-Pa55word"
+	url := "postgres://app:" + secret + "@127.0.0.1:1/db?connect_timeout=2"
+	file := t.TempDir() + "/pg-url"
+	if err := os.WriteFile(file, []byte(url+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("KAFKA2PG_PG_URL", "")
+	t.Setenv("DATABASE_URL", "")
+	for _, args := range [][]string{
+		{"status", "--pg-url", url},
+		{"status", "--pg-url-file", file, "--json"},
+		{"offsets", "show", "--pg-url-file", file},
+		{"offsets", "reset", "--pg-url", url, "--kafka-brokers", "127.0.0.1:1", "--kafka-group", "g", "--to", "earliest"},
+		{"dead-letters", "list", "--pg-url-file", file},
+		{"migrate", "version", "--pg-url-file", file},
+		{"migrate", "up", "--pg-url", url},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := dispatch(context.Background(), args, &stdout, &stderr)
+		out := stdout.String() + stderr.String()
+		if code == exitOK {
+			t.Errorf("%v succeeded against a closed port:\n%s", args, out)
+		}
+		if strings.Contains(out, secret) {
+			t.Errorf("%v printed the password:\n%s", args, out)
+		}
+	}
 }

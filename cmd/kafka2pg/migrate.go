@@ -15,6 +15,8 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := pflag.NewFlagSet("migrate", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
+	var pgURLFile string
+	definePGURLFileFlag(fs, &pgURLFile)
 	yes := fs.Bool("yes", false, "confirm 'migrate down', which drops the kafka2pg schema and every stored offset")
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: kafka2pg migrate up|down|version --pg-url URL\n\n%s", fs.FlagUsages())
@@ -27,6 +29,10 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitUsage
 	}
 	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg migrate: %v\n", err)
+		return exitUsage
+	}
+	if err := readPGURLFile(pgURL, pgURLFile); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg migrate: %v\n", err)
 		return exitUsage
 	}

@@ -39,6 +39,7 @@ type offsetsFlags struct {
 	topics     []string
 	partitions []int32
 	pgURL      string
+	pgURLFile  string
 	asJSON     bool
 }
 
@@ -48,6 +49,7 @@ func defineOffsetsFlags(fs *pflag.FlagSet, f *offsetsFlags) {
 	fs.StringSliceVar(&f.topics, "topic", nil, "only these topics")
 	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions")
 	fs.StringVar(&f.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
+	definePGURLFileFlag(fs, &f.pgURLFile)
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 }
 
@@ -66,6 +68,14 @@ func parseOffsetsFlags(name string, fs *pflag.FlagSet, args []string, stderr io.
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q\n", name, fs.Arg(0))
 		return exitUsage, false
+	}
+	if pg, file := fs.Lookup("pg-url"), fs.Lookup("pg-url-file"); pg != nil && file != nil && file.Value.String() != "" {
+		url := pg.Value.String()
+		if err := readPGURLFile(&url, file.Value.String()); err != nil {
+			fmt.Fprintf(stderr, "kafka2pg %s: %v\n", name, err)
+			return exitUsage, false
+		}
+		_ = fs.Set("pg-url", url)
 	}
 	if pg := fs.Lookup("pg-url"); pg != nil && pg.Value.String() == "" {
 		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)\n", name)

@@ -36,24 +36,28 @@ func definePGURLFileFlag(fs *pflag.FlagSet, path *string) {
 
 // resolvePGURL reads o.pgURLFile into o.pgURL. Call it after the environment
 // is applied and before validate. Its errors name the file, never its content.
-func resolvePGURL(o *runOptions) error {
-	if o.pgURLFile == "" {
+func resolvePGURL(o *runOptions) error { return readPGURLFile(&o.pgURL, o.pgURLFile) }
+
+// readPGURLFile sets *url from file when file is given; every command that
+// takes --pg-url also takes --pg-url-file through it.
+func readPGURLFile(url *string, file string) error {
+	if file == "" {
 		return nil
 	}
-	if o.pgURL != "" {
+	if *url != "" {
 		return errors.New("--pg-url-file and --pg-url are both set (--pg-url may come from KAFKA2PG_PG_URL or DATABASE_URL): give one")
 	}
-	b, err := os.ReadFile(o.pgURLFile)
+	b, err := os.ReadFile(file)
 	if err != nil {
 		return fmt.Errorf("--pg-url-file: %w", err)
 	}
 	u := strings.TrimSpace(string(b))
 	if u == "" {
-		return fmt.Errorf("--pg-url-file %s is empty: put the PostgreSQL URL in it", o.pgURLFile)
+		return fmt.Errorf("--pg-url-file %s is empty: put the PostgreSQL URL in it", file)
 	}
 	if strings.ContainsAny(u, "\n\r") {
-		return fmt.Errorf("--pg-url-file %s holds several lines: put only the PostgreSQL URL in it", o.pgURLFile)
+		return fmt.Errorf("--pg-url-file %s holds several lines: put only the PostgreSQL URL in it", file)
 	}
-	o.pgURL = u
+	*url = u
 	return nil
 }
