@@ -21,6 +21,15 @@
 //   - TestCheckerCatchesGapsDuplicatesAndWrongRows: the checks below, run on
 //     tables spoiled by hand, so a passing scenario means something.
 //
+// Beyond the core: poison records of eleven kinds among good ones, alone and
+// under a crash loop (poison_test.go); metrics against what was written
+// (metrics_test.go); status and offsets reset under a running bridge
+// (operations_test.go); typed sinks from a YAML config (typed_test.go);
+// TLS, SASL, redaction and least privilege (security_test.go; the
+// real-broker matrix needs KAFKA2PG_TEST_SASL=1, see make test-security);
+// the deployment files (deploy_test.go); and the fault matrix
+// (faults_*_test.go; KAFKA2PG_FAULTS=1 for the full run, see make faults).
+//
 // Every scenario ends the same way: one last `run --until-caught-up`, then a
 // check that each (topic, partition, offset) from 0 to the partition's end
 // offset is in the table exactly once and holds the record the test produced
