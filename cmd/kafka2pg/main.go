@@ -23,6 +23,8 @@ const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactl
 
 Usage:
   kafka2pg run      --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]
+  kafka2pg check    --config FILE [run's flags]   (checks Kafka and Postgres, prints the DDL; writes nothing)
+  kafka2pg infer    --kafka-brokers H:P --topic T [--sample N] [--mode upsert --key-path P]   (prints a sink config)
   kafka2pg migrate  up|down|version --pg-url URL
   kafka2pg status   --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--json]
   kafka2pg offsets  show|reset --pg-url URL --kafka-brokers H:P --kafka-group G [--to ...] [--yes]
@@ -50,6 +52,10 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	switch args[0] {
 	case "run":
 		return runCommand(ctx, args[1:], stdout, stderr)
+	case "check":
+		return checkCommand(ctx, args[1:], stdout, stderr)
+	case "infer":
+		return inferCommand(ctx, args[1:], stdout, stderr)
 	case "migrate":
 		return migrateCommand(ctx, args[1:], stdout, stderr)
 	case "demo":

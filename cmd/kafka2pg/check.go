@@ -1,0 +1,345 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/migrations"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// kafka2pg check takes run's flags and config, checks them against the
+// broker and the database, and prints the DDL run would execute. It writes
+// nothing: Kafka is asked for metadata only (no group, no topic creation),
+// and Postgres is read in one READ ONLY transaction that is rolled back.
+// migrations.Version is not used, because golang-migrate creates its
+// history table when it is missing; the table is read directly instead.
+
+// checkTimeout bounds each side of the check.
+const checkTimeout = 30 * time.Second
+
+func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newRunFlagSet(stderr)
+	var o runOptions
+	defineRunFlags(fs, &o)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: kafka2pg check --config FILE [run's flags]\n\nChecks the configuration against Kafka and Postgres and prints the DDL run would execute; writes nothing.\nExit 0: run would start; 1: a check failed; 2: bad flags or configuration.\n\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "kafka2pg check: %v (see 'kafka2pg check --help')\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafka2pg check: unexpected argument %q: flags only (did you mean --config %s?)\n", fs.Arg(0), fs.Arg(0))
+		return exitUsage
+	}
+	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg check: %v\n", err)
+		return exitUsage
+	}
+	if o.configPath != "" {
+		cfg, err := loadConfig(o.configPath, fs)
+		if err == nil {
+			err = cfg.apply(fs)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "kafka2pg check: invalid configuration:\n%v\n", err)
+			return exitUsage
+		}
+		o.sinks = cfg.sinks
+	}
+	if err := resolvePGURL(&o); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg check: %v\n", err)
+		return exitUsage
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg check: invalid configuration:\n%v\n", err)
+		return exitUsage
+	}
+	sinks, err := buildSinks(&o)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg check: invalid configuration:\n%v\n", err)
+		return exitUsage
+	}
+	r := &checkReport{w: stdout}
+	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.reader.Group)
+	checkKafka(ctx, r, &o)
+	checkPostgres(ctx, r, &o, sinks)
+	if r.failed > 0 {
+		fmt.Fprintf(stdout, "\ncheck FAILED: %d problem(s); run would not start or would not write as configured\n", r.failed)
+		return exitError
+	}
+	if r.ddl > 0 {
+		fmt.Fprintf(stdout, "\ncheck passed: run would execute the %d statement(s) above before consuming\n", r.ddl)
+	} else {
+		fmt.Fprintln(stdout, "\ncheck passed: run would execute no DDL")
+	}
+	return exitOK
+}
+
+// checkReport prints one line per finding and counts failures and planned
+// statements.
+type checkReport struct {
+	w      io.Writer
+	failed int
+	ddl    int
+}
+
+// line prints a finding; status is ok, note, warn or FAIL.
+func (r *checkReport) line(status, format string, args ...any) {
+	if status == "FAIL" {
+		r.failed++
+	}
+	fmt.Fprintf(r.w, "%-4s  %s\n", status, fmt.Sprintf(format, args...))
+}
+
+// statements prints planned DDL, indented, each ending with a semicolon.
+func (r *checkReport) statements(stmts []string) {
+	r.ddl += len(stmts)
+	for _, s := range stmts {
+		for _, l := range strings.Split(s+";", "\n") {
+			fmt.Fprintf(r.w, "        %s\n", l)
+		}
+	}
+}
+
+// checkKafka connects as run does and lists the sinks' topics.
+func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	brokers := strings.Join(o.reader.Brokers, ",")
+	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, checkTimeout/2); err != nil {
+		r.line("FAIL", "kafka %s: %v", brokers, err)
+		return
+	}
+	opts, err := o.kafkaSecurity.Options()
+	if err != nil {
+		r.line("FAIL", "kafka %s: %v", brokers, err)
+		return
+	}
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(o.reader.Brokers...), kgo.ClientID(o.reader.ClientID))...)
+	if err != nil {
+		r.line("FAIL", "kafka %s: create client: %v", brokers, err)
+		return
+	}
+	defer cl.Close()
+	topics := slices.Sorted(slices.Values(o.reader.Topics))
+	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
+	if err != nil {
+		r.line("FAIL", "kafka %s: list topics: %v", brokers, err)
+		return
+	}
+	r.line("ok", "kafka %s: connected", brokers)
+	for _, t := range topics {
+		td, ok := details[t]
+		switch {
+		case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+			r.line("FAIL", "topic %q does not exist: create it, or fix the sink's topic", t)
+		case td.Err != nil:
+			r.line("FAIL", "topic %q: %v", t, td.Err)
+		default:
+			r.line("ok", "topic %q: %d partition(s)", t, len(td.Partitions))
+		}
+	}
+}
+
+// checkPostgres reads, in one READ ONLY transaction, the migration state and
+// each sink's table, and prints what run would do to them.
+func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map[string]ingest.Sink) {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	cc, err := pgx.ParseConfig(o.pgURL)
+	if err != nil {
+		r.line("FAIL", "postgres: --pg-url: %v", redactErr(err))
+		return
+	}
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = "kafka2pg-check"
+	}
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		r.line("FAIL", "postgres: connect: %v", redactErr(err))
+		return
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
+	if err != nil {
+		r.line("FAIL", "postgres: begin a read-only transaction: %v", redactErr(err))
+		return
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx)) // read only: nothing to keep
+	r.line("ok", "postgres: connected (read only)")
+	if err := checkMigrations(ctx, r, tx, o.noMigrate); err != nil {
+		r.line("FAIL", "postgres: %v", redactErr(err))
+		return
+	}
+	topics := make([]string, 0, len(sinks))
+	for t := range sinks {
+		topics = append(topics, t)
+	}
+	slices.Sort(topics)
+	for _, topic := range topics {
+		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], o.createTables); err != nil {
+			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redactErr(err))
+		}
+	}
+}
+
+// checkMigrations reads golang-migrate's history table (in the current
+// schema, where migrations.Up keeps it) without creating it.
+func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, noMigrate bool) error {
+	var history *string
+	err := tx.QueryRow(ctx, `SELECT CASE WHEN to_regclass(format('%I.%I', current_schema(), $1::text)) IS NOT NULL
+		THEN format('%I.%I', current_schema(), $1::text) END`, migrations.HistoryTable).Scan(&history)
+	if err != nil {
+		return fmt.Errorf("read the kafka2pg schema version: %w", err)
+	}
+	var version int64
+	var dirty, applied bool
+	if history != nil {
+		err := tx.QueryRow(ctx, "SELECT version, dirty FROM "+*history+" LIMIT 1").Scan(&version, &dirty)
+		switch {
+		case err == nil:
+			applied = true
+		case !errors.Is(err, pgx.ErrNoRows):
+			return fmt.Errorf("read the kafka2pg schema version: %w", err)
+		}
+	}
+	switch {
+	case applied && dirty:
+		r.line("FAIL", "kafka2pg schema: version %d is DIRTY (a migration failed half-way): fix it by hand, then force the version", version)
+	case applied && version > migrations.Latest:
+		r.line("FAIL", "kafka2pg schema: version %d is newer than this binary knows (%d): upgrade kafka2pg", version, migrations.Latest)
+	case applied && version == migrations.Latest:
+		r.line("ok", "kafka2pg schema: version %d", version)
+	case noMigrate:
+		r.line("FAIL", "kafka2pg schema: at version %d, not %d, and --no-migrate is set: run kafka2pg migrate up first", version, migrations.Latest)
+	case applied:
+		r.line("note", "kafka2pg schema: version %d; run will migrate it to %d", version, migrations.Latest)
+	default:
+		r.line("note", "kafka2pg schema: not installed; run will install it (version %d)", migrations.Latest)
+	}
+	return nil
+}
+
+// checkSinkTable mirrors ingest's EnsureTables without running anything:
+// a missing table is created (or an error), an existing one is evolved (or
+// its missing columns are errors), and an upsert table needs a unique index
+// on its key.
+func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string, sink ingest.Sink, createTables bool) error {
+	t := sink.Table
+	name := t.QualifiedName()
+	rows, err := tx.Query(ctx, schema.ExistingColumnsSQL, name)
+	if err != nil {
+		return fmt.Errorf("read the columns: %w", err)
+	}
+	have, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schema.ExistingColumn, error) {
+		var c schema.ExistingColumn
+		err := row.Scan(&c.Name, &c.Type, &c.NotNull)
+		return c, err
+	})
+	if err != nil {
+		return fmt.Errorf("read the columns: %w", err)
+	}
+	if len(have) == 0 {
+		if !createTables || sink.NoCreate {
+			r.line("FAIL", "table %s for topic %q does not exist and creating it is off: create it, or turn on create (--create-tables, or create: true in the sink)", name, topic)
+			return nil
+		}
+		plan := schema.PlanCreate(t)
+		if t.Schema != "" {
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL", pgx.Identifier{t.Schema}.Sanitize()).Scan(&exists); err != nil {
+				return fmt.Errorf("look up schema %s: %w", pgx.Identifier{t.Schema}.Sanitize(), err)
+			}
+			if exists { // run skips it too
+				plan = slices.DeleteFunc(plan, func(s string) bool { return strings.HasPrefix(s, "CREATE SCHEMA") })
+			}
+		}
+		r.line("ok", "table %s for topic %q does not exist; run will create it:", name, topic)
+		r.statements(plan)
+		return nil
+	}
+	plan, err := schema.PlanEvolve(t, have)
+	if err != nil {
+		r.line("FAIL", "table %s for topic %q: %v", name, topic, err)
+		return nil
+	}
+	haveNames := make(map[string]bool, len(have))
+	for _, c := range have {
+		haveNames[c.Name] = true
+	}
+	var missing []string
+	for _, c := range t.Columns {
+		if !haveNames[c.Name] {
+			missing = append(missing, fmt.Sprintf("%q", c.Name))
+		}
+	}
+	switch {
+	case len(plan) == 0:
+		r.line("ok", "table %s for topic %q exists with the columns the mapping writes", name, topic)
+	case sink.Evolve:
+		r.line("ok", "table %s for topic %q exists; run will evolve it (evolve: true):", name, topic)
+		r.statements(plan)
+	case len(missing) > 0:
+		r.line("FAIL", "table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or set evolve: true in the sink", name, topic, strings.Join(missing, ", "))
+	default:
+		r.line("warn", "table %s for topic %q exists; its columns differ from the mapping in ways evolve: true would change, and run will not:", name, topic)
+		for _, s := range plan {
+			fmt.Fprintf(r.w, "        -- %s\n", strings.ReplaceAll(s, "\n", "\n        -- "))
+		}
+	}
+	if sink.Upsert != nil {
+		ok, err := hasUniqueKey(ctx, tx, t, sink.Upsert.Key)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			r.line("FAIL", "table %s for topic %q has no unique index on the upsert key (%s): create one, e.g. CREATE UNIQUE INDEX ON %s (%s)",
+				name, topic, strings.Join(sink.Upsert.Key, ", "), name, quotedIdents(sink.Upsert.Key))
+		} else {
+			r.line("ok", "table %s for topic %q has a unique index on the upsert key (%s)", name, topic, strings.Join(sink.Upsert.Key, ", "))
+		}
+	}
+	return nil
+}
+
+// hasUniqueKey is ingest's checkUniqueKey query: a unique, non-partial
+// index (or primary key) on exactly the key columns.
+func hasUniqueKey(ctx context.Context, tx pgx.Tx, t schema.Table, key []string) (bool, error) {
+	var ok bool
+	err := tx.QueryRow(ctx, `
+		SELECT EXISTS (
+		  SELECT 1 FROM pg_index i
+		  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
+		    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
+		         FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
+		        = (SELECT array_agg(c ORDER BY c) FROM unnest($2::text[]) c))`, t.QualifiedName(), key).Scan(&ok)
+	if err != nil {
+		return false, fmt.Errorf("check the upsert key: %w", err)
+	}
+	return ok, nil
+}
+
+func quotedIdents(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = pgx.Identifier{n}.Sanitize()
+	}
+	return strings.Join(q, ", ")
+}

@@ -1,0 +1,367 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// kafka2pg infer samples a topic and prints a sink config that `run
+// --config` accepts as is, with the CREATE TABLE it leads to as a comment,
+// so `kafka2pg run --config <(kafka2pg infer ...) --pg-url ...` works. The
+// inference is a guess from the samples: the output is meant to be read and
+// edited, and `kafka2pg check --config` shows what it would do.
+
+type inferOptions struct {
+	brokers  []string
+	group    string
+	topic    string
+	sample   int
+	table    string
+	mode     string
+	keyPath  string
+	nested   string
+	timeout  time.Duration
+	security reader.Security
+}
+
+func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := pflag.NewFlagSet("infer", pflag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.SortFlags = false
+	var o inferOptions
+	fs.StringSliceVar(&o.brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port[,host:port]")
+	fs.StringVar(&o.topic, "topic", "", "topic to sample")
+	fs.IntVar(&o.sample, "sample", 500, "records to sample, spread over the partitions from their start")
+	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized)")
+	fs.StringVar(&o.mode, "mode", "append", "append (every record is a row) or upsert (one row per --key-path value)")
+	fs.StringVar(&o.keyPath, "key-path", "", "with --mode upsert: the path of the value that identifies a row, e.g. id or order.id")
+	fs.StringVar(&o.nested, "nested", "flatten", "nested objects: flatten (a.b becomes column a_b, up to depth 3) or jsonb (one jsonb column each)")
+	fs.StringVar(&o.group, "kafka-group", "", "consumer group written into the config (default: kafka2pg-<table>)")
+	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "longest the sampling reads before it uses what it has")
+	defineSecurityFlags(fs, &o.security)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: kafka2pg infer --kafka-brokers H:P --topic T [--sample N] [--table NAME] [--mode append|upsert --key-path P] [--nested flatten|jsonb]\n\n%s", fs.FlagUsages())
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			return exitOK
+		}
+		fmt.Fprintf(stderr, "kafka2pg infer: %v (see 'kafka2pg infer --help')\n", err)
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafka2pg infer: unexpected argument %q: flags only (did you mean --topic %s?)\n", fs.Arg(0), fs.Arg(0))
+		return exitUsage
+	}
+	if err := applyEnv(fs, nil); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		return exitUsage
+	}
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		return exitUsage
+	}
+	opts, err := o.security.Options()
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		return exitUsage
+	}
+	smp, err := sampleTopic(ctx, append(opts, kgo.SeedBrokers(o.brokers...)), o.topic, o.sample, o.timeout)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		return exitError
+	}
+	inf := newInference()
+	for _, v := range smp.values {
+		inf.observe(v)
+	}
+	out, err := o.render(inf, smp)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		return exitError
+	}
+	if _, err := io.WriteString(stdout, out); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: write the config: %v\n", err)
+		return exitError
+	}
+	return exitOK
+}
+
+func (o *inferOptions) validate() error {
+	var errs []error
+	if len(o.brokers) == 0 {
+		errs = append(errs, errors.New("--kafka-brokers is empty: give the brokers, e.g. --kafka-brokers localhost:9092"))
+	}
+	if o.topic == "" {
+		errs = append(errs, errors.New("--topic is empty: name the topic to sample"))
+	}
+	if o.sample < 1 {
+		errs = append(errs, fmt.Errorf("--sample is %d: sample at least 1 record", o.sample))
+	}
+	if o.table == "" && o.topic != "" {
+		o.table = schema.TableNameForTopic(o.topic)
+	}
+	if o.table != "" {
+		if err := schema.ValidateIdent("--table", o.table); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.group == "" {
+		o.group = "kafka2pg-" + o.table
+	}
+	switch {
+	case o.mode != "append" && o.mode != "upsert":
+		errs = append(errs, fmt.Errorf("--mode %q is not append or upsert", o.mode))
+	case o.mode == "upsert" && o.keyPath == "":
+		errs = append(errs, errors.New("--mode upsert needs --key-path: the path of the value that identifies a row"))
+	case o.mode == "append" && o.keyPath != "":
+		errs = append(errs, errors.New("--key-path needs --mode upsert"))
+	}
+	if o.nested != "flatten" && o.nested != "jsonb" {
+		errs = append(errs, fmt.Errorf("--nested %q is not flatten or jsonb", o.nested))
+	}
+	if o.timeout <= 0 {
+		errs = append(errs, fmt.Errorf("--timeout is %s: use a positive duration such as 30s", o.timeout))
+	}
+	if err := o.security.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// samples is what sampleTopic read.
+type samples struct {
+	values     [][]byte // record values, tombstones left out
+	tombstones int
+	partitions int
+	timedOut   bool // the timeout ended the sampling before every partition's end
+}
+
+// sampleTopic reads up to n records from the start of topic's partitions,
+// at most ceil(n / partitions with data) from each, and no further than the
+// end offsets seen at start. It joins no group and commits nothing. When
+// timeout passes first it returns what it read (timedOut), unless that is
+// nothing.
+func sampleTopic(ctx context.Context, opts []kgo.Opt, topic string, n int, timeout time.Duration) (*samples, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	admCl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, fmt.Errorf("create Kafka client: %w", err)
+	}
+	defer admCl.Close()
+	adm := kadm.NewClient(admCl)
+	topics, err := adm.ListTopics(ctx, topic)
+	if err != nil {
+		return nil, fmt.Errorf("describe topic %q: %w", topic, err)
+	}
+	td, ok := topics[topic]
+	switch {
+	case !ok || errors.Is(td.Err, kerr.UnknownTopicOrPartition):
+		return nil, fmt.Errorf("topic %q does not exist: check --topic and --kafka-brokers", topic)
+	case td.Err != nil:
+		return nil, fmt.Errorf("describe topic %q: %w", topic, td.Err)
+	}
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the start offsets of %q: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list the end offsets of %q: %w", topic, err)
+	}
+	smp := &samples{partitions: len(td.Partitions)}
+	from := map[int32]kgo.Offset{}
+	endOf := map[int32]int64{}
+	for p, end := range ends[topic] {
+		start, ok := starts.Lookup(topic, p)
+		if ok && end.Offset > start.Offset {
+			from[p] = kgo.NewOffset().At(start.Offset)
+			endOf[p] = end.Offset
+		}
+	}
+	if len(from) == 0 {
+		return nil, fmt.Errorf("topic %q has no records to sample: produce some first", topic)
+	}
+	perPartition := (n + len(from) - 1) / len(from)
+	cl, err := kgo.NewClient(append(opts, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))...)
+	if err != nil {
+		return nil, fmt.Errorf("create Kafka client: %w", err)
+	}
+	defer cl.Close()
+	taken := map[int32]int{}
+	for len(from) > 0 && len(smp.values)+smp.tombstones < n {
+		fetches := cl.PollFetches(ctx)
+		if ctx.Err() != nil {
+			smp.timedOut = true
+			break
+		}
+		if err := fetches.Err0(); err != nil && !errors.Is(err, context.Canceled) {
+			return nil, fmt.Errorf("read %q: %w", topic, err)
+		}
+		var done []int32
+		fetches.EachRecord(func(r *kgo.Record) {
+			if _, reading := from[r.Partition]; !reading || len(smp.values)+smp.tombstones >= n {
+				return
+			}
+			if r.Value == nil {
+				smp.tombstones++
+			} else {
+				smp.values = append(smp.values, r.Value)
+			}
+			taken[r.Partition]++
+			if taken[r.Partition] >= perPartition || r.Offset+1 >= endOf[r.Partition] {
+				delete(from, r.Partition)
+				done = append(done, r.Partition)
+			}
+		})
+		if len(done) > 0 {
+			cl.PauseFetchPartitions(map[string][]int32{topic: done})
+		}
+	}
+	if len(smp.values) == 0 {
+		return nil, fmt.Errorf("read no record values from %q within --timeout %s", topic, timeout)
+	}
+	return smp, nil
+}
+
+// Inference. Every sampled value that is a JSON object is walked; each path
+// collects what kinds of values it held. A path's column type is then read
+// off its stats (columnType); the rules are in the comments there.
+
+// maxFlattenDepth is how many members deep nested objects become columns;
+// deeper objects are jsonb.
+const maxFlattenDepth = 3
+
+// The printed config: the keys of --config (config.go), empty ones left out.
+type inferredConfig struct {
+	Brokers []string           `yaml:"kafka-brokers,flow"`
+	Group   string             `yaml:"kafka-group"`
+	Sinks   []inferredSinkYAML `yaml:"sinks"`
+}
+
+type inferredSinkYAML struct {
+	Topic   string               `yaml:"topic"`
+	Table   string               `yaml:"table"`
+	Mode    string               `yaml:"mode"`
+	Key     []string             `yaml:"key,omitempty,flow"`
+	Columns []inferredColumnYAML `yaml:"columns"`
+}
+
+type inferredColumnYAML struct {
+	Name    string `yaml:"name"`
+	Path    string `yaml:"path"`
+	Type    string `yaml:"type"`
+	NotNull bool   `yaml:"not_null,omitempty"`
+}
+
+// sink turns the inference into the config's sink, with the key column for
+// upsert.
+func (o *inferOptions) sink(inf *inference) (sinkConfig, error) {
+	cols := inf.columns(o.nested)
+	if len(cols) == 0 {
+		return sinkConfig{}, fmt.Errorf("the %d sampled values have no members to map: a raw sink (kafka2pg run --topic %s) stores them as they are", inf.docs, o.topic)
+	}
+	sc := sinkConfig{Topic: o.topic, Table: o.table, Mode: o.mode}
+	keyFound := false
+	for _, c := range cols {
+		path := jsonPathOf(c.steps)
+		if o.keyPath != "" && (o.keyPath == path || o.keyPath == strings.Join(c.steps, ".")) {
+			keyFound = true
+			if !c.notNull {
+				return sinkConfig{}, fmt.Errorf("--key-path %s is null or missing in some of the %d samples: choose a path every record has", o.keyPath, inf.docs)
+			}
+			if c.typ == "jsonb" {
+				return sinkConfig{}, fmt.Errorf("--key-path %s holds objects, arrays or mixed kinds (jsonb): choose a path of scalar values", o.keyPath)
+			}
+			sc.Key = []string{c.name}
+		}
+		sc.Columns = append(sc.Columns, columnConfig{Name: c.name, Path: path, Type: c.typ, NotNull: c.notNull})
+	}
+	if o.keyPath != "" && !keyFound {
+		return sinkConfig{}, fmt.Errorf("--key-path %s is not a column of the inferred sink: use one of the paths printed without it", o.keyPath)
+	}
+	return sc, nil
+}
+
+// render prints the config with a header comment holding the CREATE TABLE
+// that `run` would plan for it.
+func (o *inferOptions) render(inf *inference, smp *samples) (string, error) {
+	if inf.docs == 0 {
+		return "", fmt.Errorf("none of the %d sampled values is a JSON object: typed columns need JSON objects; a raw sink (kafka2pg run --topic %s) stores any value", inf.skipped, o.topic)
+	}
+	sc, err := o.sink(inf)
+	if err != nil {
+		return "", err
+	}
+	sink, err := buildSink(&runOptions{pgSchema: "public"}, sc)
+	if err != nil {
+		return "", fmt.Errorf("the inferred sink does not build (a bug in infer): %w", err)
+	}
+	cfg := inferredConfig{Brokers: o.brokers, Group: o.group, Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Mode: sc.Mode, Key: sc.Key}}}
+	for _, c := range sc.Columns {
+		cfg.Sinks[0].Columns = append(cfg.Sinks[0].Columns, inferredColumnYAML{Name: c.Name, Path: c.Path, Type: c.Type, NotNull: c.NotNull})
+	}
+	var doc yaml.Node
+	if err := doc.Encode(cfg); err != nil {
+		return "", fmt.Errorf("encode the config: %w", err)
+	}
+	flowColumns(&doc)
+	var body bytes.Buffer
+	enc := yaml.NewEncoder(&body)
+	enc.SetIndent(2)
+	if err := enc.Encode(&doc); err != nil {
+		return "", fmt.Errorf("encode the config: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kafka2pg infer: %d record values of topic %q (%d partitions) sampled", len(smp.values), o.topic, smp.partitions)
+	if inf.skipped > 0 || smp.tombstones > 0 {
+		fmt.Fprintf(&b, "; %d not JSON objects and %d tombstones left out", inf.skipped, smp.tombstones)
+	}
+	b.WriteString(".\n")
+	if smp.timedOut {
+		b.WriteString("# The sampling stopped at --timeout, before every partition's end.\n")
+	}
+	b.WriteString("# Types are guesses from the samples: read them, then `kafka2pg check --config FILE`.\n")
+	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL) and any Kafka TLS/SASL settings.\n#\n# The table run creates:\n#\n")
+	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(sink.Table)), "\n"), "\n") {
+		b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
+	}
+	b.WriteString("\n")
+	b.Write(body.Bytes())
+	return b.String(), nil
+}
+
+// flowColumns writes each column on one line: - {name: ..., path: ..., type: ...}.
+func flowColumns(n *yaml.Node) {
+	for i := 0; n.Kind == yaml.MappingNode && i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "columns" && n.Content[i+1].Kind == yaml.SequenceNode {
+			for _, item := range n.Content[i+1].Content {
+				item.Style = yaml.FlowStyle
+			}
+		}
+	}
+	for _, c := range n.Content {
+		flowColumns(c)
+	}
+}
