@@ -20,13 +20,26 @@ const ddlLockKey = "kafka2pg.ddl"
 // A mismatch is an error naming the table, the column and the fix, returned
 // before anything is written.
 func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
+	w.mu.Lock()
+	w.create = create
+	w.mu.Unlock()
 	seen := map[string]bool{}
 	for topic, sink := range w.cfg.Sinks {
-		t := sink.Table
-		if seen[t.QualifiedName()] {
+		if seen[sink.Table.QualifiedName()] {
 			continue
 		}
-		seen[t.QualifiedName()] = true
+		seen[sink.Table.QualifiedName()] = true
+		if err := w.ensureTable(ctx, topic, sink, create); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// ensureTable prepares one sink's table: create, evolve, then check.
+func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, create bool) error {
+	t := sink.Table
+	{
 		create := create && !sink.NoCreate
 		if create || sink.Evolve {
 			err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
@@ -98,6 +111,57 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 		}
 	}
 	return nil
+}
+
+// sinkFor returns the sink of a topic: configured, or resolved once through
+// Config.Resolve (a topic matched by a regex), whose table is then prepared
+// like EnsureTables prepares the configured ones.
+func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
+	if s, ok := w.cfg.Sinks[topic]; ok {
+		return s, nil
+	}
+	w.mu.Lock()
+	s, ok := w.resolved[topic]
+	create := w.create
+	w.mu.Unlock()
+	if ok {
+		return s, nil
+	}
+	if w.cfg.Resolve == nil {
+		return Sink{}, fmt.Errorf("no table is configured for topic %q", topic)
+	}
+	s, ok, err := w.cfg.Resolve(topic)
+	if err != nil {
+		return Sink{}, fmt.Errorf("sink for topic %q: %w", topic, err)
+	}
+	if !ok {
+		return Sink{}, fmt.Errorf("no table is configured for topic %q", topic)
+	}
+	if err := validateSink(topic, s); err != nil {
+		return Sink{}, err
+	}
+	if err := w.ensureTable(ctx, topic, s, create); err != nil {
+		return Sink{}, err
+	}
+	w.log.Info("new topic matched; table ready", "topic", topic, "table", s.Table.QualifiedName())
+	w.mu.Lock()
+	w.resolved[topic] = s
+	w.mu.Unlock()
+	return s, nil
+}
+
+// TableName names the table a topic's records go to, or "" when the topic
+// has no sink yet.
+func (w *Writer) TableName(topic string) string {
+	if s, ok := w.cfg.Sinks[topic]; ok {
+		return s.Table.QualifiedName()
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if s, ok := w.resolved[topic]; ok {
+		return s.Table.QualifiedName()
+	}
+	return ""
 }
 
 func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table) error {

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -61,8 +62,13 @@ type KeyMapper interface {
 type Config struct {
 	// Group is the consumer group the offsets rows belong to. Required.
 	Group string
-	// Sinks maps each topic to its table and mapping. Required.
+	// Sinks maps each topic to its table and mapping. Required unless
+	// Resolve is set.
 	Sinks map[string]Sink
+	// Resolve returns the sink of a topic that is not in Sinks (a topic a
+	// regex subscription matched); its table is prepared on first use.
+	// Optional.
+	Resolve func(topic string) (Sink, bool, error)
 	// ClaimLockTimeout is how long a claim waits for a writer's open
 	// transaction on the offsets row before terminating its backend.
 	// Default 10s.
@@ -132,6 +138,10 @@ type Writer struct {
 	pool *pgxpool.Pool
 	cfg  Config
 	log  *slog.Logger
+
+	mu       sync.Mutex
+	create   bool            // EnsureTables' create, for resolved sinks
+	resolved map[string]Sink // sinks found through Config.Resolve
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -140,23 +150,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if cfg.Group == "" {
 		return nil, errors.New("ingest: Config.Group is empty")
 	}
-	if len(cfg.Sinks) == 0 {
+	if len(cfg.Sinks) == 0 && cfg.Resolve == nil {
 		return nil, errors.New("ingest: Config.Sinks is empty")
 	}
 	for topic, sink := range cfg.Sinks {
-		if sink.Upsert == nil {
-			continue
-		}
-		if _, ok := sink.Mapper.(KeyMapper); !ok {
-			return nil, fmt.Errorf("ingest: the upsert sink of topic %q needs a KeyMapper", topic)
-		}
-		if len(sink.Upsert.Key) == 0 {
-			return nil, fmt.Errorf("ingest: the upsert sink of topic %q has no key columns", topic)
-		}
-		for _, k := range sink.Upsert.Key {
-			if !slices.Contains(sink.Table.ColumnNames(), k) {
-				return nil, fmt.Errorf("ingest: key column %q of topic %q is not a column of %s", k, topic, sink.Table.QualifiedName())
-			}
+		if err := validateSink(topic, sink); err != nil {
+			return nil, err
 		}
 	}
 	switch cfg.OnError {
@@ -173,7 +172,25 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, cfg: cfg, log: log}, nil
+	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}}, nil
+}
+
+func validateSink(topic string, sink Sink) error {
+	if sink.Upsert == nil {
+		return nil
+	}
+	if _, ok := sink.Mapper.(KeyMapper); !ok {
+		return fmt.Errorf("ingest: the upsert sink of topic %q needs a KeyMapper", topic)
+	}
+	if len(sink.Upsert.Key) == 0 {
+		return fmt.Errorf("ingest: the upsert sink of topic %q has no key columns", topic)
+	}
+	for _, k := range sink.Upsert.Key {
+		if !slices.Contains(sink.Table.ColumnNames(), k) {
+			return fmt.Errorf("ingest: key column %q of topic %q is not a column of %s", k, topic, sink.Table.QualifiedName())
+		}
+	}
+	return nil
 }
 
 const advanceSQL = `
@@ -204,9 +221,9 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 // rows that fail, which become dead letters; the rest lands in the same
 // transaction.
 func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
-	sink, ok := w.cfg.Sinks[b.Topic]
-	if !ok {
-		return Result{}, fmt.Errorf("write %s/%d: no table is configured for topic %q", b.Topic, b.Partition, b.Topic)
+	sink, err := w.sinkFor(ctx, b.Topic)
+	if err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	if b.NextOffset <= b.FirstOffset {
 		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"strings"
 	"time"
 
@@ -13,10 +14,14 @@ import (
 // Config configures a Reader. Each field maps to a run flag named in its
 // comment; the zero value means the default written there.
 type Config struct {
-	Brokers  []string // --kafka-brokers, required
-	Group    string   // --kafka-group, required
-	Topics   []string // --topic, required
-	ClientID string   // --kafka-client-id, default "kafka2pg"
+	Brokers []string // --kafka-brokers, required
+	Group   string   // --kafka-group, required
+	Topics  []string // --topic, required
+	// TopicsAreRegex makes Topics regular expressions (Go RE2, unanchored:
+	// use ^ and $): every topic matching one is consumed, including topics
+	// created later (noticed within MetadataMaxAge).
+	TopicsAreRegex bool
+	ClientID       string // --kafka-client-id, default "kafka2pg"
 
 	// Balancers in preference order (--kafka-balancers): cooperative-sticky
 	// (default), sticky, range, round-robin. Mixing cooperative-sticky with an
@@ -182,6 +187,12 @@ func (cfg Config) Validate() error {
 		add("--topic is missing: name at least one topic to consume")
 	}
 	for _, t := range cfg.Topics {
+		if cfg.TopicsAreRegex {
+			if _, err := regexp.Compile(t); err != nil {
+				add("topic_regex %q: %v", t, err)
+			}
+			continue
+		}
 		if t == "" || len(t) > 249 {
 			add("--topic %q is not a valid Kafka topic name (1 to 249 characters)", t)
 		}

@@ -184,6 +184,9 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		kgo.OnPartitionsLost(r.lost),
 		kgo.WithLogger(kgoLogger{cfg.Logger}),
 	}
+	if cfg.TopicsAreRegex {
+		opts = append(opts, kgo.ConsumeRegex())
+	}
 	cl, err := kgo.NewClient(append(opts, cfg.ExtraOpts...)...)
 	if err != nil {
 		return nil, fmt.Errorf("create Kafka client: %w", err)

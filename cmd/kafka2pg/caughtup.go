@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"regexp"
 	"sort"
 	"strings"
 	"time"
@@ -24,8 +25,32 @@ type caughtUpWatch struct {
 	target map[string]map[int32]int64 // only partitions with something to read
 }
 
-func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, isolation string) (*caughtUpWatch, error) {
+func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, regex bool, isolation string) (*caughtUpWatch, error) {
 	adm := kadm.NewClient(cl)
+	if regex {
+		// The patterns stand for the topics that match them now.
+		var res []*regexp.Regexp
+		for _, t := range topics {
+			res = append(res, regexp.MustCompile(t))
+		}
+		var listed kadm.TopicDetails
+		if err := retryKafka(ctx, func() (err error) { listed, err = adm.ListTopics(ctx); return err }); err != nil {
+			return nil, fmt.Errorf("--until-caught-up: list topics: %w", err)
+		}
+		topics = nil
+		for _, name := range listed.Names() {
+			for _, re := range res {
+				if re.MatchString(name) {
+					topics = append(topics, name)
+					break
+				}
+			}
+		}
+		sort.Strings(topics)
+		if len(topics) == 0 {
+			return &caughtUpWatch{pool: pool, group: group, target: map[string]map[int32]int64{}}, nil
+		}
+	}
 	var ends, starts kadm.ListedOffsets
 	err := retryKafka(ctx, func() error {
 		var err error

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -139,6 +140,25 @@ func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
 	}
 	defer cl.Close()
 	topics := slices.Sorted(slices.Values(o.reader.Topics))
+	if o.reader.TopicsAreRegex {
+		all, err := kadm.NewClient(cl).ListTopics(ctx)
+		if err != nil {
+			r.line("FAIL", "kafka %s: list topics: %v", brokers, err)
+			return
+		}
+		r.line("ok", "kafka %s: connected", brokers)
+		for _, pattern := range topics {
+			re := regexp.MustCompile(pattern)
+			var matched []string
+			for _, name := range all.Names() {
+				if re.MatchString(name) {
+					matched = append(matched, name)
+				}
+			}
+			r.line("ok", "subscription %s matches %d topic(s) now %v; tables of topic_regex sinks are prepared when a matching topic is first consumed", pattern, len(matched), matched)
+		}
+		return
+	}
 	details, err := kadm.NewClient(cl).ListTopics(ctx, topics...)
 	if err != nil {
 		r.line("FAIL", "kafka %s: list topics: %v", brokers, err)

@@ -36,6 +36,8 @@ func TestConfigRefusesUnknownKeysWithTheirLine(t *testing.T) {
 		{"a bad flag value", "kafka-brokers: [h:1]\nkafka-group: g\nbatch-max-rows: many\n", ":3: batch-max-rows"},
 		{"upsert without a key", "kafka-brokers: [h:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n  - topic: t\n    mode: upsert\n    columns:\n      - {name: id, path: id, type: bigint}\n", "mode upsert needs key"},
 		{"topic with sinks", "kafka-brokers: [h:1]\nkafka-group: g\ntopic: [x]\npg-url: postgres://x@h/db\nsinks:\n  - topic: t\n", "cannot be combined with sinks"},
+		{"a bad topic_regex", "kafka-brokers: [h:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n  - topic_regex: \"orders(\"\n", "topic_regex"},
+		{"topic and topic_regex together", "kafka-brokers: [h:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n  - {topic: a, topic_regex: b}\n", "not both"},
 		{"a bad column type", "kafka-brokers: [h:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n  - topic: t\n    columns:\n      - {name: a, path: a, type: varchar(0)}\n", `"a"`},
 	}
 	for _, c := range cases {

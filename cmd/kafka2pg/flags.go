@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -141,11 +142,25 @@ func (o *runOptions) validate() error {
 			errs = append(errs, errors.New("--topic and --table cannot be combined with sinks in --config: name the topics in the sinks"))
 		}
 		for _, sc := range o.sinks {
-			if sc.TopicRegex != "" {
-				errs = append(errs, fmt.Errorf("--config line %d: topic_regex is not supported yet: list the topics, one sink each", sc.Line))
+			switch {
+			case sc.TopicRegex != "" && sc.Topic != "":
+				errs = append(errs, fmt.Errorf("--config line %d: a sink has topic or topic_regex, not both", sc.Line))
+			case sc.TopicRegex != "":
+				o.reader.TopicsAreRegex = true
 			}
-			if sc.Topic != "" && !slices.Contains(o.reader.Topics, sc.Topic) {
-				o.reader.Topics = append(o.reader.Topics, sc.Topic)
+		}
+		// With a regex sink every subscription is a regex: literal topics
+		// are quoted, and every pattern is anchored.
+		for _, sc := range o.sinks {
+			t := sc.Topic
+			switch {
+			case sc.TopicRegex != "":
+				t = "^(?:" + sc.TopicRegex + ")$"
+			case o.reader.TopicsAreRegex && t != "":
+				t = "^" + regexp.QuoteMeta(t) + "$"
+			}
+			if t != "" && !slices.Contains(o.reader.Topics, t) {
+				o.reader.Topics = append(o.reader.Topics, t)
 			}
 		}
 	}

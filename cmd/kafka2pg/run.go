@@ -129,7 +129,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
-	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, ClaimLockTimeout: o.claimLockWait,
+	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
 		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, Logger: log})
 	if err != nil {
 		return err
@@ -171,7 +171,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
 			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
-		m.observeWrite(sinks[b.Topic].Table.QualifiedName(), b, res, err)
+		m.observeWrite(w.TableName(b.Topic), b, res, err)
 		rowsWritten.Add(int64(res.Rows))
 		deadLettered.Add(int64(res.DeadLetters))
 		var stop *ingest.StopError
@@ -206,7 +206,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	defer stopRun()
 	var caughtUp *caughtUpWatch
 	if o.untilCaughtUp {
-		caughtUp, err = newCaughtUpWatch(ctx, rd.Client(), pool, o.reader.Group, o.reader.Topics, o.reader.IsolationLevel)
+		caughtUp, err = newCaughtUpWatch(ctx, rd.Client(), pool, o.reader.Group, o.reader.Topics, o.reader.TopicsAreRegex, o.reader.IsolationLevel)
 		if err != nil {
 			return err
 		}

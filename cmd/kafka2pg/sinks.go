@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"regexp"
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -28,6 +29,15 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	}
 	var errs []error
 	for _, sc := range o.sinks {
+		if sc.TopicRegex != "" {
+			// Checked now with a sample topic name, built per topic later.
+			probe := sc
+			probe.Topic = "probe"
+			if _, err := buildSink(o, probe); err != nil {
+				errs = append(errs, fmt.Errorf("--config %s: sink of topic_regex %q at line %d: %w", o.configPath, sc.TopicRegex, sc.Line, err))
+			}
+			continue
+		}
 		sink, err := buildSink(o, sc)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--config %s: sink of topic %q at line %d: %w", o.configPath, sc.Topic, sc.Line, err))
@@ -114,4 +124,34 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 func (m metadataConfig) empty() bool {
 	return m.Topic == "" && m.Partition == "" && m.Offset == "" && m.Timestamp == "" && m.TimestampType == "" &&
 		m.Key == "" && m.KeyFormat == "" && m.Headers == "" && len(m.Header) == 0
+}
+
+// sinkResolver returns the ingest.Config.Resolve of the config's regex
+// sinks: the first sink whose anchored topic_regex matches a topic builds
+// that topic's sink (its table named from the ${topic} template).
+func sinkResolver(o *runOptions) func(topic string) (ingest.Sink, bool, error) {
+	type regexSink struct {
+		re *regexp.Regexp
+		sc sinkConfig
+	}
+	var rs []regexSink
+	for _, sc := range o.sinks {
+		if sc.TopicRegex != "" {
+			rs = append(rs, regexSink{regexp.MustCompile("^(?:" + sc.TopicRegex + ")$"), sc})
+		}
+	}
+	if len(rs) == 0 {
+		return nil
+	}
+	return func(topic string) (ingest.Sink, bool, error) {
+		for _, r := range rs {
+			if r.re.MatchString(topic) {
+				sc := r.sc
+				sc.Topic = topic
+				s, err := buildSink(o, sc)
+				return s, err == nil, err
+			}
+		}
+		return ingest.Sink{}, false, nil
+	}
 }
