@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -32,55 +31,15 @@ import (
 const checkTimeout = 30 * time.Second
 
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newRunFlagSet(stderr)
-	var o runOptions
-	defineRunFlags(fs, &o)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kafka2pg check --config FILE [run's flags]\n\nChecks the configuration against Kafka and Postgres and prints the DDL run would execute; writes nothing.\nExit 0: run would start; 1: a check failed; 2: bad flags or configuration.\n\n%s", fs.FlagUsages())
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kafka2pg check: %v (see 'kafka2pg check --help')\n", err)
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kafka2pg check: unexpected argument %q: flags only (did you mean --config %s?)\n", fs.Arg(0), fs.Arg(0))
-		return exitUsage
-	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg check: %v\n", err)
-		return exitUsage
-	}
-	if o.configPath != "" {
-		cfg, err := loadConfig(o.configPath, fs)
-		if err == nil {
-			err = cfg.apply(fs)
-		}
-		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg check: invalid configuration:\n%v\n", err)
-			return exitUsage
-		}
-		o.sinks = cfg.sinks
-	}
-	if err := resolvePGURL(&o); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg check: %v\n", err)
-		return exitUsage
-	}
-	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg check: invalid configuration:\n%v\n", err)
-		return exitUsage
-	}
-	sinks, err := buildSinks(&o)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg check: invalid configuration:\n%v\n", err)
-		return exitUsage
+	o, sinks, code, ok := loadRunOptions("check", args, stderr,
+		"Usage: kafka2pg check --config FILE [run's flags]\n\nChecks the configuration against Kafka and Postgres and prints the DDL run would execute; writes nothing.\nExit 0: run would start; 1: a check failed; 2: bad flags or configuration.\n\n%s")
+	if !ok {
+		return code
 	}
 	r := &checkReport{w: stdout}
 	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.reader.Group)
-	checkKafka(ctx, r, &o)
-	checkPostgres(ctx, r, &o, sinks)
+	checkKafka(ctx, r, o)
+	checkPostgres(ctx, r, o, sinks)
 	if r.failed > 0 {
 		fmt.Fprintf(stdout, "\ncheck FAILED: %d problem(s); run would not start or would not write as configured\n", r.failed)
 		return exitError

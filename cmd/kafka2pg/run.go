@@ -20,26 +20,46 @@ import (
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newRunFlagSet(stderr)
-	var o runOptions
-	defineRunFlags(fs, &o)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n", fs.FlagUsages())
+	o, _, code, ok := loadRunOptions("run", args, stderr,
+		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n")
+	if !ok {
+		return code
 	}
+	log := newLogger(stderr, o.logFormat, o.logLevel)
+	if err := runBridge(ctx, o, log, nil); err != nil {
+		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
+		return exitError
+	}
+	return exitOK
+}
+
+// loadRunOptions reads run's flags, the environment and the config file, in
+// that order of precedence, and checks all of it, mappings included, before
+// anything connects; `run` and `check` share it. usage is a format with one
+// %s for the flag list. On failure it has printed why (naming the command)
+// and returns the exit code.
+func loadRunOptions(command string, args []string, stderr io.Writer, usage string) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	fs := newRunFlagSet(stderr)
+	o = &runOptions{}
+	defineRunFlags(fs, o)
+	fs.Usage = func() { fmt.Fprintf(stderr, usage, fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
+			return nil, nil, exitOK, false
 		}
-		fmt.Fprintf(stderr, "kafka2pg run: %v (see 'kafka2pg run --help')\n", err)
-		return exitUsage
+		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", command, err, command)
+		return nil, nil, exitUsage, false
 	}
 	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kafka2pg run: unexpected argument %q: flags only (did you mean --topic %s?)\n", fs.Arg(0), fs.Arg(0))
-		return exitUsage
+		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
+		return nil, nil, exitUsage, false
+	}
+	invalid := func(err error) (*runOptions, map[string]ingest.Sink, int, bool) {
+		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
+		return nil, nil, exitUsage, false
 	}
 	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
-		return exitUsage
+		return invalid(err)
 	}
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, fs)
@@ -47,29 +67,21 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			err = cfg.apply(fs)
 		}
 		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
-			return exitUsage
+			return invalid(err)
 		}
 		o.sinks = cfg.sinks
 	}
-	if err := resolvePGURL(&o); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg run: %v\n", err)
-		return exitUsage
+	if err := resolvePGURL(o); err != nil {
+		return invalid(err)
 	}
 	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
-		return exitUsage
+		return invalid(err)
 	}
-	if _, err := buildSinks(&o); err != nil { // the mappings, checked before anything connects
-		fmt.Fprintf(stderr, "kafka2pg run: invalid configuration; nothing was written:\n%v\n", err)
-		return exitUsage
+	sinks, err := buildSinks(o)
+	if err != nil {
+		return invalid(err)
 	}
-	log := newLogger(stderr, o.logFormat, o.logLevel)
-	if err := runBridge(ctx, &o, log, nil); err != nil {
-		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
-		return exitError
-	}
-	return exitOK
+	return o, sinks, exitOK, true
 }
 
 func newRunFlagSet(stderr io.Writer) *pflag.FlagSet {
