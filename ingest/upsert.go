@@ -178,18 +178,7 @@ func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, e
 		}
 		res.Rows = len(ops)
 	}
-	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
-		return Result{}, err
-	}
-	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-		return Result{}, err
-	}
-	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-	}
-	res.CommitDuration = time.Since(commitStart)
-	return res, nil
+	return w.finish(ctx, tx, b, sink, bad, res)
 }
 
 // upsertIsolated applies the batch one operation at a time, in offset
@@ -286,16 +275,5 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Resul
 		}
 		return Result{Rows: res.Rows}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
 	}
-	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
-		return Result{}, err
-	}
-	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-		return Result{}, err
-	}
-	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-	}
-	res.CommitDuration = time.Since(commitStart)
-	return res, nil
+	return w.finish(ctx, tx, b, sink, bad, res)
 }

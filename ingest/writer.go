@@ -293,18 +293,7 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 	if len(src.bad) > 0 && w.cfg.OnError == OnErrorStop {
 		return Result{}, errIsolate // commit only what comes before the first bad record
 	}
-	if err := w.handleBad(ctx, tx, b, sink, src.bad, &res); err != nil {
-		return Result{}, err
-	}
-	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-		return Result{}, err
-	}
-	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-	}
-	res.CommitDuration = time.Since(commitStart)
-	return res, nil
+	return w.finish(ctx, tx, b, sink, src.bad, res)
 }
 
 // writeIsolated redoes a batch whose fast path met bad rows: it finds every
@@ -362,18 +351,7 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 		return Result{Rows: len(prefix)}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
 			Kind: first.kind, Err: first.err}
 	}
-	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
-		return Result{}, err
-	}
-	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-		return Result{}, err
-	}
-	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-	}
-	res.CommitDuration = time.Since(commitStart)
-	return res, nil
+	return w.finish(ctx, tx, b, sink, bad, res)
 }
 
 // NotifyChannel is the channel a table's batches are announced on with
@@ -400,6 +378,23 @@ func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, row
 		return fmt.Errorf("write %s/%d: notify: %w", b.Topic, b.Partition, err)
 	}
 	return nil
+}
+
+// finish ends a batch's transaction: the bad records by OnError, the
+// notification, COMMIT.
+func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad []badRecord, res Result) (Result, error) {
+	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
+		return Result{}, err
+	}
+	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
+		return Result{}, err
+	}
+	commitStart := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+	}
+	res.CommitDuration = time.Since(commitStart)
+	return res, nil
 }
 
 // handleBad dead-letters (or, with OnError "skip", only logs) bad records
