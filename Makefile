@@ -16,7 +16,7 @@ BIN := bin/kafka2pg
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart
+.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart bench
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kafka2pg
@@ -164,3 +164,10 @@ faults: build
 chart: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
 	$(GO) run ./internal/metricschart/cmd -bin $(BIN) -pg-url "$$url" -out docs/img/metrics.svg
+
+# bench measures kafka2pg against the binary COPY ceiling and two INSERT
+# baselines in one run against one Postgres, and writes bench/results.md and
+# bench/results.svg (see issue 10; about 3-4 minutes at 1M records).
+bench: build
+	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
+	$(GO) run ./bench -pg-url "$$url" -out bench/results.md -chart bench/results.svg

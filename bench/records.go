@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// partitions is the partition count of every bench topic.
+const partitions = 8
+
+// The bench tables, in the public schema; each run drops and recreates them.
+const (
+	typedTable = "bench_typed"
+	rawTable   = "bench_raw"
+)
+
+var (
+	events    = []string{"page_view", "add_to_cart", "checkout_started", "checkout_completed", "refund_requested"}
+	currency  = []string{"EUR", "USD", "GBP", "CHF"}
+	countries = []string{"DE", "FR", "US", "GB", "NL", "CH", "ES", "IT"}
+	pages     = []string{"/", "/pricing", "/docs/exactly-once", "/blog/copy-vs-insert", "/signup", "/cart"}
+	devices   = []string{"mobile", "desktop", "tablet"}
+	referrers = []string{"google", "newsletter", "direct", "partner-site", "social"}
+)
+
+// tsBase is the ts field of record 0; record i is i ms later.
+var tsBase = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+
+// recordValue is the JSON value of record id: deterministic, about 250 bytes.
+func recordValue(id int) []byte {
+	return fmt.Appendf(nil, `{"id":%d,"user_id":"u%06d","event":%q,"amount":%d.%02d,"currency":%q,"country":%q,"ts":%q,`+
+		`"props":{"page":%q,"ref":%q,"device":%q,"session":"s%08d","ab":"x%03d%c"}}`,
+		id, id%100_000, events[id%len(events)], id%100_000, id%100, currency[id%len(currency)], countries[id%len(countries)],
+		tsBase.Add(time.Duration(id)*time.Millisecond).Format(time.RFC3339Nano),
+		pages[id%len(pages)], referrers[id%len(referrers)], devices[id%len(devices)], id*7919%100_000_000, id%1000, 'a'+rune(id%2))
+}
+
+// meanRecordBytes is the mean key+value size of records 0..n-1: the basis
+// of every MB/s figure (Kafka input consumed).
+func meanRecordBytes(n int) float64 {
+	total := 0
+	for id := range n {
+		total += len(recordKey(id)) + len(recordValue(id))
+	}
+	return float64(total) / float64(max(n, 1))
+}
+
+// recordKey is the Kafka key of record id.
+func recordKey(id int) []byte { return fmt.Appendf(nil, "u%06d", id%100_000) }
+
+// partitionOf and offsetOf place record id: produced in id order with the
+// manual partitioner, partition p holds ids p, p+8, p+16, ... at offsets 0,
+// 1, 2, ..., so the ceiling can build the rows the bridge will write.
+func partitionOf(id int) int32 { return int32(id % partitions) }
+func offsetOf(id int) int64    { return int64(id / partitions) }
+
+// schemaRecord is record id as the bridge sees it.
+func schemaRecord(topic string, id int, ts time.Time) *schema.Record {
+	return &schema.Record{Topic: topic, Partition: partitionOf(id), Offset: offsetOf(id), Timestamp: ts,
+		TimestampType: schema.TimestampCreateTime, Key: recordKey(id), Value: recordValue(id)}
+}
+
+// typedColumns is the typed table: eight columns from the JSON value and two
+// of Kafka metadata. configYAML writes the same mapping for the bridge.
+var typedColumns = []schema.ColumnSpec{
+	{Name: "id", Path: "id", Type: "bigint", NotNull: true},
+	{Name: "user_id", Path: "user_id", Type: "text"},
+	{Name: "event", Path: "event", Type: "text"},
+	{Name: "amount", Path: "amount", Type: "numeric(12,2)"},
+	{Name: "currency", Path: "currency", Type: "varchar(3)"},
+	{Name: "country", Path: "country", Type: "text"},
+	{Name: "ts", Path: "ts", Type: "timestamptz"},
+	{Name: "props", Path: "props", Type: "jsonb"},
+}
+
+func typedSpec() schema.MappingSpec {
+	return schema.MappingSpec{Schema: "public", Table: typedTable, Columns: typedColumns,
+		Metadata: schema.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}}
+}
+
+// configYAML is the bridge's --config for the typed sink of topic.
+func configYAML(topic string) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "sinks:\n  - topic: %s\n    table: %s\n    schema: public\n    mode: append\n    columns:\n", topic, typedTable)
+	for _, c := range typedColumns {
+		fmt.Fprintf(&b, "      - {name: %s, path: %s, type: %q, not_null: %t}\n", c.Name, c.Path, c.Type, c.NotNull)
+	}
+	b.WriteString("    metadata: {partition: kafka_partition, offset: kafka_offset}\n")
+	return b.String()
+}
+
+// kafka is the broker the bench produces to and consumes from.
+type kafka struct {
+	brokers []string
+	admin   *kadm.Client
+	cl      *kgo.Client
+}
+
+func newKafka(brokers []string) (*kafka, error) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+		kgo.MaxBufferedRecords(200_000), kgo.ProducerLinger(2*time.Millisecond))
+	if err != nil {
+		return nil, fmt.Errorf("kafka client: %w", err)
+	}
+	return &kafka{brokers: brokers, admin: kadm.NewClient(cl), cl: cl}, nil
+}
+
+func (k *kafka) Close() { k.cl.Close() }
+
+// fill creates topic with 8 partitions and produces records 0..n-1 into it,
+// waiting until Kafka acknowledged them all.
+func (k *kafka) fill(ctx context.Context, topic string, n int) error {
+	resp, err := k.admin.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
+	}
+	if resp.Err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, resp.Err)
+	}
+	var (
+		mu     sync.Mutex
+		failed error
+	)
+	for id := range n {
+		r := &kgo.Record{Topic: topic, Partition: partitionOf(id), Key: recordKey(id), Value: recordValue(id)}
+		k.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				mu.Lock()
+				failed = err
+				mu.Unlock()
+			}
+		})
+	}
+	if err := k.cl.Flush(ctx); err != nil {
+		return fmt.Errorf("produce to %s: %w", topic, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if failed != nil {
+		return fmt.Errorf("produce to %s: %w", topic, failed)
+	}
+	return nil
+}
+
+// drop deletes topic, so the broker frees its records.
+func (k *kafka) drop(ctx context.Context, topic string) error {
+	resp, err := k.admin.DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("delete topic %s: %w", topic, err)
+	}
+	return nil
+}
