@@ -29,6 +29,17 @@
 # KAFKA_START_TIMEOUT (seconds, default 120).
 set -euo pipefail
 
+# cluster_id: a random KRaft cluster id that never starts with '-' (the
+# storage tool would take it for an option), like Kafka's own Uuid.
+cluster_id() {
+	local id
+	while :; do
+		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+		[ "${id:0:1}" != "-" ] && break
+	done
+	printf '%s' "$id"
+}
+
 prog=kafka-up-sasl
 # shellcheck source=kafka/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../kafka/lib.sh"
@@ -175,7 +186,7 @@ up)
 		write_config "$certs" "$user" "$pass"
 		"$java_bin" -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \
 			"-Dlog4j2.configurationFile=$kafka_src/tools-log4j2.properties" -cp "$libs/*" \
-			kafka.tools.StorageTool format -t "$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')" \
+			kafka.tools.StorageTool format -t "$(cluster_id)" \
 			-c "$(node_config 1)" \
 			--add-scram "SCRAM-SHA-256=[name=\"$user\",password=\"$pass\"]" \
 			--add-scram "SCRAM-SHA-512=[name=\"$user\",password=\"$pass\"]" \

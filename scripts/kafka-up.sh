@@ -99,9 +99,16 @@ pick_ports() {
 }
 
 # cluster_id prints a new random cluster id: 16 bytes, URL-safe base64 with
-# no padding (what `StorageTool random-uuid` prints, without a JVM).
+# no padding (what `StorageTool random-uuid` prints, without a JVM). Like
+# Kafka's own Uuid, it never starts with '-': the storage tool's argument
+# parser would take such an id for an option (1 run in 64 failed so).
 cluster_id() {
-	head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n'
+	local id
+	while :; do
+		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+		[ "${id:0:1}" != "-" ] && break
+	done
+	printf '%s' "$id"
 }
 
 # write_configs writes nodeN/server.properties for nodes 1..$1 from
