@@ -4,15 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
+	"github.com/kafka2pg/kafka2pg/internal/livebridge"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -34,7 +32,7 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 	if err := e.resetTable(ctx, t, false); err != nil {
 		return result{}, err
 	}
-	addr, err := freeAddr()
+	addr, err := livebridge.FreeAddr()
 	if err != nil {
 		return result{}, err
 	}
@@ -50,8 +48,8 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 		args = append(args, "--topic", topic, "--table", rawTable, "--pg-schema", "public")
 	}
 	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env = withoutKafka2pgEnv(os.Environ())
-	var log syncBuffer
+	cmd.Env = livebridge.Env(os.Environ())
+	var log livebridge.LogBuffer
 	cmd.Stdout, cmd.Stderr = &log, &log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 
@@ -96,7 +94,7 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 		}
 		peak = max(peak, peakRSS(pid))
 		at := time.Now() // the values are read when the request arrives
-		body, err := get(ctx, client, url)
+		body, err := livebridge.Get(ctx, client, url)
 		if err != nil {
 			continue // not listening yet
 		}
@@ -126,63 +124,4 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 	}
 	e.logf("%-28s %s", r.title(), r.summary())
 	return r, e.dropTable(ctx, t)
-}
-
-func get(ctx context.Context, client *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(b), nil
-}
-
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// withoutKafka2pgEnv drops KAFKA2PG_* variables: only the flags configure
-// the bridge.
-func withoutKafka2pgEnv(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "KAFKA2PG_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
-// syncBuffer is the bridge's log, written by exec's copying goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -24,9 +24,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"io"
+	"github.com/kafka2pg/kafka2pg/internal/livebridge"
 	"math"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -136,18 +135,18 @@ func run(ctx context.Context, o options) error {
 		return err
 	}
 
-	addr, err := freeAddr()
+	addr, err := livebridge.FreeAddr()
 	if err != nil {
 		return err
 	}
-	var logBuf syncBuffer
+	var logBuf livebridge.LogBuffer
 	cmd := exec.CommandContext(ctx, bin, "run",
 		"--kafka-brokers", brokers, "--kafka-group", group, "--topic", topic,
 		"--pg-url", o.pgURL, "--table", table,
 		"--kafka-fetch-max-wait", "100ms", "--kafka-heartbeat-interval", "500ms",
 		"--progress-interval", "0", "--metrics-addr", addr, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf
-	cmd.Env = withoutKafka2pgEnv(os.Environ())
+	cmd.Env = livebridge.Env(os.Environ())
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start %s: %w", bin, err)
 	}
@@ -234,7 +233,7 @@ func scrapeUntilCaughtUp(ctx context.Context, url string, interval time.Duration
 		// The time of the request, not of the answer: the values are read
 		// when the request arrives.
 		at := time.Since(started).Seconds()
-		body, err := get(ctx, client, url)
+		body, err := livebridge.Get(ctx, client, url)
 		if err != nil {
 			continue // not listening yet
 		}
@@ -256,26 +255,6 @@ func scrapeUntilCaughtUp(ctx context.Context, url string, interval time.Duration
 			return samples, nil
 		}
 	}
-}
-
-func get(ctx context.Context, client *http.Client, url string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return "", fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	return string(b), nil
 }
 
 func buildChart(o options, samples []sample, produced int64, pgVersion string, burstAt time.Duration) *metricschart.Chart {
@@ -433,27 +412,6 @@ func describeCommit() string {
 	return commit
 }
 
-func freeAddr() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
-}
-
-// withoutKafka2pgEnv drops KAFKA2PG_* variables: only the flags configure
-// the bridge.
-func withoutKafka2pgEnv(env []string) []string {
-	var out []string
-	for _, kv := range env {
-		if !strings.HasPrefix(kv, "KAFKA2PG_") {
-			out = append(out, kv)
-		}
-	}
-	return out
-}
-
 func thousands(n int64) string {
 	s := fmt.Sprint(n)
 	var b strings.Builder
@@ -464,22 +422,4 @@ func thousands(n int64) string {
 		b.WriteRune(r)
 	}
 	return b.String()
-}
-
-// syncBuffer is the bridge's log, written by exec's copying goroutines.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
