@@ -348,3 +348,52 @@ load_env() {
 	# shellcheck disable=SC1091
 	. "$state/env"
 }
+
+# port_is_free tells whether nothing is bound to 127.0.0.1:$1.
+port_is_free() {
+	if command -v python3 >/dev/null 2>&1; then
+		python3 - "$1" >/dev/null 2>&1 <<'EOF'
+import socket, sys
+s = socket.socket()
+# As the broker binds: a port whose old connections linger in TIME_WAIT
+# (a node just killed) is free for it.
+s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+s.bind(("127.0.0.1", int(sys.argv[1])))
+EOF
+	elif tcp_open "127.0.0.1:$1"; then
+		return 1
+	fi
+}
+
+# pick_ports sets the array ports to $1 distinct free ports, below the
+# ephemeral range (32768+) so an outgoing connection cannot take one
+# between a node's stop and its restart.
+pick_ports() {
+	local want=$1 port p taken _
+	ports=()
+	for _ in $(seq 1 200); do
+		[ "${#ports[@]}" -lt "$want" ] || return 0
+		port=$((15000 + RANDOM % 17000))
+		taken=0
+		for p in "${ports[@]}"; do
+			[ "$p" != "$port" ] || taken=1
+		done
+		if [ "$taken" -eq 0 ] && port_is_free "$port"; then
+			ports+=("$port")
+		fi
+	done
+	die "found no $want free TCP ports on 127.0.0.1"
+}
+
+# cluster_id prints a new random cluster id: 16 bytes, URL-safe base64 with
+# no padding (what `StorageTool random-uuid` prints, without a JVM). Like
+# Kafka's own Uuid, it never starts with '-': the storage tool's argument
+# parser would take such an id for an option (1 run in 64 failed so).
+cluster_id() {
+	local id
+	while :; do
+		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
+		[ "${id:0:1}" != "-" ] && break
+	done
+	printf '%s' "$id"
+}

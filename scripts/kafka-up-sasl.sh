@@ -29,17 +29,6 @@
 # KAFKA_START_TIMEOUT (seconds, default 120).
 set -euo pipefail
 
-# cluster_id: a random KRaft cluster id that never starts with '-' (the
-# storage tool would take it for an option), like Kafka's own Uuid.
-cluster_id() {
-	local id
-	while :; do
-		id=$(head -c 16 /dev/urandom | base64 | tr '+/' '-_' | tr -d '=\n')
-		[ "${id:0:1}" != "-" ] && break
-	done
-	printf '%s' "$id"
-}
-
 prog=kafka-up-sasl
 # shellcheck source=kafka/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../kafka/lib.sh"
@@ -67,38 +56,6 @@ ensure_shared_libs() {
 	ensure_libs
 	exec 9>&-
 	state=$saved
-}
-
-# port_is_free tells whether nothing is bound to 127.0.0.1:$1.
-port_is_free() {
-	if command -v python3 >/dev/null 2>&1; then
-		python3 - "$1" >/dev/null 2>&1 <<'EOF'
-import socket, sys
-s = socket.socket()
-s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-s.bind(("127.0.0.1", int(sys.argv[1])))
-EOF
-	elif tcp_open "127.0.0.1:$1"; then
-		return 1
-	fi
-}
-
-# pick_ports sets the array ports to $1 distinct free ports below 32768.
-pick_ports() {
-	local want=$1 port p taken _
-	ports=()
-	for _ in $(seq 1 200); do
-		[ "${#ports[@]}" -lt "$want" ] || return 0
-		port=$((15000 + RANDOM % 17000))
-		taken=0
-		for p in "${ports[@]}"; do
-			[ "$p" != "$port" ] || taken=1
-		done
-		if [ "$taken" -eq 0 ] && port_is_free "$port"; then
-			ports+=("$port")
-		fi
-	done
-	die "found no $want free TCP ports on 127.0.0.1"
 }
 
 stop_ours() {
