@@ -275,26 +275,9 @@ func notMigratedYet(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
 }
 
-// pollUntil calls check every 50ms until it reports done, and fails the test
-// with what and the last status when timeout passes first. check may call
-// t.Fatal.
-func pollUntil(t testing.TB, timeout time.Duration, what string, check func() (done bool, status string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		done, status := check()
-		if done {
-			return
-		}
-		if err := t.Context().Err(); err != nil {
-			t.Fatalf("wait for %s: %v (last status: %s)", what, err, status)
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("wait for %s: not done after %v (last status: %s)", what, timeout, status)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
+// pollUntil polls with a deadline (kafkatest.Poll): it calls check every
+// 50ms until done, failing with what and the last status on timeout.
+var pollUntil = kafkatest.Poll
 
 // randomDuration returns a uniformly random duration in [lo, hi).
 func randomDuration(lo, hi time.Duration) time.Duration {

@@ -78,7 +78,7 @@ func (k *Kafka) AddPartitions(t testing.TB, topic string, add int) {
 
 func (k *Kafka) waitPartitions(t testing.TB, topic string, partitions int) {
 	t.Helper()
-	poll(t, requestTimeout, fmt.Sprintf("topic %q has %d partitions with leaders", topic, partitions), func() (bool, string) {
+	Poll(t, requestTimeout, fmt.Sprintf("topic %q has %d partitions with leaders", topic, partitions), func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
 		defer cancel()
 		ends, err := k.adm.ListEndOffsets(ctx, topic)
@@ -124,20 +124,7 @@ func (k *Kafka) DeleteRecordsBefore(t testing.TB, topic string, before map[int32
 // StartOffsets returns the log start offset of every partition of the topic.
 func (k *Kafka) StartOffsets(t testing.TB, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
-	defer cancel()
-	listed, err := k.adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = listed.Error()
-	}
-	if err != nil {
-		t.Fatalf("list start offsets of %q: %v", topic, err)
-	}
-	starts := make(map[int32]int64)
-	for p, o := range listed[topic] {
-		starts[p] = o.Offset
-	}
-	return starts
+	return k.listOffsets(t, "start", topic, k.adm.ListStartOffsets)
 }
 
 // Compact runs log compaction now on every topic with cleanup.policy=compact

@@ -98,17 +98,7 @@ func (k *Kafka) CreateTopic(t testing.TB, prefix string, partitions int32) strin
 		})
 	}
 	// A fresh topic on a real broker can take a moment to have leaders.
-	poll(t, requestTimeout, fmt.Sprintf("topic %q has %d partitions with leaders", topic, partitions), func() (bool, string) {
-		ends, err := k.adm.ListEndOffsets(ctx, topic)
-		if err != nil {
-			return false, err.Error()
-		}
-		if err := ends.Error(); err != nil {
-			return false, err.Error()
-		}
-		n := len(ends[topic])
-		return n == int(partitions), fmt.Sprintf("%d partitions listed", n)
-	})
+	k.waitPartitions(t, topic, int(partitions))
 	return topic
 }
 
@@ -138,23 +128,30 @@ func (k *Kafka) TryProduce(ctx context.Context, rs ...*kgo.Record) error {
 // topic: the offset the next produced record will get.
 func (k *Kafka) EndOffsets(t testing.TB, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
-	defer cancel()
-	listed, err := k.adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = listed.Error()
-	}
-	if err != nil {
-		t.Fatalf("list end offsets of %q: %v", topic, err)
-	}
-	ends := make(map[int32]int64)
-	for p, o := range listed[topic] {
-		ends[p] = o.Offset
-	}
+	ends := k.listOffsets(t, "end", topic, k.adm.ListEndOffsets)
 	if len(ends) == 0 {
 		t.Fatalf("list end offsets of %q: no partitions in the answer", topic)
 	}
 	return ends
+}
+
+// listOffsets lists one kind of offset of every partition of the topic.
+func (k *Kafka) listOffsets(t testing.TB, kind, topic string, list func(context.Context, ...string) (kadm.ListedOffsets, error)) map[int32]int64 {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
+	defer cancel()
+	listed, err := list(ctx, topic)
+	if err == nil {
+		err = listed.Error()
+	}
+	if err != nil {
+		t.Fatalf("list %s offsets of %q: %v", kind, topic, err)
+	}
+	out := make(map[int32]int64)
+	for p, o := range listed[topic] {
+		out[p] = o.Offset
+	}
+	return out
 }
 
 // GroupOffsets returns the group's committed offsets for the topic, by
@@ -230,7 +227,7 @@ func (k *Kafka) GroupState(t testing.TB, group, topic string) (string, []GroupMe
 func (k *Kafka) WaitGroupStable(t testing.TB, group, topic string, members int, partitions int32, timeout time.Duration) []GroupMember {
 	t.Helper()
 	var got []GroupMember
-	poll(t, timeout, fmt.Sprintf("group %q stable with %d members covering %d partitions of %q", group, members, partitions, topic), func() (bool, string) {
+	Poll(t, timeout, fmt.Sprintf("group %q stable with %d members covering %d partitions of %q", group, members, partitions, topic), func() (bool, string) {
 		g, err := k.describeGroup(t.Context(), group)
 		if err != nil {
 			return false, err.Error()
@@ -286,7 +283,7 @@ func groupMembers(g kadm.DescribedGroup, topic string) []GroupMember {
 // Dead), which is when Kafka accepts offset commits from outside the group.
 func (k *Kafka) WaitGroupEmpty(t testing.TB, group string, timeout time.Duration) {
 	t.Helper()
-	poll(t, timeout, fmt.Sprintf("group %q empty", group), func() (bool, string) {
+	Poll(t, timeout, fmt.Sprintf("group %q empty", group), func() (bool, string) {
 		g, err := k.describeGroup(t.Context(), group)
 		if err != nil {
 			return false, err.Error()
@@ -317,9 +314,9 @@ func (k *Kafka) describeGroup(ctx context.Context, group string) (kadm.Described
 	return g, nil
 }
 
-// poll calls check every 50ms until it reports done, and fails the test with
+// Poll calls check every 50ms until it reports done, and fails the test with
 // what and the last status check gave when timeout passes first.
-func poll(t testing.TB, timeout time.Duration, what string, check func() (done bool, status string)) {
+func Poll(t testing.TB, timeout time.Duration, what string, check func() (done bool, status string)) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	for {
