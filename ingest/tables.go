@@ -198,17 +198,22 @@ func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table)
 	return nil
 }
 
+// UniqueKeySQL answers whether the table $1 (a qualified name) has a
+// unique index on exactly the columns $2 (text[]), which INSERT ... ON
+// CONFLICT needs for an upsert sink. `kafka2pg check` runs it too.
+const UniqueKeySQL = `
+SELECT EXISTS (
+  SELECT 1 FROM pg_index i
+  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
+    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
+         FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
+        = (SELECT array_agg(c ORDER BY c) FROM unnest($2::text[]) c))`
+
 // checkUniqueKey makes sure INSERT ... ON CONFLICT (key) can work: a unique
 // index (or primary key) on exactly the key columns.
 func (w *Writer) checkUniqueKey(ctx context.Context, topic string, t schema.Table, key []string) error {
 	var ok bool
-	err := w.pool.QueryRow(ctx, `
-		SELECT EXISTS (
-		  SELECT 1 FROM pg_index i
-		  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
-		    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
-		         FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
-		        = (SELECT array_agg(c ORDER BY c) FROM unnest($2::text[]) c))`, t.QualifiedName(), key).Scan(&ok)
+	err := w.pool.QueryRow(ctx, UniqueKeySQL, t.QualifiedName(), key).Scan(&ok)
 	if err != nil {
 		return fmt.Errorf("check the key of %s: %w", t.QualifiedName(), err)
 	}

@@ -302,13 +302,7 @@ func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string
 // index (or primary key) on exactly the key columns.
 func hasUniqueKey(ctx context.Context, tx pgx.Tx, t schema.Table, key []string) (bool, error) {
 	var ok bool
-	err := tx.QueryRow(ctx, `
-		SELECT EXISTS (
-		  SELECT 1 FROM pg_index i
-		  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
-		    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
-		         FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
-		        = (SELECT array_agg(c ORDER BY c) FROM unnest($2::text[]) c))`, t.QualifiedName(), key).Scan(&ok)
+	err := tx.QueryRow(ctx, ingest.UniqueKeySQL, t.QualifiedName(), key).Scan(&ok)
 	if err != nil {
 		return false, fmt.Errorf("check the upsert key: %w", err)
 	}
