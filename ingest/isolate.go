@@ -83,7 +83,7 @@ type mappedRow struct {
 
 // materialize maps every record, for the isolating path, which may copy a
 // row more than once.
-func materialize(records []schema.Record, m RowMapper, maxBytes int) ([]mappedRow, []badRecord) {
+func materialize(records []schema.Record, m RowMapper, maxBytes int) ([]mappedRow, []badRecord, error) {
 	rows := make([]mappedRow, 0, len(records))
 	var bad []badRecord
 	for i := range records {
@@ -91,14 +91,14 @@ func materialize(records []schema.Record, m RowMapper, maxBytes int) ([]mappedRo
 		values, b, err := mapRecord(r, m, maxBytes, nil)
 		switch {
 		case err != nil:
-			bad = append(bad, badRecord{rec: r, kind: schema.KindInvalidValue, err: err})
+			return nil, nil, err // not about the record: the batch is retried
 		case b != nil:
 			bad = append(bad, *b)
 		default:
 			rows = append(rows, mappedRow{rec: r, values: values})
 		}
 	}
-	return rows, bad
+	return rows, bad, nil
 }
 
 // rowByRowBelow is the size under which a failing set is copied one row at a

@@ -3,6 +3,7 @@ package ingest
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -113,15 +114,55 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 	return nil
 }
 
+// TableMapper is a RowMapper whose table follows a schema that changes while
+// it runs (a schema registry's subject gains versions). Table returns the
+// table its rows fill now; a change only appends columns or widens their
+// types, never removes or reorders them. Row returns an error wrapping
+// schema.ErrTableChanged when a record needs a change; Table already
+// describes the changed table then. Safe for concurrent use.
+type TableMapper interface {
+	RowMapper
+	Table() schema.Table
+}
+
+// sameColumns reports whether a and b have the same columns and types.
+func sameColumns(a, b schema.Table) bool {
+	return slices.Equal(a.Columns, b.Columns)
+}
+
+// changeTable evolves a sink's table to t, the table its mapper needs now,
+// and makes the changed sink the topic's sink.
+func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t schema.Table) (Sink, error) {
+	next := sink
+	next.Table, next.Evolve = t, true
+	w.mu.Lock()
+	create := w.create
+	w.mu.Unlock()
+	if err := w.ensureTable(ctx, topic, next, create); err != nil {
+		return Sink{}, err
+	}
+	w.log.Info("table changed with the topic's schema", "topic", topic, "table", t.QualifiedName(), "columns", len(t.Columns))
+	w.mu.Lock()
+	w.changed[topic] = next
+	w.mu.Unlock()
+	return next, nil
+}
+
 // sinkFor returns the sink of a topic: configured, or resolved once through
 // Config.Resolve (a topic matched by a regex), whose table is then prepared
 // like EnsureTables prepares the configured ones.
 func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
+	w.mu.Lock()
+	s, ok := w.changed[topic]
+	w.mu.Unlock()
+	if ok {
+		return s, nil
+	}
 	if s, ok := w.cfg.Sinks[topic]; ok {
 		return s, nil
 	}
 	w.mu.Lock()
-	s, ok := w.resolved[topic]
+	s, ok = w.resolved[topic]
 	create := w.create
 	w.mu.Unlock()
 	if ok {

@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -47,7 +48,7 @@ func keyIndexes(t schema.Table, key []string) []int {
 // upsertOps maps the batch's records to operations; bad records are set
 // aside. A tombstone without DeleteOnTombstone is passed to the mapper like
 // any record (which decides whether it is a bad record).
-func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []badRecord) {
+func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []badRecord, error) {
 	km := sink.Mapper.(KeyMapper)
 	ops := make([]upsertOp, 0, len(records))
 	var bad []badRecord
@@ -55,6 +56,9 @@ func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []ba
 		r := &records[i]
 		if sink.Upsert.DeleteOnTombstone && km.IsTombstone(r) {
 			key, err := km.KeyRow(r)
+			if err != nil && !errors.Is(err, schema.ErrBadRecord) {
+				return nil, nil, err
+			}
 			if err != nil {
 				bad = append(bad, badRecordOf(r, err))
 				continue
@@ -65,14 +69,14 @@ func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []ba
 		values, b, err := mapRecord(r, sink.Mapper, w.cfg.MaxRecordBytes, nil)
 		switch {
 		case err != nil:
-			bad = append(bad, badRecord{rec: r, kind: schema.KindInvalidValue, err: err})
+			return nil, nil, err // not about the record: the batch is retried
 		case b != nil:
 			bad = append(bad, *b)
 		default:
 			ops = append(ops, upsertOp{rec: r, values: values})
 		}
 	}
-	return ops, bad
+	return ops, bad, nil
 }
 
 func badRecordOf(r *schema.Record, err error) badRecord {
@@ -132,7 +136,10 @@ func stageSQL(t schema.Table) string {
 }
 
 func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, error) {
-	ops, bad := w.upsertOps(b.Records, sink)
+	ops, bad, err := w.upsertOps(b.Records, sink)
+	if err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
 	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
 		return Result{}, errIsolate
 	}
@@ -184,7 +191,10 @@ func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, e
 // upsertIsolated applies the batch one operation at a time, in offset
 // order, each under a savepoint.
 func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
-	ops, bad := w.upsertOps(b.Records, sink)
+	ops, bad, err := w.upsertOps(b.Records, sink)
+	if err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
 	tx, rollback, err := w.begin(ctx, b)
 	if err != nil {
 		return Result{}, err

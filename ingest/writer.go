@@ -142,6 +142,7 @@ type Writer struct {
 	mu       sync.Mutex
 	create   bool            // EnsureTables' create, for resolved sinks
 	resolved map[string]Sink // sinks found through Config.Resolve
+	changed  map[string]Sink // sinks whose TableMapper changed the table
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -172,7 +173,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}}, nil
+	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}}, nil
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -220,6 +221,10 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 // each half of a failing set is copied under a savepoint, down to the single
 // rows that fail, which become dead letters; the rest lands in the same
 // transaction.
+//
+// A mapper whose table follows a changing schema (a TableMapper) may refuse
+// a record with schema.ErrTableChanged; Write then evolves the table to the
+// mapper's new Table and writes the batch again.
 func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 	sink, err := w.sinkFor(ctx, b.Topic)
 	if err != nil {
@@ -228,6 +233,33 @@ func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 	if b.NextOffset <= b.FirstOffset {
 		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
+	for changes := 0; ; changes++ {
+		if tm, ok := sink.Mapper.(TableMapper); ok && !sameColumns(tm.Table(), sink.Table) {
+			if sink, err = w.changeTable(ctx, b.Topic, sink, tm.Table()); err != nil {
+				return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+			}
+		}
+		res, err := w.write(ctx, b, sink)
+		if err == nil || changes >= maxTableChanges {
+			return res, err
+		}
+		// A table change shows as ErrTableChanged from the record that
+		// needed it, or, in a batch that ran while another partition's
+		// record changed it, as rows that no longer fit the COPY's columns.
+		// Nothing was committed either way (a COMMIT error included: then
+		// the fence of the retry decides).
+		tm, ok := sink.Mapper.(TableMapper)
+		if !ok || (!errors.Is(err, schema.ErrTableChanged) && sameColumns(tm.Table(), sink.Table)) {
+			return res, err
+		}
+	}
+}
+
+// maxTableChanges bounds how often one batch may change its table: each
+// change comes from a new schema version the batch's records carry.
+const maxTableChanges = 16
+
+func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error) {
 	if sink.Upsert != nil {
 		res, err := w.upsertFast(ctx, b, sink)
 		if !errors.Is(err, errIsolate) {
@@ -282,6 +314,11 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 		copyStart := time.Now()
 		n, err := tx.CopyFrom(ctx, sink.Table.Ident(), sink.Table.ColumnNames(), src)
 		res.CopyDuration = time.Since(copyStart)
+		if src.err != nil {
+			// The mapping failed, not Postgres (which only reports that
+			// the COPY was cancelled): say why, keeping ErrTableChanged.
+			err = src.err
+		}
 		if rowError(err) {
 			return Result{}, errIsolate
 		}
@@ -299,7 +336,10 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 // writeIsolated redoes a batch whose fast path met bad rows: it finds every
 // row Postgres refuses, then applies OnError.
 func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
-	rows, bad := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
+	rows, bad, err := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
+	if err != nil {
+		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
 	tx, rollback, err := w.begin(ctx, b)
 	if err != nil {
 		return Result{}, err

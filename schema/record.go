@@ -39,6 +39,13 @@ const (
 // ErrBadRecord matches every *DecodeError with errors.Is.
 var ErrBadRecord = errors.New("bad record")
 
+// ErrTableChanged is returned, wrapped, by the Row of a mapper whose table
+// follows a schema that can change while it runs (a schema registry gained
+// a version with new fields): the record needs the table the mapper's Table
+// method now describes. The writer plans the change (PlanEvolve), applies it
+// and writes the batch again; nothing of the batch was committed.
+var ErrTableChanged = errors.New("the mapping's table changed")
+
 // DecodeError says why a record cannot become a row.
 type DecodeError struct {
 	Topic     string
