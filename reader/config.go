@@ -30,6 +30,17 @@ type Config struct {
 	// IsolationLevel is read_committed (default) or read_uncommitted
 	// (--kafka-isolation-level).
 	IsolationLevel string
+	// InstanceID makes this member static (KIP-345, --kafka-instance-id):
+	// a restart within SessionTimeout gets its partitions back without a
+	// rebalance. Unique per running instance; "" (default) is dynamic.
+	InstanceID string
+	// GroupProtocol is "classic" (default: the client-side balancers) or
+	// "consumer" (KIP-848, --kafka-group-protocol): the broker assigns
+	// partitions, incrementally, with its "uniform" assignor (or "range"
+	// when Balancers starts with range). Needs Kafka 4.0 or newer; on an
+	// older broker the client falls back to classic with
+	// cooperative-sticky replaced by sticky.
+	GroupProtocol string
 
 	FetchMinBytes          int32         // --kafka-fetch-min-bytes, default 1
 	FetchMaxBytes          int32         // --kafka-fetch-max-bytes, default 50 MiB
@@ -63,6 +74,12 @@ type Config struct {
 	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
 	BatchMaxWait  time.Duration // --batch-max-wait, default 200ms
 
+	// MaxBufferedBytes bounds the record bytes buffered across all
+	// partitions, queued or being written (--max-buffered-bytes, default
+	// 64 MiB): above it, a partition that receives records pauses its
+	// fetching until the total falls under half. With thousands of
+	// partitions this, not QueueCapacity, bounds memory.
+	MaxBufferedBytes int
 	// QueueCapacity is how many records one partition may buffer before its
 	// fetching pauses (--queue-capacity, default 2 × BatchMaxRows); fetching
 	// resumes at half. Buffered bytes are bounded the same way at
@@ -148,6 +165,12 @@ func (cfg Config) withDefaults() Config {
 	if cfg.BatchMaxWait == 0 {
 		cfg.BatchMaxWait = 200 * time.Millisecond
 	}
+	if cfg.GroupProtocol == "" {
+		cfg.GroupProtocol = "classic"
+	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = 64 << 20
+	}
 	if cfg.QueueCapacity == 0 {
 		cfg.QueueCapacity = 2 * cfg.BatchMaxRows
 	}
@@ -211,6 +234,18 @@ func (cfg Config) Validate() error {
 	}
 	if cfg.IsolationLevel != "read_committed" && cfg.IsolationLevel != "read_uncommitted" {
 		add("--kafka-isolation-level: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
+	}
+	if cfg.GroupProtocol != "classic" && cfg.GroupProtocol != "consumer" {
+		add("--kafka-group-protocol: %q is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
+	}
+	if cfg.GroupProtocol == "consumer" && cfg.Balancers[0] != "cooperative-sticky" && cfg.Balancers[0] != "sticky" && cfg.Balancers[0] != "range" {
+		add("--kafka-group-protocol consumer: the broker assigns with uniform (sticky) or range, not %q: set --kafka-balancers sticky or range", cfg.Balancers[0])
+	}
+	if len(cfg.InstanceID) > 249 || strings.ContainsAny(cfg.InstanceID, "\x00\n") {
+		add("--kafka-instance-id %q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
+	}
+	if cfg.MaxBufferedBytes < 0 {
+		add("--max-buffered-bytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
 	}
 	if cfg.OnDataLoss != "stop" && cfg.OnDataLoss != "skip" {
 		add("--on-data-loss: %q is not stop or skip", cfg.OnDataLoss)

@@ -23,6 +23,8 @@ type partition struct {
 	queue      []*kgo.Record
 	queueBytes int
 	queueRows  int // data records in queue (not control)
+	inflight   int // record bytes of the batch being written
+	held       int // queueBytes + inflight as last added to r.buffered
 	firstAt    time.Time
 	claimed    bool
 	epoch      int64
@@ -50,6 +52,23 @@ func (p *partition) signal() {
 	case p.notify <- struct{}{}:
 	default:
 	}
+}
+
+// accountLocked brings the reader's buffered total up to date with what
+// this partition holds now; call it with p.mu held after any change of
+// queueBytes or inflight.
+func (p *partition) accountLocked() {
+	h := p.queueBytes + p.inflight
+	if h != p.held {
+		p.r.buffered.Add(int64(h - p.held))
+		p.held = h
+	}
+}
+
+// overBudgetLocked reports whether the partitions together hold more record
+// bytes than MaxBufferedBytes.
+func (p *partition) overBudgetLocked() bool {
+	return p.r.buffered.Load() >= int64(p.r.cfg.MaxBufferedBytes)
 }
 
 func (p *partition) setClaim(c Claim) {
@@ -108,10 +127,19 @@ func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
 		added = true
 	}
 	if added {
+		p.accountLocked()
 		p.signal()
 	}
-	if !p.paused && (len(p.queue) >= p.r.cfg.QueueCapacity || p.queueBytes >= 2*p.r.cfg.BatchMaxBytes) {
+	if p.paused {
+		return false
+	}
+	if len(p.queue) >= p.r.cfg.QueueCapacity || p.queueBytes >= 2*p.r.cfg.BatchMaxBytes {
 		p.paused = true
+		return true
+	}
+	if added && p.overBudgetLocked() {
+		p.paused = true
+		p.r.overBudget.Store(true)
 		return true
 	}
 	return false
@@ -126,6 +154,7 @@ func (p *partition) stop(flush bool) {
 	if !flush {
 		p.flush = false
 		p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+		p.accountLocked()
 		p.cancel()
 	}
 	p.mu.Unlock()
@@ -138,6 +167,7 @@ func (p *partition) resumeAt(epoch, at int64) {
 	p.mu.Lock()
 	p.epoch, p.pos, p.halted, p.paused = epoch, at, false, false
 	p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+	p.accountLocked()
 	p.mu.Unlock()
 	p.signal()
 }
@@ -158,6 +188,13 @@ func (p *partition) outOfRange() bool {
 func (p *partition) run() {
 	defer close(p.done)
 	defer p.cancel()
+	defer func() {
+		// Whatever is left is dropped with the partition.
+		p.mu.Lock()
+		p.queue, p.queueRows, p.queueBytes, p.inflight = nil, 0, 0, 0
+		p.accountLocked()
+		p.mu.Unlock()
+	}()
 	for {
 		b, ok := p.next()
 		if !ok {
@@ -290,6 +327,7 @@ func (p *partition) takeLocked() *Batch {
 	p.queue = p.queue[n:]
 	p.queueRows -= rows
 	p.queueBytes -= bytes
+	p.inflight = bytes
 	if len(p.queue) == 0 {
 		p.queue = nil // let the backing array go
 	} else {
@@ -302,7 +340,10 @@ func (p *partition) written(b *Batch) {
 	p.r.stats.batches.Add(1)
 	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: b.LeaderEpoch, Offset: b.NextOffset})
 	p.mu.Lock()
-	resume := p.paused && !p.halted && len(p.queue) <= p.r.cfg.QueueCapacity/2 && p.queueBytes <= p.r.cfg.BatchMaxBytes
+	p.inflight = 0
+	p.accountLocked()
+	underBudget := p.r.buffered.Load() < int64(p.r.cfg.MaxBufferedBytes/2)
+	resume := p.paused && !p.halted && p.queueSmallLocked() && underBudget
 	if resume {
 		p.paused = false
 	}
@@ -310,6 +351,14 @@ func (p *partition) written(b *Batch) {
 	if resume {
 		p.r.cl.ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
 	}
+	if underBudget && p.r.overBudget.CompareAndSwap(true, false) {
+		p.r.resumeUnderBudget()
+	}
+}
+
+// queueSmallLocked reports whether the queue has room again after a pause.
+func (p *partition) queueSmallLocked() bool {
+	return len(p.queue) <= p.r.cfg.QueueCapacity/2 && p.queueBytes <= p.r.cfg.BatchMaxBytes
 }
 
 // stopAt records what a stopping write made durable, stops the partition
@@ -331,7 +380,8 @@ func (p *partition) stopAt(stop *StopError) {
 func (p *partition) halt() {
 	p.mu.Lock()
 	p.halted = true
-	p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+	p.queue, p.queueRows, p.queueBytes, p.inflight = nil, 0, 0, 0
+	p.accountLocked()
 	p.paused = true
 	p.mu.Unlock()
 	p.r.cl.PauseFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})

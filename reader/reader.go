@@ -111,6 +111,11 @@ type Reader struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
 	}
 
+	// buffered is the record bytes all partitions hold (queued or being
+	// written); overBudget is set when a partition paused because of it.
+	buffered   atomic.Int64
+	overBudget atomic.Bool
+
 	closeOnce  sync.Once
 	settleOnce sync.Once
 	settled    chan struct{}
@@ -144,8 +149,14 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		seeks:   make(chan seekRequest, 4096),
 		settled: make(chan struct{}),
 	}
-	balancers := make([]kgo.GroupBalancer, len(cfg.Balancers))
-	for i, b := range cfg.Balancers {
+	names := cfg.Balancers
+	if cfg.GroupProtocol == "consumer" && names[0] == "cooperative-sticky" {
+		// KIP-848 assigns on the broker, incrementally by design; the
+		// client names its wish with sticky ("uniform") or range.
+		names = []string{"sticky"}
+	}
+	balancers := make([]kgo.GroupBalancer, len(names))
+	for i, b := range names {
 		balancers[i] = balancerNames[b]()
 	}
 	isolation := kgo.ReadCommitted()
@@ -186,6 +197,12 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 	}
 	if cfg.TopicsAreRegex {
 		opts = append(opts, kgo.ConsumeRegex())
+	}
+	if cfg.InstanceID != "" {
+		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
+	}
+	if cfg.GroupProtocol == "consumer" {
+		opts = append(opts, kgo.ServerSideBalancer())
 	}
 	cl, err := kgo.NewClient(append(opts, cfg.ExtraOpts...)...)
 	if err != nil {
@@ -354,6 +371,26 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		r.applySeeks()
 		r.cl.AllowRebalance()
+	}
+}
+
+// resumeUnderBudget resumes the partitions that paused, with room in their
+// own queues, because all together held more than MaxBufferedBytes; the
+// total is under half of it now.
+func (r *Reader) resumeUnderBudget() {
+	resume := map[string][]int32{}
+	r.mu.Lock()
+	for tp, p := range r.parts {
+		p.mu.Lock()
+		if p.paused && !p.halted && !p.closing && p.stoppedWhy == "" && p.queueSmallLocked() {
+			p.paused = false
+			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+		}
+		p.mu.Unlock()
+	}
+	r.mu.Unlock()
+	if len(resume) > 0 {
+		r.cl.ResumeFetchPartitions(resume)
 	}
 }
 

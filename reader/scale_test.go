@@ -1,0 +1,204 @@
+package reader
+
+import (
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestTheBufferBudgetBoundsMemoryAcrossPartitions(t *testing.T) {
+	const partitions, records = 64, 64000
+	c := newCluster(t, partitions)
+	adm := admin(t, c)
+	produce(t, c, records) // about 20 bytes of key and value each: 1.3 MB in all
+	s := newStore()
+	s.delay = 2 * time.Millisecond
+	const budget, fetchMax = 32 << 10, 64 << 10
+	var peak atomic.Int64
+	x := start(t, c, "g", s, func(c *Config) {
+		c.MaxBufferedBytes, c.FetchMaxBytes, c.FetchMaxPartitionBytes = budget, fetchMax, fetchMax
+		c.BatchMaxRows = 200
+	})
+	ends := endOffsets(t, adm)
+	sawBudgetPause := false
+	waitFor(t, 90*time.Second, "catch up", func() bool {
+		b := x.r.buffered.Load()
+		if b > peak.Load() {
+			peak.Store(b)
+		}
+		if x.r.overBudget.Load() {
+			sawBudgetPause = true
+		}
+		return s.caughtUp(ends)
+	})
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+	// One poll may bring up to a fetch's worth past the budget before the
+	// partitions that received it pause.
+	if p := peak.Load(); p > budget+fetchMax {
+		t.Errorf("peak buffered %d bytes, want at most the budget %d plus one fetch %d", p, budget, fetchMax)
+	}
+	if !sawBudgetPause {
+		t.Error("no partition paused for the budget although the backlog is 40 times larger")
+	}
+	if b := x.r.buffered.Load(); b != 0 {
+		t.Errorf("after the stop %d bytes are still counted as buffered: the accounting leaks", b)
+	}
+	t.Logf("peak buffered %d bytes with a budget of %d over %d partitions", peak.Load(), budget, partitions)
+}
+
+func TestStaticMembershipKeepsPartitionsAcrossARestart(t *testing.T) {
+	c := newCluster(t, 6)
+	adm := admin(t, c)
+	produce(t, c, 3000)
+	s := newStore()
+	static := func(id string) func(*Config) {
+		return func(c *Config) { c.InstanceID, c.SessionTimeout = id, 20*time.Second }
+	}
+	// a joins first and leads the group; b is the member that restarts (a
+	// restarting leader rejoins on purpose, so that a changed subscription
+	// is noticed).
+	a := start(t, c, "g", s, static("a"))
+	waitFor(t, 30*time.Second, "a owns every partition", func() bool { return len(a.r.Assigned()) == 6 })
+	b := start(t, c, "g", s, static("b"))
+	stable(t, a.r, b.r)
+	before := sorted(b.r.Assigned())
+	aOwned, aParts := sorted(a.r.Assigned()), partitionsOf(a.r)
+	if len(before) == 0 || len(aOwned) == 0 {
+		t.Fatalf("a owns %v and b owns %v: want both to own partitions", aOwned, before)
+	}
+	b.stop()
+	// A dynamic member leaves on stop and the other takes its partitions at
+	// once; a static one does not leave: its partitions wait for it.
+	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if got := sorted(a.r.Assigned()); !slices.Equal(got, aOwned) {
+			t.Fatalf("while b restarts, a owns %v, want only its own %v: b left the group", got, aOwned)
+		}
+	}
+	produce(t, c, 3000)
+	b2 := start(t, c, "g", s, static("b"))
+	waitFor(t, 30*time.Second, "the restarted member owns partitions", func() bool { return len(b2.r.Assigned()) > 0 })
+	if got := sorted(b2.r.Assigned()); !slices.Equal(got, before) {
+		t.Errorf("the restarted member owns %v, want its old %v", got, before)
+	}
+	ends := endOffsets(t, adm)
+	waitFor(t, 30*time.Second, "catch up", func() bool { return s.caughtUp(ends) })
+	// The rejoin carries new cooperative metadata (it owns nothing yet), so
+	// the group may run a generation; what matters is that the other
+	// member's partitions were never revoked: the same partition
+	// goroutines kept writing through it.
+	if got := sorted(a.r.Assigned()); !slices.Equal(got, aOwned) {
+		t.Errorf("the other member owns %v after the restart, want %v", got, aOwned)
+	}
+	for tp, p := range partitionsOf(a.r) {
+		if aParts[tp] != p {
+			t.Errorf("the other member's partition %v was revoked and assigned again during the restart", tp)
+		}
+	}
+	b2.stop()
+	a.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+}
+
+func partitionsOf(r *Reader) map[TopicPartition]*partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[TopicPartition]*partition, len(r.parts))
+	for tp, p := range r.parts {
+		out[tp] = p
+	}
+	return out
+}
+
+// stable waits until the readers own every partition between them and their
+// rebalance counters have not moved for a second.
+func stable(t *testing.T, rs ...*Reader) {
+	t.Helper()
+	count := func() (owned int, rebalances int64) {
+		for _, r := range rs {
+			owned += len(r.Assigned())
+			rebalances += r.Stats().Rebalances
+		}
+		return owned, rebalances
+	}
+	_, last := count()
+	since := time.Now()
+	waitFor(t, 30*time.Second, "a stable assignment", func() bool {
+		owned, n := count()
+		if n != last {
+			last, since = n, time.Now()
+		}
+		return owned == 6 && time.Since(since) > time.Second
+	})
+}
+
+func TestTheConsumerGroupProtocolSharesPartitionsExactlyOnce(t *testing.T) {
+	c := newCluster(t, 6)
+	adm := admin(t, c)
+	produce(t, c, 3000)
+	s := newStore()
+	s.delay = time.Millisecond
+	next := func(c *Config) { c.GroupProtocol = "consumer" }
+	a := start(t, c, "g", s, next)
+	waitFor(t, 20*time.Second, "first writes", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.writes > 0 })
+	b := start(t, c, "g", s, next)
+	produce(t, c, 3000)
+	waitFor(t, 30*time.Second, "both members own partitions", func() bool {
+		return len(a.r.Assigned()) > 0 && len(b.r.Assigned()) > 0
+	})
+	a.stop()
+	produce(t, c, 2000)
+	ends := endOffsets(t, adm)
+	waitFor(t, 30*time.Second, "catch up after the leave", func() bool { return s.caughtUp(ends) })
+	b.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+}
+
+func TestGroupProtocolAndInstanceIDAreValidated(t *testing.T) {
+	base := Config{Brokers: []string{"127.0.0.1:9092"}, Group: "g", Topics: []string{"t"}}
+	for _, tc := range []struct {
+		name  string
+		tweak func(*Config)
+		want  string
+	}{
+		{"an unknown protocol", func(c *Config) { c.GroupProtocol = "next" }, "--kafka-group-protocol"},
+		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"round-robin"} }, "--kafka-balancers sticky or range"},
+		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "--kafka-instance-id"},
+		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "--max-buffered-bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := base
+			tc.tweak(&cfg)
+			err := cfg.Validate()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Validate() = %v, want an error naming %s", err, tc.want)
+			}
+		})
+	}
+	for _, ok := range []func(*Config){
+		func(c *Config) { c.GroupProtocol = "consumer" },
+		func(c *Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"range"} },
+		func(c *Config) { c.InstanceID = "pod-7" },
+	} {
+		cfg := base
+		ok(&cfg)
+		if err := cfg.Validate(); err != nil {
+			t.Errorf("Validate(%+v) = %v, want nil", cfg, err)
+		}
+	}
+}
+
+func sorted(tps []TopicPartition) []TopicPartition {
+	slices.SortFunc(tps, func(a, b TopicPartition) int {
+		if a.Topic != b.Topic {
+			if a.Topic < b.Topic {
+				return -1
+			}
+			return 1
+		}
+		return int(a.Partition - b.Partition)
+	})
+	return tps
+}
