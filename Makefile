@@ -66,6 +66,7 @@ test: build
 	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath; do
 		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
 	done
+	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/
 	step "lint (gofmt, go vet)" $(SUBMAKE) lint
 	echo
 	echo "== summary"
@@ -166,8 +167,11 @@ chart: build
 	$(GO) run ./internal/metricschart/cmd -bin $(BIN) -pg-url "$$url" -out docs/img/metrics.svg
 
 # bench measures kafka2pg against the binary COPY ceiling and two INSERT
-# baselines in one run against one Postgres, and writes bench/results.md and
-# bench/results.svg (see issue 10; about 3-4 minutes at 1M records).
+# baselines on both tables, REPS times interleaved (default 3), then the
+# latency at half the measured rate and the peak RSS draining a backlog of
+# BACKLOG records (default 5000000; 0 skips it), in one run against one
+# Postgres, and writes bench/results.md and bench/results.svg (issue 10;
+# about 8-9 minutes on an idle 2-core box).
 bench: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
-	$(GO) run ./bench -pg-url "$$url" -out bench/results.md -chart bench/results.svg
+	$(GO) run ./bench -pg-url "$$url" -reps $(or $(REPS),3) -backlog $(or $(BACKLOG),5000000) -out bench/results.md -chart bench/results.svg

@@ -17,13 +17,13 @@ import (
 // multi-row INSERT under Postgres' 65,535 bind parameters.
 const pollMaxRecords = 5_000
 
-// runBaseline consumes n records of topic into the typed table the way the
-// incumbents do: a franz-go consumer group, pgx, and the Kafka offsets
+// runBaseline consumes n records of topic into the table of kind (typedTable
+// or rawTable, with the bridge's mapper) the way the incumbents do: a franz-go consumer group, pgx, and the Kafka offsets
 // committed after each poll's write. perRecord (baseline a) sends one INSERT
 // per record, each its own round trip, in one transaction per poll; else
 // (baseline b) one multi-row INSERT per poll.
-func runBaseline(ctx context.Context, e *env, topic string, n int, perRecord bool) (result, error) {
-	t, m, err := tableFor(typedTable)
+func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perRecord bool) (result, error) {
+	t, m, err := tableFor(kind)
 	if err != nil {
 		return result{}, err
 	}
@@ -109,11 +109,11 @@ func runBaseline(ctx context.Context, e *env, topic string, n int, perRecord boo
 		lastAt = now
 	}
 	cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.cpu()-pg0, e.othersCPU()-oth0
-	kind := "baselineB"
+	name := "baselineB"
 	if perRecord {
-		kind = "baselineA"
+		name = "baselineA"
 	}
-	r := result{Kind: kind, Table: typedTable, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: done,
+	r := result{Kind: name, Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: done,
 		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(), P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
 	if rssOK {
 		r.PeakRSS = peakRSS(procSelf)
@@ -121,7 +121,7 @@ func runBaseline(ctx context.Context, e *env, topic string, n int, perRecord boo
 	if r.TableRows, err = e.count(ctx, t); err != nil {
 		return result{}, err
 	}
-	e.logf("%-28s %s", r.title(), r.summary())
+	e.logf("%-36s %s", r.title(), r.summary())
 	return r, e.dropTable(ctx, t)
 }
 

@@ -3,8 +3,10 @@ package main
 import (
 	"cmp"
 	"context"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 )
@@ -18,11 +20,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// TestBenchSmoke runs the whole bench on 20,000 records: every scenario
-// commits at a positive rate and leaves exactly the records in its table.
+// positive reports whether v is a finite number above 0.
+func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
+
+// TestBenchSmoke runs the whole bench at tiny sizes: 2 repetitions of 20,000
+// records, 2 s of latency, a backlog of 40,000. Every run commits at a
+// positive rate and leaves exactly its records in the table, every ratio is
+// finite and positive, every target is judged, and the report has every
+// section.
 func TestBenchSmoke(t *testing.T) {
 	if os.Getenv("KAFKA2PG_BENCH_SMOKE") != "1" {
-		t.Skip("set KAFKA2PG_BENCH_SMOKE=1 to run the bench smoke test (needs bin/kafka2pg and a Postgres URL in KAFKA2PG_TEST_PG_URL or KAFKA2PG_PG_URL)")
+		t.Skip("set KAFKA2PG_BENCH_SMOKE=1 to run the bench smoke test (needs bin/kafka2pg and a Postgres URL in KAFKA2PG_TEST_PG_URL or KAFKA2PG_PG_URL); make test does")
 	}
 	pgURL := cmp.Or(os.Getenv("KAFKA2PG_TEST_PG_URL"), os.Getenv("KAFKA2PG_PG_URL"))
 	if pgURL == "" {
@@ -30,38 +38,119 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	bin := cmp.Or(os.Getenv("KAFKA2PG_BIN"), filepath.Join("..", "bin", "kafka2pg"))
 	dir := t.TempDir()
-	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()
-	const records = 20_000
-	o := options{records: records, pgURL: pgURL, bin: bin, out: filepath.Join(dir, "results.md"), chart: filepath.Join(dir, "results.svg"),
+	const records, reps, backlog = 20_000, 2, 40_000
+	o := options{records: records, reps: reps, latencyFor: 2 * time.Second, backlog: backlog, pgURL: pgURL, bin: bin,
+		out: filepath.Join(dir, "results.md"), chart: filepath.Join(dir, "results.svg"),
 		brokers: os.Getenv("KAFKA2PG_TEST_BROKERS"), timeout: 2 * time.Minute, logf: t.Logf}
+	if err := o.validate(); err != nil {
+		t.Fatalf("options: %v", err)
+	}
 	rep, err := run(ctx, o)
 	if err != nil {
 		t.Fatalf("bench run: %v", err)
 	}
-	kinds := map[string]bool{}
-	for _, bl := range rep.blocks {
-		for _, r := range append(append([]result(nil), bl.ceiling...), bl.contender) {
-			kinds[r.Kind] = true
-			if !(r.rowsPerSec() > 0) {
-				t.Errorf("%s: %v rows/s, want > 0", r.title(), r.rowsPerSec())
-			}
-			if r.TableRows != int64(r.Records) {
-				t.Errorf("%s: the table held %d rows, want %d", r.title(), r.TableRows, r.Records)
-			}
+	for _, r := range rep.all() {
+		if !positive(r.rowsPerSec()) {
+			t.Errorf("%s: %v rows/s, want > 0", r.title(), r.rowsPerSec())
 		}
-		if bl.contender.Kind == "bridge" && bl.contender.Records != records {
-			t.Errorf("%s ran on %d records, want %d", bl.contender.title(), bl.contender.Records, records)
+		if r.TableRows != int64(r.Records) {
+			t.Errorf("%s: the table held %d rows, want %d", r.title(), r.TableRows, r.Records)
 		}
 	}
-	for _, k := range []string{"ceiling1", "ceiling2", "bridge", "baselineA", "baselineB"} {
-		if !kinds[k] {
-			t.Errorf("no %s scenario in the report", k)
+	for _, table := range []string{typedTable, rawTable} {
+		for _, kind := range scenarioKinds {
+			s := rep.series(kind, table)
+			if len(s.runs) != reps {
+				t.Errorf("%s on %s: %d runs, want %d", kind, table, len(s.runs), reps)
+				continue
+			}
+			if r := s.ratio(); !positive(r.lo) || !positive(r.hi) || r.n != reps {
+				t.Errorf("%s × ceiling: %+v, want %d finite positive ratios", s.runs[0].title(), r, reps)
+			}
+		}
+		if s := rep.series("bridge", table); s.runs[0].Records != records {
+			t.Errorf("%s ran on %d records, want %d", s.runs[0].title(), s.runs[0].Records, records)
+		}
+		for _, base := range []string{"baselineA", "baselineB"} {
+			if r := rep.pairedRatio(rep.series("bridge", table), rep.series(base, table)); !positive(r.lo) || r.n != reps {
+				t.Errorf("kafka2pg ÷ %s on %s: %+v, want %d finite positive ratios", base, table, r, reps)
+			}
 		}
 	}
-	for _, f := range []string{o.out, o.chart} {
-		if st, err := os.Stat(f); err != nil || st.Size() == 0 {
-			t.Errorf("%s was not written (%v)", f, err)
+	targets := rep.targets()
+	if len(targets) != 8 {
+		t.Errorf("%d targets, want 8", len(targets))
+	}
+	for _, tg := range targets {
+		if !strings.HasPrefix(tg.verdict, "PASS") && !strings.HasPrefix(tg.verdict, "MISS") {
+			t.Errorf("target %q: verdict %q, want PASS or MISS", tg.goal, tg.verdict)
 		}
+	}
+
+	l := rep.latency
+	if l == nil {
+		t.Fatal("no latency scenario in the report")
+	}
+	if l.Records == 0 || l.TableRows != int64(l.Records) {
+		t.Errorf("latency: %d records produced, %d matched to a commit; want equal and > 0", l.Records, l.TableRows)
+	}
+	if !positive(l.P50) || !(l.P50 <= l.P99 && l.P99 <= l.Max) || !(l.P99Lower <= l.P99) || math.IsInf(l.Max, 0) {
+		t.Errorf("latency: p50 %v, p99 %v (lower %v), max %v: want 0 < p50 <= p99 <= max and lower <= p99", l.P50, l.P99, l.P99Lower, l.Max)
+	}
+	if got := l.rowsPerSec() / l.TargetRate; got < 0.9 || got > 1.1 {
+		t.Errorf("latency: produced at %.0f records/s, asked %.0f", l.rowsPerSec(), l.TargetRate)
+	}
+	if !(l.ResolutionMax > 0 && l.ResolutionMax < 1) {
+		t.Errorf("latency: commit windows up to %v s, want below 1 s", l.ResolutionMax)
+	}
+	if b := rep.backlog; b == nil || b.Records != backlog || b.PeakRSS <= 0 {
+		t.Errorf("backlog: %+v, want %d records and a peak RSS", b, backlog)
+	}
+
+	md, err := os.ReadFile(o.out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range append(sections, "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
+		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)") {
+		if !strings.Contains(string(md), want) {
+			t.Errorf("results.md lacks %q", want)
+		}
+	}
+	if strings.Contains(string(md), "not run") {
+		t.Errorf("results.md says a scenario did not run:\n%s", md)
+	}
+	svg, err := os.ReadFile(o.chart)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s := string(svg); !strings.HasPrefix(s, "<svg") || !strings.HasSuffix(s, "</svg>\n") || strings.Count(s, "<rect") < 1+2*len(scenarioKinds) {
+		t.Errorf("results.svg is not a chart of %d bars:\n%s", 2*len(scenarioKinds), s)
+	}
+}
+
+func TestQuantileIsNearestRank(t *testing.T) {
+	vs := []float64{1, 2, 3, 4, 5, 6, 7, 8, 9, 10}
+	for _, c := range []struct {
+		q, want float64
+	}{{0.5, 5}, {0.9, 9}, {0.99, 10}, {1, 10}, {0, 1}} {
+		if got := quantile(vs, c.q); got != c.want {
+			t.Errorf("quantile(1..10, %v) = %v, want %v", c.q, got, c.want)
+		}
+	}
+	if got := quantile(nil, 0.5); !math.IsNaN(got) {
+		t.Errorf("quantile of nothing = %v, want NaN", got)
+	}
+}
+
+func TestSpreadIgnoresNaNAndAveragesTheMiddleTwo(t *testing.T) {
+	s := spreadOf([]float64{4, math.NaN(), 1, 3, 2})
+	if s.med != 2.5 || s.lo != 1 || s.hi != 4 || s.n != 4 {
+		t.Errorf("spreadOf = %+v, want median 2.5, range 1–4, n 4", s)
+	}
+	if got := s.format(1); got != "2.5 (1.0–4.0)" {
+		t.Errorf("format = %q", got)
 	}
 }

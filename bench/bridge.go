@@ -4,22 +4,109 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/kafka2pg/kafka2pg/internal/livebridge"
 	"math"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/kafka2pg/kafka2pg/internal/livebridge"
 	"github.com/kafka2pg/kafka2pg/internal/metricschart"
 )
 
 // scrapeInterval is how often the bench reads the bridge's /metrics: the
-// resolution of the bridge's first and last commit times.
+// resolution of the bridge's first and last commit times in the throughput
+// scenarios.
 const scrapeInterval = 50 * time.Millisecond
+
+// bridgeProc is the built binary running as a child of the bench, with
+// default flags but for the group, the metrics address and the sink.
+type bridgeProc struct {
+	cmd    *exec.Cmd
+	log    livebridge.LogBuffer
+	url    string // of /metrics
+	group  string
+	exited chan error // receives cmd.Wait's error once
+	once   sync.Once  // of stop
+	client *http.Client
+	peak   int64 // VmHWM seen so far, bytes
+	// The CPU counters when it started: see finish.
+	t0        time.Time
+	oth0, pg0 float64
+}
+
+// startBridge starts the bridge on topic into the table of kind.
+func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, error) {
+	addr, err := livebridge.FreeAddr()
+	if err != nil {
+		return nil, err
+	}
+	b := &bridgeProc{url: "http://" + addr + "/metrics", group: "kafka2pg-bench-" + topic, exited: make(chan error, 1),
+		client: &http.Client{Timeout: 2 * time.Second}}
+	args := []string{"run", "--kafka-brokers", strings.Join(e.kafka.brokers, ","), "--kafka-group", b.group,
+		"--pg-url", e.pgURL, "--metrics-addr", addr, "--log-level", "warn"}
+	if kind == typedTable {
+		cfg := filepath.Join(e.tmp, topic+".yaml")
+		if err := os.WriteFile(cfg, []byte(configYAML(topic)), 0o600); err != nil {
+			return nil, err
+		}
+		args = append(args, "--config", cfg)
+	} else {
+		args = append(args, "--topic", topic, "--table", rawTable, "--pg-schema", "public")
+	}
+	b.cmd = exec.CommandContext(ctx, e.bin, args...)
+	b.cmd.Env = livebridge.Env(os.Environ())
+	b.cmd.Stdout, b.cmd.Stderr = &b.log, &b.log
+	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	b.oth0, b.pg0, b.t0 = e.othersCPU(), e.pg.cpu(), time.Now()
+	if err := b.cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", e.bin, err)
+	}
+	go func() { b.exited <- b.cmd.Wait() }()
+	return b, nil
+}
+
+// pollRSS updates the peak with the child's VmHWM. Polled, because its
+// ru_maxrss would count this process's memory, shared with the child
+// between fork and exec.
+func (b *bridgeProc) pollRSS() { b.peak = max(b.peak, peakRSS(fmt.Sprint(b.cmd.Process.Pid))) }
+
+// scrape reads /metrics; an error means the bridge is not listening yet.
+func (b *bridgeProc) scrape(ctx context.Context) (string, error) {
+	return livebridge.Get(ctx, b.client, b.url)
+}
+
+// stop sends SIGTERM and waits for the bridge to exit (30 s, then SIGKILL);
+// calls after the first return at once.
+func (b *bridgeProc) stop() {
+	b.once.Do(func() {
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.exited:
+		case <-time.After(30 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-b.exited
+		}
+	})
+}
+
+// finish stops the bridge and fills r's CPU and memory figures: the child's
+// rusage over its whole life, Postgres' CPU and other processes' since
+// start.
+func (b *bridgeProc) finish(e *env, r *result) {
+	b.pollRSS()
+	b.stop()
+	pgCPU, oth, end := e.pg.cpu()-b.pg0, e.othersCPU()-b.oth0, time.Now()
+	r.PGCPU, r.PeakRSS, r.ClientCPU, r.OthersCores = pgCPU, b.peak, math.NaN(), math.NaN()
+	if ru, ok := b.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		r.ClientCPU = (tv(ru.Utime) + tv(ru.Stime)).Seconds()
+		r.OthersCores = (oth - r.ClientCPU) / end.Sub(b.t0).Seconds()
+	}
+}
 
 // runBridge runs the built binary on topic, which holds n records, until
 // /metrics reports them all committed; then it reads the latency histogram,
@@ -32,48 +119,10 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 	if err := e.resetTable(ctx, t, false); err != nil {
 		return result{}, err
 	}
-	addr, err := livebridge.FreeAddr()
+	b, err := startBridge(ctx, e, kind, topic)
 	if err != nil {
 		return result{}, err
 	}
-	args := []string{"run", "--kafka-brokers", strings.Join(e.kafka.brokers, ","), "--kafka-group", "kafka2pg-bench-" + topic,
-		"--pg-url", e.pgURL, "--metrics-addr", addr, "--log-level", "warn"}
-	if kind == typedTable {
-		cfg := filepath.Join(e.tmp, topic+".yaml")
-		if err := os.WriteFile(cfg, []byte(configYAML(topic)), 0o600); err != nil {
-			return result{}, err
-		}
-		args = append(args, "--config", cfg)
-	} else {
-		args = append(args, "--topic", topic, "--table", rawTable, "--pg-schema", "public")
-	}
-	cmd := exec.CommandContext(ctx, e.bin, args...)
-	cmd.Env = livebridge.Env(os.Environ())
-	var log livebridge.LogBuffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-
-	oth0, pg0, t0 := e.othersCPU(), e.pg.cpu(), time.Now()
-	if err := cmd.Start(); err != nil {
-		return result{}, fmt.Errorf("start %s: %w", e.bin, err)
-	}
-	// VmHWM of the child, polled: its ru_maxrss would count this process's
-	// memory, shared with the child between fork and exec.
-	pid, peak := fmt.Sprint(cmd.Process.Pid), int64(0)
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	}
-
-	client := &http.Client{Timeout: 2 * time.Second}
-	url := "http://" + addr + "/metrics"
 	var firstAt, lastAt time.Time
 	var lat *histogram
 	tick := time.NewTicker(scrapeInterval)
@@ -82,19 +131,19 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 	for lat == nil {
 		select {
 		case <-ctx.Done():
-			stop()
+			b.stop()
 			return result{}, ctx.Err()
-		case err := <-exited:
-			return result{}, fmt.Errorf("the bridge exited before committing %d rows (%v):\n%s", n, err, log.String())
+		case err := <-b.exited:
+			return result{}, fmt.Errorf("the bridge exited before committing %d rows (%v):\n%s", n, err, b.log.String())
 		case <-tick.C:
 		}
 		if time.Now().After(deadline) {
-			stop()
-			return result{}, fmt.Errorf("the bridge did not commit %d rows within %s:\n%s", n, e.timeout, log.String())
+			b.stop()
+			return result{}, fmt.Errorf("the bridge did not commit %d rows within %s:\n%s", n, e.timeout, b.log.String())
 		}
-		peak = max(peak, peakRSS(pid))
+		b.pollRSS()
 		at := time.Now() // the values are read when the request arrives
-		body, err := livebridge.Get(ctx, client, url)
+		body, err := b.scrape(ctx)
 		if err != nil {
 			continue // not listening yet
 		}
@@ -105,23 +154,17 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 		if rows >= float64(n) {
 			lastAt = at
 			if lat = parseHistogram(body, "kafka2pg_end_to_end_latency_seconds"); lat == nil {
-				stop()
+				b.stop()
 				return result{}, errors.New("no kafka2pg_end_to_end_latency_seconds histogram in /metrics")
 			}
 		}
 	}
-	peak = max(peak, peakRSS(pid))
-	stop()
-	pgCPU, oth, end := e.pg.cpu()-pg0, e.othersCPU()-oth0, time.Now()
-	r := result{Kind: "bridge", Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
-		PGCPU: pgCPU, PeakRSS: peak, P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes, ClientCPU: math.NaN(), OthersCores: math.NaN()}
-	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
-		r.ClientCPU = (tv(ru.Utime) + tv(ru.Stime)).Seconds()
-		r.OthersCores = (oth - r.ClientCPU) / end.Sub(t0).Seconds()
-	}
+	r := result{Kind: "bridge", Table: kind, Records: n, Wall: lastAt.Sub(b.t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
+		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
+	b.finish(e, &r)
 	if r.TableRows, err = e.count(ctx, t); err != nil {
 		return result{}, err
 	}
-	e.logf("%-28s %s", r.title(), r.summary())
+	e.logf("%-36s %s", r.title(), r.summary())
 	return r, e.dropTable(ctx, t)
 }

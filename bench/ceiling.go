@@ -144,7 +144,7 @@ func runCeilings(ctx context.Context, e *env, kind string, n int) ([]result, err
 		if r.TableRows, err = e.count(ctx, t); err != nil {
 			return nil, err
 		}
-		e.logf("%-28s %s", r.title(), r.summary())
+		e.logf("%-36s %s", r.title(), r.summary())
 		out = append(out, r)
 	}
 	return out, e.dropTable(ctx, t)

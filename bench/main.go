@@ -2,16 +2,27 @@
 // against two baselines in the style of the incumbents, in one run against
 // one Postgres, and writes the figures side by side (make bench):
 //
-//	go run ./bench -pg-url "$PG" -out bench/results.md -chart bench/results.svg
+//	go run ./bench -pg-url "$PG" -reps 3 -backlog 5000000 -out bench/results.md -chart bench/results.svg
 //
-// Each block measures, back to back, the ceiling (binary COPY of the rows
-// the bridge writes, pre-built in memory, 10,000-row transactions, on one
-// and on two connections) and then one contender on a topic of 8 partitions
-// filled just before it: the bridge (bin/kafka2pg as a subprocess) on the
-// zero-config table and on a ten-column typed table, and two franz-go + pgx
-// loops that commit offsets to Kafka after the write: (a) one INSERT per
-// record, (b) one multi-row INSERT per poll. Kafka is kfake in a child
-// process (so its CPU is nobody's), or KAFKA2PG_TEST_BROKERS when set.
+// A run is -reps repetitions, and each repetition measures, for the typed
+// table and then for the zero-config table, back to back: the ceiling
+// (binary COPY of the rows the bridge writes, pre-built in memory,
+// 10,000-row transactions, on one and on two connections), then the
+// contenders, each on a topic of 8 partitions filled just before it: the
+// bridge (bin/kafka2pg as a subprocess), and two franz-go + pgx loops that
+// commit offsets to Kafka after the write: (b) one multi-row INSERT per poll,
+// (a) one INSERT per record. Every contender's ratio to the ceiling is paired
+// with the ceiling of its own repetition; the report gives the median and
+// the range over the repetitions.
+//
+// After the repetitions come two scenarios of the bridge alone: latency
+// (a producer paced at half the zero-config rate just measured, the bridge
+// with its default flush settings, the exact time from each record's
+// timestamp to the commit of its row) and, with -backlog N, the peak RSS of
+// the bridge draining a pre-filled backlog of N records.
+//
+// Kafka is kfake in a child process (so its CPU is nobody's), or
+// KAFKA2PG_TEST_BROKERS when set.
 //
 // Exit status: 0 when the results were written, 1 when a run failed or a
 // table did not hold exactly the records, 2 on bad flags.
@@ -20,6 +31,7 @@ package main
 import (
 	"cmp"
 	"context"
+	"crypto/rand"
 	"flag"
 	"fmt"
 	"os"
@@ -32,16 +44,21 @@ import (
 
 // options are the command's flags.
 type options struct {
-	records  int
+	records int
+	reps    int
+	// latencyFor is how long the latency scenario produces; 0 skips it.
+	latencyFor time.Duration
+	// backlog is the record count of the backlog scenario; 0 skips it.
+	backlog  int
 	pgURL    string
 	bin      string
 	out      string
 	chart    string
-	quick    bool
 	brokers  string // KAFKA2PG_TEST_BROKERS; empty means kfake
 	timeout  time.Duration
 	logf     func(format string, args ...any)
 	baseADiv int // baseline (a) runs on records/baseADiv records, at most baseAMax
+	baseBDiv int // baseline (b) runs on records/baseBDiv records
 }
 
 const baseAMax = 100_000
@@ -51,19 +68,23 @@ func main() {
 		return
 	}
 	var o options
-	flag.IntVar(&o.records, "records", 1_000_000, "records per scenario (baseline a: a tenth, at most 100,000)")
+	quick := false
+	flag.IntVar(&o.records, "records", 1_000_000, "records per kafka2pg scenario and per ceiling (baseline b: a quarter; baseline a: a tenth, at most 100,000)")
+	flag.IntVar(&o.reps, "reps", 3, "repetitions of every ceiling and contender, interleaved")
+	flag.DurationVar(&o.latencyFor, "latency", 20*time.Second, "how long the latency scenario produces at half the measured rate (0 skips it)")
+	flag.IntVar(&o.backlog, "backlog", 0, "records of the backlog (peak RSS) scenario; 0 skips it (make bench runs 5,000,000)")
 	flag.StringVar(&o.pgURL, "pg-url", cmp.Or(os.Getenv("KAFKA2PG_PG_URL"), os.Getenv("DATABASE_URL")), "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL; make bench passes scripts/pg-url.sh)")
 	flag.StringVar(&o.bin, "bin", "bin/kafka2pg", "the kafka2pg binary (make build)")
 	flag.StringVar(&o.out, "out", "bench/results.md", "Markdown results to write")
 	flag.StringVar(&o.chart, "chart", "bench/results.svg", "SVG chart to write")
-	flag.BoolVar(&o.quick, "quick", false, "a smoke run: 100,000 records")
+	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest one contender may take")
 	flag.Parse()
-	if o.quick {
-		o.records = 100_000
+	if quick {
+		o.records, o.reps, o.latencyFor, o.backlog = 100_000, 1, 5*time.Second, 0
 	}
-	if o.pgURL == "" || o.records < partitions {
-		fmt.Fprintln(os.Stderr, "bench: need -pg-url (or KAFKA2PG_PG_URL) and -records of at least 8")
+	if err := o.validate(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
 		os.Exit(2)
 	}
 	o.brokers = os.Getenv("KAFKA2PG_TEST_BROKERS")
@@ -76,17 +97,39 @@ func main() {
 	}
 }
 
+func (o options) validate() error {
+	switch {
+	case o.pgURL == "":
+		return fmt.Errorf("-pg-url is empty: pass it or set KAFKA2PG_PG_URL")
+	case o.records < partitions:
+		return fmt.Errorf("-records is %d: it must be at least %d (one per partition)", o.records, partitions)
+	case o.reps < 1:
+		return fmt.Errorf("-reps is %d: it must be at least 1", o.reps)
+	case o.backlog != 0 && o.backlog < partitions:
+		return fmt.Errorf("-backlog is %d: it must be 0 (skip) or at least %d", o.backlog, partitions)
+	case o.latencyFor < 0:
+		return fmt.Errorf("-latency is %s: it must be 0 (skip) or positive", o.latencyFor)
+	}
+	return nil
+}
+
 // report is what one run measured.
 type report struct {
-	blocks      []block
+	blocks      []block // in the order they ran
+	latency     *latencyResult
+	backlog     *result
 	facts       facts
+	reps        int
 	recordBytes float64
 }
 
-// block is one contender with the ceiling measured just before it.
+// block is the ceiling of one table in one repetition and the contenders
+// measured right after it.
 type block struct {
-	ceiling   []result // 1 and 2 connections
-	contender result
+	rep        int // from 1
+	table      string
+	ceiling    []result // 1 and 2 connections
+	contenders []result // kafka2pg, baseline b, baseline a
 }
 
 // best is the block's ceiling: the better of one and two connections.
@@ -100,7 +143,12 @@ func (b block) best() result {
 	return best
 }
 
-// run measures every block and writes the results.
+func (b block) results() []result {
+	return append(append([]result(nil), b.ceiling...), b.contenders...)
+}
+
+// run measures every repetition, then the latency and the backlog
+// scenarios, and writes the results.
 func run(ctx context.Context, o options) (*report, error) {
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {
@@ -109,60 +157,104 @@ func run(ctx context.Context, o options) (*report, error) {
 	if _, err := os.Stat(bin); err != nil {
 		return nil, fmt.Errorf("the bridge binary: %w (run make build)", err)
 	}
-	if o.baseADiv == 0 {
-		o.baseADiv = 10
-	}
+	o.baseADiv, o.baseBDiv = cmp.Or(o.baseADiv, 10), cmp.Or(o.baseBDiv, 4)
 	f := machineFacts(ctx, o)
 	e, err := newEnv(ctx, o, bin)
 	if err != nil {
 		return nil, err
 	}
 	defer e.Close(ctx)
-	f.pgVersion, f.kafka, f.pgCPUNote = e.pgVersion, e.kafkaName, e.pg.why
-	rep0 := &report{recordBytes: e.recordBytes}
+	f.pgVersion, f.kafka, f.pgCPUNote, f.realKafka = e.pgVersion, e.kafkaName, e.pg.why, o.brokers != ""
+	rep := &report{recordBytes: e.recordBytes, reps: o.reps}
 	nA := min(max(o.records/o.baseADiv, partitions), baseAMax)
+	nB := max(o.records/o.baseBDiv, partitions)
 
-	runID := time.Now().UTC().Format("150405")
-	type plan struct {
-		table string
-		n     int
-		run   func(topic string) (result, error)
+	// Topic names are unique per run: a real broker is shared.
+	runID := time.Now().UTC().Format("150405") + "_" + rand.Text()[:6]
+	seq := 0
+	topicFor := func(what string) string {
+		seq++
+		return strings.ToLower(fmt.Sprintf("bench_%s_%d_%s", what, seq, runID))
 	}
-	plans := []plan{
-		{typedTable, o.records, func(topic string) (result, error) { return runBridge(ctx, e, typedTable, topic, o.records) }},
-		{rawTable, o.records, func(topic string) (result, error) { return runBridge(ctx, e, rawTable, topic, o.records) }},
-		{typedTable, o.records, func(topic string) (result, error) { return runBaseline(ctx, e, topic, o.records, false) }},
-		{typedTable, nA, func(topic string) (result, error) { return runBaseline(ctx, e, topic, nA, true) }},
-	}
-	rep := rep0
-	for i, p := range plans {
-		ceil, err := runCeilings(ctx, e, p.table, o.records)
-		if err != nil {
-			return nil, err
+	// contend fills a topic with n records and runs one contender on it.
+	contend := func(n int, what string, runOne func(topic string) (result, error)) (result, error) {
+		topic := topicFor(what)
+		if err := e.kafka.fill(ctx, topic, n); err != nil {
+			return result{}, err
 		}
-		topic := fmt.Sprintf("bench_%s_%d_%s", p.table, i, runID)
-		if err := e.kafka.fill(ctx, topic, p.n); err != nil {
-			return nil, err
-		}
-		r, err := p.run(topic)
+		r, err := runOne(topic)
 		if err != nil {
-			return nil, err
+			return result{}, err
 		}
 		if err := e.kafka.drop(ctx, topic); err != nil {
 			o.logf("note: %v", err)
 		}
-		rep.blocks = append(rep.blocks, block{ceiling: ceil, contender: r})
+		return r, nil
+	}
+	for i := range o.reps {
+		for _, table := range []string{typedTable, rawTable} {
+			o.logf("== repetition %d of %d, %s table", i+1, o.reps, tableLabel(table))
+			bl := block{rep: i + 1, table: table}
+			if bl.ceiling, err = runCeilings(ctx, e, table, o.records); err != nil {
+				return nil, err
+			}
+			steps := []struct {
+				n   int
+				run func(topic string) (result, error)
+			}{
+				{o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records) }},
+				{nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
+				{nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
+			}
+			for _, s := range steps {
+				r, err := contend(s.n, table, s.run)
+				if err != nil {
+					return nil, err
+				}
+				bl.contenders = append(bl.contenders, r)
+			}
+			rep.blocks = append(rep.blocks, bl)
+		}
+	}
+	if o.latencyFor > 0 {
+		rate := rep.series("bridge", rawTable).rate().med / 2
+		o.logf("== latency: producing at %s records/s (half the zero-config rate) for %s", num(rate, 0), o.latencyFor)
+		lr, err := runLatency(ctx, e, rawTable, topicFor("latency"), rate, o.latencyFor)
+		if err != nil {
+			return nil, err
+		}
+		rep.latency = &lr
+	}
+	if o.backlog > 0 {
+		o.logf("== backlog: draining %s records (zero-config)", num(float64(o.backlog), 0))
+		r, err := contend(o.backlog, "backlog", func(topic string) (result, error) {
+			return runBridge(ctx, e, rawTable, topic, o.backlog)
+		})
+		if err != nil {
+			return nil, err
+		}
+		r.Kind = "backlog"
+		rep.backlog = &r
 	}
 	f.loadAfter = loadAverage()
 	f.finished = time.Now()
 	rep.facts = f
 	var bad []string
-	for _, b := range rep.blocks {
-		for _, r := range append(append([]result(nil), b.ceiling...), b.contender) {
-			if r.TableRows != int64(r.Records) {
-				bad = append(bad, fmt.Sprintf("%s: the table held %d rows, not %d", r.title(), r.TableRows, r.Records))
-			}
+	check := func(r result) {
+		if r.TableRows != int64(r.Records) {
+			bad = append(bad, fmt.Sprintf("%s: the table held %d rows, not %d", r.title(), r.TableRows, r.Records))
 		}
+	}
+	for _, b := range rep.blocks {
+		for _, r := range b.results() {
+			check(r)
+		}
+	}
+	if rep.backlog != nil {
+		check(*rep.backlog)
+	}
+	if rep.latency != nil {
+		check(rep.latency.result)
 	}
 	if err := writeResults(o, rep); err != nil {
 		return rep, err

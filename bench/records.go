@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -115,37 +116,84 @@ func newKafka(brokers []string) (*kafka, error) {
 
 func (k *kafka) Close() { k.cl.Close() }
 
-// fill creates topic with 8 partitions and produces records 0..n-1 into it,
-// waiting until Kafka acknowledged them all.
-func (k *kafka) fill(ctx context.Context, topic string, n int) error {
+// create creates topic with 8 partitions (replication factor 1).
+func (k *kafka) create(ctx context.Context, topic string) error {
 	resp, err := k.admin.CreateTopic(ctx, partitions, 1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
-	if resp.Err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, resp.Err)
+	return nil
+}
+
+// fill creates topic with 8 partitions and produces records 0..n-1 into it,
+// waiting until Kafka acknowledged them all.
+func (k *kafka) fill(ctx context.Context, topic string, n int) error {
+	if err := k.create(ctx, topic); err != nil {
+		return err
 	}
-	var (
-		mu     sync.Mutex
-		failed error
-	)
+	var p producing
 	for id := range n {
-		r := &kgo.Record{Topic: topic, Partition: partitionOf(id), Key: recordKey(id), Value: recordValue(id)}
-		k.cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
-			if err != nil {
-				mu.Lock()
-				failed = err
-				mu.Unlock()
-			}
-		})
+		p.produce(ctx, k.cl, topic, id, time.Time{})
 	}
-	if err := k.cl.Flush(ctx); err != nil {
+	return p.flush(ctx, k.cl, topic)
+}
+
+// produceAt produces records 0, 1, ... to topic at rate records/s for dur,
+// each stamped with the time it was handed to the client, and returns how
+// many once Kafka acknowledged them all. It paces every millisecond.
+func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur time.Duration) (int, error) {
+	var p producing
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	t0 := time.Now()
+	sent := 0
+	for {
+		elapsed := time.Since(t0)
+		due := int(rate * min(elapsed, dur).Seconds())
+		for ; sent < due; sent++ {
+			p.produce(ctx, k.cl, topic, sent, time.Now())
+		}
+		if elapsed >= dur {
+			return sent, p.flush(ctx, k.cl, topic)
+		}
+		select {
+		case <-ctx.Done():
+			return sent, ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
+
+// producing keeps the first error of asynchronous produces.
+type producing struct {
+	mu     sync.Mutex
+	failed error
+}
+
+// produce hands record id to cl, with timestamp ts (zero: kgo's now).
+func (p *producing) produce(ctx context.Context, cl *kgo.Client, topic string, id int, ts time.Time) {
+	r := &kgo.Record{Topic: topic, Partition: partitionOf(id), Key: recordKey(id), Value: recordValue(id), Timestamp: ts}
+	cl.Produce(ctx, r, func(_ *kgo.Record, err error) {
+		if err != nil {
+			p.mu.Lock()
+			p.failed = cmp.Or(p.failed, err)
+			p.mu.Unlock()
+		}
+	})
+}
+
+// flush waits until Kafka acknowledged every record handed to cl.
+func (p *producing) flush(ctx context.Context, cl *kgo.Client, topic string) error {
+	if err := cl.Flush(ctx); err != nil {
 		return fmt.Errorf("produce to %s: %w", topic, err)
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if failed != nil {
-		return fmt.Errorf("produce to %s: %w", topic, failed)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.failed != nil {
+		return fmt.Errorf("produce to %s: %w", topic, p.failed)
 	}
 	return nil
 }
