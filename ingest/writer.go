@@ -89,6 +89,15 @@ type Config struct {
 	// delivers it at COMMIT, so a listener never hears of rows it cannot
 	// see yet.
 	Notify bool
+	// TableWriters bounds the transactions writing one append table at
+	// once and turns on cross-partition batches (see combine.go): batches
+	// of the table's partitions that find every writer busy wait, and the
+	// next free writer takes all of them in one transaction. 0 (default)
+	// writes every batch in a transaction of its own, at once.
+	TableWriters int
+	// CombineMaxRows caps the rows of one combined transaction. Default
+	// 100,000.
+	CombineMaxRows int
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
 }
@@ -131,6 +140,9 @@ type Result struct {
 	CopyDuration    time.Duration
 	CommitDuration  time.Duration
 	Isolated        bool // Postgres refused rows: the batch was redone isolating them
+	// Combined is how many batches shared this batch's transaction (see
+	// Config.TableWriters); 0 when it had one of its own.
+	Combined int
 }
 
 // Writer writes batches. Safe for concurrent use.
@@ -143,6 +155,7 @@ type Writer struct {
 	create   bool            // EnsureTables' create, for resolved sinks
 	resolved map[string]Sink // sinks found through Config.Resolve
 	changed  map[string]Sink // sinks whose TableMapper changed the table
+	lanes    map[string]*lane // by qualified table name, with TableWriters
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -166,6 +179,12 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	default:
 		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
 	}
+	if cfg.TableWriters < 0 {
+		return nil, fmt.Errorf("--table-writers is %d: use 0 (off) or the number of transactions that may write one table at once", cfg.TableWriters)
+	}
+	if cfg.CombineMaxRows <= 0 {
+		cfg.CombineMaxRows = 100000
+	}
 	if cfg.ClaimLockTimeout <= 0 {
 		cfg.ClaimLockTimeout = 10 * time.Second
 	}
@@ -173,7 +192,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}}, nil
+	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}}, nil
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -233,7 +252,17 @@ func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 	if b.NextOffset <= b.FirstOffset {
 		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
+	if w.cfg.TableWriters > 0 && combinable(sink) {
+		return w.writeInLane(ctx, b, sink)
+	}
+	return w.writeChanging(ctx, b, sink)
+}
+
+// writeChanging writes b in its own transaction, following the changes of
+// a TableMapper's table.
+func (w *Writer) writeChanging(ctx context.Context, b *Batch, sink Sink) (Result, error) {
 	for changes := 0; ; changes++ {
+		var err error
 		if tm, ok := sink.Mapper.(TableMapper); ok && !sameColumns(tm.Table(), sink.Table) {
 			if sink, err = w.changeTable(ctx, b.Topic, sink, tm.Table()); err != nil {
 				return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)

@@ -142,7 +142,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, Logger: log})
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log})
 	if err != nil {
 		return err
 	}

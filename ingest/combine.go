@@ -1,0 +1,281 @@
+package ingest
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Cross-partition batches (Config.TableWriters): each append table has a
+// lane with TableWriters writer slots. A batch that finds a free slot is written
+// alone, at once, as without combining. A batch that finds every slot busy
+// waits in the lane; when a slot frees, the first waiter takes every
+// waiting batch of that table and writes them in one transaction: one
+// fenced advance per partition, one COPY of all their rows (sorted by
+// topic and partition), one COMMIT. With many partitions and small batches
+// that replaces many small transactions (a COMMIT's fsync and about 2 ms of
+// backend CPU per COPY statement each) by a few large ones; with few busy
+// partitions nothing waits and nothing changes.
+//
+// A combined transaction that meets anything unusual (a fence, a bad
+// record, a row Postgres refuses) is rolled back and its batches are
+// written one by one through the ordinary path, which knows how to report
+// each of those per partition. So the combined path only ever commits
+// batches that are entirely good, and exactly-once rests on the same fenced
+// advances as always.
+
+// lane is one table's writer slots and waiting batches.
+type lane struct {
+	mu      sync.Mutex
+	busy    int
+	waiting []*pending
+}
+
+// pending is a batch waiting in a lane. Its done channel receives the
+// outcome, or, for the waiter that is handed the slot, the batches to write.
+type pending struct {
+	b    *Batch
+	sink Sink
+	done chan laneOutcome // cap 1
+}
+
+type laneOutcome struct {
+	res  Result
+	err  error
+	lead []*pending // set when this waiter now owns the slot and writes these
+}
+
+// combinable reports whether a sink's batches may share a transaction:
+// appends with a fixed table.
+func combinable(s Sink) bool {
+	if s.Upsert != nil {
+		return false
+	}
+	_, changing := s.Mapper.(TableMapper)
+	return !changing
+}
+
+func (w *Writer) laneOf(table string) *lane {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	l := w.lanes[table]
+	if l == nil {
+		l = &lane{}
+		w.lanes[table] = l
+	}
+	return l
+}
+
+// writeInLane writes b alone when its table has a free slot, or else waits
+// to be written with the table's other waiting batches.
+func (w *Writer) writeInLane(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+	l := w.laneOf(sink.Table.QualifiedName())
+	l.mu.Lock()
+	if l.busy < w.cfg.TableWriters {
+		l.busy++
+		l.mu.Unlock()
+		res, err := w.writeChanging(ctx, b, sink)
+		w.release(ctx, l)
+		return res, err
+	}
+	p := &pending{b: b, sink: sink, done: make(chan laneOutcome, 1)}
+	l.waiting = append(l.waiting, p)
+	l.mu.Unlock()
+
+	var o laneOutcome
+	select {
+	case o = <-p.done:
+	case <-ctx.Done():
+		l.mu.Lock()
+		if i := slices.Index(l.waiting, p); i >= 0 {
+			l.waiting = slices.Delete(l.waiting, i, i+1)
+			l.mu.Unlock()
+			return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, ctx.Err())
+		}
+		l.mu.Unlock()
+		o = <-p.done // taken already: its transaction decides
+	}
+	if o.lead == nil {
+		return o.res, o.err
+	}
+	// This waiter owns a slot now and writes the batches handed to it
+	// (its own among them) in one transaction.
+	var res Result
+	var err error
+	results := w.writeCombined(ctx, o.lead)
+	for i, q := range o.lead {
+		if q == p {
+			res, err = results[i].res, results[i].err
+			continue
+		}
+		q.done <- results[i]
+	}
+	w.release(ctx, l)
+	return res, err
+}
+
+// release frees a slot, or hands it to the first waiter together with every
+// waiting batch (up to CombineMaxRows rows).
+func (w *Writer) release(ctx context.Context, l *lane) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.waiting) == 0 {
+		l.busy--
+		return
+	}
+	rows, n := 0, 0
+	for n < len(l.waiting) && (n == 0 || rows+len(l.waiting[n].b.Records) <= w.cfg.CombineMaxRows) {
+		rows += len(l.waiting[n].b.Records)
+		n++
+	}
+	take := slices.Clone(l.waiting[:n])
+	l.waiting = slices.Delete(l.waiting, 0, n)
+	take[0].done <- laneOutcome{lead: take}
+}
+
+// writeCombined writes the batches in one transaction and returns each
+// one's outcome, in order. A single batch, or a combined transaction that
+// cannot commit every batch whole, goes through the ordinary path batch by
+// batch.
+func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome {
+	out := make([]laneOutcome, len(ps))
+	one := func() []laneOutcome {
+		for i, p := range ps {
+			res, err := w.writeChanging(ctx, p.b, p.sink)
+			out[i] = laneOutcome{res: res, err: err}
+		}
+		return out
+	}
+	if len(ps) == 1 {
+		return one()
+	}
+	for _, p := range ps[1:] {
+		if !sameColumns(p.sink.Table, ps[0].sink.Table) {
+			return one()
+		}
+	}
+	res, err := w.combinedTx(ctx, ps)
+	if errors.Is(err, errIsolate) {
+		return one()
+	}
+	for i, p := range ps {
+		if err != nil {
+			out[i] = laneOutcome{err: fmt.Errorf("write %s/%d: %w", p.b.Topic, p.b.Partition, err)}
+			continue
+		}
+		r := res
+		r.Rows, r.Combined = len(p.b.Records), len(ps)
+		out[i] = laneOutcome{res: r}
+	}
+	return out
+}
+
+// combinedTx is the combined transaction: every fence first (in topic and
+// partition order, so two combined transactions never wait on each other
+// in a cycle), the rows in one COPY, the notifications, COMMIT. errIsolate
+// means: nothing was committed, write the batches one by one.
+func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) {
+	order := slices.Clone(ps)
+	slices.SortFunc(order, func(x, y *pending) int {
+		return cmp.Or(cmp.Compare(x.b.Topic, y.b.Topic), cmp.Compare(x.b.Partition, y.b.Partition))
+	})
+	tx, err := w.pool.Begin(ctx)
+	if err != nil {
+		return Result{}, fmt.Errorf("begin: %w", err)
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	for _, p := range order {
+		b := p.b
+		tag, err := tx.Exec(ctx, advanceSQL, w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset)
+		if err != nil {
+			return Result{}, fmt.Errorf("advance next_offset of %s/%d: %w", b.Topic, b.Partition, err)
+		}
+		if tag.RowsAffected() != 1 {
+			return Result{}, errIsolate // fenced: the ordinary path says which and why
+		}
+	}
+	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes}
+	t := order[0].sink.Table
+	copyStart := time.Now()
+	n, err := tx.CopyFrom(ctx, t.Ident(), t.ColumnNames(), src)
+	res := Result{CopyDuration: time.Since(copyStart)}
+	if src.err != nil {
+		err = src.err
+	}
+	if src.bad || rowError(err) {
+		return Result{}, errIsolate
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+	}
+	if want := src.rows; int(n) != want {
+		return Result{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
+	}
+	for _, p := range order {
+		if err := w.notify(ctx, tx, p.b, p.sink, len(p.b.Records)); err != nil {
+			return Result{}, err
+		}
+	}
+	commitStart := time.Now()
+	if err := tx.Commit(ctx); err != nil {
+		return Result{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
+	}
+	res.CommitDuration = time.Since(commitStart)
+	return res, nil
+}
+
+// multiSource feeds the records of several batches to one COPY; the first
+// record that is not a good row stops it (bad is set), since the combined
+// path commits only whole, good batches.
+type multiSource struct {
+	ps       []*pending
+	maxBytes int
+	bi, ri   int
+	row      []any
+	rows     int
+	bad      bool
+	err      error
+}
+
+func (s *multiSource) Next() bool {
+	for s.bi < len(s.ps) {
+		p := s.ps[s.bi]
+		if s.ri >= len(p.b.Records) {
+			s.bi, s.ri = s.bi+1, 0
+			continue
+		}
+		r := &p.b.Records[s.ri]
+		s.ri++
+		row, bad, err := mapRecord(r, p.sink.Mapper, s.maxBytes, s.row)
+		switch {
+		case err != nil:
+			s.err = err
+			return false
+		case bad != nil:
+			s.bad = true
+			s.err = errBadInCombined
+			return false
+		}
+		s.row = row
+		s.rows++
+		return true
+	}
+	return false
+}
+
+var errBadInCombined = errors.New("a bad record in a combined batch")
+
+func (s *multiSource) Values() ([]any, error) { return s.row, nil }
+func (s *multiSource) Err() error             { return s.err }
+
+var _ pgx.CopyFromSource = (*multiSource)(nil)
