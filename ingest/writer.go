@@ -152,9 +152,9 @@ type Writer struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	create   bool            // EnsureTables' create, for resolved sinks
-	resolved map[string]Sink // sinks found through Config.Resolve
-	changed  map[string]Sink // sinks whose TableMapper changed the table
+	create   bool             // EnsureTables' create, for resolved sinks
+	resolved map[string]Sink  // sinks found through Config.Resolve
+	changed  map[string]Sink  // sinks whose TableMapper changed the table
 	lanes    map[string]*lane // by qualified table name, with TableWriters
 }
 
