@@ -19,7 +19,7 @@ const commitPollInterval = 5 * time.Millisecond
 // latencyResult is the latency scenario: the bridge with default flush
 // settings consuming a producer paced at a fixed rate.
 type latencyResult struct {
-	result             // Records produced; P50, P99 exact (upper bounds); Active = the producing time
+	result             // Records produced; P50, P99 exact (upper bounds); Active = the producer's pacing time
 	TargetRate float64 // records/s asked of the producer
 	P90, Max   float64 // seconds, exact (upper bounds)
 	P99Lower   float64 // seconds: p99 of the lower bounds
@@ -83,7 +83,7 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	var (
 		produced atomic.Int64 // the record count once the producer is done; -1 before
 		commits  [partitions][]commitSeen
-		t0, tEnd time.Time
+		paced    time.Duration // the producer's pacing time, its flush excluded
 	)
 	produced.Store(-1)
 	g, gctx := errgroup.WithContext(ctx)
@@ -93,9 +93,8 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 		return err
 	})
 	g.Go(func() error {
-		t0 = time.Now()
-		n, err := e.kafka.produceAt(gctx, topic, rate, dur)
-		tEnd = time.Now()
+		n, d, err := e.kafka.produceAt(gctx, topic, rate, dur)
+		paced = d
 		produced.Store(int64(n))
 		return err
 	})
@@ -104,8 +103,8 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	}
 	n := int(produced.Load())
 	lr := latencyResult{TargetRate: rate, result: result{Kind: "latency", Table: kind, Records: n, ActiveRows: n,
-		Active: tEnd.Sub(t0), RecordBytes: e.recordBytes}}
-	lr.Wall = tEnd.Sub(b.t0)
+		Active: paced, RecordBytes: e.recordBytes}}
+	lr.Wall = time.Since(b.t0)
 	b.finish(e, &lr.result)
 
 	rows, err := poll.Query(ctx, fmt.Sprintf("SELECT kafka_partition, kafka_offset, kafka_timestamp FROM %s ORDER BY 1, 2", t.QualifiedName()))

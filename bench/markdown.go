@@ -122,6 +122,10 @@ func markdown(o options, rep *report) string {
 			"a producer filled live, paced at half the median zero-config rate measured above; record timestamps are " +
 			"the produce times. Latency is, for every record, the time its row's commit became visible minus its " +
 			"timestamp, computed exactly per record (not from histogram buckets): see *How it was measured*.\n\n")
+		if f.realKafka {
+			w("With a real broker, the time a record waits in the producer (acks=all) before the broker appends it " +
+				"counts too: the timestamp is when the bench handed it to the producer.\n\n")
+		}
 		w("| | |\n|---|---|\n")
 		w("| producer rate | asked %s records/s, got %s records/s for %.1f s |\n", num(l.TargetRate, 0), num(l.rowsPerSec(), 0), l.Active.Seconds())
 		w("| records | %s produced, %s rows in the table, %s transactions seen |\n", num(float64(l.Records), 0), num(float64(l.TableRows), 0), num(float64(l.Commits), 0))

@@ -143,8 +143,9 @@ func (k *kafka) fill(ctx context.Context, topic string, n int) error {
 
 // produceAt produces records 0, 1, ... to topic at rate records/s for dur,
 // each stamped with the time it was handed to the client, and returns how
-// many once Kafka acknowledged them all. It paces every millisecond.
-func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur time.Duration) (int, error) {
+// many, and how long handing them over took, once Kafka acknowledged them
+// all. It paces every millisecond.
+func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur time.Duration) (int, time.Duration, error) {
 	var p producing
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -157,11 +158,12 @@ func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur t
 			p.produce(ctx, k.cl, topic, sent, time.Now())
 		}
 		if elapsed >= dur {
-			return sent, p.flush(ctx, k.cl, topic)
+			paced := time.Since(t0)
+			return sent, paced, p.flush(ctx, k.cl, topic)
 		}
 		select {
 		case <-ctx.Done():
-			return sent, ctx.Err()
+			return sent, time.Since(t0), ctx.Err()
 		case <-tick.C:
 		}
 	}
