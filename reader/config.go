@@ -73,6 +73,14 @@ type Config struct {
 	BatchMaxRows  int           // --batch-max-rows, default 10000
 	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
 	BatchMaxWait  time.Duration // --batch-max-wait, default 200ms
+	// A partition whose queue reaches the end offset of its last fetch
+	// writes at once instead of waiting BatchMaxWait for records that have
+	// not been produced yet: under a backlog batches fill by size, and
+	// under a steady flow they hold what arrived during the previous
+	// write, so latency is about one fetch and one commit. WaitAtEnd
+	// (--batch-wait-at-end) waits anyway: fewer, larger transactions on
+	// slow topics, for more latency.
+	WaitAtEnd bool
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
 	// partitions, queued or being written (--max-buffered-bytes, default

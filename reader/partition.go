@@ -280,7 +280,8 @@ func (p *partition) next() (*Batch, bool) {
 		var wait time.Duration = -1
 		if p.claimed && !p.halted && len(p.queue) > 0 {
 			age := time.Since(p.firstAt)
-			if p.closing || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
+			atEnd := !cfg.WaitAtEnd && p.logEnd >= 0 && p.pos >= p.logEnd
+			if p.closing || atEnd || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
 				b := p.takeLocked()
 				p.mu.Unlock()
 				return b, true

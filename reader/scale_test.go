@@ -202,3 +202,30 @@ func sorted(tps []TopicPartition) []TopicPartition {
 	})
 	return tps
 }
+
+func TestAPartitionThatReachedTheEndWritesWithoutWaitingForTheBatchToFill(t *testing.T) {
+	for _, waitAtEnd := range []bool{false, true} {
+		t.Run(map[bool]string{false: "by default", true: "unless told to wait"}[waitAtEnd], func(t *testing.T) {
+			c := newCluster(t, 1)
+			adm := admin(t, c)
+			s := newStore()
+			x := start(t, c, "g", s, func(c *Config) {
+				c.BatchMaxWait, c.BatchMaxRows, c.WaitAtEnd = 4*time.Second, 100000, waitAtEnd
+			})
+			waitFor(t, 20*time.Second, "the assignment", func() bool { return len(x.r.Assigned()) == 1 })
+			produce(t, c, 50)
+			ends := endOffsets(t, adm)
+			produced := time.Now()
+			waitFor(t, 20*time.Second, "the write", func() bool { return s.caughtUp(ends) })
+			took := time.Since(produced)
+			if !waitAtEnd && took > 2*time.Second {
+				t.Errorf("50 records at the end of the partition were written after %v: they waited for a batch that could not fill", took)
+			}
+			if waitAtEnd && took < 3*time.Second {
+				t.Errorf("with WaitAtEnd the records were written after %v, before --batch-max-wait (4s)", took)
+			}
+			x.stop()
+			s.checkExactlyOnce(t, map[int32]int64{}, ends)
+		})
+	}
+}

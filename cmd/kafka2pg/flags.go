@@ -25,6 +25,7 @@ type runOptions struct {
 	sinks          []sinkConfig    // from the config file
 	pgURLFile      string          // --pg-url-file, read by resolvePGURL
 	kafkaSecurity  reader.Security // --kafka-tls-*, --kafka-sasl-*
+	registry       registryOptions // --schema-registry-*, and the client connectRegistry makes
 	pgSchema       string
 	pgMaxConns     int32
 	tableWriters   int
@@ -69,12 +70,14 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
 	fs.IntVar(&rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
+	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "wait --batch-max-wait even when a partition has read up to its end offset (fewer, larger transactions on slow topics, more latency); by default such a partition writes at once")
 	fs.IntVar(&rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "record bytes buffered across all partitions before fetching pauses; bounds memory with many partitions")
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
 	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
 	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of the backoff between retries after Postgres errors")
 	defineSecurityFlags(fs, &o.kafkaSecurity)
+	defineRegistryFlags(fs, &o.registry)
 
 	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
 	definePGURLFileFlag(fs, &o.pgURLFile)
