@@ -1,7 +1,11 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"math"
+	"os"
 	"runtime"
 	"strconv"
 	"time"
@@ -65,6 +69,12 @@ func newBridgeMetrics() *bridgeMetrics {
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// The process collector has the current RSS; the bound that matters for
+	// sizing (issue 9: 1,000 partitions in 512 MB) is the peak, which the
+	// kernel keeps and a scrape every 15 s would miss.
+	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_process_peak_resident_memory_bytes",
+		Help: "Peak resident set size of the process (VmHWM in /proc/self/status); absent where /proc is not."},
+		peakResidentBytes))
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka2pg_build_info", Help: "Always 1; labels say which build runs.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
 	build.Set(1)
@@ -190,4 +200,30 @@ func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(mirrorGapDesc, prometheus.GaugeValue, float64(max(p.NextOffset-mirrored, 0)), p.Topic, part)
 		}
 	}
+}
+
+// peakResidentBytes reads VmHWM ("VmHWM:   123456 kB") from
+// /proc/self/status. NaN when there is no such file or line (not Linux).
+func peakResidentBytes() float64 {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return math.NaN()
+	}
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for sc.Scan() {
+		rest, ok := bytes.CutPrefix(sc.Bytes(), []byte("VmHWM:"))
+		if !ok {
+			continue
+		}
+		fields := bytes.Fields(rest)
+		if len(fields) != 2 || string(fields[1]) != "kB" {
+			return math.NaN()
+		}
+		kb, err := strconv.ParseInt(string(fields[0]), 10, 64)
+		if err != nil {
+			return math.NaN()
+		}
+		return float64(kb) * 1024
+	}
+	return math.NaN()
 }
