@@ -37,6 +37,9 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return code
 	}
 	r := &checkReport{w: stdout}
+	if n := checkRegistry(ctx, r, o, sinks); n > 0 {
+		r.line("ok", "schema registry: the subjects of %d avro/protobuf sink(s) fold into tables", n)
+	}
 	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.reader.Group)
 	checkKafka(ctx, r, o)
 	checkPostgres(ctx, r, o, sinks)
@@ -315,4 +318,31 @@ func quotedIdents(names []string) string {
 		q[i] = pgx.Identifier{n}.Sanitize()
 	}
 	return strings.Join(q, ", ")
+}
+
+// checkRegistry builds the sinks of format avro and protobuf, which need
+// the registry (their table is the fold of the subject's versions), into
+// sinks, and reports any it cannot build. It returns how many it built.
+func checkRegistry(ctx context.Context, r *checkReport, o *runOptions, sinks map[string]ingest.Sink) int {
+	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
+	defer cancel()
+	if err := o.connectRegistry(ctx); err != nil {
+		r.line("FAIL", "schema registry: %v", redactErr(err))
+		return 0
+	}
+	if o.registry.schemas == nil {
+		return 0
+	}
+	all, err := buildSinks(o)
+	if err != nil {
+		r.line("FAIL", "schema registry: %v", redactErr(err))
+	}
+	n := 0
+	for topic, s := range all {
+		if _, ok := sinks[topic]; !ok {
+			sinks[topic] = s
+			n++
+		}
+	}
+	return n
 }

@@ -48,6 +48,11 @@ type sinkConfig struct {
 	Evolve            bool           `yaml:"evolve"`
 	Columns           []columnConfig `yaml:"columns"`
 	Metadata          metadataConfig `yaml:"metadata"`
+	// Format avro and protobuf only (registry_flags.go).
+	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value
+	KeySubject string `yaml:"key_subject"` // the key's subject; default <topic>-key in upsert mode
+	Nested     string `yaml:"nested"`      // flatten (default) or jsonb
+	Message    string `yaml:"message"`     // the Protobuf message; default the first
 }
 
 type columnConfig struct {
@@ -174,7 +179,7 @@ func decodeSinks(v *yaml.Node, path string) ([]sinkConfig, error) {
 			continue
 		}
 		s.Line = item.Line
-		for _, f := range []*string{&s.Topic, &s.TopicRegex, &s.Table, &s.Schema, &s.Format, &s.Mode} {
+		for _, f := range []*string{&s.Topic, &s.TopicRegex, &s.Table, &s.Schema, &s.Format, &s.Mode, &s.Subject, &s.KeySubject} {
 			x, err := expandEnv(*f, fmt.Sprintf("%s:%d", path, item.Line))
 			if err != nil {
 				errs = append(errs, err)

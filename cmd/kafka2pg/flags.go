@@ -25,6 +25,7 @@ type runOptions struct {
 	sinks          []sinkConfig    // from the config file
 	pgURLFile      string          // --pg-url-file, read by resolvePGURL
 	kafkaSecurity  reader.Security // --kafka-tls-*, --kafka-sasl-*
+	registry       registryOptions // --schema-registry-*, and the client connectRegistry makes
 	pgSchema       string
 	pgMaxConns     int32
 	tableWriters   int
@@ -76,6 +77,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
 	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of the backoff between retries after Postgres errors")
 	defineSecurityFlags(fs, &o.kafkaSecurity)
+	defineRegistryFlags(fs, &o.registry)
 
 	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
 	definePGURLFileFlag(fs, &o.pgURLFile)

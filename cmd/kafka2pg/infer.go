@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/registry"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -36,6 +38,7 @@ type inferOptions struct {
 	nested   string
 	timeout  time.Duration
 	security reader.Security
+	registry registryOptions // for values in the Confluent wire format
 }
 
 func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -53,6 +56,7 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&o.group, "kafka-group", "", "consumer group written into the config (default: kafka2pg-<table>)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "longest the sampling reads before it uses what it has")
 	defineSecurityFlags(fs, &o.security)
+	defineRegistryFlags(fs, &o.registry)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: kafka2pg infer --kafka-brokers H:P --topic T [--sample N] [--table NAME] [--mode append|upsert --key-path P] [--nested flatten|jsonb]\n\n%s", fs.FlagUsages())
 	}
@@ -84,6 +88,18 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
 		return exitError
+	}
+	if wireFormat(smp.values) {
+		out, err := o.renderRegistry(ctx, smp)
+		if err != nil {
+			fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+			return exitError
+		}
+		if _, err := io.WriteString(stdout, out); err != nil {
+			fmt.Fprintf(stderr, "kafka2pg infer: write the config: %v\n", err)
+			return exitError
+		}
+		return exitOK
 	}
 	inf := newInference()
 	for _, v := range smp.values {
@@ -255,17 +271,19 @@ const maxFlattenDepth = 3
 
 // The printed config: the keys of --config (config.go), empty ones left out.
 type inferredConfig struct {
-	Brokers []string           `yaml:"kafka-brokers,flow"`
-	Group   string             `yaml:"kafka-group"`
-	Sinks   []inferredSinkYAML `yaml:"sinks"`
+	Brokers  []string           `yaml:"kafka-brokers,flow"`
+	Group    string             `yaml:"kafka-group"`
+	Registry []string           `yaml:"schema-registry-url,omitempty,flow"`
+	Sinks    []inferredSinkYAML `yaml:"sinks"`
 }
 
 type inferredSinkYAML struct {
 	Topic   string               `yaml:"topic"`
 	Table   string               `yaml:"table"`
+	Format  string               `yaml:"format,omitempty"`
 	Mode    string               `yaml:"mode"`
 	Key     []string             `yaml:"key,omitempty,flow"`
-	Columns []inferredColumnYAML `yaml:"columns"`
+	Columns []inferredColumnYAML `yaml:"columns,omitempty"`
 }
 
 type inferredColumnYAML struct {
@@ -364,4 +382,77 @@ func flowColumns(n *yaml.Node) {
 	for _, c := range n.Content {
 		flowColumns(c)
 	}
+}
+
+// wireFormat reports whether every sampled value is in the Confluent wire
+// format: a 0 magic byte and a 4-byte schema id. JSON never starts with 0.
+func wireFormat(values [][]byte) bool {
+	for _, v := range values {
+		if len(v) < 5 || v[0] != 0 {
+			return false
+		}
+	}
+	return len(values) > 0
+}
+
+// renderRegistry prints the sink of a topic whose values carry a schema
+// id: format avro or protobuf (as the registry says of the first sampled
+// id), and the CREATE TABLE its subject's versions fold into.
+func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string, error) {
+	if o.mode != "append" {
+		return "", errors.New("--mode upsert: for Avro and Protobuf values infer prints an append sink; then set mode: upsert and key: [key_<field>] (the fields of the <topic>-key subject) by hand")
+	}
+	if len(o.registry.urls) == 0 {
+		return "", fmt.Errorf("the values of %q are in the Schema Registry wire format (magic byte 0, schema id): give --schema-registry-url to read their schema", o.topic)
+	}
+	cfg, err := o.registry.config()
+	if err != nil {
+		return "", err
+	}
+	c, err := registry.New(cfg)
+	if err != nil {
+		return "", err
+	}
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	id := int(binary.BigEndian.Uint32(smp.values[0][1:5]))
+	rs, err := c.SchemaByID(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("the values of %q carry schema id %d: %w", o.topic, id, err)
+	}
+	format := strings.ToLower(rs.Type)
+	if !registryFormat(format) {
+		return "", fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro and protobuf", o.topic, id, rs.Type)
+	}
+	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
+	if o.nested != "flatten" {
+		sc.Nested = o.nested
+	}
+	ro := &runOptions{pgSchema: "public", registry: o.registry, sinks: []sinkConfig{sc}}
+	if err := ro.connectRegistry(ctx); err != nil {
+		return "", err
+	}
+	sink, err := buildSink(ro, sc)
+	if err != nil {
+		return "", err
+	}
+	cfgOut := inferredConfig{Brokers: o.brokers, Group: o.group, Registry: o.registry.urls,
+		Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Format: format, Mode: sc.Mode}}}
+	var body bytes.Buffer
+	enc := yaml.NewEncoder(&body)
+	enc.SetIndent(2)
+	if err := enc.Encode(cfgOut); err != nil {
+		return "", fmt.Errorf("encode the config: %w", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "# kafka2pg infer: %d record values of topic %q (%d partitions) are %s in the Schema Registry wire format (schema id %d, subject %q).\n",
+		len(smp.values), o.topic, smp.partitions, format, id, o.topic+"-value")
+	b.WriteString("# The columns come from the subject's versions; new versions evolve the table while run runs.\n")
+	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL), the registry's credentials and any Kafka TLS/SASL settings.\n#\n# The table run creates:\n#\n")
+	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(sink.Table)), "\n"), "\n") {
+		b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
+	}
+	b.WriteString("\n")
+	b.Write(body.Bytes())
+	return b.String(), nil
 }

@@ -137,6 +137,9 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	defer pool.Close()
 
+	if err := o.connectRegistry(ctx); err != nil {
+		return err
+	}
 	sinks, err := buildSinks(o)
 	if err != nil {
 		return err

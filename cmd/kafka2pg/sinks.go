@@ -33,12 +33,15 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 			// Checked now with a sample topic name, built per topic later.
 			probe := sc
 			probe.Topic = "probe"
-			if _, err := buildSink(o, probe); err != nil {
+			if _, err := buildSink(o, probe); err != nil && !errors.Is(err, errRegistryLater) {
 				errs = append(errs, fmt.Errorf("--config %s: sink of topic_regex %q at line %d: %w", o.configPath, sc.TopicRegex, sc.Line, err))
 			}
 			continue
 		}
 		sink, err := buildSink(o, sc)
+		if errors.Is(err, errRegistryLater) {
+			continue // checked; built once the registry is connected
+		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--config %s: sink of topic %q at line %d: %w", o.configPath, sc.Topic, sc.Line, err))
 			continue
@@ -79,6 +82,15 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 		return ingest.Sink{}, fmt.Errorf("mode %q is not append or upsert", mode)
 	}
 	noCreate := sc.Create != nil && !*sc.Create
+	if registryFormat(sc.Format) {
+		sink, ok, err := buildRegistrySink(o, sc, schemaName, table, mode, noCreate)
+		if err == nil && !ok {
+			err = errRegistryLater
+		}
+		return sink, err
+	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
+		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro or protobuf, not %q: remove them, or set the format", sc.Format)
+	}
 	typed := len(sc.Columns) > 0 || !sc.Metadata.empty()
 	if !typed {
 		if mode == "upsert" || len(sc.Key) > 0 || sc.DeleteOnTombstone {
@@ -120,6 +132,11 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 	}
 	return sink, nil
 }
+
+// errRegistryLater says a registry sink's config is valid but its table
+// needs the registry, which buildSinks reaches only once runOptions.schemas
+// is set (connectRegistry).
+var errRegistryLater = errors.New("the sink needs the schema registry")
 
 func (m metadataConfig) empty() bool {
 	return m.Topic == "" && m.Partition == "" && m.Offset == "" && m.Timestamp == "" && m.TimestampType == "" &&
