@@ -48,18 +48,7 @@ func BenchmarkRawMapperRow(b *testing.B) {
 // table of ten columns.
 func BenchmarkJSONMapperRow(b *testing.B) {
 	recs := benchRecords(benchValues(1024))
-	m, err := NewJSONMapper(MappingSpec{Table: "events", Columns: []ColumnSpec{
-		{Name: "id", Path: "id", Type: "bigint", NotNull: true},
-		{Name: "user_id", Path: "user_id", Type: "text"},
-		{Name: "event", Path: "event", Type: "text"},
-		{Name: "amount", Path: "amount", Type: "numeric(12,2)"},
-		{Name: "currency", Path: "currency", Type: "varchar(3)"},
-		{Name: "country", Path: "country", Type: "text"},
-		{Name: "ts", Path: "ts", Type: "timestamptz"},
-		{Name: "path", Path: "props.path", Type: "text"},
-		{Name: "device", Path: "props.device", Type: "text"},
-		{Name: "props", Path: "props", Type: "jsonb"},
-	}})
+	m, err := NewJSONMapper(benchSpec())
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -73,4 +62,20 @@ func BenchmarkJSONMapperRow(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// benchSpec is the typed table of the benchmarks: ten columns.
+func benchSpec() MappingSpec {
+	return MappingSpec{Table: "events", Columns: []ColumnSpec{
+		{Name: "id", Path: "id", Type: "bigint", NotNull: true},
+		{Name: "user_id", Path: "user_id", Type: "text"},
+		{Name: "event", Path: "event", Type: "text"},
+		{Name: "amount", Path: "amount", Type: "numeric(12,2)"},
+		{Name: "currency", Path: "currency", Type: "varchar(3)"},
+		{Name: "country", Path: "country", Type: "text"},
+		{Name: "ts", Path: "ts", Type: "timestamptz"},
+		{Name: "path", Path: "props.path", Type: "text"},
+		{Name: "device", Path: "props.device", Type: "text"},
+		{Name: "props", Path: "props", Type: "jsonb"},
+	}}
 }

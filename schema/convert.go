@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"bytes"
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
@@ -15,9 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 )
 
-// The converters of the type table: a decoded JSON value (json.Number,
-// string, bool, map[string]any, []any; never nil) to the Go value pgx v5
-// encodes to the column's type in binary COPY.
+// The converters of the type table: a JSON value (never null) to the Go
+// value pgx v5 encodes to the column's type in binary COPY.
 
 // More kinds of DecodeError, for typed columns.
 const (
@@ -35,25 +33,40 @@ const (
 // maxShown is how much of a value an error message shows.
 const maxShown = 64
 
+// jsonValue is one JSON value as the converters see it.
+type jsonValue struct {
+	kind valueKind // never kindNull or kindAbsent
+	text string    // kindString: the text; kindNumber: the literal
+	raw  []byte    // kindObject, kindArray: the value as sent, valid JSON
+	// buf, when set, is the row's buffer: converters put the bytes they
+	// return there instead of allocating.
+	buf *rowBuffer
+}
+
+// jsonText is a string or number value with text s, as the converters get
+// the JSON number inside a string (protobuf's 64-bit integers).
+func jsonNumber(s string) jsonValue { return jsonValue{kind: kindNumber, text: s} }
+
 // describe renders a value for an error message, truncated.
-func describe(v any) string {
+func describe(v jsonValue) string {
 	var s string
-	switch v := v.(type) {
-	case string:
-		if len(v) > maxShown {
-			cut := maxShown
-			for cut > 0 && !utf8.RuneStart(v[cut]) {
-				cut--
-			}
-			return strconv.Quote(v[:cut]) + "…"
-		}
-		return strconv.Quote(v)
-	case json.Number:
-		s = string(v)
-	case bool:
-		s = strconv.FormatBool(v)
+	switch v.kind {
+	case kindString:
+		return describeString(v.text)
+	case kindNumber:
+		s = v.text
+	case kindTrue:
+		s = "true"
+	case kindFalse:
+		s = "false"
 	default:
-		b, err := json.Marshal(v)
+		// As encoding/json marshals the decoded value, HTML escapes and
+		// all: messages stay as they were before the scanner.
+		tree, err := decodeJSON(v.raw)
+		if err != nil {
+			return jsonKind(v)
+		}
+		b, err := json.Marshal(tree)
 		if err != nil {
 			return jsonKind(v)
 		}
@@ -65,47 +78,61 @@ func describe(v any) string {
 	return s
 }
 
-// jsonKind names the JSON kind of a decoded value.
-func jsonKind(v any) string {
-	switch v.(type) {
-	case string:
+// describeString renders a string for an error message, truncated.
+func describeString(s string) string {
+	if len(s) > maxShown {
+		cut := maxShown
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return strconv.Quote(s[:cut]) + "…"
+	}
+	return strconv.Quote(s)
+}
+
+// jsonKind names the JSON kind of a value.
+func jsonKind(v jsonValue) string { return kindName(v.kind) }
+
+func kindName(k valueKind) string {
+	switch k {
+	case kindString:
 		return "a string"
-	case json.Number:
+	case kindNumber:
 		return "a number"
-	case bool:
+	case kindTrue, kindFalse:
 		return "a boolean"
-	case map[string]any:
+	case kindObject:
 		return "an object"
-	case []any:
+	case kindArray:
 		return "an array"
-	case nil:
+	case kindNull:
 		return "null"
 	}
 	return "an unknown value"
 }
 
-func mismatch(v any, want string) *convError {
+func mismatch(v jsonValue, want string) *convError {
 	return convErrorf(KindTypeMismatch, "%s is %s: %s", describe(v), jsonKind(v), want)
 }
 
-func convertText(c *colType, v any) (any, *convError) {
+func convertText(c *colType, v jsonValue) (any, *convError) {
 	var s string
-	switch v := v.(type) {
-	case string:
-		s = v
-	case json.Number:
-		s = string(v)
-	case bool:
-		s = strconv.FormatBool(v)
+	switch v.kind {
+	case kindString, kindNumber:
+		s = v.text
+	case kindTrue:
+		s = "true"
+	case kindFalse:
+		s = "false"
 	default:
 		return nil, mismatch(v, "a text column takes a string, number or boolean; map objects and arrays to jsonb")
 	}
 	if i := strings.IndexByte(s, 0); i >= 0 {
-		return nil, convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describe(s), i)
+		return nil, convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describeString(s), i)
 	}
 	if c.length > 0 {
 		if n := utf8.RuneCountInString(s); n > c.length {
-			return nil, convErrorf(KindOutOfRange, "%s is %d characters long: %s holds at most %d; use a longer varchar or text", describe(s), n, c.sql(), c.length)
+			return nil, convErrorf(KindOutOfRange, "%s is %d characters long: %s holds at most %d; use a longer varchar or text", describeString(s), n, c.sql(), c.length)
 		}
 	}
 	return s, nil
@@ -113,13 +140,11 @@ func convertText(c *colType, v any) (any, *convError) {
 
 // numberOf returns the decimal a JSON number, or a string holding one (as
 // protobuf's JSON mapping writes 64-bit integers), stands for.
-func numberOf(v any, typeName string) (decimal, *convError) {
+func numberOf(v jsonValue, typeName string) (decimal, *convError) {
 	var lit string
-	switch v := v.(type) {
-	case json.Number:
-		lit = string(v)
-	case string:
-		lit = v
+	switch v.kind {
+	case kindNumber, kindString:
+		lit = v.text
 	default:
 		return decimal{}, mismatch(v, "a "+typeName+" column takes a number (or a string holding one)")
 	}
@@ -130,7 +155,7 @@ func numberOf(v any, typeName string) (decimal, *convError) {
 	return d, nil
 }
 
-func convertInt(v any, bits int, typeName string) (int64, *convError) {
+func convertInt(v jsonValue, bits int, typeName string) (int64, *convError) {
 	d, cerr := numberOf(v, typeName)
 	if cerr != nil {
 		return 0, cerr
@@ -145,7 +170,7 @@ func convertInt(v any, bits int, typeName string) (int64, *convError) {
 	return 0, convErrorf(KindTypeMismatch, "%s is not a whole number: a %s column takes integers; use numeric or double precision for fractions", describe(v), typeName)
 }
 
-func convertInt16(_ *colType, v any) (any, *convError) {
+func convertInt16(_ *colType, v jsonValue) (any, *convError) {
 	n, err := convertInt(v, 16, "smallint")
 	if err != nil {
 		return nil, err
@@ -153,7 +178,7 @@ func convertInt16(_ *colType, v any) (any, *convError) {
 	return int16(n), nil
 }
 
-func convertInt32(_ *colType, v any) (any, *convError) {
+func convertInt32(_ *colType, v jsonValue) (any, *convError) {
 	n, err := convertInt(v, 32, "integer")
 	if err != nil {
 		return nil, err
@@ -161,7 +186,7 @@ func convertInt32(_ *colType, v any) (any, *convError) {
 	return int32(n), nil
 }
 
-func convertInt64(_ *colType, v any) (any, *convError) {
+func convertInt64(_ *colType, v jsonValue) (any, *convError) {
 	n, err := convertInt(v, 64, "bigint")
 	if err != nil {
 		return nil, err
@@ -175,7 +200,7 @@ const (
 	maxNumericFracDigits = 16383
 )
 
-func convertNumeric(c *colType, v any) (any, *convError) {
+func convertNumeric(c *colType, v jsonValue) (any, *convError) {
 	d, cerr := numberOf(v, "numeric")
 	if cerr != nil {
 		return nil, cerr
@@ -198,9 +223,9 @@ func convertNumeric(c *colType, v any) (any, *convError) {
 	return d.numeric(), nil
 }
 
-func convertFloat(v any, bits int, typeName string) (float64, *convError) {
-	if s, ok := v.(string); ok {
-		switch s {
+func convertFloat(v jsonValue, bits int, typeName string) (float64, *convError) {
+	if v.kind == kindString {
+		switch s := v.text; s {
 		case "NaN", "Infinity", "-Infinity":
 			f, _ := strconv.ParseFloat(s, bits)
 			return f, nil
@@ -218,7 +243,7 @@ func convertFloat(v any, bits int, typeName string) (float64, *convError) {
 	return f, nil
 }
 
-func convertFloat32(_ *colType, v any) (any, *convError) {
+func convertFloat32(_ *colType, v jsonValue) (any, *convError) {
 	f, err := convertFloat(v, 32, "real")
 	if err != nil {
 		return nil, err
@@ -226,7 +251,7 @@ func convertFloat32(_ *colType, v any) (any, *convError) {
 	return float32(f), nil
 }
 
-func convertFloat64(_ *colType, v any) (any, *convError) {
+func convertFloat64(_ *colType, v jsonValue) (any, *convError) {
 	f, err := convertFloat(v, 64, "double precision")
 	if err != nil {
 		return nil, err
@@ -234,12 +259,14 @@ func convertFloat64(_ *colType, v any) (any, *convError) {
 	return f, nil
 }
 
-func convertBool(_ *colType, v any) (any, *convError) {
-	b, ok := v.(bool)
-	if !ok {
-		return nil, mismatch(v, "a boolean column takes only true or false")
+func convertBool(_ *colType, v jsonValue) (any, *convError) {
+	switch v.kind {
+	case kindTrue:
+		return true, nil
+	case kindFalse:
+		return false, nil
 	}
-	return b, nil
+	return nil, mismatch(v, "a boolean column takes only true or false")
 }
 
 // The range of Postgres timestamps: 4714-11-24 BC to 294276-12-31 AD.
@@ -267,7 +294,7 @@ var microShift = map[int64]int64{1e9: 6, 1e6: 3, 1e3: 0, 1: -3}
 
 // epochMicros reads an epoch number in the column's unit as microseconds,
 // rounded half away from zero like Postgres' own input.
-func epochMicros(c *colType, v any, typeName string) (int64, *convError) {
+func epochMicros(c *colType, v jsonValue, typeName string) (int64, *convError) {
 	if c.unitNanos == 0 {
 		return 0, convErrorf(KindTypeMismatch, "%s is a number: a %s column reads epoch numbers only with time_unit set (s, ms, us or ns); or send an RFC 3339 string", describe(v), typeName)
 	}
@@ -283,7 +310,7 @@ func epochMicros(c *colType, v any, typeName string) (int64, *convError) {
 	return us, nil
 }
 
-func checkTimeRange(t time.Time, v any, typeName string) (time.Time, *convError) {
+func checkTimeRange(t time.Time, v jsonValue, typeName string) (time.Time, *convError) {
 	if t.Before(minTimestamp) || t.After(maxTimestamp) {
 		return time.Time{}, convErrorf(KindOutOfRange, "%s is outside the range of %s (4714-11-24 BC to 294276-12-31)", describe(v), typeName)
 	}
@@ -292,16 +319,17 @@ func checkTimeRange(t time.Time, v any, typeName string) (time.Time, *convError)
 
 // parseTimestamp reads a timestamp string or epoch number. withZone says
 // the string must carry a UTC offset.
-func parseTimestamp(c *colType, v any, withZone bool) (any, *convError) {
+func parseTimestamp(c *colType, v jsonValue, withZone bool) (any, *convError) {
 	typeName := c.base.name
-	switch x := v.(type) {
-	case json.Number:
+	switch v.kind {
+	case kindNumber:
 		us, cerr := epochMicros(c, v, typeName)
 		if cerr != nil {
 			return nil, cerr
 		}
 		return checkTimeRange(time.UnixMicro(us).UTC(), v, typeName)
-	case string:
+	case kindString:
+		x := v.text
 		s := normalizeDateTime(x)
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 			return checkTimeRange(t.UTC(), v, typeName)
@@ -314,7 +342,7 @@ func parseTimestamp(c *colType, v any, withZone bool) (any, *convError) {
 		}
 		if c.unitNanos != 0 {
 			if _, ok := parseDecimal(x); ok {
-				return parseTimestamp(c, json.Number(x), withZone)
+				return parseTimestamp(c, jsonNumber(x), withZone)
 			}
 		}
 		return nil, convErrorf(KindInvalidTimestamp, "%s is not an RFC 3339 timestamp (as in 2026-01-02T03:04:05.123Z)", describe(v))
@@ -324,15 +352,15 @@ func parseTimestamp(c *colType, v any, withZone bool) (any, *convError) {
 
 // convertTimestamptz: an offset is required; the value is stored as an
 // instant.
-func convertTimestamptz(c *colType, v any) (any, *convError) { return parseTimestamp(c, v, true) }
+func convertTimestamptz(c *colType, v jsonValue) (any, *convError) { return parseTimestamp(c, v, true) }
 
 // convertTimestamp: a string without an offset is stored as written; one
 // with an offset, and an epoch number, are converted to UTC first.
-func convertTimestamp(c *colType, v any) (any, *convError) { return parseTimestamp(c, v, false) }
+func convertTimestamp(c *colType, v jsonValue) (any, *convError) { return parseTimestamp(c, v, false) }
 
-func convertDate(c *colType, v any) (any, *convError) {
-	switch x := v.(type) {
-	case json.Number:
+func convertDate(c *colType, v jsonValue) (any, *convError) {
+	switch v.kind {
+	case kindNumber:
 		us, cerr := epochMicros(c, v, "date")
 		if cerr != nil {
 			return nil, cerr
@@ -342,8 +370,8 @@ func convertDate(c *colType, v any) (any, *convError) {
 			return nil, cerr
 		}
 		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC), nil
-	case string:
-		t, err := time.Parse(layoutDate, x)
+	case kindString:
+		t, err := time.Parse(layoutDate, v.text)
 		if err != nil {
 			return nil, convErrorf(KindInvalidTimestamp, "%s is not a date as YYYY-MM-DD", describe(v))
 		}
@@ -358,9 +386,9 @@ const microsPerDay = 24 * 60 * 60 * 1000000
 // (more fraction digits are rounded to microseconds, as Postgres does), or
 // an epoch number with a unit as the time since midnight. 24:00:00 is
 // allowed, as in Postgres.
-func convertTime(c *colType, v any) (any, *convError) {
-	switch x := v.(type) {
-	case json.Number:
+func convertTime(c *colType, v jsonValue) (any, *convError) {
+	switch v.kind {
+	case kindNumber:
 		us, cerr := epochMicros(c, v, "time")
 		if cerr != nil {
 			return nil, cerr
@@ -369,8 +397,8 @@ func convertTime(c *colType, v any) (any, *convError) {
 			return nil, convErrorf(KindOutOfRange, "%s is not within one day since midnight", describe(v))
 		}
 		return pgtype.Time{Microseconds: us, Valid: true}, nil
-	case string:
-		us, ok := parseTimeOfDay(x)
+	case kindString:
+		us, ok := parseTimeOfDay(v.text)
 		if !ok {
 			return nil, convErrorf(KindInvalidTimestamp, "%s is not a time of day as HH:MM:SS[.ffffff] (no offset)", describe(v))
 		}
@@ -426,11 +454,11 @@ func parseTimeOfDay(s string) (int64, bool) {
 
 // convertUUID accepts the canonical 8-4-4-4-12 form, 32 hex digits, either
 // within braces, in any case.
-func convertUUID(_ *colType, v any) (any, *convError) {
-	s, ok := v.(string)
-	if !ok {
+func convertUUID(_ *colType, v jsonValue) (any, *convError) {
+	if v.kind != kindString {
 		return nil, mismatch(v, "a uuid column takes a string like 123e4567-e89b-12d3-a456-426614174000")
 	}
+	s := v.text
 	h := s
 	if strings.HasPrefix(h, "{") && strings.HasSuffix(h, "}") {
 		h = h[1 : len(h)-1]
@@ -452,28 +480,29 @@ func convertUUID(_ *colType, v any) (any, *convError) {
 	return u, nil
 }
 
-// convertJSONB re-encodes the sub-document. Numbers keep their literal
-// (json.Number); jsonb normalizes key order and spacing anyway.
-func convertJSONB(_ *colType, v any) (any, *convError) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, convErrorf(KindUnsupported, "cannot encode %s as JSON: %s", describe(v), err.Error())
+// convertJSONB writes the value as encoding/json writes it once decoded
+// (see scan_jsonb.go): numbers keep their literal; jsonb normalizes key
+// order and spacing anyway.
+func convertJSONB(_ *colType, v jsonValue) (any, *convError) {
+	buf := v.buf
+	if buf == nil {
+		buf = &rowBuffer{}
 	}
-	b := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
-	if kind, err := CheckJSON(b); err != nil {
-		return nil, convErrorf(kind, "%s", err.Error())
+	b := buf.appendJSON(v)
+	if buf.jw.nul {
+		if kind, err := CheckJSON(b); err != nil {
+			return nil, convErrorf(kind, "%s", err.Error())
+		}
 	}
 	return b, nil
 }
 
 // convertBytea decodes standard base64, with or without padding.
-func convertBytea(_ *colType, v any) (any, *convError) {
-	s, ok := v.(string)
-	if !ok {
+func convertBytea(_ *colType, v jsonValue) (any, *convError) {
+	if v.kind != kindString {
 		return nil, mismatch(v, "a bytea column takes a base64 string")
 	}
+	s := v.text
 	b, err := base64.StdEncoding.DecodeString(s)
 	if err != nil && !strings.HasSuffix(s, "=") {
 		b, err = base64.RawStdEncoding.DecodeString(s)
@@ -486,11 +515,11 @@ func convertBytea(_ *colType, v any) (any, *convError) {
 
 // convertInet accepts an address ("10.0.0.1", "2001:db8::1") or an address
 // with a prefix length ("10.0.0.1/24", host bits kept as inet does).
-func convertInet(_ *colType, v any) (any, *convError) {
-	s, ok := v.(string)
-	if !ok {
+func convertInet(_ *colType, v jsonValue) (any, *convError) {
+	if v.kind != kindString {
 		return nil, mismatch(v, "an inet column takes a string like 192.0.2.1 or 2001:db8::/32")
 	}
+	s := v.text
 	if strings.Contains(s, "%") {
 		return nil, convErrorf(KindInvalidInet, "%s has an IPv6 zone, which inet cannot store", describe(v))
 	}
@@ -510,27 +539,33 @@ func convertInet(_ *colType, v any) (any, *convError) {
 
 // convertArray maps a JSON array of scalars to a slice of the element type,
 // or of pointers to it when an element is null. Nested arrays are refused.
-func convertArray(c *colType, v any) (any, *convError) {
-	elems, ok := v.([]any)
-	if !ok {
+func convertArray(c *colType, v jsonValue) (any, *convError) {
+	if v.kind != kindArray {
 		return nil, mismatch(v, "an array column ("+c.sql()+") takes a JSON array")
 	}
 	hasNull := false
-	vals := make([]any, len(elems))
-	for i, e := range elems {
-		if e == nil {
-			hasNull = true
-			continue
+	var vals []any
+	raw := v.raw
+	for i, n := skipSpaceAt(raw, 1), 0; raw[i] != ']'; n++ {
+		end := skipValue(raw, i)
+		e := v.buf.element(raw[i:end])
+		if i = skipSpaceAt(raw, end); raw[i] == ',' {
+			i = skipSpaceAt(raw, i+1)
 		}
-		if _, nested := e.([]any); nested {
-			return nil, convErrorf(KindTypeMismatch, "element %d of %s is an array: only one-dimensional arrays are supported; map it to jsonb", i, describe(v))
+		switch e.kind {
+		case kindNull:
+			hasNull = true
+			vals = append(vals, nil)
+			continue
+		case kindArray:
+			return nil, convErrorf(KindTypeMismatch, "element %d of %s is an array: only one-dimensional arrays are supported; map it to jsonb", n, describe(v))
 		}
 		x, cerr := c.base.convert(c, e)
 		if cerr != nil {
-			cerr.msg = "element " + strconv.Itoa(i) + ": " + cerr.msg
+			cerr.msg = "element " + strconv.Itoa(n) + ": " + cerr.msg
 			return nil, cerr
 		}
-		vals[i] = x
+		vals = append(vals, x)
 	}
 	et := c.base.goType
 	if hasNull {

@@ -2,6 +2,7 @@ package schema
 
 import (
 	"math/big"
+	"math/bits"
 	"strconv"
 	"strings"
 
@@ -77,7 +78,15 @@ func parseDecimal(s string) (decimal, bool) {
 	if i != len(s) {
 		return d, false
 	}
-	digits := strings.TrimLeft(intPart+frac, "0")
+	var digits string
+	switch {
+	case frac == "":
+		digits = strings.TrimLeft(intPart, "0")
+	case strings.TrimLeft(intPart, "0") == "":
+		digits = strings.TrimLeft(frac, "0")
+	default:
+		digits = intPart + frac
+	}
 	exp -= int64(len(frac))
 	d.digits, d.exp = digits, exp
 	return d.normalize(), true
@@ -148,6 +157,20 @@ func (d decimal) toInt(bits int) (int64, *convError) {
 	if int64(len(d.digits))+d.exp > 20 {
 		return 0, convErrorf(KindOutOfRange, "is out of the range")
 	}
+	if int64(len(d.digits))+d.exp <= 18 {
+		// Below 10^18: exact in int64, no text to build.
+		n := int64(d.uint64())
+		for range d.exp {
+			n *= 10
+		}
+		if d.neg {
+			n = -n
+		}
+		if lim := int64(1) << (bits - 1); bits < 64 && (n < -lim || n >= lim) {
+			return 0, convErrorf(KindOutOfRange, "is out of the range")
+		}
+		return n, nil
+	}
 	s := d.digits + strings.Repeat("0", int(d.exp))
 	if d.neg {
 		s = "-" + s
@@ -171,11 +194,39 @@ func (d decimal) String() string {
 	return s
 }
 
+// uint64 is the value of digits; at most 19 of them.
+func (d decimal) uint64() uint64 {
+	var u uint64
+	for i := 0; i < len(d.digits); i++ {
+		u = u*10 + uint64(d.digits[i]-'0')
+	}
+	return u
+}
+
+// smallInt is a big.Int and the one word it needs, allocated together.
+type smallInt struct {
+	n big.Int
+	w [1]big.Word
+}
+
 // numeric is the pgtype value; the exponent fits int32 because callers
 // bound it first.
 func (d decimal) numeric() pgtype.Numeric {
-	n := new(big.Int)
-	if d.digits != "" {
+	var n *big.Int
+	switch {
+	case d.digits == "":
+		n = new(big.Int)
+	case len(d.digits) <= 19 && bits.UintSize == 64:
+		// Most numbers fit a word: skip SetString's parsing and its
+		// second allocation.
+		s := new(smallInt)
+		s.w[0] = big.Word(d.uint64())
+		n = s.n.SetBits(s.w[:])
+		if d.neg {
+			n.Neg(n)
+		}
+	default:
+		n = new(big.Int)
 		n.SetString(d.digits, 10)
 		if d.neg {
 			n.Neg(n)

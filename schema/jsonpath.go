@@ -119,38 +119,25 @@ func quotedKey(s string, at int) (end int, key string, err error) {
 	return 0, "", fmt.Errorf("the quoted member name has no closing quote")
 }
 
-// lookup finds the path's value in doc. found is false when a member or
-// element is absent; a null on the way gives (nil, true, nil).
-func (p jsonPath) lookup(doc any) (v any, found bool, cerr *convError) {
-	cur := doc
+// resolve finds the path's value among a scan's hits; nodes are the path's
+// node ids (see pathTrie.add). found is false when a member or element is
+// absent; a null on the way gives a null hit, found.
+func (p jsonPath) resolve(hits []hit, nodes []int32) (h hit, found bool, cerr *convError) {
 	for n, st := range p.steps {
-		if cur == nil {
-			return nil, true, nil
+		cur := hits[nodes[n]]
+		switch {
+		case cur.kind == kindNull:
+			return cur, true, nil
+		case st.isIndex && cur.kind != kindArray:
+			return hit{}, false, convErrorf(KindTypeMismatch, "path %s: %s is %s, not an array", p.text, p.prefix(n), kindName(cur.kind))
+		case !st.isIndex && cur.kind != kindObject:
+			return hit{}, false, convErrorf(KindTypeMismatch, "path %s: %s is %s, not an object", p.text, p.prefix(n), kindName(cur.kind))
 		}
-		if st.isIndex {
-			arr, ok := cur.([]any)
-			if !ok {
-				return nil, false, convErrorf(KindTypeMismatch, "path %s: %s is %s, not an array", p.text, p.prefix(n), jsonKind(cur))
-			}
-			i := st.index
-			if i < 0 {
-				i += len(arr)
-			}
-			if i < 0 || i >= len(arr) {
-				return nil, false, nil
-			}
-			cur = arr[i]
-			continue
-		}
-		obj, ok := cur.(map[string]any)
-		if !ok {
-			return nil, false, convErrorf(KindTypeMismatch, "path %s: %s is %s, not an object", p.text, p.prefix(n), jsonKind(cur))
-		}
-		if cur, ok = obj[st.key]; !ok {
-			return nil, false, nil
+		if hits[nodes[n+1]].kind == kindAbsent {
+			return hit{}, false, nil
 		}
 	}
-	return cur, true, nil
+	return hits[nodes[len(p.steps)]], true, nil
 }
 
 // prefix renders the first n steps, for messages.

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -122,10 +123,14 @@ type mappedColumn struct {
 	onMissing string
 	header    string // metaHeader: the header name
 	keyFormat string // metaKey
+	// nodes are the path's node ids in the value's or the key's pathTree.
+	nodes []int32
 }
 
-// JSONMapper builds typed rows from JSON records. It is immutable and safe
-// for concurrent use; build it with NewJSONMapper.
+// JSONMapper builds typed rows from JSON records. It is immutable (but for a
+// pool of scratch space) and safe for concurrent use; build it with
+// NewJSONMapper. Row reads each document in one pass (scan.go) for the
+// values its columns' paths need.
 //
 // Tombstones (Value == nil): with DeleteOnTombstone the caller checks
 // IsTombstone and calls KeyRow. Otherwise Row maps a tombstone like any
@@ -138,6 +143,9 @@ type JSONMapper struct {
 	cols   []mappedColumn
 	keyIdx []int
 	table  Table
+	// valueTree and keyTree are the paths the columns read from each.
+	valueTree, keyTree *pathTree
+	states             sync.Pool // of *rowState
 }
 
 // NewJSONMapper checks spec and compiles it. Every error names the column
@@ -176,6 +184,16 @@ func NewJSONMapper(spec MappingSpec) (*JSONMapper, error) {
 			return nil, err
 		}
 	}
+	var valuePaths, keyPaths pathTrie
+	for i := range m.cols {
+		switch c := &m.cols[i]; c.source {
+		case fromValue:
+			c.nodes = valuePaths.add(c.path.steps)
+		case fromKey:
+			c.nodes = keyPaths.add(c.path.steps)
+		}
+	}
+	m.valueTree, m.keyTree = valuePaths.build(), keyPaths.build()
 	md := spec.Metadata
 	keyFormat := md.KeyFormat
 	switch keyFormat {
@@ -313,11 +331,11 @@ func compileColumn(cs ColumnSpec) (mappedColumn, error) {
 		return c, fmt.Errorf("on_missing %q is not null, default or error", cs.OnMissing)
 	}
 	if cs.Default != nil {
-		v, err := decodeJSON([]byte(*cs.Default))
-		if err != nil {
+		if _, err := decodeJSON([]byte(*cs.Default)); err != nil {
 			return c, fmt.Errorf("default %q is not a JSON literal (write strings quoted, as \"\\\"n/a\\\"\"): %w", *cs.Default, err)
 		}
-		if v == nil {
+		v := rootValue([]byte(*cs.Default))
+		if v.kind == kindNull {
 			return c, fmt.Errorf("default %q is null, which is the same as no default: remove it", *cs.Default)
 		}
 		x, cerr := c.convert(v)
@@ -330,7 +348,7 @@ func compileColumn(cs ColumnSpec) (mappedColumn, error) {
 }
 
 // convert runs the type table's converter for the column.
-func (c *mappedColumn) convert(v any) (any, *convError) {
+func (c *mappedColumn) convert(v jsonValue) (any, *convError) {
 	if c.typ.array {
 		return convertArray(&c.typ, v)
 	}
@@ -353,22 +371,16 @@ func (m *JSONMapper) KeyColumns() []string { return slices.Clone(m.spec.Key) }
 // IsTombstone reports whether r is a tombstone: a record with a null value.
 func (m *JSONMapper) IsTombstone(r *Record) bool { return r.Value == nil }
 
-// docs holds the lazily decoded value and key of one record.
-type docs struct {
-	value, key     any
-	valueOK, keyOK bool // decoded (and present)
-	valueTried     bool
-	keyd           bool // key decoding tried
-}
-
 // Row appends the row of r to dst[:0] in Table's column order. A record that
 // does not fit is a *DecodeError (errors.Is ErrBadRecord). Values may alias
-// r's buffers.
+// r's buffers, and those of one row share a buffer of their own, which no
+// later call touches: rows stay valid together.
 func (m *JSONMapper) Row(r *Record, dst []any) ([]any, error) {
 	dst = dst[:0]
-	var d docs
+	rs := m.getState(r)
+	defer m.putState(rs)
 	for i := range m.cols {
-		v, err := m.value(&m.cols[i], r, &d)
+		v, err := m.value(&m.cols[i], r, rs)
 		if err != nil {
 			return nil, err
 		}
@@ -385,9 +397,10 @@ func (m *JSONMapper) KeyRow(r *Record) ([]any, error) {
 		return nil, errors.New("key row: the mapping has no key columns (append mode)")
 	}
 	out := make([]any, 0, len(m.keyIdx))
-	var d docs
+	rs := m.getState(r)
+	defer m.putState(rs)
 	for _, i := range m.keyIdx {
-		v, err := m.value(&m.cols[i], r, &d)
+		v, err := m.value(&m.cols[i], r, rs)
 		if err != nil {
 			return nil, err
 		}
@@ -401,11 +414,11 @@ func badRecord(r *Record, column, kind, msg string) *DecodeError {
 }
 
 // value computes one column of r.
-func (m *JSONMapper) value(c *mappedColumn, r *Record, d *docs) (any, error) {
+func (m *JSONMapper) value(c *mappedColumn, r *Record, rs *rowState) (any, error) {
 	var v any
 	switch c.source {
 	case fromValue, fromKey:
-		return m.dataValue(c, r, d)
+		return m.dataValue(c, r, rs)
 	case metaTopic:
 		v = r.Topic
 	case metaPartition:
@@ -476,8 +489,8 @@ func metaWhat(c *mappedColumn) string {
 }
 
 // dataValue computes a column mapped from the value or key document.
-func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, d *docs) (any, error) {
-	doc, present, err := d.get(c.source, r)
+func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, error) {
+	doc, present, err := rs.doc(m, c.source, r)
 	if err != nil {
 		return nil, err
 	}
@@ -485,11 +498,11 @@ func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, d *docs) (any, error)
 	if c.source == fromKey {
 		what = "key"
 	}
-	var raw any
+	var h hit
 	if present {
 		var found bool
 		var cerr *convError
-		raw, found, cerr = c.path.lookup(doc)
+		h, found, cerr = c.path.resolve(doc.sc.hits, c.nodes)
 		if cerr != nil {
 			return nil, badRecord(r, c.name, cerr.kind, "in the "+what+", "+cerr.msg)
 		}
@@ -497,7 +510,7 @@ func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, d *docs) (any, error)
 			return nil, badRecord(r, c.name, KindMissingValue, fmt.Sprintf("path %s is missing from the %s: send it, or set on_missing to null or default", c.path.text, what))
 		}
 	}
-	if raw == nil {
+	if h.kind == kindAbsent || h.kind == kindNull {
 		switch {
 		case c.def != nil:
 			return c.def, nil
@@ -510,42 +523,11 @@ func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, d *docs) (any, error)
 		}
 		return nil, badRecord(r, c.name, KindNullValue, fmt.Sprintf("path %s is null or missing in the %s and the column is NOT NULL without default: send a value, give a default, or drop not_null", c.path.text, what))
 	}
-	v, cerr := c.convert(raw)
+	v, cerr := c.convert(rs.buf.valueOf(doc.sc.data, h))
 	if cerr != nil {
 		return nil, badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
 	}
 	return v, nil
-}
-
-// get decodes the value or the key on first use. present is false for a
-// tombstone's value or a record without key.
-func (d *docs) get(s source, r *Record) (doc any, present bool, err error) {
-	if s == fromKey {
-		if r.Key == nil {
-			return nil, false, nil
-		}
-		if !d.keyd {
-			d.keyd = true
-			v, err := decodeJSON(r.Key)
-			if err != nil {
-				return nil, false, badRecord(r, "", decodeKind(err), "the key "+err.Error())
-			}
-			d.key, d.keyOK = v, true
-		}
-		return d.key, d.keyOK, nil
-	}
-	if r.Value == nil {
-		return nil, false, nil
-	}
-	if !d.valueTried {
-		d.valueTried = true
-		v, err := decodeJSON(r.Value)
-		if err != nil {
-			return nil, false, badRecord(r, "", decodeKind(err), "the value "+err.Error())
-		}
-		d.value, d.valueOK = v, true
-	}
-	return d.value, d.valueOK, nil
 }
 
 // decodeError carries a kind out of decodeJSON.
@@ -564,7 +546,9 @@ func decodeKind(err error) string {
 	return KindInvalidJSON
 }
 
-// decodeJSON decodes one JSON document with exact numbers (json.Number).
+// decodeJSON decodes one JSON document with exact numbers (json.Number). Row
+// no longer uses it but for the words of its refusals: the scanner refuses
+// exactly what it refuses (FuzzScanMatchesDecode).
 // Invalid UTF-8 and lone surrogate escapes are refused rather than replaced
 // by U+FFFD, so no value is altered silently.
 func decodeJSON(b []byte) (any, error) {

@@ -16,7 +16,7 @@ import (
 // name the planned DDL uses, so a planned column and an existing one compare
 // as strings), the spellings a user may write, the type parameters it takes,
 // the Go type pgx v5 encodes to it in binary COPY, and the converter from a
-// decoded JSON value. Adding a type is adding an entry here; no other file
+// JSON value. Adding a type is adding an entry here; no other file
 // switches on type names.
 
 // paramKind says which modifiers a type takes in parentheses.
@@ -37,9 +37,9 @@ type sqlType struct {
 	goType reflect.Type
 	// array says whether name[] is allowed.
 	array bool
-	// convert turns a decoded JSON value (never nil: nulls are handled by
-	// the caller) into goType, or says why it cannot.
-	convert func(c *colType, v any) (any, *convError)
+	// convert turns a JSON value (never null: nulls are handled by the
+	// caller) into goType, or says why it cannot.
+	convert func(c *colType, v jsonValue) (any, *convError)
 }
 
 // colType is a parsed column type: an entry of the table and its modifiers.

@@ -1,0 +1,179 @@
+package schema
+
+import (
+	"bytes"
+	"unsafe"
+)
+
+// The per-row state of JSONMapper.Row: one scan of each document, and the
+// row's buffer for the bytes of its values.
+
+// rowState is the scratch space of one Row or KeyRow call. JSONMapper pools
+// them: nothing in it outlives the call but buf.arena, which is dropped
+// (never reused) when the state goes back to the pool.
+type rowState struct {
+	value, key docState
+	buf        rowBuffer
+}
+
+// docState is the scan of the value or the key, done on first use.
+type docState struct {
+	sc        scanner
+	tried, ok bool
+}
+
+// rowBuffer holds the text of one row's string and number values and its
+// jsonb bytes, in one allocation instead of one per value.
+type rowBuffer struct {
+	// arena is append-only: every string handed out points into it, and
+	// bytes once written are never written again, so the strings stay
+	// immutable. It belongs to the row: a new row gets a new arena, since
+	// the rows of a batch live together (ingest's materialize).
+	arena []byte
+	hint  int // the arena's first capacity
+	jw    jsonbWriter
+}
+
+func (m *JSONMapper) getState(r *Record) *rowState {
+	rs, _ := m.states.Get().(*rowState)
+	if rs == nil {
+		rs = &rowState{}
+	}
+	rs.buf.hint = max(64, len(r.Value)+len(r.Key))
+	return rs
+}
+
+func (m *JSONMapper) putState(rs *rowState) {
+	rs.value = docState{sc: rs.value.sc.reuse()}
+	rs.key = docState{sc: rs.key.sc.reuse()}
+	rs.buf.arena = nil
+	m.states.Put(rs)
+}
+
+// reuse keeps the scanner's scratch slices and drops the document.
+func (s scanner) reuse() scanner {
+	return scanner{hits: s.hits[:0], elems: s.elems[:0], key: s.key[:0]}
+}
+
+// doc scans the value or the key on first use. present is false for a
+// tombstone's value or a record without key.
+func (rs *rowState) doc(m *JSONMapper, s source, r *Record) (d *docState, present bool, err error) {
+	d, data, tree, what := &rs.value, r.Value, m.valueTree, "the value "
+	if s == fromKey {
+		d, data, tree, what = &rs.key, r.Key, m.keyTree, "the key "
+	}
+	if data == nil {
+		return nil, false, nil
+	}
+	if !d.tried {
+		d.tried = true
+		if !d.sc.scan(data, tree) {
+			err := refusal(data)
+			return nil, false, badRecord(r, "", decodeKind(err), what+err.Error())
+		}
+		d.ok = true
+	}
+	return d, d.ok, nil
+}
+
+// refusal says why the scanner refused doc, in decodeJSON's words.
+func refusal(doc []byte) error {
+	if _, err := decodeJSON(doc); err != nil {
+		return err
+	}
+	// Not reached while FuzzScanMatchesDecode holds.
+	return &decodeError{KindInvalidJSON, "is not JSON"}
+}
+
+// rootValue is the value of a document decodeJSON accepts.
+func rootValue(doc []byte) jsonValue {
+	var sc scanner
+	if !sc.scan(doc, rootTree) {
+		return jsonValue{}
+	}
+	return (*rowBuffer)(nil).valueOf(doc, sc.hits[0])
+}
+
+// valueOf is the value hit h of doc; its text is in the row's arena (b may be
+// nil: then it has its own allocation).
+func (b *rowBuffer) valueOf(doc []byte, h hit) jsonValue {
+	switch h.kind {
+	case kindString:
+		return jsonValue{kind: kindString, text: b.text(doc[h.start+1:h.end-1], h.esc), buf: b}
+	case kindNumber:
+		return jsonValue{kind: kindNumber, text: b.text(doc[h.start:h.end], false), buf: b}
+	case kindObject, kindArray:
+		return jsonValue{kind: h.kind, raw: doc[h.start:h.end], buf: b}
+	}
+	return jsonValue{kind: h.kind, buf: b}
+}
+
+// element is the value of one array element, raw without spaces around it.
+func (b *rowBuffer) element(raw []byte) jsonValue {
+	switch raw[0] {
+	case '"':
+		body := raw[1 : len(raw)-1]
+		return jsonValue{kind: kindString, text: b.text(body, bytes.IndexByte(body, '\\') >= 0), buf: b}
+	case '{':
+		return jsonValue{kind: kindObject, raw: raw, buf: b}
+	case '[':
+		return jsonValue{kind: kindArray, raw: raw, buf: b}
+	case 't':
+		return jsonValue{kind: kindTrue, buf: b}
+	case 'f':
+		return jsonValue{kind: kindFalse, buf: b}
+	case 'n':
+		return jsonValue{kind: kindNull, buf: b}
+	}
+	return jsonValue{kind: kindNumber, text: b.text(raw, false), buf: b}
+}
+
+// text is the string raw stands for (unescaped when esc), kept in the arena.
+func (b *rowBuffer) text(raw []byte, esc bool) string {
+	if b == nil {
+		if esc {
+			return string(appendUnquoted(nil, raw))
+		}
+		return string(raw)
+	}
+	if len(raw) == 0 {
+		return ""
+	}
+	b.reserve()
+	start := len(b.arena)
+	if esc {
+		b.arena = appendUnquoted(b.arena, raw)
+	} else {
+		b.arena = append(b.arena, raw...)
+	}
+	// The bytes are never written again (see arena), so the string may
+	// share them.
+	return unsafe.String(&b.arena[start], len(b.arena)-start)
+}
+
+func (b *rowBuffer) reserve() {
+	if b.arena == nil {
+		b.arena = make([]byte, 0, b.hint)
+	}
+}
+
+// appendJSON writes v as a jsonb value (see scan_jsonb.go) and returns the
+// bytes, capped so that appending to them cannot reach the arena.
+func (b *rowBuffer) appendJSON(v jsonValue) []byte {
+	b.reserve()
+	start := len(b.arena)
+	b.jw.nul = false
+	switch v.kind {
+	case kindObject, kindArray:
+		b.arena = b.jw.appendCanonical(b.arena, v.raw)
+	case kindString:
+		b.arena = appendEncodedString(&b.jw, b.arena, v.text)
+	case kindNumber:
+		b.arena = append(b.arena, v.text...)
+	case kindTrue:
+		b.arena = append(b.arena, "true"...)
+	case kindFalse:
+		b.arena = append(b.arena, "false"...)
+	}
+	return b.arena[start:len(b.arena):len(b.arena)]
+}
