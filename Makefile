@@ -16,7 +16,7 @@ BIN := bin/kafka2pg
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart bench
+.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart bench scale
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kafka2pg
@@ -175,3 +175,44 @@ chart: build
 bench: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
 	$(GO) run ./bench -pg-url "$$url" -reps $(or $(REPS),3) -backlog $(or $(BACKLOG),5000000) -out bench/results.md -chart bench/results.svg
+
+# scale runs the scale suite of integration/scale*_test.go at full size
+# (KAFKA2PG_SCALE=1, issue 9): the 1,000-partition run on kfake, then the
+# rebalance write gaps, the throughput matrix, the recovery times and
+# pg_partman on a real Kafka (KAFKA2PG_TEST_BROKERS, else the cluster of
+# scripts/kafka-up.sh, started when not running and left running); then it
+# renders docs/SCALING.md and docs/img/scaling-*.svg from what the tests
+# measured (SCALE_REPORT, JSON lines), and fails if a test failed. The
+# matrix compares the default with --table-writers 2; SCALE_VARIANTS adds
+# columns: make scale SCALE_VARIANTS='big=--batch-max-rows 20000;one-conn=--pg-max-conns 1'.
+# About 6-10 minutes on an idle 2-core box.
+SCALE_REPORT ?= .tmp/scale/results.jsonl
+scale: build
+	@KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
+	export KAFKA2PG_TEST_PG_URL KAFKA2PG_SCALE=1 KAFKA2PG_BIN="$(CURDIR)/$(BIN)"
+	export KAFKA2PG_SCALE_VARIANTS="$(SCALE_VARIANTS)"
+	mkdir -p "$$(dirname "$(SCALE_REPORT)")"
+	export KAFKA2PG_SCALE_REPORT="$(abspath $(SCALE_REPORT))"
+	: >"$$KAFKA2PG_SCALE_REPORT"
+	logs=$$(dirname "$$KAFKA2PG_SCALE_REPORT")
+	failed=0
+	started=$$SECONDS
+	scale() { # scale LOG GO-TEST-ARGS...: one go test run of scale tests
+		local log=$$1; shift
+		$(GO) test -p 1 -count=1 -timeout 30m -v "$$@" ./integration/ 2>&1 | tee "$$log" |
+			grep --line-buffered -E '^(=== RUN|\s*--- |ok|FAIL|PASS|panic)|scale_.*_test.go:[0-9]+: (drained|fairness|steady|kill|add|.*rows/s|.*wrote again|peak)' || failed=1
+	}
+	echo "==> the many-partitions run on kfake"
+	KAFKA2PG_TEST_BROKERS= scale "$$logs/kfake.log" -run '^TestScaleManyPartitions'
+	brokers=$${KAFKA2PG_TEST_BROKERS:-$$(scripts/kafka-up.sh)}
+	echo "==> rebalances, throughput, recovery and pg_partman on Apache Kafka ($$brokers)"
+	KAFKA2PG_TEST_BROKERS=$$brokers scale "$$logs/kafka.log" -run '^(TestScaleRebalanceWriteGaps|TestScaleThroughputMatrix|TestScaleRecoveryAfterInstanceLoss|TestPgPartmanManagedParent)$$'
+	kafka_version=$$(. .tmp/kafka/env 2>/dev/null && echo "$$KAFKA_VERSION" || echo unknown)
+	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
+	echo "==> docs/SCALING.md"
+	$(GO) run ./internal/scalereport/cmd -in "$$KAFKA2PG_SCALE_REPORT" -out docs/SCALING.md \
+		-throughput-svg docs/img/scaling-throughput.svg -lag-svg docs/img/scaling-lag.svg \
+		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh, one node) for the multi-instance runs; kfake (franz-go's in-process Kafka, in the test process) for the many-partitions run" \
+		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm), one machine for everything" \
+		-setup "whole run: $$((SECONDS - started)) s; load average at the end: $$(cut -d' ' -f1-3 /proc/loadavg)" || failed=1
+	exit $$failed

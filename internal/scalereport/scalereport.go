@@ -42,6 +42,7 @@ type Entry struct {
 	Test     string    `json:"test"`   // the Go test that measured it
 	Broker   string    `json:"broker"` // "kfake" or "Apache Kafka, 1 node(s)"
 	Note     string    `json:"note,omitempty"`
+	Failed   bool      `json:"failed,omitempty"` // the test failed: the figures are what it measured before failing
 	Finished time.Time `json:"finished"`
 
 	Throughput *Throughput `json:"throughput,omitempty"`
