@@ -143,9 +143,11 @@ type JSONMapper struct {
 	cols   []mappedColumn
 	keyIdx []int
 	table  Table
-	// valueTree and keyTree are the paths the columns read from each.
-	valueTree, keyTree *pathTree
-	states             sync.Pool // of *rowState
+	// valueTree and keyTree are the paths the columns read from each;
+	// valueLeaves and keyLeaves the columns' nodes in them.
+	valueTree, keyTree     *pathTree
+	valueLeaves, keyLeaves []int32
+	states                 sync.Pool // of *rowState
 }
 
 // NewJSONMapper checks spec and compiles it. Every error names the column
@@ -194,6 +196,14 @@ func NewJSONMapper(spec MappingSpec) (*JSONMapper, error) {
 		}
 	}
 	m.valueTree, m.keyTree = valuePaths.build(), keyPaths.build()
+	for _, c := range m.cols {
+		switch c.source {
+		case fromValue:
+			m.valueLeaves = append(m.valueLeaves, c.nodes[len(c.nodes)-1])
+		case fromKey:
+			m.keyLeaves = append(m.keyLeaves, c.nodes[len(c.nodes)-1])
+		}
+	}
 	md := spec.Metadata
 	keyFormat := md.KeyFormat
 	switch keyFormat {

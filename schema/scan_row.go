@@ -30,8 +30,11 @@ type rowBuffer struct {
 	// immutable. It belongs to the row: a new row gets a new arena, since
 	// the rows of a batch live together (ingest's materialize).
 	arena []byte
-	hint  int // the arena's first capacity
-	jw    jsonbWriter
+	// need is what the row's values take at most: the length of the
+	// values the columns read, as scanned (unescaping only shortens;
+	// jsonb may add a little, and the arena then grows).
+	need int
+	jw   jsonbWriter
 }
 
 func (m *JSONMapper) getState(r *Record) *rowState {
@@ -39,14 +42,13 @@ func (m *JSONMapper) getState(r *Record) *rowState {
 	if rs == nil {
 		rs = &rowState{}
 	}
-	rs.buf.hint = max(64, len(r.Value)+len(r.Key))
 	return rs
 }
 
 func (m *JSONMapper) putState(rs *rowState) {
 	rs.value = docState{sc: rs.value.sc.reuse()}
 	rs.key = docState{sc: rs.key.sc.reuse()}
-	rs.buf.arena = nil
+	rs.buf.arena, rs.buf.need = nil, 0
 	m.states.Put(rs)
 }
 
@@ -58,9 +60,9 @@ func (s scanner) reuse() scanner {
 // doc scans the value or the key on first use. present is false for a
 // tombstone's value or a record without key.
 func (rs *rowState) doc(m *JSONMapper, s source, r *Record) (d *docState, present bool, err error) {
-	d, data, tree, what := &rs.value, r.Value, m.valueTree, "the value "
+	d, data, tree, leaves, what := &rs.value, r.Value, m.valueTree, m.valueLeaves, "the value "
 	if s == fromKey {
-		d, data, tree, what = &rs.key, r.Key, m.keyTree, "the key "
+		d, data, tree, leaves, what = &rs.key, r.Key, m.keyTree, m.keyLeaves, "the key "
 	}
 	if data == nil {
 		return nil, false, nil
@@ -72,6 +74,11 @@ func (rs *rowState) doc(m *JSONMapper, s source, r *Record) (d *docState, presen
 			return nil, false, badRecord(r, "", decodeKind(err), what+err.Error())
 		}
 		d.ok = true
+		for _, id := range leaves {
+			if h := d.sc.hits[id]; h.kind >= kindNumber {
+				rs.buf.need += int(h.end - h.start)
+			}
+		}
 	}
 	return d, d.ok, nil
 }
@@ -153,7 +160,7 @@ func (b *rowBuffer) text(raw []byte, esc bool) string {
 
 func (b *rowBuffer) reserve() {
 	if b.arena == nil {
-		b.arena = make([]byte, 0, b.hint)
+		b.arena = make([]byte, 0, b.need)
 	}
 }
 
