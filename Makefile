@@ -16,7 +16,7 @@ BIN := bin/kafka2pg
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart bench scale
+.PHONY: build pg-up pg-down lint test demo clean kafka-up kafka-down test-real-kafka test-security faults chart bench scale test-registry
 
 build:
 	$(GO) build -o $(BIN) ./cmd/kafka2pg
@@ -110,6 +110,22 @@ test-real-kafka: build
 	$(GO) test -count=1 -timeout 30m -v ./integration/ 2>&1 | tee .tmp/test-real-kafka.log | grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS|panic)' || status=$$?
 	echo "integration suite on the real broker: $$(grep -c '^--- PASS' .tmp/test-real-kafka.log || true) passed, $$(grep -c '^--- FAIL' .tmp/test-real-kafka.log || true) failed, $$(grep -c '^--- SKIP' .tmp/test-real-kafka.log || true) skipped in $$((SECONDS - started))s (log: .tmp/test-real-kafka.log)"
 	exit $$status
+
+# test-registry runs the Schema Registry suite: the Avro and Protobuf
+# mappers, the registry client, the registry sinks of run, check and infer,
+# the end-to-end crash loop and upsert with Avro records, and the decoder
+# fuzz target (FUZZTIME). The registry is franz-go's srfake served over HTTP,
+# or the real one named by KAFKA2PG_TEST_SCHEMA_REGISTRY_URL (a
+# Confluent-compatible API); Kafka is kfake, or KAFKA2PG_TEST_BROKERS.
+test-registry: build
+	@KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
+	export KAFKA2PG_TEST_PG_URL KAFKA2PG_BIN="$(CURDIR)/$(BIN)"
+	echo "Postgres: $$KAFKA2PG_TEST_PG_URL"
+	echo "Kafka:    $${KAFKA2PG_TEST_BROKERS:-kfake}"
+	echo "Registry: $${KAFKA2PG_TEST_SCHEMA_REGISTRY_URL:-srfake}"
+	$(GO) test -count=1 ./registry/
+	$(GO) test -count=1 -timeout 20m ./schema/ ./cmd/kafka2pg/ ./integration/ -run 'Avro|Protobuf|Registry|Wire'
+	$(GO) test -run '^$$' -fuzz '^FuzzRegistryMapperRow$$' -fuzztime $(FUZZTIME) ./schema/
 
 # test-security runs the TLS/SASL matrix against a real broker with
 # PLAINTEXT, SSL, mTLS and SASL_SSL listeners (scripts/kafka-up-sasl.sh,
