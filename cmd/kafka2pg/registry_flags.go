@@ -97,11 +97,11 @@ func (s *registrySchemas) versions(subject, key string) ([]schema.RegisteredSche
 	vs, err := s.client.Versions(s.ctx, subject)
 	switch {
 	case errors.Is(err, registry.ErrSubjectNotFound):
-		return nil, fmt.Errorf("%s: subject %q is not in the schema registry: register the schema first, or name the subject with %s", key, subject, key)
+		return nil, fmt.Errorf("%s %q is not in the schema registry: register the schema first, or set the sink's %s", key, subject, key)
 	case err != nil:
-		return nil, fmt.Errorf("%s: %w", key, err)
+		return nil, fmt.Errorf("%s %q: %w", key, subject, err)
 	case len(vs) == 0:
-		return nil, fmt.Errorf("%s: subject %q has no versions: register a schema first", key, subject)
+		return nil, fmt.Errorf("%s %q has no versions: register a schema first", key, subject)
 	}
 	return vs, nil
 }

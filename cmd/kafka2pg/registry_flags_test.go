@@ -10,6 +10,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -151,4 +153,26 @@ func rat(s string) *big.Rat {
 		panic(s)
 	}
 	return r
+}
+
+// TestCheckShowsTheDDLOfRegistrySinks runs check on an Avro sink: the
+// table comes from the registry's subject and check prints its DDL.
+func TestCheckShowsTheDDLOfRegistrySinks(t *testing.T) {
+	k := kafkatest.New(t)
+	topic := k.CreateTopic(t, "payments", 1)
+	fake := newFakeRegistry(t)
+	fake.SeedSchema(topic+"-value", 1, 20, srSchema(paymentAvro))
+	config := writeConfig(t, "kafka-brokers: ["+k.Brokers()+"]\nkafka-group: g\nschema-registry-url: "+fake.URL()+
+		"\nsinks:\n  - {topic: "+topic+", format: avro, table: pay}\n  - {topic: "+topic+"-missing, format: avro}\n")
+	var stdout, stderr bytes.Buffer
+	code := checkCommand(t.Context(), []string{"--config", config, "--pg-url", pgtest.URL(t)}, &stdout, &stderr)
+	out := stdout.String()
+	for _, want := range []string{`CREATE TABLE IF NOT EXISTS "public"."pay"`, `"amount" numeric(12,2) NOT NULL`, `subject "` + topic + `-missing-value" is not in the schema registry`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("check's output lacks %q:\n%s%s", want, out, stderr.String())
+		}
+	}
+	if code != exitError {
+		t.Errorf("exit %d with a missing subject, want %d", code, exitError)
+	}
 }
