@@ -131,3 +131,46 @@ func describeColumns(t Table) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// TestRegistryMapperIsSafeForConcurrentUse maps records of every version
+// from many goroutines at once, as partitions do (run it with -race): each
+// ends with the same table, and every record maps once the table changed.
+func TestRegistryMapperIsSafeForConcurrentUse(t *testing.T) {
+	reg := newFakeRegistry(evolving[:4]...)
+	m, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "orders", Value: evolving[:1], Lookup: reg.lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := make([][]byte, 4)
+	for i := range values {
+		values[i] = avroRecord(t, evolving[i].ID, evolving[i].Text, evolvingValues[i])
+	}
+	errs := make(chan error, 8)
+	for g := range 8 {
+		go func() {
+			for n := range 200 {
+				r := &Record{Offset: int64(n), Value: values[(g+n)%4]}
+				row, err := m.Row(r, nil)
+				if errors.Is(err, ErrTableChanged) {
+					row, err = m.Row(r, nil)
+				}
+				if err == nil && len(row) > len(m.Table().Columns) {
+					err = fmt.Errorf("a row of %d values for a table of %d columns", len(row), len(m.Table().Columns))
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := describeColumns(m.Table()), "id bigint NOT NULL, name text NOT NULL, qty bigint NOT NULL, email text, country text"; got != want {
+		t.Errorf("columns %s, want %s", got, want)
+	}
+}

@@ -311,3 +311,25 @@ func TestAvroKeysMakeKeyColumnsAndTombstonesHaveAKeyRow(t *testing.T) {
 		t.Fatalf("a value column as the key of delete_on_tombstone: got %v", err)
 	}
 }
+
+func TestAvroKeyThatIsNotARecordIsOneKeyColumn(t *testing.T) {
+	const value = `{"type": "record", "name": "V", "fields": [{"name": "n", "type": "long"}]}`
+	vs, ks := RegisteredSchema{ID: 1, Text: value}, RegisteredSchema{ID: 2, Text: `"string"`}
+	m, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "t", Value: []RegisteredSchema{vs}, Key: []RegisteredSchema{ks},
+		KeyColumns: []string{"key"}, DeleteOnTombstone: true, Lookup: newFakeRegistry(vs, ks).lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeColumns(m.Table()); got != "n bigint NOT NULL, key text NOT NULL" {
+		t.Fatalf("columns %s", got)
+	}
+	kr, err := m.KeyRow(&Record{Key: avroRecord(t, 2, `"string"`, "k-1")})
+	if err != nil || fmt.Sprint(kr) != "[k-1]" {
+		t.Fatalf("key row %v, %v", kr, err)
+	}
+	// A record without key cannot fill the key column.
+	var de *DecodeError
+	if _, err := m.Row(&Record{Value: avroRecord(t, 1, value, map[string]any{"n": int64(1)})}, nil); !errors.As(err, &de) || de.Kind != KindNullValue {
+		t.Fatalf("a record without key: %v", err)
+	}
+}
