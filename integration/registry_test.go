@@ -11,10 +11,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/bufbuild/protocompile"
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -281,4 +285,68 @@ sinks:
 		t.Errorf("dead letter %s: %s", kind, msg)
 	}
 	assertDurableOffsets(t, s.db, s.group, s.topic, s.kafka.EndOffsets(t, s.topic))
+}
+
+// TestRegistryProtobufRecordsLandTyped writes Protobuf records of the
+// second message of a schema (message index [1]) with a well-known type
+// and a nested message through the binary.
+func TestRegistryProtobufRecordsLandTyped(t *testing.T) {
+	s := newScenario(t, 2)
+	reg := newTestRegistry(t)
+	const text = `syntax = "proto3";
+package it;
+import "google/protobuf/timestamp.proto";
+message Unused { string x = 1; }
+message Event {
+  int64 id = 1;
+  google.protobuf.Timestamp at = 2;
+  message Where { string city = 1; }
+  Where where = 3;
+  repeated string tags = 4;
+}`
+	ss, err := reg.cl.CreateSchema(t.Context(), s.topic+"-value", sr.Schema{Type: sr.TypeProtobuf, Schema: text})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := protocompile.Compiler{Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{
+		Accessor: protocompile.SourceAccessorFromMap(map[string]string{"event.proto": text})})}
+	files, err := c.Compile(t.Context(), "event.proto")
+	if err != nil {
+		t.Fatal(err)
+	}
+	md := files[0].Messages().ByName("Event")
+	var rs []*kgo.Record
+	for i := range 100 {
+		msg := dynamicpb.NewMessage(md)
+		doc := fmt.Sprintf(`{"id": "%d", "at": "2026-11-30T12:00:00.%06dZ", "where": {"city": "c%d"}, "tags": ["t%d"]}`, i, i, i%3, i)
+		if err := protojson.Unmarshal([]byte(doc), msg); err != nil {
+			t.Fatal(err)
+		}
+		b, err := proto.Marshal(msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, &kgo.Record{Topic: s.topic, Value: append(schema.AppendWireHeader(nil, ss.ID, []int{1}), b...)})
+	}
+	s.kafka.Produce(t, rs...)
+	config := writeRegistryConfig(t, fmt.Sprintf(`kafka-brokers: [%s]
+kafka-group: %s
+pg-url: %q
+schema-registry-url: %s
+metrics-addr: ""
+sinks:
+  - {topic: %s, table: %s, format: protobuf, message: it.Event}
+`, s.kafka.Brokers(), s.group, s.pgURL, reg.url, s.topic, s.table))
+	b := startBridge(t, "protobuf", "run", "--config", config, "--until-caught-up")
+	b.requireExitZero(t, 2*time.Minute)
+	var n, c1, wrongAt int64
+	var tags string
+	if err := s.db.QueryRow(t.Context(), fmt.Sprintf(`SELECT count(*), count(*) FILTER (WHERE where_city = 'c1'),
+		count(*) FILTER (WHERE at <> '2026-11-30 12:00:00+00'::timestamptz + id * interval '1 microsecond'),
+		max(tags::text) FILTER (WHERE id = 7) FROM %q`, s.table)).Scan(&n, &c1, &wrongAt, &tags); err != nil {
+		t.Fatal(err)
+	}
+	if n != 100 || c1 != 33 || wrongAt != 0 || tags != `["t7"]` {
+		t.Errorf("%d rows (want 100), %d in c1 (want 33), %d wrong timestamps, tags of 7 %s", n, c1, wrongAt, tags)
+	}
 }
