@@ -92,6 +92,12 @@ func wrapped(conv func(protoreflect.Value) any) func(protoreflect.Message) any {
 	return func(m protoreflect.Message) any { return conv(m.Get(m.Descriptor().Fields().ByName("value"))) }
 }
 
+// protoOpaque are the messages that are jsonb even when nested messages
+// are flattened: their fields mean nothing as columns.
+var protoOpaque = map[protoreflect.FullName]bool{
+	"google.protobuf.Struct": true, "google.protobuf.Value": true, "google.protobuf.ListValue": true, "google.protobuf.Any": true,
+}
+
 // protoColumn reads one column from a decoded message.
 type protoColumn struct {
 	path []protoreflect.FieldDescriptor // the fields from the top message
@@ -209,30 +215,29 @@ func (c *protoCompiler) message(md protoreflect.MessageDescriptor, path []protor
 		name := colName(prefix, string(fd.Name()))
 		fp := fieldPath(fpath, string(fd.Name()))
 		presence := null || fd.HasPresence() && fd.Cardinality() != protoreflect.Required
+		var err error
 		switch {
 		case fd.IsList() || fd.IsMap():
-			c.add(name, fp, "repeated "+protoKindName(fd), "jsonb", false, p, func(v protoreflect.Value) (any, error) {
+			err = c.add(name, fp, "repeated "+protoKindName(fd), "jsonb", false, p, func(v protoreflect.Value) (any, error) {
 				return protoJSONBytes(fd, v)
 			})
 		case fd.Kind() == protoreflect.MessageKind || fd.Kind() == protoreflect.GroupKind:
 			sub := fd.Message()
-			if w, ok := protoWellKnown[sub.FullName()]; ok {
-				c.add(name, fp, string(sub.FullName()), w.sqlType, false, p, func(v protoreflect.Value) (any, error) {
+			w, wellKnown := protoWellKnown[sub.FullName()]
+			switch {
+			case wellKnown:
+				err = c.add(name, fp, string(sub.FullName()), w.sqlType, false, p, func(v protoreflect.Value) (any, error) {
 					return w.conv(v.Message()), nil
 				})
-				continue
+			case c.nested == NestedFlatten && depth < maxNesting && !protoOpaque[sub.FullName()]:
+				err = c.message(sub, p, name, fp, depth+1, true)
+			default:
+				err = c.add(name, fp, string(sub.FullName()), "jsonb", false, p, func(v protoreflect.Value) (any, error) {
+					return protoJSONBytes(fd, v)
+				})
 			}
-			if c.nested == NestedFlatten && depth < maxNesting && sub.FullName() != "google.protobuf.Struct" && sub.FullName() != "google.protobuf.Value" && sub.FullName() != "google.protobuf.Any" {
-				if err := c.message(sub, p, name, fp, depth+1, true); err != nil {
-					return err
-				}
-				continue
-			}
-			c.add(name, fp, string(sub.FullName()), "jsonb", false, p, func(v protoreflect.Value) (any, error) {
-				return protoJSONBytes(fd, v)
-			})
 		case fd.Kind() == protoreflect.EnumKind:
-			c.add(name, fp, "enum "+string(fd.Enum().FullName()), "text", !presence, p, func(v protoreflect.Value) (any, error) {
+			err = c.add(name, fp, "enum "+string(fd.Enum().FullName()), "text", !presence, p, func(v protoreflect.Value) (any, error) {
 				return enumName(fd, v), nil
 			})
 		default:
@@ -240,7 +245,7 @@ func (c *protoCompiler) message(md protoreflect.MessageDescriptor, path []protor
 			if !ok {
 				return fmt.Errorf("field %s has kind %s, which kafka2pg does not map", fp, fd.Kind())
 			}
-			c.add(name, fp, fd.Kind().String(), k.sqlType, !presence, p, func(v protoreflect.Value) (any, error) {
+			err = c.add(name, fp, fd.Kind().String(), k.sqlType, !presence, p, func(v protoreflect.Value) (any, error) {
 				x := k.conv(v)
 				if s, ok := x.(string); ok && strings.ContainsRune(s, 0) {
 					return nil, &fieldError{kind: KindNULByte, msg: fmt.Sprintf("field %s: the string contains a NUL byte, which Postgres text cannot store", fp)}
@@ -248,34 +253,25 @@ func (c *protoCompiler) message(md protoreflect.MessageDescriptor, path []protor
 				return x, nil
 			})
 		}
-		if err := c.err(); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *protoCompiler) err() error {
-	if len(c.fields) > 0 && c.fields[len(c.fields)-1].sqlType == "" {
-		f := c.fields[len(c.fields)-1]
-		return errors.New(f.what)
-	}
-	return nil
-}
-
-// add appends one column; a bad name becomes an error through err().
-func (c *protoCompiler) add(name, fpath, what, sqlType string, notNull bool, path []protoreflect.FieldDescriptor, conv func(protoreflect.Value) (any, error)) {
+// add appends one column, refusing a name two fields flatten to.
+func (c *protoCompiler) add(name, fpath, what, sqlType string, notNull bool, path []protoreflect.FieldDescriptor, conv func(protoreflect.Value) (any, error)) error {
 	if err := ValidateIdent("column name", name); err != nil {
-		c.fields = append(c.fields, regField{name: name, what: fmt.Sprintf("field %s: %s: shorten the field names, or use nested: jsonb", fpath, err)})
-		return
+		return fmt.Errorf("field %s: %w: shorten the field names, or use nested: jsonb", fpath, err)
 	}
 	if c.taken[name] {
-		c.fields = append(c.fields, regField{name: name, what: fmt.Sprintf("two fields become column %q (one is %s): rename a field, or use nested: jsonb", name, fpath)})
-		return
+		return fmt.Errorf("two fields become column %q (one is %s): rename a field, or use nested: jsonb", name, fpath)
 	}
 	c.taken[name] = true
 	c.fields = append(c.fields, regField{name: name, field: fpath, what: what, sqlType: sqlType, notNull: notNull})
 	c.cols = append(c.cols, protoColumn{path: path, conv: conv})
+	return nil
 }
 
 // read follows the column's path; an unset message or optional field on

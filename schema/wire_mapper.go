@@ -26,8 +26,7 @@ import (
 type RegistryMapper struct {
 	spec   RegistryMappingSpec
 	meta   *JSONMapper // the metadata columns; nil without any
-	nmeta  int
-	keyIdx []int // upsert key columns' indexes in cols
+	keyIdx []int       // upsert key columns' indexes in cols
 
 	mu       sync.Mutex
 	cols     []regColumn
@@ -81,7 +80,6 @@ type regColumn struct {
 	def   any    // the value for records whose version lacks the field
 	field string // the schema field it holds, for messages
 	what  string // the field's schema type, for messages
-	added bool   // appended by a later version: never NOT NULL
 }
 
 // regField is one column a schema version produces.
@@ -109,7 +107,9 @@ type regVersion struct {
 	idxGen int
 }
 
-// compiled is what a format compiles a schema into.
+// compiler compiles a registered schema of a format (compileAvro,
+// compileProtobuf) into a version; indexes pick a Protobuf message (nil:
+// message names it, or the first), prefix names a key's columns.
 type compiler func(rs RegisteredSchema, indexes []int, message, prefix, nested string) (*regVersion, error)
 
 // NewRegistryMapper checks spec and folds its versions into the table.
@@ -172,7 +172,6 @@ func NewRegistryMapper(spec RegistryMappingSpec) (*RegistryMapper, error) {
 				return nil, fmt.Errorf("metadata column %q has the name of the schema's field %s: rename the metadata column", c.Name, m.cols[i].field)
 			}
 			m.cols = append(m.cols, regColumn{Column: c, part: -1})
-			m.nmeta++
 		}
 	}
 	if spec.DeleteOnTombstone && len(spec.KeyColumns) == 0 {
@@ -256,7 +255,7 @@ func (m *RegistryMapper) fold(part int, v *regVersion) (changed bool, err error)
 			nc := regColumn{Column: Column{Name: f.name, Type: f.sqlType, NotNull: f.notNull}, part: part, def: f.def, field: f.field, what: f.what}
 			if len(m.versions[part]) > 0 {
 				// Records of the earlier versions have no value for it.
-				nc.NotNull, nc.added = false, true
+				nc.NotNull = false
 			}
 			cols = append(cols, nc)
 			changed = true
