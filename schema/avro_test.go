@@ -306,6 +306,18 @@ func TestAvroKeysMakeKeyColumnsAndTombstonesHaveAKeyRow(t *testing.T) {
 	if err != nil || fmt.Sprint(kr) != "[42 eu]" {
 		t.Fatalf("key row %v, %v", kr, err)
 	}
+	// In append mode the key's columns are nullable: a record may have no
+	// key, whatever the key's schema says.
+	appendMode, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "t", Value: []RegisteredSchema{vs}, Key: []RegisteredSchema{ks}, Lookup: reg.lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeColumns(appendMode.Table()); got != "name text NOT NULL, key_id bigint, key_region text" {
+		t.Errorf("append mode columns %s", got)
+	}
+	if row, err := appendMode.Row(&Record{Value: avroRecord(t, 1, value, map[string]any{"name": "n"})}, nil); err != nil || fmt.Sprint(row) != "[n <nil> <nil>]" {
+		t.Errorf("a record without key in append mode: %v, %v", row, err)
+	}
 	if _, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "t", Value: []RegisteredSchema{vs}, Key: []RegisteredSchema{ks},
 		KeyColumns: []string{"name"}, DeleteOnTombstone: true, Lookup: reg.lookup}); err == nil || !strings.Contains(err.Error(), "tombstone does not have") {
 		t.Fatalf("a value column as the key of delete_on_tombstone: got %v", err)

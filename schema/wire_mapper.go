@@ -253,8 +253,10 @@ func (m *RegistryMapper) fold(part int, v *regVersion) (changed bool, err error)
 		i := slices.IndexFunc(cols, func(c regColumn) bool { return c.Name == f.name })
 		if i < 0 {
 			nc := regColumn{Column: Column{Name: f.name, Type: f.sqlType, NotNull: f.notNull}, part: part, def: f.def, field: f.field, what: f.what}
-			if len(m.versions[part]) > 0 {
-				// Records of the earlier versions have no value for it.
+			// Records of the earlier versions have no value for it, and a
+			// record may have no key at all (key columns in the upsert key
+			// are made NOT NULL by NewRegistryMapper).
+			if len(m.versions[part]) > 0 || part == partKey {
 				nc.NotNull = false
 			}
 			cols = append(cols, nc)
