@@ -345,3 +345,48 @@ func TestAvroKeyThatIsNotARecordIsOneKeyColumn(t *testing.T) {
 		t.Fatalf("a record without key: %v", err)
 	}
 }
+
+// TestAvroDecimalsAtPostgresLimits round-trips decimals of the largest
+// precision Postgres takes, and maps a larger one to unconstrained numeric.
+func TestAvroDecimalsAtPostgresLimits(t *testing.T) {
+	const text = `{"type": "record", "name": "D", "fields": [
+		{"name": "p1000", "type": {"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 500}},
+		{"name": "p1200", "type": {"type": "bytes", "logicalType": "decimal", "precision": 1200, "scale": 3}}]}`
+	rs := RegisteredSchema{ID: 1, Text: text}
+	m, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "decimals", Value: []RegisteredSchema{rs}, Lookup: newFakeRegistry(rs).lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := describeColumns(m.Table()); got != "p1000 numeric(1000,500) NOT NULL, p1200 numeric NOT NULL" {
+		t.Fatalf("columns %s", got)
+	}
+	nines := "-" + strings.Repeat("9", 500) + "." + strings.Repeat("9", 500)
+	big1200 := strings.Repeat("7", 1197) + ".123"
+	row, err := m.Row(&Record{Value: avroRecord(t, 1, text, map[string]any{"p1000": rat(nines), "p1200": rat(big1200)})}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	tbl := m.Table()
+	for _, stmt := range PlanCreate(tbl) {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
+	}
+	if _, err := conn.CopyFrom(ctx, tbl.Ident(), tbl.ColumnNames(), pgx.CopyFromRows([][]any{row})); err != nil {
+		t.Fatal(err)
+	}
+	var p1000, p1200 string
+	if err := conn.QueryRow(ctx, `SELECT p1000::text, p1200::text FROM decimals`).Scan(&p1000, &p1200); err != nil {
+		t.Fatal(err)
+	}
+	if p1000 != nines || p1200 != big1200 {
+		t.Errorf("read back\n %s\n %s\nwant\n %s\n %s", p1000, p1200, nines, big1200)
+	}
+}
