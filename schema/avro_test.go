@@ -390,3 +390,29 @@ func TestAvroDecimalsAtPostgresLimits(t *testing.T) {
 		t.Errorf("read back\n %s\n %s\nwant\n %s\n %s", p1000, p1200, nines, big1200)
 	}
 }
+
+// BenchmarkAvroRow maps one record of the edge schema (26 columns of every
+// type, a nested record, jsonb) per op, from parallel goroutines as
+// partitions do.
+func BenchmarkAvroRow(b *testing.B) {
+	rs := RegisteredSchema{ID: 7, Type: "AVRO", Text: logicalSchema}
+	m, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "edges", Value: []RegisteredSchema{rs}, Lookup: newFakeRegistry(rs).lookup,
+		Metadata: MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	value := avroRecord(b, 7, logicalSchema, edgeRecords[0].value)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(value)))
+	b.RunParallel(func(pb *testing.PB) {
+		var dst []any
+		r := &Record{Topic: "edges", Value: value}
+		for pb.Next() {
+			row, err := m.Row(r, dst)
+			if err != nil {
+				panic(err)
+			}
+			dst = row
+		}
+	})
+}

@@ -28,7 +28,7 @@ type RegistryMapper struct {
 	meta   *JSONMapper // the metadata columns; nil without any
 	keyIdx []int       // upsert key columns' indexes in cols
 
-	mu       sync.Mutex
+	mu       sync.RWMutex // guards cols, gen, versions and each version's idx
 	cols     []regColumn
 	gen      int                       // bumped when cols change
 	versions [2]map[string]*regVersion // by part, by wireHeader.key()
@@ -77,6 +77,7 @@ var partNames = [2]string{"value", "key"}
 type regColumn struct {
 	Column
 	part  int    // partValue, partKey; -1 for metadata
+	meta  int    // metadata columns: the index in the metadata row
 	def   any    // the value for records whose version lacks the field
 	field string // the schema field it holds, for messages
 	what  string // the field's schema type, for messages
@@ -167,11 +168,11 @@ func NewRegistryMapper(spec RegistryMappingSpec) (*RegistryMapper, error) {
 			return nil, err
 		}
 		m.meta = jm
-		for _, c := range jm.Table().Columns {
+		for mi, c := range jm.Table().Columns {
 			if i := m.colIndex(c.Name); i >= 0 {
 				return nil, fmt.Errorf("metadata column %q has the name of the schema's field %s: rename the metadata column", c.Name, m.cols[i].field)
 			}
-			m.cols = append(m.cols, regColumn{Column: c, part: -1})
+			m.cols = append(m.cols, regColumn{Column: c, part: -1, meta: mi})
 		}
 	}
 	if spec.DeleteOnTombstone && len(spec.KeyColumns) == 0 {
@@ -331,8 +332,8 @@ func (m *RegistryMapper) isKey(name string) bool {
 // their fields first appeared (value, then key), the metadata columns, then
 // the columns later versions added.
 func (m *RegistryMapper) Table() Table {
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	defer m.mu.RUnlock()
 	t := Table{Schema: m.spec.Schema, Name: m.spec.Table, PrimaryKey: slices.Clone(m.spec.KeyColumns), Columns: make([]Column, len(m.cols))}
 	for i, c := range m.cols {
 		t.Columns[i] = c.Column
@@ -377,13 +378,20 @@ func (m *RegistryMapper) row(r *Record, dst []any, only []int) ([]any, error) {
 			return nil, err
 		}
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
+	m.mu.RLock()
+	for !m.fresh(parts) {
+		m.mu.RUnlock()
+		m.mu.Lock()
+		m.refresh(parts)
+		m.mu.Unlock()
+		m.mu.RLock()
+	}
+	defer m.mu.RUnlock()
 	dst = dst[:0]
 	col := func(i int) error {
 		c := &m.cols[i]
 		if c.part < 0 {
-			dst = append(dst, meta[m.metaIndex(i)])
+			dst = append(dst, meta[c.meta])
 			return nil
 		}
 		v, err := m.value(r, parts[c.part], i)
@@ -406,32 +414,41 @@ func (m *RegistryMapper) row(r *Record, dst []any, only []int) ([]any, error) {
 	return dst, nil
 }
 
-// metaIndex is the index in the metadata row of column i.
-func (m *RegistryMapper) metaIndex(i int) int {
-	n := 0
-	for j := range i {
-		if m.cols[j].part < 0 {
-			n++
+// fresh reports whether the parts' versions know the current columns. The
+// caller holds mu for reading.
+func (m *RegistryMapper) fresh(parts [2]decodedPart) bool {
+	for _, p := range parts {
+		if p.v != nil && (p.v.idxGen != m.gen || len(p.v.idx) != len(m.cols)) {
+			return false
 		}
 	}
-	return n
+	return true
 }
 
-// value is column i of r. The caller holds mu.
+// refresh maps each table column to the field of the parts' versions. The
+// caller holds mu.
+func (m *RegistryMapper) refresh(parts [2]decodedPart) {
+	for _, p := range parts {
+		if p.v == nil || (p.v.idxGen == m.gen && len(p.v.idx) == len(m.cols)) {
+			continue
+		}
+		p.v.idx = make([]int, len(m.cols))
+		for j, col := range m.cols {
+			p.v.idx[j] = -1
+			if col.part == p.v.part {
+				p.v.idx[j] = slices.IndexFunc(p.v.fields, func(f regField) bool { return f.name == col.Name })
+			}
+		}
+		p.v.idxGen = m.gen
+	}
+}
+
+// value is column i of r. The caller holds mu for reading, and the parts
+// are fresh.
 func (m *RegistryMapper) value(r *Record, p decodedPart, i int) (any, error) {
 	c := &m.cols[i]
 	var v any
 	if p.v != nil {
-		if p.v.idxGen != m.gen || len(p.v.idx) != len(m.cols) {
-			p.v.idx = make([]int, len(m.cols))
-			for j, col := range m.cols {
-				p.v.idx[j] = -1
-				if col.part == p.v.part {
-					p.v.idx[j] = slices.IndexFunc(p.v.fields, func(f regField) bool { return f.name == col.Name })
-				}
-			}
-			p.v.idxGen = m.gen
-		}
 		if j := p.v.idx[i]; j >= 0 {
 			v = p.values[j]
 		} else {
@@ -493,12 +510,12 @@ func (e *fieldError) Error() string { return e.msg }
 // when it is new.
 func (m *RegistryMapper) version(r *Record, part int, h wireHeader) (*regVersion, error) {
 	key := h.key()
-	m.mu.Lock()
+	m.mu.RLock()
 	v, ok := m.versions[part][key]
 	if !ok && m.spec.Format == FormatProtobuf && len(h.indexes) == 1 && h.indexes[0] == 0 && m.spec.Message == "" {
 		v, ok = m.versions[part][wireHeader{id: h.id, indexes: []int{-1}}.key()]
 	}
-	m.mu.Unlock()
+	m.mu.RUnlock()
 	if ok {
 		return v, nil
 	}
