@@ -139,7 +139,7 @@ func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix, nested
 		return nil, fmt.Errorf("message %s of schema id %d has no field that can be a column", md.FullName(), rs.ID)
 	}
 	cols := c.cols
-	return &regVersion{fields: c.fields, decode: func(payload []byte, out []any) error {
+	return &regVersion{fields: c.fields, message: string(md.FullName()), decode: func(payload []byte, out []any) error {
 		msg := dynamicpb.NewMessage(md)
 		if err := proto.Unmarshal(payload, msg); err != nil {
 			return err
@@ -157,6 +157,16 @@ func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix, nested
 		}
 		return nil
 	}}, nil
+}
+
+// ProtobufMessageName names the message that indexes pick in the schema
+// rs (for `kafka2pg infer`, which writes it into the sink's message key).
+func ProtobufMessageName(rs RegisteredSchema, indexes []int) (string, error) {
+	v, err := compileProtobuf(rs, indexes, "", "", NestedJSONB)
+	if err != nil {
+		return "", err
+	}
+	return v.message, nil
 }
 
 // pickMessage finds the message of the indexes, or by name.

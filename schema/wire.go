@@ -136,3 +136,10 @@ func AppendWireHeader(b []byte, id int, indexes []int) []byte {
 	}
 	return b
 }
+
+// WireHeader reads the Confluent wire-format header of b: the schema id
+// and, when protobuf is true, the Protobuf message indexes.
+func WireHeader(b []byte, protobuf bool) (id int, indexes []int, err error) {
+	h, _, err := parseWire(b, protobuf)
+	return h.id, h.indexes, err
+}

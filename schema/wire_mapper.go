@@ -102,6 +102,8 @@ type regVersion struct {
 	// header; an error is a payload that does not decode.
 	decode func(payload []byte, out []any) error
 	bad    string // why its records do not fit the table; "" when they do
+	// message is the full name of the Protobuf message; "" for Avro.
+	message string
 	// idx[i] is the field of table column i, -1 when it has none;
 	// computed for gen.
 	idx    []int

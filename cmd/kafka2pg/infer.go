@@ -281,6 +281,7 @@ type inferredSinkYAML struct {
 	Topic   string               `yaml:"topic"`
 	Table   string               `yaml:"table"`
 	Format  string               `yaml:"format,omitempty"`
+	Message string               `yaml:"message,omitempty"`
 	Mode    string               `yaml:"mode"`
 	Key     []string             `yaml:"key,omitempty,flow"`
 	Columns []inferredColumnYAML `yaml:"columns,omitempty"`
@@ -425,6 +426,19 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 		return "", fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro and protobuf", o.topic, id, rs.Type)
 	}
 	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
+	if format == schema.FormatProtobuf {
+		// The sampled records name their message by its indexes; the
+		// config names it by its full name when it is not the first.
+		_, indexes, err := schema.WireHeader(smp.values[0], true)
+		if err != nil {
+			return "", fmt.Errorf("the first sampled value of %q: %w", o.topic, err)
+		}
+		if len(indexes) != 1 || indexes[0] != 0 {
+			if sc.Message, err = schema.ProtobufMessageName(rs, indexes); err != nil {
+				return "", err
+			}
+		}
+	}
 	if o.nested != "flatten" {
 		sc.Nested = o.nested
 	}
@@ -437,7 +451,7 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 		return "", err
 	}
 	cfgOut := inferredConfig{Brokers: o.brokers, Group: o.group, Registry: o.registry.urls,
-		Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Format: format, Mode: sc.Mode}}}
+		Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Format: format, Message: sc.Message, Mode: sc.Mode}}}
 	var body bytes.Buffer
 	enc := yaml.NewEncoder(&body)
 	enc.SetIndent(2)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -50,5 +51,27 @@ func TestInferReadsTheSchemaOfWireFormatValues(t *testing.T) {
 	}
 	if _, err := buildSinks(o); err != nil {
 		t.Fatalf("the printed config's sinks: %v", err)
+	}
+}
+
+// TestInferNamesTheProtobufMessageOfTheSamples samples Protobuf records of
+// a schema's second message: the printed sink names it.
+func TestInferNamesTheProtobufMessageOfTheSamples(t *testing.T) {
+	k := kafkatest.New(t)
+	fake := newFakeRegistry(t)
+	topic := k.CreateTopic(t, "shipments", 1)
+	fake.SeedSchema(topic+"-value", 1, 30, sr.Schema{Type: sr.TypeProtobuf, Schema: shipmentPB})
+	// Field 1 of shop.Shipment: id = "s1".
+	value := append(schema.AppendWireHeader(nil, 30, []int{1}), 0x0a, 0x02, 's', '1')
+	k.Produce(t, &kgo.Record{Topic: topic, Value: value})
+	var stdout, stderr bytes.Buffer
+	args := []string{"--kafka-brokers", k.Brokers(), "--topic", topic, "--sample", "1", "--timeout", "20s", "--schema-registry-url", fake.URL()}
+	if code := inferCommand(t.Context(), args, &stdout, &stderr); code != exitOK {
+		t.Fatalf("exit %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"format: protobuf", "message: shop.Shipment", `"to_city" text`} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("the output lacks %q:\n%s", want, stdout.String())
+		}
 	}
 }
