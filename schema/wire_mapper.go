@@ -152,11 +152,17 @@ func NewRegistryMapper(spec RegistryMappingSpec) (*RegistryMapper, error) {
 				h.indexes = []int{-1} // the configured message
 			}
 			v, err := m.compile(part, rs, h)
-			if err != nil {
+			switch {
+			case err != nil && i == len(versions)-1:
 				return nil, fmt.Errorf("the %s schema (id %d): %w", partNames[part], rs.ID, err)
-			}
-			if _, err := m.fold(part, v); err != nil {
-				return nil, err
+			case err != nil:
+				// An older version that does not compile (or lacks the
+				// configured message) makes its records bad records.
+				v = &regVersion{id: rs.ID, part: part, bad: err.Error()}
+			default:
+				if _, err := m.fold(part, v); err != nil {
+					return nil, err
+				}
 			}
 			if v.bad != "" && i == len(versions)-1 {
 				return nil, fmt.Errorf("the latest %s schema (id %d) does not fit the table its earlier versions made: %s", partNames[part], rs.ID, v.bad)
