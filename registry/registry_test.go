@@ -264,3 +264,55 @@ func catalogColumns(t *testing.T, pool *pgxpool.Pool) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop: with --on-error
+// stop, the first record of an incompatible version stops the partition
+// after the records before it are committed.
+func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
+	ctx := t.Context()
+	url := pgtest.URL(t)
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	pool, err := pgxpool.New(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	fake := srfake.New()
+	defer fake.Close()
+	fake.SeedSchema("orders-value", 1, 201, sr.Schema{Schema: orderVersions[0]})
+	fake.SeedSchema("orders-value", 2, 205, sr.Schema{Schema: orderVersions[4]})
+	c := newClient(t, fake.URL())
+	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: schema.FormatAvro, Schema: "public", Table: "orders",
+		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, 201))}, Lookup: c.Lookup(ctx)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ingest.New(pool, ingest.Config{Group: "g", OnError: ingest.OnErrorStop, Sinks: map[string]ingest.Sink{"orders": {Table: m.Table(), Mapper: m, Evolve: true}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EnsureTables(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	pos, err := w.Claim(ctx, "orders", []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
+		Records: []schema.Record{
+			{Topic: "orders", Offset: 0, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(1), "name": "a", "qty": int32(1)})},
+			{Topic: "orders", Offset: 1, Value: encode(t, 205, orderVersions[4], map[string]any{"id": int64(2), "name": int64(2), "qty": int64(2), "email": nil, "country": "x"})},
+			{Topic: "orders", Offset: 2, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(3), "name": "c", "qty": int32(3)})},
+		}}
+	_, err = w.Write(ctx, b)
+	var stop *ingest.StopError
+	if !errors.As(err, &stop) || stop.Offset != 1 || stop.Kind != schema.KindSchemaIncompatible {
+		t.Fatalf("Write: %v, want a StopError at offset 1 of kind schema_incompatible", err)
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT count(*) FROM orders`).Scan(&n); err != nil || n != 1 {
+		t.Errorf("%d rows (%v), want the one before the incompatible record", n, err)
+	}
+}
