@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// FuzzRegistryMapperRow feeds arbitrary keys and values to the Avro and
-// Protobuf mappers: an error, never a panic, and every error is a bad
+// FuzzRegistryMapperRow feeds arbitrary keys and values to the Avro (or
+// Protobuf) and JSON Schema mappers: an error, never a panic, and every error is a bad
 // record or a table change (the lookup never fails here).
 func FuzzRegistryMapperRow(f *testing.F) {
 	avroSchema := RegisteredSchema{ID: 7, Type: "AVRO", Text: logicalSchema}
@@ -19,6 +19,12 @@ func FuzzRegistryMapperRow(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
+	js := RegisteredSchema{ID: 41, Type: "JSON", Text: orderJSONSchema}
+	jm, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatJSONSchema, Table: "j", Value: []RegisteredSchema{js}, Lookup: newFakeRegistry(js).lookup})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(append(AppendWireHeader(nil, 41, nil), `{"id": 1, "amount": 2.5, "at": "2026-11-30T12:00:00Z", "paid": false, "ship.to": {"city": "x"}}`...), false)
 	for _, rec := range edgeRecords {
 		f.Add(avroRecord(f, 7, logicalSchema, rec.value), false)
 	}
@@ -31,9 +37,11 @@ func FuzzRegistryMapperRow(f *testing.F) {
 		if proto {
 			m = pm
 		}
-		_, err := m.Row(&Record{Key: b, Value: b}, nil)
-		if err != nil && !errors.Is(err, ErrBadRecord) && !errors.Is(err, ErrTableChanged) {
-			t.Fatalf("%x: %v is neither a bad record nor a table change", b, err)
+		for _, m := range []*RegistryMapper{m, jm} {
+			_, err := m.Row(&Record{Key: b, Value: b}, nil)
+			if err != nil && !errors.Is(err, ErrBadRecord) && !errors.Is(err, ErrTableChanged) {
+				t.Fatalf("%x: %v is neither a bad record nor a table change", b, err)
+			}
 		}
 	})
 }

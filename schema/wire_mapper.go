@@ -36,7 +36,7 @@ type RegistryMapper struct {
 
 // RegistryMappingSpec configures a RegistryMapper.
 type RegistryMappingSpec struct {
-	// Format is avro or protobuf.
+	// Format is avro, protobuf or json_schema.
 	Format string
 	Schema string // "" means the search_path
 	Table  string // required
@@ -127,9 +127,9 @@ func NewRegistryMapper(spec RegistryMappingSpec) (*RegistryMapper, error) {
 		return nil, err
 	}
 	switch spec.Format {
-	case FormatAvro, FormatProtobuf:
+	case FormatAvro, FormatProtobuf, FormatJSONSchema:
 	default:
-		return nil, fmt.Errorf("format %q is not avro or protobuf", spec.Format)
+		return nil, fmt.Errorf("format %q is not avro, protobuf or json_schema", spec.Format)
 	}
 	switch spec.Nested {
 	case "":
@@ -235,10 +235,7 @@ func (m *RegistryMapper) compile(part int, rs RegisteredSchema, h wireHeader) (*
 	if part == partKey {
 		prefix = "key"
 	}
-	var c compiler = compileAvro
-	if m.spec.Format == FormatProtobuf {
-		c = compileProtobuf
-	}
+	c := map[string]compiler{FormatAvro: compileAvro, FormatProtobuf: compileProtobuf, FormatJSONSchema: compileJSONSchema}[m.spec.Format]
 	indexes := h.indexes
 	if len(indexes) == 1 && indexes[0] == -1 {
 		indexes = nil

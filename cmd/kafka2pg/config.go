@@ -48,7 +48,7 @@ type sinkConfig struct {
 	Evolve            bool           `yaml:"evolve"`
 	Columns           []columnConfig `yaml:"columns"`
 	Metadata          metadataConfig `yaml:"metadata"`
-	// Format avro and protobuf only (registry_flags.go).
+	// Formats avro, protobuf and json_schema only (registry_flags.go).
 	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value
 	KeySubject string `yaml:"key_subject"` // the key's subject; default <topic>-key in upsert mode
 	Nested     string `yaml:"nested"`      // flatten (default) or jsonb

@@ -422,8 +422,11 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 		return "", fmt.Errorf("the values of %q carry schema id %d: %w", o.topic, id, err)
 	}
 	format := strings.ToLower(rs.Type)
+	if format == "json" {
+		format = schema.FormatJSONSchema
+	}
 	if !registryFormat(format) {
-		return "", fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro and protobuf", o.topic, id, rs.Type)
+		return "", fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro, protobuf and json (json_schema)", o.topic, id, rs.Type)
 	}
 	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
 	if format == schema.FormatProtobuf {

@@ -15,7 +15,7 @@ import (
 )
 
 // registryOptions are the Schema Registry flags of `run` (and `check`):
-// where the schemas of format avro and protobuf sinks come from. Like every
+// where the schemas of format avro, protobuf and json_schema sinks come from. Like every
 // run flag, each is also a config-file key and a KAFKA2PG_* variable.
 type registryOptions struct {
 	urls         []string
@@ -30,7 +30,7 @@ type registryOptions struct {
 }
 
 func defineRegistryFlags(fs *pflag.FlagSet, r *registryOptions) {
-	fs.StringSliceVar(&r.urls, "schema-registry-url", nil, "Schema Registry URL(s) for sinks of format avro or protobuf (Confluent-compatible API), e.g. http://localhost:8081")
+	fs.StringSliceVar(&r.urls, "schema-registry-url", nil, "Schema Registry URL(s) for sinks of format avro, protobuf or json_schema (Confluent-compatible API), e.g. http://localhost:8081")
 	fs.StringVar(&r.user, "schema-registry-user", "", "Schema Registry basic-auth user")
 	fs.StringVar(&r.password, "schema-registry-password", "", "Schema Registry basic-auth password; prefer the environment (KAFKA2PG_SCHEMA_REGISTRY_PASSWORD) or --schema-registry-password-file")
 	fs.StringVar(&r.passwordFile, "schema-registry-password-file", "", "file holding the Schema Registry password (a trailing newline is ignored)")
@@ -58,7 +58,7 @@ func (r registryOptions) config() (registry.Config, error) {
 // registryFormat reports whether a sink format reads the Confluent wire
 // format with schemas from the registry.
 func registryFormat(format string) bool {
-	return format == schema.FormatAvro || format == schema.FormatProtobuf
+	return format == schema.FormatAvro || format == schema.FormatProtobuf || format == schema.FormatJSONSchema
 }
 
 // registrySchemas is the registry as the sinks use it: a client bound to

@@ -117,7 +117,7 @@ func TestBadRegistrySinksStopBeforeAnythingIsWritten(t *testing.T) {
 		{"columns with format avro", head + "sinks:\n  - {topic: payments, format: avro, columns: [{name: a, type: text}]}\n", []string{"--schema-registry-url", fake.URL()},
 			"columns with format avro: the columns come from the registry's schema"},
 		{"a registry key on a json sink", head + "sinks:\n  - {topic: payments, subject: x, columns: [{name: a, type: text}]}\n", nil,
-			"subject, key_subject, nested and message are for format avro or protobuf"},
+			"subject, key_subject, nested and message are for format avro, protobuf or json_schema"},
 		{"a registry URL without a scheme", head + "schema-registry-url: registry:8081\nsinks:\n  - {topic: payments, format: protobuf}\n", nil,
 			`--schema-registry-url "registry:8081": the URL must start with http://`},
 		{"an unknown nested mode", head + "sinks:\n  - {topic: payments, format: avro, nested: deep}\n", []string{"--schema-registry-url", fake.URL()},

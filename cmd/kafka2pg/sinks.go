@@ -89,7 +89,7 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 		}
 		return sink, err
 	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
-		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro or protobuf, not %q: remove them, or set the format", sc.Format)
+		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro, protobuf or json_schema, not %q: remove them, or set the format", sc.Format)
 	}
 	typed := len(sc.Columns) > 0 || !sc.Metadata.empty()
 	if !typed {
