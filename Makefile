@@ -124,7 +124,7 @@ test-registry: build
 	echo "Kafka:    $${KAFKA2PG_TEST_BROKERS:-kfake}"
 	echo "Registry: $${KAFKA2PG_TEST_SCHEMA_REGISTRY_URL:-srfake}"
 	$(GO) test -count=1 ./registry/
-	$(GO) test -count=1 -timeout 20m ./schema/ ./cmd/kafka2pg/ ./integration/ -run 'Avro|Protobuf|Registry|Wire'
+	$(GO) test -count=1 -timeout 20m ./schema/ ./cmd/kafka2pg/ ./integration/ -run 'Avro|Protobuf|JSONSchema|Registry|Wire'
 	$(GO) test -run '^$$' -fuzz '^FuzzRegistryMapperRow$$' -fuzztime $(FUZZTIME) ./schema/
 
 # test-security runs the TLS/SASL matrix against a real broker with
