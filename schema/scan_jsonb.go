@@ -15,6 +15,7 @@ import (
 // jsonbWriter holds scratch space reused across rows.
 type jsonbWriter struct {
 	members []jsonbMember
+	order   []int32 // member indexes, sorted by name
 	nul     bool // the output has a \u0000 escape
 	// ends[i] is one past the object or array that starts at raw[i], once
 	// haveEnds: members are found without walking their values twice, so
@@ -24,8 +25,10 @@ type jsonbWriter struct {
 }
 
 type jsonbMember struct {
-	key   []byte // the decoded name
-	start int    // where the value starts in raw
+	key        []byte // the decoded name
+	start, end int    // the value in raw
+	rawKey     []byte // the name as sent, quotes included, when it needs no rewriting
+	rawValue   bool   // the value needs no rewriting either (a scalar)
 }
 
 // appendCanonical appends the canonical form of raw, one valid JSON value
@@ -79,36 +82,64 @@ func (w *jsonbWriter) value(dst, raw []byte, i int) ([]byte, int) {
 		i = skipSpaceAt(raw, i+1)
 		for raw[i] != '}' {
 			ks := i
-			ke := skipString(raw, i)
-			key := raw[ks+1 : ke-1]
-			if bytes.IndexByte(key, '\\') >= 0 {
-				key = appendUnquoted(nil, key)
+			ke, esc, plain := scanString(raw, i)
+			m := jsonbMember{key: raw[ks+1 : ke-1]}
+			if esc {
+				m.key = appendUnquoted(nil, m.key)
+			} else if plain {
+				m.rawKey = raw[ks:ke]
 			}
-			vs := skipSpaceAt(raw, skipSpaceAt(raw, ke)+1) // past the colon
-			ve := w.end(raw, vs)
-			w.members = append(w.members, jsonbMember{key: key, start: vs})
-			i = skipSpaceAt(raw, ve)
+			m.start = skipSpaceAt(raw, skipSpaceAt(raw, ke)+1) // past the colon
+			switch raw[m.start] {
+			case '{', '[':
+				m.end = w.end(raw, m.start)
+			case '"':
+				m.end, _, m.rawValue = scanString(raw, m.start)
+			default:
+				m.end, m.rawValue = skipValue(raw, m.start), true
+			}
+			w.members = append(w.members, m)
+			i = skipSpaceAt(raw, m.end)
 			if raw[i] == ',' {
 				i = skipSpaceAt(raw, i+1)
 			}
 		}
 		ms := w.members[base:]
-		slices.SortStableFunc(ms, func(a, b jsonbMember) int { return bytes.Compare(a.key, b.key) })
+		obase := len(w.order)
+		sorted := true
+		for j := range ms {
+			w.order = append(w.order, int32(j))
+			sorted = sorted && (j == 0 || bytes.Compare(ms[j-1].key, ms[j].key) < 0)
+		}
+		order := w.order[obase:]
+		if !sorted {
+			// Indexes, not members, move: they are small.
+			slices.SortStableFunc(order, func(a, b int32) int { return bytes.Compare(ms[a].key, ms[b].key) })
+		}
 		dst = append(dst, '{')
 		first := true
-		for j := range ms {
-			if j+1 < len(ms) && bytes.Equal(ms[j].key, ms[j+1].key) {
+		for j, o := range order {
+			if j+1 < len(order) && bytes.Equal(ms[o].key, ms[order[j+1]].key) {
 				continue // a later duplicate wins
 			}
 			if !first {
 				dst = append(dst, ',')
 			}
 			first = false
-			dst = appendEncodedString(w, dst, ms[j].key)
+			m := &ms[o]
+			if m.rawKey != nil {
+				dst = append(dst, m.rawKey...)
+			} else {
+				dst = appendEncodedString(w, dst, m.key)
+			}
 			dst = append(dst, ':')
-			dst, _ = w.value(dst, raw, ms[j].start)
+			if m.rawValue {
+				dst = append(dst, raw[m.start:m.end]...)
+			} else {
+				dst, _ = w.value(dst, raw, m.start)
+			}
 		}
-		w.members = w.members[:base]
+		w.members, w.order = w.members[:base], w.order[:obase]
 		return append(dst, '}'), i + 1
 	case '[':
 		dst = append(dst, '[')
@@ -127,12 +158,12 @@ func (w *jsonbWriter) value(dst, raw []byte, i int) ([]byte, int) {
 		}
 		return append(dst, ']'), i + 1
 	case '"':
-		e := skipString(raw, i)
+		e, esc, plain := scanString(raw, i)
 		body := raw[i+1 : e-1]
 		switch {
-		case bytes.IndexByte(body, '\\') >= 0:
+		case esc:
 			dst = appendEncodedString(w, dst, appendUnquoted(nil, body))
-		case bytes.IndexByte(body, 0xE2) >= 0: // maybe U+2028 or U+2029
+		case !plain:
 			dst = appendEncodedString(w, dst, body)
 		default:
 			dst = append(dst, raw[i:e]...)
@@ -141,6 +172,25 @@ func (w *jsonbWriter) value(dst, raw []byte, i int) ([]byte, int) {
 	}
 	e := skipValue(raw, i)
 	return append(dst, raw[i:e]...), e
+}
+
+// scanString returns the index after the valid string starting at
+// raw[i] == '"', whether it has escapes, and whether it is plain: written
+// as encoding/json writes it (no escapes, no U+2028 or U+2029).
+func scanString(raw []byte, i int) (end int, esc, plain bool) {
+	e2 := false
+	for i++; i < len(raw); i++ {
+		switch raw[i] {
+		case '\\':
+			esc = true
+			i++
+		case 0xE2: // maybe U+2028 or U+2029
+			e2 = true
+		case '"':
+			return i + 1, esc, !esc && !e2
+		}
+	}
+	return i, esc, false
 }
 
 // skipString returns the index after the string starting at raw[i] == '"'.

@@ -317,3 +317,16 @@ func FuzzPathMatchesDecode(f *testing.F) {
 		checkSameRow(t, m, "Row", r, got, err, want, werr)
 	})
 }
+
+// BenchmarkJSONBValue: the bench record's props object as a jsonb value.
+func BenchmarkJSONBValue(b *testing.B) {
+	v := rootValue([]byte(`{"path":"/docs/42","ref":"newsletter","device":"mobile","ab":"b","lang":"de"}`))
+	var buf rowBuffer
+	b.ReportAllocs()
+	for b.Loop() {
+		buf.arena = buf.arena[:0]
+		if _, cerr := convertJSONB(nil, jsonValue{kind: v.kind, raw: v.raw, buf: &buf}); cerr != nil {
+			b.Fatal(cerr.msg)
+		}
+	}
+}
