@@ -16,7 +16,7 @@ import (
 type jsonbWriter struct {
 	members []jsonbMember
 	order   []int32 // member indexes, sorted by name
-	nul     bool // the output has a \u0000 escape
+	nul     bool    // the output has a \u0000 escape
 	// ends[i] is one past the object or array that starts at raw[i], once
 	// haveEnds: members are found without walking their values twice, so
 	// deep nesting costs linear time.
