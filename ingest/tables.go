@@ -125,6 +125,18 @@ type TableMapper interface {
 	Table() schema.Table
 }
 
+// retyped reports whether a column of both tables has another type in b.
+func retyped(a, b schema.Table) bool {
+	for _, x := range a.Columns {
+		for _, y := range b.Columns {
+			if x.Name == y.Name && x.Type != y.Type {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // sameColumns reports whether a and b have the same columns and types.
 func sameColumns(a, b schema.Table) bool {
 	return slices.Equal(a.Columns, b.Columns)
@@ -142,6 +154,13 @@ func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t sch
 		return Sink{}, err
 	}
 	w.log.Info("table changed with the topic's schema", "topic", topic, "table", t.QualifiedName(), "columns", len(t.Columns))
+	if retyped(sink.Table, t) {
+		// pgx caches, per connection, the column types a COPY encodes
+		// with; after ALTER COLUMN TYPE (ours or another instance's) a
+		// cached int4 would refuse a bigint forever. New connections
+		// describe the table afresh; those in use close when released.
+		w.pool.Reset()
+	}
 	w.mu.Lock()
 	w.changed[topic] = next
 	w.mu.Unlock()

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/hamba/avro/v2"
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -125,11 +124,9 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// pgx caches the statement description CopyFrom reads the column
-	// types from, per connection: after ALTER COLUMN TYPE a cached one
-	// still says int4. Until ingest invalidates the caches when it
-	// widens a column, describe every time.
-	pcfg.ConnConfig.DefaultQueryExecMode = pgx.QueryExecModeDescribeExec
+	// One connection, so that the widening int -> long must be written
+	// through the connection that cached int4 before it.
+	pcfg.MaxConns = 1
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		t.Fatal(err)
