@@ -343,8 +343,18 @@ func (p *partition) written(b *Batch) {
 	p.mu.Lock()
 	p.inflight = 0
 	p.accountLocked()
-	underBudget := p.r.buffered.Load() < int64(p.r.cfg.MaxBufferedBytes/2)
-	resume := p.paused && !p.halted && p.queueSmallLocked() && underBudget
+	half := int64(p.r.cfg.MaxBufferedBytes / 2)
+	underBudget := p.r.buffered.Load() < half
+	resume := p.paused && !p.halted && p.queueSmallLocked()
+	if resume && !underBudget {
+		// Its own queue has room, the budget has not: the write that
+		// brings the total under half resumes it, with the others.
+		resume = false
+		p.r.overBudget.Store(true)
+		// That write may have come between the check above and the
+		// Store; look again, or nothing might ever resume it.
+		underBudget = p.r.buffered.Load() < half
+	}
 	if resume {
 		p.paused = false
 	}

@@ -229,3 +229,23 @@ func TestAPartitionThatReachedTheEndWritesWithoutWaitingForTheBatchToFill(t *tes
 		})
 	}
 }
+
+func TestPartitionsPausedByTheirQueueResumeWhileTheBudgetIsHalfFull(t *testing.T) {
+	// Queues fill to their capacity (the per-partition pause) while the
+	// partitions together hold more than half the budget: the write that
+	// empties a queue must not leave its partition paused forever.
+	const partitions = 8
+	c := newCluster(t, partitions)
+	adm := admin(t, c)
+	produce(t, c, 40000) // about 20 bytes of key and value each
+	s := newStore()
+	s.delay = time.Millisecond
+	x := start(t, c, "g", s, func(c *Config) {
+		c.BatchMaxRows, c.QueueCapacity = 100, 200
+		c.MaxBufferedBytes = partitions * 200 * 20 * 3 / 4 // full queues hold more than half of it
+	})
+	ends := endOffsets(t, adm)
+	waitFor(t, 60*time.Second, "catch up", func() bool { return s.caughtUp(ends) })
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+}
