@@ -119,6 +119,8 @@ func runCeilings(ctx context.Context, e *env, kind string, n int) ([]result, err
 			if cs[i], err = pgx.Connect(ctx, e.pgURL); err != nil {
 				return nil, fmt.Errorf("connect to Postgres: %w", err)
 			}
+			schema.RegisterNumericCodec(cs[i].TypeMap()) // the bridge's encoders, so the ratio compares the pipelines
+
 		}
 		runtime.GC()
 		rssOK := resetPeakRSS()

@@ -116,3 +116,10 @@ func appendNumericWords(buf []byte, n pgtype.Numeric) ([]byte, bool) {
 }
 
 var pow10 = [4]uint64{1, 10, 100, 1000}
+
+// RegisterNumericCodec makes a connection's type map encode numeric with
+// NumericCodec; call it from pgxpool.Config.AfterConnect (or on a pgx.Conn
+// before its first COPY).
+func RegisterNumericCodec(m *pgtype.Map) {
+	m.RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: NumericCodec{}})
+}

@@ -81,7 +81,16 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintln(stderr, "kafka2pg dead-letters: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)")
 		return exitUsage
 	}
-	pool, err := pgxpool.New(ctx, *pgURL)
+	pcfg, err := pgxpool.ParseConfig(*pgURL)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
+		return exitUsage
+	}
+	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		schema.RegisterNumericCodec(conn.TypeMap()) // replay copies like run does
+		return nil
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage

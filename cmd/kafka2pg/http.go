@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -25,8 +26,17 @@ type httpServer struct {
 	log *slog.Logger
 }
 
-func newHTTPServer(addr string, reg *prometheus.Registry, rd *reader.Reader, pool *pgxpool.Pool, log *slog.Logger) (*httpServer, error) {
+func newHTTPServer(addr string, reg *prometheus.Registry, rd *reader.Reader, pool *pgxpool.Pool, log *slog.Logger, profiling bool) (*httpServer, error) {
 	mux := http.NewServeMux()
+	if profiling {
+		// Go's profiler (go tool pprof http://ADDR/debug/pprof/heap):
+		// where the CPU and the memory go, on the running bridge.
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
@@ -131,6 +132,10 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
 		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafka2pg"
 	}
+	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
+		schema.RegisterNumericCodec(conn.TypeMap()) // numeric without math/big: ~0.8 µs a row less
+		return nil
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fmt.Errorf("connect to Postgres: %w", err)
@@ -247,7 +252,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		})
 	}
 	if o.metricsAddr != "" {
-		srv, err := newHTTPServer(o.metricsAddr, m.reg, rd, pool, log)
+		srv, err := newHTTPServer(o.metricsAddr, m.reg, rd, pool, log, o.pprof)
 		if err != nil {
 			return err
 		}
