@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"testing"
 )
@@ -84,5 +86,38 @@ func FuzzParsePath(f *testing.F) {
 			return
 		}
 		p.lookup(doc)
+	})
+}
+
+// FuzzCheckJSONMatchesTheSlowPath: the scanner's fast path of CheckJSON
+// answers exactly like the json.Valid path it shortcuts.
+func FuzzCheckJSONMatchesTheSlowPath(f *testing.F) {
+	for _, s := range []string{`{}`, `{"a":"\u0000"}`, `{"a":"\\u0000"}`, `"\ud800"`, `"\ud800\udc00"`, `[1,2,{"x":null}]`,
+		`{"a":1,}`, "\"\xff\"", `1e999`, `-0`, `01`, `{"a":"\u00e9"}`, ` [] `, ``} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, v []byte) {
+		kind, err := CheckJSON(v)
+		wantKind, wantErr := checkJSONSlow(v)
+		if kind != wantKind || (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) {
+			t.Fatalf("CheckJSON(%q) = %q, %v; the slow path says %q, %v", v, kind, err, wantKind, wantErr)
+		}
+	})
+}
+
+// FuzzAppendJSONStringMatchesMarshal: the plain fast path writes what the
+// sanitizing json.Marshal path writes.
+func FuzzAppendJSONStringMatchesMarshal(f *testing.F) {
+	for _, s := range []string{"", "k", "trace-id", "a\"b", "a\\b", "<&>", "\x00", "\xff", "é", "\u2028", "\t"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got := appendJSONString(nil, s)
+		v := string(bytes.ToValidUTF8([]byte(s), []byte("\uFFFD")))
+		v = string(bytes.ReplaceAll([]byte(v), []byte{0}, []byte("\uFFFD")))
+		want, _ := json.Marshal(v)
+		if string(got) != string(want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -139,10 +140,27 @@ func HeadersJSON(hs []Header) []byte {
 // appendJSONString quotes s as a JSON string. Invalid UTF-8 and NUL become
 // U+FFFD so the result is always valid for jsonb.
 func appendJSONString(b []byte, s string) []byte {
+	if plainJSONString(s) { // what json.Marshal writes unchanged, quoted
+		b = append(b, '"')
+		b = append(b, s...)
+		return append(b, '"')
+	}
 	s = string(bytes.ToValidUTF8([]byte(s), []byte("\uFFFD")))
 	s = string(bytes.ReplaceAll([]byte(s), []byte{0}, []byte("\uFFFD")))
 	q, _ := json.Marshal(s) // a string always marshals
 	return append(b, q...)
+}
+
+// plainJSONString reports whether s is printable ASCII that json.Marshal
+// neither escapes nor replaces (no quote, backslash, or its HTML escapes).
+func plainJSONString(s string) bool {
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c < 0x20 || c > 0x7e, c == '"', c == '\\', c == '<', c == '>', c == '&':
+			return false
+		}
+	}
+	return true
 }
 
 // CheckText reports why v cannot be stored in a Postgres text column of a
@@ -160,6 +178,24 @@ func CheckText(v []byte) (kind string, err error) {
 // CheckJSON reports why v cannot be stored in a jsonb column: not JSON,
 // invalid UTF-8, or a \u0000 escape or lone surrogate, which jsonb refuses.
 func CheckJSON(v []byte) (kind string, err error) {
+	// The one-pass scanner of the typed mapper accepts exactly the
+	// documents encoding/json does (fuzzed against it) and refuses lone
+	// surrogates; it is about twice as fast as json.Valid. What it refuses,
+	// and documents with a \u0000 escape, take the slow path, which
+	// decides and says why.
+	s := rawScanners.Get().(*scanner)
+	ok := s.scan(v, rootTree)
+	s.data = nil
+	rawScanners.Put(s)
+	if ok && !bytes.Contains(v, []byte(`\u0000`)) {
+		return "", nil
+	}
+	return checkJSONSlow(v)
+}
+
+var rawScanners = sync.Pool{New: func() any { return new(scanner) }}
+
+func checkJSONSlow(v []byte) (kind string, err error) {
 	if !utf8.Valid(v) {
 		return KindInvalidUTF8, errors.New("the value is not valid UTF-8")
 	}
