@@ -14,7 +14,6 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -24,16 +23,8 @@ const topic = "orders"
 // zero-config table "orders" with jsonb values.
 func newWriter(t *testing.T, group string) (*ingest.Writer, *pgxpool.Pool) {
 	t.Helper()
-	url := pgtest.URL(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPool(t)
 	w := writerOn(t, pool, group)
 	if err := w.EnsureTables(ctx, true); err != nil {
 		t.Fatal(err)

@@ -9,11 +9,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/jackc/pgx/v5/pgxpool"
-
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -72,15 +69,7 @@ func (m *growingMapper) Row(r *schema.Record, dst []any) ([]any, error) {
 
 func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.URL(t)
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPool(t)
 	m := &growingMapper{cols: []string{"a"}}
 	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {Table: m.Table(), Mapper: m}}})
 	if err != nil {

@@ -11,7 +11,6 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -44,16 +43,8 @@ func (accountsMapper) KeyRow(r *schema.Record) ([]any, error) {
 
 func upsertWriter(t *testing.T, cfg ingest.Config) (*ingest.Writer, *pgxpool.Pool) {
 	t.Helper()
-	url := pgtest.URL(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPool(t)
 	cfg.Group = "g"
 	cfg.Sinks = map[string]ingest.Sink{"accounts": {Table: accounts, Mapper: accountsMapper{}, Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}
 	w, err := ingest.New(pool, cfg)
@@ -158,16 +149,8 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 }
 
 func TestUpsertNeedsAUniqueIndexOnTheKey(t *testing.T) {
-	url := pgtest.URL(t)
 	ctx := context.Background()
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	_, pool := pgtest.MigratedPool(t)
 	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text, name text, balance bigint)`); err != nil {
 		t.Fatal(err)
 	}

@@ -267,15 +267,7 @@ func catalogColumns(t *testing.T, pool *pgxpool.Pool) string {
 // after the records before it are committed.
 func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 	ctx := t.Context()
-	url := pgtest.URL(t)
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	pool, err := pgxpool.New(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPool(t)
 	fake := srfake.New()
 	defer fake.Close()
 	fake.SeedSchema("orders-value", 1, 201, sr.Schema{Schema: orderVersions[0]})
