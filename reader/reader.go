@@ -86,6 +86,9 @@ type Stats struct {
 	Halted int
 	// Stopped lists partitions stopped by data loss, with the reason.
 	Stopped []string
+	// BufferedBytes is the record bytes held across partitions, queued or
+	// being written (bounded by MaxBufferedBytes, give or take a fetch).
+	BufferedBytes int64
 }
 
 // Reader consumes a group's topics and feeds each partition's batches to a
@@ -240,6 +243,7 @@ func (r *Reader) Stats() Stats {
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
 		SkippedRecords: r.stats.skipped.Load(), Partitions: n, Stopped: stopped, Halted: halted,
+		BufferedBytes: r.buffered.Load(),
 	}
 }
 

@@ -140,22 +140,12 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.R
 
 // register adds the collectors that read the live reader and pool.
 func (m *bridgeMetrics) register(rd *reader.Reader, pool *pgxpool.Pool, queueCapacity int) {
-	counter := func(name, help string, f func(reader.Stats) int64) {
-		m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: name, Help: help},
-			func() float64 { return float64(f(rd.Stats())) }))
-	}
-	counter("kafka2pg_reader_records_total", "Data records fetched.", func(s reader.Stats) int64 { return s.Records })
-	counter("kafka2pg_reader_bytes_total", "Key and value bytes fetched.", func(s reader.Stats) int64 { return s.Bytes })
-	counter("kafka2pg_reader_rebalances_total", "Partition assignments received.", func(s reader.Stats) int64 { return s.Rebalances })
-	counter("kafka2pg_reader_fetch_errors_total", "Fetch errors reported by the Kafka client.", func(s reader.Stats) int64 { return s.FetchErrors })
-	counter("kafka2pg_reader_fenced_total", "Writes refused because another owner claimed the partition.", func(s reader.Stats) int64 { return s.Fenced })
-	counter("kafka2pg_reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", func(s reader.Stats) int64 { return s.SkippedRecords })
+	// One reader.Stats snapshot per scrape, however many series read it:
+	// Stats visits every partition, and there may be thousands.
+	m.reg.MustRegister(&readerStatsCollector{rd: rd})
 	gauge := func(name, help string, f func() float64) {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
-	gauge("kafka2pg_reader_partitions", "Partitions owned now.", func() float64 { return float64(rd.Stats().Partitions) })
-	gauge("kafka2pg_reader_partitions_halted", "Partitions in retry backoff after a failed write.", func() float64 { return float64(rd.Stats().Halted) })
-	gauge("kafka2pg_reader_partitions_stopped", "Partitions stopped by data loss or --on-error=stop.", func() float64 { return float64(len(rd.Stats().Stopped)) })
 	gauge("kafka2pg_reader_queue_capacity_records", "Records a partition buffers before its fetching pauses.", func() float64 { return float64(queueCapacity) })
 	gauge("kafka2pg_pg_pool_connections", "Postgres connections open.", func() float64 { return float64(pool.Stat().TotalConns()) })
 	gauge("kafka2pg_pg_pool_acquired_connections", "Postgres connections in use.", func() float64 { return float64(pool.Stat().AcquiredConns()) })
@@ -164,6 +154,48 @@ func (m *bridgeMetrics) register(rd *reader.Reader, pool *pgxpool.Pool, queueCap
 		Help: "Time spent waiting for a Postgres connection."}, func() float64 { return pool.Stat().AcquireDuration().Seconds() }))
 	m.partitionsCollector = &partitionCollector{rd: rd}
 	m.reg.MustRegister(m.partitionsCollector)
+}
+
+// readerStatsCollector exports the reader's counters and gauges from one
+// reader.Stats per scrape.
+type readerStatsCollector struct{ rd *reader.Reader }
+
+type readerStat struct {
+	desc  *prometheus.Desc
+	kind  prometheus.ValueType
+	value func(reader.Stats) float64
+}
+
+var readerStats = func() []readerStat {
+	stat := func(name, help string, kind prometheus.ValueType, f func(reader.Stats) float64) readerStat {
+		return readerStat{prometheus.NewDesc(name, help, nil, nil), kind, f}
+	}
+	c, g := prometheus.CounterValue, prometheus.GaugeValue
+	return []readerStat{
+		stat("kafka2pg_reader_records_total", "Data records fetched.", c, func(s reader.Stats) float64 { return float64(s.Records) }),
+		stat("kafka2pg_reader_bytes_total", "Key and value bytes fetched.", c, func(s reader.Stats) float64 { return float64(s.Bytes) }),
+		stat("kafka2pg_reader_rebalances_total", "Partition assignments received.", c, func(s reader.Stats) float64 { return float64(s.Rebalances) }),
+		stat("kafka2pg_reader_fetch_errors_total", "Fetch errors reported by the Kafka client.", c, func(s reader.Stats) float64 { return float64(s.FetchErrors) }),
+		stat("kafka2pg_reader_fenced_total", "Writes refused because another owner claimed the partition.", c, func(s reader.Stats) float64 { return float64(s.Fenced) }),
+		stat("kafka2pg_reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", c, func(s reader.Stats) float64 { return float64(s.SkippedRecords) }),
+		stat("kafka2pg_reader_partitions", "Partitions owned now.", g, func(s reader.Stats) float64 { return float64(s.Partitions) }),
+		stat("kafka2pg_reader_partitions_halted", "Partitions in retry backoff after a failed write.", g, func(s reader.Stats) float64 { return float64(s.Halted) }),
+		stat("kafka2pg_reader_partitions_stopped", "Partitions stopped by data loss or --on-error=stop.", g, func(s reader.Stats) float64 { return float64(len(s.Stopped)) }),
+		stat("kafka2pg_reader_buffered_bytes", "Record key and value bytes buffered across partitions, queued or being written (bounded by --max-buffered-bytes).", g, func(s reader.Stats) float64 { return float64(s.BufferedBytes) }),
+	}
+}()
+
+func (c *readerStatsCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, st := range readerStats {
+		ch <- st.desc
+	}
+}
+
+func (c *readerStatsCollector) Collect(ch chan<- prometheus.Metric) {
+	s := c.rd.Stats()
+	for _, st := range readerStats {
+		ch <- prometheus.MustNewConstMetric(st.desc, st.kind, st.value(s))
+	}
 }
 
 // partitionCollector exports per-partition gauges from the reader's state.
