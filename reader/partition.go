@@ -145,6 +145,19 @@ func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
 	return false
 }
 
+// pauseForBudget marks the partition paused because the partitions
+// together hold more than MaxBufferedBytes; it reports whether it was
+// fetching until now. resumeUnderBudget resumes it.
+func (p *partition) pauseForBudget() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused || p.halted || p.closing || p.stoppedWhy != "" {
+		return false
+	}
+	p.paused = true
+	return true
+}
+
 // stop asks run to return; with flush, after writing what is queued.
 // Without, the in-flight write is cancelled.
 func (p *partition) stop(flush bool) {

@@ -367,6 +367,21 @@ func (r *Reader) Run(ctx context.Context) error {
 				pause[fp.Topic] = append(pause[fp.Topic], fp.Partition)
 			}
 		})
+		if r.buffered.Load() >= int64(r.cfg.MaxBufferedBytes) {
+			// Over the budget, every partition stops fetching, not only
+			// those that just received records: with a thousand
+			// partitions each would otherwise bring one more fetch's
+			// worth before it paused, a thousand times the budget.
+			r.overBudget.Store(true)
+			for tp, p := range r.parts {
+				if p.pauseForBudget() {
+					if pause == nil {
+						pause = make(map[string][]int32)
+					}
+					pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
+				}
+			}
+		}
 		r.mu.Unlock()
 		if pause != nil {
 			// Records of a paused partition still buffered in the client are

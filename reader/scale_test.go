@@ -249,3 +249,33 @@ func TestPartitionsPausedByTheirQueueResumeWhileTheBudgetIsHalfFull(t *testing.T
 	x.stop()
 	s.checkExactlyOnce(t, map[int32]int64{}, ends)
 }
+
+func TestOverTheBudgetEveryPartitionStopsFetchingNotOnlyTheOnesWithRecords(t *testing.T) {
+	// Small fetches bring a few partitions at a time; if only partitions
+	// that received records paused, each of the 200 would bring its whole
+	// backlog once before pausing: 40 times the budget.
+	const partitions = 200
+	c := newCluster(t, partitions)
+	adm := admin(t, c)
+	produce(t, c, 40000) // 200 records of about 20 bytes per partition
+	s := newStore()
+	s.delay = 20 * time.Millisecond
+	const budget, fetchMax = 8 << 10, 4 << 10
+	var peak atomic.Int64
+	x := start(t, c, "g", s, func(c *Config) {
+		c.MaxBufferedBytes, c.FetchMaxBytes, c.FetchMaxPartitionBytes = budget, fetchMax, fetchMax
+	})
+	ends := endOffsets(t, adm)
+	waitFor(t, 120*time.Second, "catch up", func() bool {
+		if b := x.r.buffered.Load(); b > peak.Load() {
+			peak.Store(b)
+		}
+		return s.caughtUp(ends)
+	})
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+	if p := peak.Load(); p > budget+2*fetchMax {
+		t.Errorf("peak buffered %d bytes over %d partitions, want at most the budget %d plus a fetch or two (%d)", p, partitions, budget, 2*fetchMax)
+	}
+	t.Logf("peak buffered %d bytes with a budget of %d over %d partitions", peak.Load(), budget, partitions)
+}

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -40,6 +42,8 @@ type runOptions struct {
 	untilCaughtUp  bool
 	metricsAddr    string
 	pprof          bool
+	memoryLimit    string // --memory-limit, e.g. 256MiB; "" leaves Go's (or GOMEMLIMIT's)
+	memoryLimitN   int64  // parsed by validate
 	progressEvery  time.Duration
 	logFormat      string
 	logLevel       string
@@ -95,6 +99,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics, /healthz and /readyz (empty: off); loopback by default, use :9187 to expose it")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "", "soft limit of the process's memory (Go's GC works harder near it), e.g. 256MiB; empty: none (or GOMEMLIMIT)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr (CPU, heap, goroutines of the running bridge)")
 	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged (0: never)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -107,6 +112,13 @@ func (o *runOptions) validate() error {
 	var errs []error
 	if o.pgURL == "" {
 		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
+	}
+	if o.memoryLimit != "" {
+		n, err := parseByteSize(o.memoryLimit)
+		if err != nil || n < 32<<20 {
+			errs = append(errs, fmt.Errorf("--memory-limit %q: give a size of at least 32MiB, such as 256MiB or 1GiB", o.memoryLimit))
+		}
+		o.memoryLimitN = n
 	}
 	st, err := reader.ParseStart(o.start)
 	if err != nil {
@@ -189,4 +201,24 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q is not debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// parseByteSize reads a size such as 512MiB, 1GiB, 300MB or 1048576.
+func parseByteSize(s string) (int64, error) {
+	units := []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
+	num, mult := strings.TrimSpace(s), int64(1)
+	for _, u := range units {
+		if rest, ok := strings.CutSuffix(num, u.suffix); ok {
+			num, mult = strings.TrimSpace(rest), u.mult
+			break
+		}
+	}
+	n, err := strconv.ParseInt(num, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return 0, fmt.Errorf("%q is not a size", s)
+	}
+	return n * mult, nil
 }

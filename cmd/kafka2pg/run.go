@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"runtime/debug"
 	"sync/atomic"
 	"time"
 
@@ -120,6 +121,10 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
+	}
+	if o.memoryLimitN > 0 {
+		debug.SetMemoryLimit(o.memoryLimitN)
+		log.Info("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
 	}
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
