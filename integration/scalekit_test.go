@@ -69,8 +69,8 @@ type scaleVariant struct {
 // partition whose table's writers are all busy joins the next shared
 // transaction).
 var defaultScaleVariants = []scaleVariant{
-	{name: "default"},
-	{name: "cross-partition batches", flags: []string{"--table-writers", "2"}},
+	{name: "one transaction per batch", flags: []string{"--table-writers", "0"}},
+	{name: "cross-partition batches (default)", flags: []string{"--table-writers", "2"}},
 }
 
 // scaleVariants returns the default columns plus those of

@@ -88,7 +88,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	definePGURLFileFlag(fs, &o.pgURLFile)
 	fs.StringVar(&o.pgSchema, "pg-schema", "public", "schema of the target tables")
 	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most (writes of different partitions run in parallel)")
-	fs.IntVar(&o.tableWriters, "table-writers", 0, "transactions that may write one append table at once; batches of its partitions that find them all busy share the next one (cross-partition batches); 0: every batch its own transaction, at once")
+	fs.IntVar(&o.tableWriters, "table-writers", 2, "transactions that may write one append table at once; batches of its partitions that find them all busy share the next one (cross-partition batches); 0: every batch its own transaction, at once")
 	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized); with several topics, all go to this table")
 	fs.StringVar(&o.valueFormat, "value-format", "json", "type of the value column: json (jsonb), text or bytes (bytea)")
 	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
