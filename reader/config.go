@@ -42,9 +42,14 @@ type Config struct {
 	// cooperative-sticky replaced by sticky.
 	GroupProtocol string
 
-	FetchMinBytes          int32         // --kafka-fetch-min-bytes, default 1
-	FetchMaxBytes          int32         // --kafka-fetch-max-bytes, default 50 MiB
-	FetchMaxPartitionBytes int32         // --kafka-fetch-max-partition-bytes, default 1 MiB
+	FetchMinBytes int32 // --kafka-fetch-min-bytes, default 1
+	// FetchMaxBytes bounds one fetch response, compressed
+	// (--kafka-fetch-max-bytes); default MaxBufferedBytes / 8, between
+	// 1 MiB and 50 MiB. A fetch is taken whole before the budget can pause
+	// anything, and decompressed it may be several times larger, so it is
+	// sized from the budget.
+	FetchMaxBytes          int32
+	FetchMaxPartitionBytes int32         // --kafka-fetch-max-partition-bytes, default 1 MiB, at most FetchMaxBytes
 	FetchMaxWait           time.Duration // --kafka-fetch-max-wait, default 500ms
 
 	// MetadataMaxAge is how often topic metadata is refreshed, and so how
@@ -140,11 +145,14 @@ func (cfg Config) withDefaults() Config {
 	if cfg.FetchMinBytes == 0 {
 		cfg.FetchMinBytes = 1
 	}
+	if cfg.MaxBufferedBytes == 0 {
+		cfg.MaxBufferedBytes = 64 << 20
+	}
 	if cfg.FetchMaxBytes == 0 {
-		cfg.FetchMaxBytes = 50 << 20
+		cfg.FetchMaxBytes = int32(min(max(cfg.MaxBufferedBytes/8, 1<<20), 50<<20))
 	}
 	if cfg.FetchMaxPartitionBytes == 0 {
-		cfg.FetchMaxPartitionBytes = 1 << 20
+		cfg.FetchMaxPartitionBytes = min(1<<20, cfg.FetchMaxBytes)
 	}
 	if cfg.FetchMaxWait == 0 {
 		cfg.FetchMaxWait = 500 * time.Millisecond
@@ -175,9 +183,6 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.GroupProtocol == "" {
 		cfg.GroupProtocol = "classic"
-	}
-	if cfg.MaxBufferedBytes == 0 {
-		cfg.MaxBufferedBytes = 64 << 20
 	}
 	if cfg.QueueCapacity == 0 {
 		cfg.QueueCapacity = 2 * cfg.BatchMaxRows
