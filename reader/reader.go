@@ -388,6 +388,12 @@ func (r *Reader) Run(ctx context.Context) error {
 			// dropped from polls and refetched after resume: nothing is lost.
 			r.cl.PauseFetchPartitions(pause)
 		}
+		// The writes may have brought the total under half while the
+		// partitions were being paused, before the flag that makes them
+		// resume everyone was set; then none might be left to do it.
+		if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes/2) && r.overBudget.CompareAndSwap(true, false) {
+			r.resumeUnderBudget()
+		}
 		r.applySeeks()
 		r.cl.AllowRebalance()
 	}
