@@ -387,6 +387,10 @@ func (r *Reader) Run(ctx context.Context) error {
 			// Records of a paused partition still buffered in the client are
 			// dropped from polls and refetched after resume: nothing is lost.
 			r.cl.PauseFetchPartitions(pause)
+			// A partition's goroutine may have written and resumed it
+			// between the decision above and this call, which then paused
+			// it for good: resume those whose state says fetching again.
+			r.resumeUnpaused(pause)
 		}
 		// The writes may have brought the total under half while the
 		// partitions were being paused, before the flag that makes them
@@ -396,6 +400,34 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		r.applySeeks()
 		r.cl.AllowRebalance()
+	}
+}
+
+// resumeUnpaused resumes, of the partitions just paused in the client, those
+// that are no longer paused in their own state.
+func (r *Reader) resumeUnpaused(paused map[string][]int32) {
+	var resume map[string][]int32
+	r.mu.Lock()
+	for topic, ps := range paused {
+		for _, n := range ps {
+			p := r.parts[TopicPartition{topic, n}]
+			if p == nil {
+				continue
+			}
+			p.mu.Lock()
+			again := !p.paused
+			p.mu.Unlock()
+			if again {
+				if resume == nil {
+					resume = make(map[string][]int32)
+				}
+				resume[topic] = append(resume[topic], n)
+			}
+		}
+	}
+	r.mu.Unlock()
+	if resume != nil {
+		r.cl.ResumeFetchPartitions(resume)
 	}
 }
 
