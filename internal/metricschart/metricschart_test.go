@@ -79,8 +79,8 @@ func TestNiceTicksCoverTheRangeWithRoundSteps(t *testing.T) {
 		{100_000, []float64{0, 20_000, 40_000, 60_000, 80_000, 100_000}},
 	}
 	for _, tt := range tests {
-		if got := niceTicks(tt.hi); !slices.Equal(got, tt.want) {
-			t.Errorf("niceTicks(%v) = %v, want %v", tt.hi, got, tt.want)
+		if got := NiceTicks(tt.hi); !slices.Equal(got, tt.want) {
+			t.Errorf("NiceTicks(%v) = %v, want %v", tt.hi, got, tt.want)
 		}
 	}
 }

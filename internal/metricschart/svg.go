@@ -65,7 +65,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 	if tMax <= 0 {
 		return errors.New("render chart: no points after t=0")
 	}
-	xTicks := niceTicks(tMax)
+	xTicks := NiceTicks(tMax)
 	tMax = xTicks[len(xTicks)-1]
 	plotWidth := float64(width - marginLeft - marginRight)
 	x := func(t float64) float64 { return marginLeft + t/tMax*plotWidth }
@@ -93,7 +93,7 @@ func (c *Chart) WriteSVG(w io.Writer) error {
 				vMax = max(vMax, pt.V)
 			}
 		}
-		yTicks := niceTicks(vMax)
+		yTicks := NiceTicks(vMax)
 		vTop := yTicks[len(yTicks)-1]
 		y := func(v float64) float64 { return plotBottom - v/vTop*plotHeight }
 
@@ -154,9 +154,9 @@ func runs(points []Point) [][]Point {
 	return out
 }
 
-// niceTicks returns 0 and the multiples of a 1, 2 or 5 × 10^k step up to the
+// NiceTicks returns 0 and the multiples of a 1, 2 or 5 × 10^k step up to the
 // first one at or above hi, about five of them. hi <= 0 gives 0 and 1.
-func niceTicks(hi float64) []float64 {
+func NiceTicks(hi float64) []float64 {
 	if !(hi > 0) || math.IsInf(hi, 0) {
 		return []float64{0, 1}
 	}

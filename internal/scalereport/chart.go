@@ -67,7 +67,7 @@ func WriteThroughputSVG(w io.Writer, entries []Entry, notes []string) error {
 			}
 		}
 	}
-	ticks := niceTicks(top)
+	ticks := metricschart.NiceTicks(top)
 	top = ticks[len(ticks)-1]
 	const (
 		width, left, right = 960, 78, 20
@@ -144,31 +144,6 @@ func WriteLagSVG(w io.Writer, entries []Entry, notes []string) error {
 		},
 	}
 	return c.WriteSVG(w)
-}
-
-// niceTicks returns 0 and multiples of a 1, 2 or 5 × 10^k step up to the
-// first at or above hi.
-func niceTicks(hi float64) []float64 {
-	if !(hi > 0) || math.IsInf(hi, 0) {
-		return []float64{0, 1}
-	}
-	raw := hi / 5
-	mag := math.Pow(10, math.Floor(math.Log10(raw)))
-	step := mag * 10
-	for _, m := range []float64{1, 2, 5, 10} {
-		if m*mag >= raw {
-			step = m * mag
-			break
-		}
-	}
-	var ticks []float64
-	for i := 0; ; i++ {
-		v := float64(i) * step
-		ticks = append(ticks, v)
-		if v >= hi*(1-1e-9) {
-			return ticks
-		}
-	}
 }
 
 // short prints 150000 as "150k".
