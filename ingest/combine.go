@@ -171,6 +171,11 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 		}
 		r := res
 		r.Rows, r.Combined = len(p.b.Records), len(ps)
+		if i > 0 {
+			// One COPY and one COMMIT: timed once, so duration histograms
+			// count each statement once.
+			r.CopyDuration, r.CommitDuration = 0, 0
+		}
 		out[i] = laneOutcome{res: r}
 	}
 	return out

@@ -141,7 +141,9 @@ type Result struct {
 	CommitDuration  time.Duration
 	Isolated        bool // Postgres refused rows: the batch was redone isolating them
 	// Combined is how many batches shared this batch's transaction (see
-	// Config.TableWriters); 0 when it had one of its own.
+	// Config.TableWriters); 0 when it had one of its own. The first of
+	// them carries the transaction's CopyDuration and CommitDuration, the
+	// others zero.
 	Combined int
 }
 
