@@ -27,8 +27,16 @@
 // (operations_test.go); typed sinks from a YAML config (typed_test.go);
 // TLS, SASL, redaction and least privilege (security_test.go; the
 // real-broker matrix needs KAFKA2PG_TEST_SASL=1, see make test-security);
-// the deployment files (deploy_test.go); and the fault matrix
-// (faults_*_test.go; KAFKA2PG_FAULTS=1 for the full run, see make faults).
+// the deployment files (deploy_test.go); the fault matrix
+// (faults_*_test.go; KAFKA2PG_FAULTS=1 for the full run, see make faults);
+// Avro, Protobuf and JSON Schema records through an in-process registry,
+// under a crash loop and as upsert keys (registry_test.go;
+// KAFKA2PG_TEST_SCHEMA_REGISTRY_URL for a real registry, see make
+// test-registry); and scale-out (scale*_test.go, helpers in scalekit_test.go:
+// instances killed and added over many partitions with the write gaps, one
+// process over hundreds of partitions with its memory, a pg_partman parent;
+// KAFKA2PG_SCALE=1 for the full sizes and the throughput matrix, see make
+// scale, which writes docs/SCALING.md).
 //
 // Every scenario ends the same way: one last `run --until-caught-up`, then a
 // check that each (topic, partition, offset) from 0 to the partition's end

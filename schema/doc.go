@@ -7,6 +7,23 @@
 // cannot become a row is never a panic: Row returns a *DecodeError naming the
 // record, the reason and its kind, and ingest dead-letters it.
 //
+// The mappers, by file:
+//
+//   - raw.go: RawMapper, the zero-config table (coordinates, key, headers,
+//     value as jsonb, text or bytea).
+//   - mapping.go, types.go, convert.go, decimal.go, jsonpath.go: JSONMapper,
+//     typed columns from JSON paths through one type table. scan*.go read a
+//     record in one pass (scan_oracle_test.go keeps the older
+//     encoding/json path as the fuzzers' reference).
+//   - wire*.go, avro*.go, protobuf.go: the registry mappers (Avro, Protobuf,
+//     JSON Schema in the Confluent wire format). Their schemas come through
+//     an injected lookup (package registry does the I/O); their table grows
+//     with new schema versions, which Row reports with ErrTableChanged.
+//   - table.go, evolve.go: Table, and the CREATE and ALTER plans
+//     (PlanCreate, PlanEvolve), golden-tested.
+//   - numeric_codec.go: a pgx codec that encodes numeric without math/big;
+//     RegisterNumericCodec installs it on a connection.
+//
 // Identifiers are always quoted with pgx.Identifier.Sanitize. It imports
 // nothing of ours.
 package schema
