@@ -89,23 +89,16 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
 		return exitError
 	}
+	var out string
 	if wireFormat(smp.values) {
-		out, err := o.renderRegistry(ctx, smp)
-		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
-			return exitError
+		out, err = o.renderRegistry(ctx, smp)
+	} else {
+		inf := newInference()
+		for _, v := range smp.values {
+			inf.observe(v)
 		}
-		if _, err := io.WriteString(stdout, out); err != nil {
-			fmt.Fprintf(stderr, "kafka2pg infer: write the config: %v\n", err)
-			return exitError
-		}
-		return exitOK
+		out, err = o.render(inf, smp)
 	}
-	inf := newInference()
-	for _, v := range smp.values {
-		inf.observe(v)
-	}
-	out, err := o.render(inf, smp)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
 		return exitError
