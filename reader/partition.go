@@ -109,6 +109,7 @@ func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
 		return false
 	}
 	added := false
+	rows, bytes := p.queueRows, p.queueBytes
 	for _, rec := range rs {
 		if p.pos >= 0 && rec.Offset < p.pos {
 			continue
@@ -121,12 +122,13 @@ func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
 		if !rec.Attrs.IsControl() {
 			p.queueRows++
 			p.queueBytes += len(rec.Key) + len(rec.Value)
-			p.r.stats.records.Add(1)
-			p.r.stats.bytes.Add(int64(len(rec.Key) + len(rec.Value)))
 		}
 		added = true
 	}
 	if added {
+		// The reader-wide counters once per fetch, not per record.
+		p.r.stats.records.Add(int64(p.queueRows - rows))
+		p.r.stats.bytes.Add(int64(p.queueBytes - bytes))
 		p.accountLocked()
 		p.signal()
 	}
