@@ -95,10 +95,13 @@ func TestRedeliveredRecordsBeforeThePositionAreDropped(t *testing.T) {
 
 func TestQueueCapacityAsksToPauseOnce(t *testing.T) {
 	p := queued(t, Config{BatchMaxRows: 10, QueueCapacity: 20}, 1, offsets(0, 15), nil)
-	if p.enqueue(recordsAt(15, 20)) != true {
-		t.Fatal("reaching the queue capacity must ask to pause")
+	p.r.pausesDirty.Store(false)
+	p.enqueue(recordsAt(15, 20))
+	if !p.paused || !p.r.pausesDirty.Swap(false) {
+		t.Fatalf("reaching the queue capacity must pause and ask the poll loop to reconcile (paused %v)", p.paused)
 	}
-	if p.enqueue(recordsAt(20, 21)) {
+	p.enqueue(recordsAt(20, 21))
+	if p.r.pausesDirty.Load() {
 		t.Error("an already paused partition must not ask again")
 	}
 }
@@ -121,4 +124,55 @@ func TestNextWaitsForBatchMaxWaitWhenTheBatchIsNotFull(t *testing.T) {
 	if waited := time.Since(start); waited < 100*time.Millisecond {
 		t.Errorf("a partial batch was flushed after %v, before --batch-max-wait", waited)
 	}
+}
+
+// The client's paused set follows the partitions' own flags, whoever flipped
+// them: the poll loop pauses the newly paused, resumes the others, and
+// resumes a partition the client still holds paused that is no longer owned
+// (the client keeps pauses across revocation).
+func TestReconcilingMakesTheClientsPausesFollowThePartitionFlags(t *testing.T) {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"t"}}
+	r := &Reader{cfg: cfg.withDefaults(), cl: cl, parts: map[TopicPartition]*partition{}}
+	for n := range int32(4) {
+		r.parts[TopicPartition{"t", n}] = newPartition(r, TopicPartition{"t", n})
+	}
+	cl.PauseFetchPartitions(map[string][]int32{"t": {1}, "gone": {9}}) // 1 left paused; gone/9 revoked while paused
+	r.parts[TopicPartition{"t", 0}].paused = true
+	r.parts[TopicPartition{"t", 2}].paused = true
+	r.reconcilePauses()
+	if got := fmt.Sprint(sorted(pausedIn(cl))); got != "[{t 0} {t 2}]" {
+		t.Fatalf("client paused %s, want [{t 0} {t 2}]", got)
+	}
+
+	// A write resumes partition 2 from its own goroutine: only the flag
+	// changes and the poll loop is told; the next round resumes it.
+	p := r.parts[TopicPartition{"t", 2}]
+	p.mu.Lock()
+	p.setPausedLocked(false)
+	p.mu.Unlock()
+	r.pausesChanged()
+	if !r.pausesDirty.Load() || !r.wakeDue {
+		t.Fatal("a flag change must mark the pauses dirty and wake the next poll at once")
+	}
+	if r.pausesDirty.Swap(false) {
+		r.reconcilePauses()
+	}
+	if got := fmt.Sprint(sorted(pausedIn(cl))); got != "[{t 0}]" {
+		t.Fatalf("client paused %s after the resume, want [{t 0}]", got)
+	}
+}
+
+func pausedIn(cl *kgo.Client) []TopicPartition {
+	var out []TopicPartition
+	for topic, ps := range cl.PauseFetchPartitions(nil) {
+		for _, n := range ps {
+			out = append(out, TopicPartition{topic, n})
+		}
+	}
+	return out
 }

@@ -98,15 +98,16 @@ func (p *partition) noteLogEnd(end int64) {
 	p.mu.Unlock()
 }
 
-// enqueue appends polled records; it reports whether fetching should pause
-// now. Records before the expected position (re-delivered after a seek) and
-// records that arrive while halted or closing are dropped: they are refetched
-// from the durable position.
-func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
+// enqueue appends polled records and pauses the partition when its queue or
+// the reader's budget is full. Records before the expected position
+// (re-delivered after a seek) and records that arrive while halted or closing
+// are dropped: they are refetched from the durable position. The poll loop
+// calls it and reconciles the client's pauses afterwards.
+func (p *partition) enqueue(rs []*kgo.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if !p.claimed || p.halted || p.closing {
-		return false
+		return
 	}
 	added := false
 	rows, bytes := p.queueRows, p.queueBytes
@@ -133,31 +134,38 @@ func (p *partition) enqueue(rs []*kgo.Record) (pause bool) {
 		p.signal()
 	}
 	if p.paused {
-		return false
+		return
 	}
 	if len(p.queue) >= p.r.cfg.QueueCapacity || p.queueBytes >= 2*p.r.cfg.BatchMaxBytes {
-		p.paused = true
-		return true
+		p.setPausedLocked(true)
+		return
 	}
 	if added && p.overBudgetLocked() {
-		p.paused = true
+		p.setPausedLocked(true)
 		p.r.overBudget.Store(true)
-		return true
 	}
-	return false
+}
+
+// setPausedLocked changes the partition's paused flag and marks the pauses
+// for the poll loop's reconciliation. A caller outside the poll loop must
+// also wake it (pausesChanged) once it has released p.mu.
+func (p *partition) setPausedLocked(v bool) {
+	if p.paused != v {
+		p.paused = v
+		p.r.pausesDirty.Store(true)
+	}
 }
 
 // pauseForBudget marks the partition paused because the partitions
-// together hold more than MaxBufferedBytes; it reports whether it was
-// fetching until now. resumeUnderBudget resumes it.
-func (p *partition) pauseForBudget() bool {
+// together hold more than MaxBufferedBytes; resumeUnderBudget resumes it.
+// The poll loop calls it.
+func (p *partition) pauseForBudget() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.paused || p.halted || p.closing || p.stoppedWhy != "" {
-		return false
+		return
 	}
-	p.paused = true
-	return true
+	p.setPausedLocked(true)
 }
 
 // stop asks run to return; with flush, after writing what is queued.
@@ -180,7 +188,8 @@ func (p *partition) stop(flush bool) {
 // position.
 func (p *partition) resumeAt(epoch, at int64) {
 	p.mu.Lock()
-	p.epoch, p.pos, p.halted, p.paused = epoch, at, false, false
+	p.epoch, p.pos, p.halted = epoch, at, false
+	p.setPausedLocked(false)
 	p.queue, p.queueRows, p.queueBytes = nil, 0, 0
 	p.accountLocked()
 	p.mu.Unlock()
@@ -371,11 +380,11 @@ func (p *partition) written(b *Batch) {
 		underBudget = p.r.buffered.Load() < half
 	}
 	if resume {
-		p.paused = false
+		p.setPausedLocked(false)
 	}
 	p.mu.Unlock()
 	if resume {
-		p.r.cl.ResumeFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+		p.r.pausesChanged()
 	}
 	if underBudget && p.r.overBudget.CompareAndSwap(true, false) {
 		p.r.resumeUnderBudget()
@@ -402,15 +411,16 @@ func (p *partition) stopAt(stop *StopError) {
 }
 
 // halt drops the local state after a failed write and pauses fetching until
-// the partition is re-claimed and seeked.
+// the partition is re-claimed and seeked. Records fetched before the poll
+// loop pauses it in the client are dropped by enqueue (halted).
 func (p *partition) halt() {
 	p.mu.Lock()
 	p.halted = true
 	p.queue, p.queueRows, p.queueBytes, p.inflight = nil, 0, 0, 0
 	p.accountLocked()
-	p.paused = true
+	p.setPausedLocked(true)
 	p.mu.Unlock()
-	p.r.cl.PauseFetchPartitions(map[string][]int32{p.tp.Topic: {p.tp.Partition}})
+	p.r.pausesChanged()
 }
 
 // reclaim re-reads the durable position with a new epoch, with capped

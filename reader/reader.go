@@ -106,7 +106,8 @@ type Reader struct {
 	durable map[TopicPartition]kgo.EpochOffset // durable in Postgres, to mirror to Kafka
 	mirror  map[TopicPartition]int64           // last offset the Kafka group accepted
 	dirty   map[TopicPartition]bool
-	wakeFn  context.CancelFunc // interrupts the current poll
+	wakeFn  context.CancelFunc // interrupts the current poll; nil while not polling
+	wakeDue bool               // wake came while not polling: skip the next wait
 
 	seeks chan seekRequest // partition goroutines → poll loop
 
@@ -118,6 +119,11 @@ type Reader struct {
 	// written); overBudget is set when a partition paused because of it.
 	buffered   atomic.Int64
 	overBudget atomic.Bool
+	// pausesDirty is set whenever a partition's paused flag changes; the
+	// poll loop then brings the client's paused set in line with the flags.
+	// Only the poll loop (and the revoke and lost callbacks, which cannot
+	// run while it does) calls the client's Pause/ResumeFetchPartitions.
+	pausesDirty atomic.Bool
 
 	closeOnce  sync.Once
 	settleOnce sync.Once
@@ -322,9 +328,17 @@ func (r *Reader) Run(ctx context.Context) error {
 	for {
 		pollCtx, wake := context.WithTimeout(ctx, time.Second)
 		r.mu.Lock()
-		r.wakeFn = wake
+		if r.wakeDue {
+			r.wakeDue = false
+			wake() // return what is buffered at once
+		} else {
+			r.wakeFn = wake
+		}
 		r.mu.Unlock()
 		fs := r.cl.PollRecords(pollCtx, r.cfg.BatchMaxRows)
+		r.mu.Lock()
+		r.wakeFn = nil
+		r.mu.Unlock()
 		wake()
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return nil
@@ -345,7 +359,6 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.stats.fetchErrors.Add(1)
 			r.log.Error("fetch", "topic", t, "partition", p, "error", err.Error())
 		})
-		var pause map[string][]int32
 		r.mu.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			p := r.parts[TopicPartition{fp.Topic, fp.Partition}]
@@ -357,14 +370,8 @@ func (r *Reader) Run(ctx context.Context) error {
 				end = fp.LastStableOffset
 			}
 			p.noteLogEnd(end)
-			if len(fp.Records) == 0 {
-				return
-			}
-			if p.enqueue(fp.Records) {
-				if pause == nil {
-					pause = make(map[string][]int32)
-				}
-				pause[fp.Topic] = append(pause[fp.Topic], fp.Partition)
+			if len(fp.Records) > 0 {
+				p.enqueue(fp.Records)
 			}
 		})
 		if r.buffered.Load() >= int64(r.cfg.MaxBufferedBytes) {
@@ -373,25 +380,11 @@ func (r *Reader) Run(ctx context.Context) error {
 			// partitions each would otherwise bring one more fetch's
 			// worth before it paused, a thousand times the budget.
 			r.overBudget.Store(true)
-			for tp, p := range r.parts {
-				if p.pauseForBudget() {
-					if pause == nil {
-						pause = make(map[string][]int32)
-					}
-					pause[tp.Topic] = append(pause[tp.Topic], tp.Partition)
-				}
+			for _, p := range r.parts {
+				p.pauseForBudget()
 			}
 		}
 		r.mu.Unlock()
-		if pause != nil {
-			// Records of a paused partition still buffered in the client are
-			// dropped from polls and refetched after resume: nothing is lost.
-			r.cl.PauseFetchPartitions(pause)
-			// A partition's goroutine may have written and resumed it
-			// between the decision above and this call, which then paused
-			// it for good: resume those whose state says fetching again.
-			r.resumeUnpaused(pause)
-		}
 		// The writes may have brought the total under half while the
 		// partitions were being paused, before the flag that makes them
 		// resume everyone was set; then none might be left to do it.
@@ -399,55 +392,88 @@ func (r *Reader) Run(ctx context.Context) error {
 			r.resumeUnderBudget()
 		}
 		r.applySeeks()
+		if r.pausesDirty.Swap(false) {
+			r.reconcilePauses()
+		}
 		r.cl.AllowRebalance()
 	}
 }
 
-// resumeUnpaused resumes, of the partitions just paused in the client, those
-// that are no longer paused in their own state.
-func (r *Reader) resumeUnpaused(paused map[string][]int32) {
-	var resume map[string][]int32
-	r.mu.Lock()
-	for topic, ps := range paused {
+// reconcilePauses makes the client's paused partitions those whose own
+// flag says paused: it pauses the newly paused, and resumes the others,
+// including any partition the client still holds paused that this reader no
+// longer owns (the client keeps pauses across revocation and re-assignment).
+// Only the poll goroutine calls it, before AllowRebalance, so no assignment
+// or revoke runs meanwhile. A flag that changes after it read the flags
+// sets pausesDirty again and wakes the poll, so the next round sees it:
+// there is no window in which a decision and the client can disagree for
+// good.
+func (r *Reader) reconcilePauses() {
+	have := make(map[TopicPartition]bool)
+	for topic, ps := range r.cl.PauseFetchPartitions(nil) {
 		for _, n := range ps {
-			p := r.parts[TopicPartition{topic, n}]
-			if p == nil {
-				continue
-			}
-			p.mu.Lock()
-			again := !p.paused
-			p.mu.Unlock()
-			if again {
-				if resume == nil {
-					resume = make(map[string][]int32)
-				}
-				resume[topic] = append(resume[topic], n)
-			}
+			have[TopicPartition{topic, n}] = true
+		}
+	}
+	var pause, resume map[string][]int32
+	add := func(m *map[string][]int32, tp TopicPartition) {
+		if *m == nil {
+			*m = make(map[string][]int32)
+		}
+		(*m)[tp.Topic] = append((*m)[tp.Topic], tp.Partition)
+	}
+	r.mu.Lock()
+	for tp, p := range r.parts {
+		p.mu.Lock()
+		want := p.paused
+		p.mu.Unlock()
+		if want && !have[tp] {
+			add(&pause, tp)
+		}
+		if !want && have[tp] {
+			add(&resume, tp)
+		}
+	}
+	for tp := range have {
+		if r.parts[tp] == nil {
+			add(&resume, tp)
 		}
 	}
 	r.mu.Unlock()
+	if pause != nil {
+		// Records of a paused partition still buffered in the client are
+		// dropped from polls and refetched after resume: nothing is lost.
+		r.cl.PauseFetchPartitions(pause)
+	}
 	if resume != nil {
 		r.cl.ResumeFetchPartitions(resume)
 	}
+}
+
+// pausesChanged tells the poll loop that some partition's paused flag
+// changed; call it without any partition's lock held.
+func (r *Reader) pausesChanged() {
+	r.pausesDirty.Store(true)
+	r.wake()
 }
 
 // resumeUnderBudget resumes the partitions that paused, with room in their
 // own queues, because all together held more than MaxBufferedBytes; the
 // total is under half of it now.
 func (r *Reader) resumeUnderBudget() {
-	resume := map[string][]int32{}
+	changed := false
 	r.mu.Lock()
-	for tp, p := range r.parts {
+	for _, p := range r.parts {
 		p.mu.Lock()
 		if p.paused && !p.halted && !p.closing && p.stoppedWhy == "" && p.queueSmallLocked() {
-			p.paused = false
-			resume[tp.Topic] = append(resume[tp.Topic], tp.Partition)
+			p.setPausedLocked(false)
+			changed = true
 		}
 		p.mu.Unlock()
 	}
 	r.mu.Unlock()
-	if len(resume) > 0 {
-		r.cl.ResumeFetchPartitions(resume)
+	if changed {
+		r.pausesChanged()
 	}
 }
 
@@ -456,6 +482,9 @@ func (r *Reader) wake() {
 	r.mu.Lock()
 	if r.wakeFn != nil {
 		r.wakeFn()
+		r.wakeFn = nil
+	} else {
+		r.wakeDue = true
 	}
 	r.mu.Unlock()
 }
@@ -483,7 +512,7 @@ func (r *Reader) applySeeks() {
 			if s.claim.NextOffset >= 0 {
 				r.markDurable(tp, kgo.EpochOffset{Epoch: epoch, Offset: s.claim.NextOffset})
 			}
-			r.cl.ResumeFetchPartitions(map[string][]int32{tp.Topic: {tp.Partition}})
+			r.pausesDirty.Store(true) // resumed by reconcilePauses after the seeks
 			r.log.Info("partition resumed at its durable position", "topic", tp.Topic, "partition", tp.Partition,
 				"next_offset", at, "epoch", s.claim.Epoch)
 		default:
