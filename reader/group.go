@@ -23,6 +23,7 @@ func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[strin
 			}
 			part := newPartition(r, tp)
 			r.parts[tp] = part
+			r.served.Store(tp, part)
 			go part.run()
 		}
 	}
@@ -202,6 +203,7 @@ func (r *Reader) detach(m map[string][]int32) []*partition {
 			if part := r.parts[tp]; part != nil {
 				out = append(out, part)
 				delete(r.parts, tp)
+				r.served.CompareAndDelete(tp, part)
 			}
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -18,6 +19,8 @@ type partition struct {
 	cancel context.CancelFunc
 	notify chan struct{} // cap 1: something changed, look again
 	done   chan struct{} // closed when run returns
+
+	lastFetch atomic.Int64 // UnixNano of the last poll that brought records; 0 before the first
 
 	mu         sync.Mutex
 	queue      []*kgo.Record
@@ -127,6 +130,7 @@ func (p *partition) enqueue(rs []*kgo.Record) {
 		added = true
 	}
 	if added {
+		p.lastFetch.Store(time.Now().UnixNano())
 		// The reader-wide counters once per fetch, not per record.
 		p.r.stats.records.Add(int64(p.queueRows - rows))
 		p.r.stats.bytes.Add(int64(p.queueBytes - bytes))

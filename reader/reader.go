@@ -111,6 +111,11 @@ type Reader struct {
 
 	seeks chan seekRequest // partition goroutines → poll loop
 
+	// served maps each owned TopicPartition to its *partition, for the
+	// fetch ordering (leastRecentlyServedFirst), which the client calls
+	// from its fetch goroutines: it never takes mu.
+	served sync.Map
+
 	stats struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
 	}
@@ -203,6 +208,13 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		kgo.OnPartitionsRevoked(r.revoked),
 		kgo.OnPartitionsLost(r.lost),
 		kgo.WithLogger(kgoLogger{cfg.Logger}),
+		// Fairness: every fetch lists every partition, least recently
+		// served first. A fetch session (KIP-227) leaves unchanged
+		// partitions out of the request and the broker picks their order;
+		// without one, a request costs some 20-40 bytes more per
+		// partition and the order is ours (see fair.go).
+		kgo.ConsumePreferringLagFn(r.leastRecentlyServedFirst),
+		kgo.DisableFetchSessions(),
 	}
 	if cfg.TopicsAreRegex {
 		opts = append(opts, kgo.ConsumeRegex())
