@@ -90,14 +90,7 @@ sinks:
 	}
 	start := time.Now()
 	b := startBridge(t, "many", scaleFlags(append([]string{"run", "--config", path, "--metrics-addr", addr,
-		"--max-buffered-bytes", fmt.Sprint(maxBuffered), "--kafka-fetch-max-wait", "250ms",
-		// A partition's share of a fetch near the producers' batch size:
-		// with the default 1 MiB each partition's whole backlog (215 KB)
-		// came in one turn, the budget held 300 of the 1,000 partitions'
-		// backlogs, and the last partitions' first writes came at the end
-		// of the drain (7.6s of 7.6s); with 16 KiB every partition is
-		// served a little in the first turns (2.6s of 7.4s).
-		"--kafka-fetch-max-partition-bytes", "16384"}, scaleGroupFlags(s.kafka)...)...)...)
+		"--max-buffered-bytes", fmt.Sprint(maxBuffered), "--kafka-fetch-max-wait", "250ms"}, scaleGroupFlags(s.kafka)...)...)...)
 
 	// Sample next_offset of every partition until the backlog is durable.
 	type key struct {

@@ -48,8 +48,13 @@ type Config struct {
 	// 1 MiB and 50 MiB. A fetch is taken whole before the budget can pause
 	// anything, and decompressed it may be several times larger, so it is
 	// sized from the budget.
-	FetchMaxBytes          int32
-	FetchMaxPartitionBytes int32         // --kafka-fetch-max-partition-bytes, default 1 MiB, at most FetchMaxBytes
+	FetchMaxBytes int32
+	// FetchMaxPartitionBytes (--kafka-fetch-max-partition-bytes) bounds a
+	// partition's share of one fetch. Unset, the share is FetchMaxBytes
+	// over the partitions owned, at least twice the largest record batch
+	// seen and at most 1 MiB (partitionShare).
+	FetchMaxPartitionBytes int32
+	sharePartitionBytes    bool          // FetchMaxPartitionBytes was unset: share
 	FetchMaxWait           time.Duration // --kafka-fetch-max-wait, default 500ms
 
 	// MetadataMaxAge is how often topic metadata is refreshed, and so how
@@ -153,6 +158,7 @@ func (cfg Config) withDefaults() Config {
 	}
 	if cfg.FetchMaxPartitionBytes == 0 {
 		cfg.FetchMaxPartitionBytes = min(1<<20, cfg.FetchMaxBytes)
+		cfg.sharePartitionBytes = true
 	}
 	if cfg.FetchMaxWait == 0 {
 		cfg.FetchMaxWait = 500 * time.Millisecond

@@ -3,6 +3,8 @@ package reader
 import (
 	"cmp"
 	"slices"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // leastRecentlyServedFirst orders a fetch request: the partitions whose
@@ -51,4 +53,58 @@ func (r *Reader) leastRecentlyServedFirst(lag map[string]map[int32]int64, torder
 		out[i] = t.topic
 	}
 	return out, parts
+}
+
+// batchOverhead is a record batch's header, which a broker counts against a
+// partition's share and FetchBatchMetrics does not.
+const batchOverhead = 64
+
+// partitionShare is a partition's share of a fetch when the user did not set
+// FetchMaxPartitionBytes: FetchMaxBytes over the partitions owned, so that
+// one fetch serves all of them a little instead of a few of them their whole
+// backlogs, but never under twice the largest record batch seen. A broker
+// returns a batch larger than a partition's share only in the first
+// partition of a fetch, so a share under the producers' batch size would
+// serve one partition per fetch. Until a batch was seen, and never above
+// it, the share is FetchMaxPartitionBytes' default (1 MiB).
+func partitionShare(cfg *Config, owned int32, largestBatch int64) int32 {
+	limit := cfg.FetchMaxPartitionBytes
+	if owned <= 0 || largestBatch <= 0 {
+		return limit
+	}
+	floor := int32(min(2*(largestBatch+batchOverhead), int64(limit)))
+	return min(max(cfg.FetchMaxBytes/owned, floor), limit)
+}
+
+// shareFetchBytes brings the client's per-partition fetch bound up to date
+// with the partitions owned and the largest batch seen.
+func (r *Reader) shareFetchBytes() {
+	if !r.cfg.sharePartitionBytes || r.cl == nil {
+		return
+	}
+	r.shareMu.Lock()
+	defer r.shareMu.Unlock()
+	share := partitionShare(&r.cfg, r.ownedCount.Load(), r.largestBatch.Load())
+	if r.share.Swap(share) != share {
+		r.cl.UpdateFetchMaxBytes(r.cfg.FetchMaxBytes, share)
+		r.log.Debug("per-partition fetch share", "bytes", share, "partitions", r.ownedCount.Load(), "largest_batch", r.largestBatch.Load())
+	}
+}
+
+// batchSizes is the client hook that records the largest record batch
+// fetched, compressed, for partitionShare.
+type batchSizes struct{ r *Reader }
+
+func (h batchSizes) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	b := int64(m.CompressedBytes)
+	for {
+		cur := h.r.largestBatch.Load()
+		if b <= cur {
+			return
+		}
+		if h.r.largestBatch.CompareAndSwap(cur, b) {
+			break
+		}
+	}
+	h.r.shareFetchBytes()
 }

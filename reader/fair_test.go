@@ -110,3 +110,60 @@ func TestABacklogDeeperThanTheBudgetIsServedRoundRobin(t *testing.T) {
 		t.Errorf("the largest lag was %.2f times the mean lag (median over the drain); want at most 1.6: the partitions drained one after another, not together", p50)
 	}
 }
+
+// Unset, a partition's share of a fetch is FetchMaxBytes over the partitions
+// owned, never under twice the largest batch seen (a broker skips a
+// partition whose batch exceeds its share) and never over 1 MiB; a value the
+// user set is kept.
+func TestAPartitionsShareOfAFetch(t *testing.T) {
+	base := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"t"}}
+	auto := base.withDefaults() // FetchMaxBytes 8 MiB
+	set := base
+	set.FetchMaxPartitionBytes = 256 << 10
+	set = set.withDefaults()
+	for _, c := range []struct {
+		cfg     Config
+		owned   int32
+		largest int64
+		want    int32
+	}{
+		{auto, 0, 5000, 1 << 20},       // nothing owned
+		{auto, 1000, 0, 1 << 20},       // no batch seen yet
+		{auto, 4, 5000, 1 << 20},       // 2 MiB each would exceed the bound
+		{auto, 64, 5000, 128 << 10},    // 8 MiB / 64
+		{auto, 1000, 5000, 2 * 5064},   // 8 KiB each is under two batches
+		{auto, 1000, 1 << 20, 1 << 20}, // huge batches: the bound
+		{auto, 100000, 100, 2 * (100 + 64)},
+	} {
+		if got := partitionShare(&c.cfg, c.owned, c.largest); got != c.want {
+			t.Errorf("%d partitions, largest batch %d: share %d, want %d", c.owned, c.largest, got, c.want)
+		}
+	}
+	if !auto.sharePartitionBytes || set.sharePartitionBytes {
+		t.Fatal("only an unset --kafka-fetch-max-partition-bytes is shared")
+	}
+
+	// The hook raises the floor as larger batches arrive, and the client
+	// asks with the new share; a user's value is never touched.
+	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Close)
+	r := &Reader{cfg: auto, cl: cl, log: auto.Logger}
+	r.ownedCount.Store(1000)
+	h := batchSizes{r}
+	for _, b := range []int{4000, 9000, 3000} {
+		h.OnFetchBatchRead(kgo.BrokerMetadata{}, "t", 0, kgo.FetchBatchMetrics{CompressedBytes: b})
+	}
+	if got := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); got != 2*(9000+64) {
+		t.Errorf("after batches of 4000, 9000 and 3000 bytes over 1000 partitions the client asks %d a partition, want %d", got, 2*(9000+64))
+	}
+	r.cfg = set
+	r.share.Store(0)
+	cl.UpdateFetchMaxBytes(set.FetchMaxBytes, set.FetchMaxPartitionBytes)
+	h.OnFetchBatchRead(kgo.BrokerMetadata{}, "t", 0, kgo.FetchBatchMetrics{CompressedBytes: 20000})
+	if got := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); got != 256<<10 {
+		t.Errorf("a set --kafka-fetch-max-partition-bytes changed to %d", got)
+	}
+}

@@ -27,6 +27,8 @@ func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[strin
 			go part.run()
 		}
 	}
+	r.ownedCount.Store(int32(len(r.parts)))
+	r.shareFetchBytes()
 	r.log.Info("partitions assigned", "partitions", fmtPartitions(assigned))
 	if len(assigned) == 0 {
 		r.markSettled() // nothing to claim: this member's assignment is settled
@@ -207,6 +209,8 @@ func (r *Reader) detach(m map[string][]int32) []*partition {
 			}
 		}
 	}
+	r.ownedCount.Store(int32(len(r.parts)))
+	r.shareFetchBytes()
 	return out
 }
 

@@ -116,6 +116,13 @@ type Reader struct {
 	// from its fetch goroutines: it never takes mu.
 	served sync.Map
 
+	// The per-partition share of a fetch (fair.go): partitions owned,
+	// the largest compressed record batch fetched, the share set.
+	ownedCount   atomic.Int32
+	largestBatch atomic.Int64
+	share        atomic.Int32
+	shareMu      sync.Mutex
+
 	stats struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
 	}
@@ -215,6 +222,7 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		// partition and the order is ours (see fair.go).
 		kgo.ConsumePreferringLagFn(r.leastRecentlyServedFirst),
 		kgo.DisableFetchSessions(),
+		kgo.WithHooks(batchSizes{r}),
 	}
 	if cfg.TopicsAreRegex {
 		opts = append(opts, kgo.ConsumeRegex())

@@ -63,7 +63,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&rc.GroupProtocol, "kafka-group-protocol", "classic", "classic (client-side balancers) or consumer (KIP-848: the broker assigns partitions; Kafka 4.0 or newer)")
 	fs.Int32Var(&rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for (up to --kafka-fetch-max-wait)")
 	fs.Int32Var(&rc.FetchMaxBytes, "kafka-fetch-max-bytes", 0, "maximum bytes of one fetch response, compressed (default: --max-buffered-bytes / 8, between 1 MiB and 50 MiB)")
-	fs.Int32Var(&rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 1<<20, "maximum bytes per partition in one fetch")
+	fs.Int32Var(&rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 0, "maximum bytes per partition in one fetch (default: --kafka-fetch-max-bytes over the partitions owned, at least twice the largest record batch seen, at most 1 MiB)")
 	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for --kafka-fetch-min-bytes")
 	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", 5*time.Minute, "how often topic metadata is refreshed, so how soon added partitions are consumed")
 	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", 45*time.Second, "group session timeout")
