@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -166,4 +167,15 @@ func TestAPartitionsShareOfAFetch(t *testing.T) {
 	if got := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); got != 256<<10 {
 		t.Errorf("a set --kafka-fetch-max-partition-bytes changed to %d", got)
 	}
+}
+
+// OnOwned hears the number of partitions owned after every assignment.
+func TestOnOwnedHearsThePartitionsOwned(t *testing.T) {
+	c := newCluster(t, 4)
+	s := newStore()
+	var owned atomic.Int64
+	owned.Store(-1)
+	x := start(t, c, "g", s, func(c *Config) { c.OnOwned = func(n int) { owned.Store(int64(n)) } })
+	waitFor(t, 30*time.Second, "OnOwned(4)", func() bool { return owned.Load() == 4 })
+	x.stop()
 }

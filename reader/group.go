@@ -27,8 +27,7 @@ func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[strin
 			go part.run()
 		}
 	}
-	r.ownedCount.Store(int32(len(r.parts)))
-	r.shareFetchBytes()
+	r.ownedChanged()
 	r.log.Info("partitions assigned", "partitions", fmtPartitions(assigned))
 	if len(assigned) == 0 {
 		r.markSettled() // nothing to claim: this member's assignment is settled
@@ -209,8 +208,7 @@ func (r *Reader) detach(m map[string][]int32) []*partition {
 			}
 		}
 	}
-	r.ownedCount.Store(int32(len(r.parts)))
-	r.shareFetchBytes()
+	r.ownedChanged()
 	return out
 }
 
@@ -237,3 +235,12 @@ func (r *Reader) takeDurable(m map[string][]int32) map[string]map[int32]kgo.Epoc
 }
 
 func fmtPartitions(m map[string][]int32) map[string][]int32 { return m }
+
+// ownedChanged follows a change of r.parts; call it with r.mu held.
+func (r *Reader) ownedChanged() {
+	r.ownedCount.Store(int32(len(r.parts)))
+	r.shareFetchBytes()
+	if r.cfg.OnOwned != nil {
+		r.cfg.OnOwned(len(r.parts))
+	}
+}

@@ -26,8 +26,8 @@ type partition struct {
 	queue      []*kgo.Record
 	queueBytes int
 	queueRows  int // data records in queue (not control)
-	inflight   int // record bytes of the batch being written
-	held       int // queueBytes + inflight as last added to r.buffered
+	inflight   int // memory of the batch being written, as accountLocked counts it
+	held       int // what accountLocked last added to r.buffered
 	firstAt    time.Time
 	claimed    bool
 	epoch      int64
@@ -57,11 +57,18 @@ func (p *partition) signal() {
 	}
 }
 
+// recordOverhead is what a fetched record holds in memory besides its key
+// and value: the client's Record (160 bytes), its pointer in the queue and
+// the framing around key and value in the decompressed batch. The budget
+// counts it: for ~250-byte records it is 40% of their memory, and a budget
+// of key and value bytes alone let the bridge hold 1.7 times as much.
+const recordOverhead = 190
+
 // accountLocked brings the reader's buffered total up to date with what
 // this partition holds now; call it with p.mu held after any change of
 // queueBytes or inflight.
 func (p *partition) accountLocked() {
-	h := p.queueBytes + p.inflight
+	h := p.queueBytes + len(p.queue)*recordOverhead + p.inflight
 	if h != p.held {
 		p.r.buffered.Add(int64(h - p.held))
 		p.held = h
@@ -356,7 +363,7 @@ func (p *partition) takeLocked() *Batch {
 	p.queue = p.queue[n:]
 	p.queueRows -= rows
 	p.queueBytes -= bytes
-	p.inflight = bytes
+	p.inflight = bytes + n*recordOverhead
 	if len(p.queue) == 0 {
 		p.queue = nil // let the backing array go
 	} else {

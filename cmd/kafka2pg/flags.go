@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"math"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -22,32 +23,33 @@ type runOptions struct {
 	reader reader.Config
 	start  string
 
-	pgURL          string
-	configPath     string          // --config
-	sinks          []sinkConfig    // from the config file
-	pgURLFile      string          // --pg-url-file, read by resolvePGURL
-	kafkaSecurity  reader.Security // --kafka-tls-*, --kafka-sasl-*
-	registry       registryOptions // --schema-registry-*, and the client connectRegistry makes
-	pgSchema       string
-	pgMaxConns     int32
-	tableWriters   int
-	table          string
-	valueFormat    string
-	createTables   bool
-	noMigrate      bool
-	claimLockWait  time.Duration
-	onError        string
-	notify         bool
-	maxRecordBytes int
-	untilCaughtUp  bool
-	metricsAddr    string
-	pprof          bool
-	memoryLimit    string // --memory-limit, e.g. 256MiB; "" leaves Go's (or GOMEMLIMIT's)
-	memoryLimitN   int64  // parsed by validate
-	progressEvery  time.Duration
-	logFormat      string
-	logLevel       string
-	caughtUpPeriod time.Duration
+	pgURL           string
+	configPath      string          // --config
+	sinks           []sinkConfig    // from the config file
+	pgURLFile       string          // --pg-url-file, read by resolvePGURL
+	kafkaSecurity   reader.Security // --kafka-tls-*, --kafka-sasl-*
+	registry        registryOptions // --schema-registry-*, and the client connectRegistry makes
+	pgSchema        string
+	pgMaxConns      int32
+	tableWriters    int
+	table           string
+	valueFormat     string
+	createTables    bool
+	noMigrate       bool
+	claimLockWait   time.Duration
+	onError         string
+	notify          bool
+	maxRecordBytes  int
+	untilCaughtUp   bool
+	metricsAddr     string
+	pprof           bool
+	memoryLimit     string // --memory-limit: auto, off or a size such as 256MiB
+	memoryLimitN    int64  // a size, parsed by validate
+	memoryLimitAuto bool   // auto, and GOMEMLIMIT is not set
+	progressEvery   time.Duration
+	logFormat       string
+	logLevel        string
+	caughtUpPeriod  time.Duration
 }
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
@@ -76,7 +78,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.IntVar(&rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
 	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "wait --batch-max-wait even when a partition has read up to its end offset (fewer, larger transactions on slow topics, more latency); by default such a partition writes at once")
-	fs.IntVar(&rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "record bytes buffered across all partitions before fetching pauses; bounds memory with many partitions")
+	fs.IntVar(&rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching pauses; bounds memory with many partitions")
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
 	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
@@ -99,7 +101,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics, /healthz and /readyz (empty: off); loopback by default, use :9187 to expose it")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "", "soft limit of the process's memory (Go's GC works harder near it), e.g. 256MiB; empty: none (or GOMEMLIMIT)")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft limit of the process's memory (Go's GC works harder near it): auto (3.5 × --max-buffered-bytes + 256KiB per partition owned; GOMEMLIMIT wins when set), off, or a size such as 400MiB")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr (CPU, heap, goroutines of the running bridge)")
 	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged (0: never)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
@@ -113,10 +115,14 @@ func (o *runOptions) validate() error {
 	if o.pgURL == "" {
 		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
 	}
-	if o.memoryLimit != "" {
+	switch o.memoryLimit {
+	case "auto", "":
+		o.memoryLimitAuto = os.Getenv("GOMEMLIMIT") == ""
+	case "off":
+	default:
 		n, err := parseByteSize(o.memoryLimit)
 		if err != nil || n < 32<<20 {
-			errs = append(errs, fmt.Errorf("--memory-limit %q: give a size of at least 32MiB, such as 256MiB or 1GiB", o.memoryLimit))
+			errs = append(errs, fmt.Errorf("--memory-limit %q: give auto, off or a size of at least 32MiB, such as 256MiB or 1GiB", o.memoryLimit))
 		}
 		o.memoryLimitN = n
 	}

@@ -25,3 +25,34 @@ func TestAMemoryLimitBelow32MiBNamesTheFlag(t *testing.T) {
 		t.Fatalf("validate() = %v, want an error naming --memory-limit", err)
 	}
 }
+
+func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
+	if got, want := autoMemoryLimit(64<<20, 0), int64(224<<20); got != want {
+		t.Errorf("autoMemoryLimit(64MiB, 0) = %d, want %d (3.5 × the budget)", got, want)
+	}
+	if got, want := autoMemoryLimit(64<<20, 1000), int64(224<<20+1000*256<<10); got != want {
+		t.Errorf("autoMemoryLimit(64MiB, 1000) = %d, want %d (256KiB a partition on top)", got, want)
+	}
+	t.Setenv("GOMEMLIMIT", "")
+	for _, c := range []struct {
+		flag string
+		auto bool
+		n    int64
+	}{{"auto", true, 0}, {"off", false, 0}, {"400MiB", false, 400 << 20}} {
+		o := &runOptions{pgURL: "postgres://x", start: "earliest", memoryLimit: c.flag}
+		// The other flags are unset here: only --memory-limit must not be
+		// among the complaints.
+		if err := o.validate(); err != nil && strings.Contains(err.Error(), "--memory-limit") {
+			t.Fatalf("--memory-limit %s: %v", c.flag, err)
+		}
+		if o.memoryLimitAuto != c.auto || o.memoryLimitN != c.n {
+			t.Errorf("--memory-limit %s: auto %v, size %d; want %v, %d", c.flag, o.memoryLimitAuto, o.memoryLimitN, c.auto, c.n)
+		}
+	}
+	t.Setenv("GOMEMLIMIT", "300MiB")
+	o := &runOptions{pgURL: "postgres://x", start: "earliest", memoryLimit: "auto"}
+	_ = o.validate()
+	if o.memoryLimitAuto {
+		t.Error("with GOMEMLIMIT set, auto must leave the runtime's limit alone")
+	}
+}

@@ -181,7 +181,7 @@ var readerStats = func() []readerStat {
 		stat("kafka2pg_reader_partitions", "Partitions owned now.", g, func(s reader.Stats) float64 { return float64(s.Partitions) }),
 		stat("kafka2pg_reader_partitions_halted", "Partitions in retry backoff after a failed write.", g, func(s reader.Stats) float64 { return float64(s.Halted) }),
 		stat("kafka2pg_reader_partitions_stopped", "Partitions stopped by data loss or --on-error=stop.", g, func(s reader.Stats) float64 { return float64(len(s.Stopped)) }),
-		stat("kafka2pg_reader_buffered_bytes", "Record key and value bytes buffered across partitions, queued or being written (bounded by --max-buffered-bytes).", g, func(s reader.Stats) float64 { return float64(s.BufferedBytes) }),
+		stat("kafka2pg_reader_buffered_bytes", "Memory of the records buffered across partitions, queued or being written: key, value and 190 bytes a record (bounded by --max-buffered-bytes).", g, func(s reader.Stats) float64 { return float64(s.BufferedBytes) }),
 	}
 }()
 

@@ -126,6 +126,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		debug.SetMemoryLimit(o.memoryLimitN)
 		log.Info("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
 	}
+	if o.memoryLimitAuto {
+		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
+		debug.SetMemoryLimit(limit)
+		log.Info("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
+	}
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
@@ -213,6 +218,9 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	rcfg := o.reader
 	rcfg.Logger = log
+	if o.memoryLimitAuto {
+		rcfg.OnOwned = func(n int) { debug.SetMemoryLimit(autoMemoryLimit(o.reader.MaxBufferedBytes, n)) }
+	}
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
 	rd, err := reader.New(rcfg, claim, write)
@@ -333,4 +341,22 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 			last, lastRows, lastLog = st, nowRows, time.Now()
 		}
 	}
+}
+
+// autoMemoryLimit is --memory-limit auto: Go's soft memory limit from the
+// record budget and the partitions owned. The budget bounds the records held
+// (with their overhead); a fetch being decoded, the batches being encoded
+// and the runtime come on top, and Go's collector, left alone, lets the heap
+// grow to twice what is live and returns freed pages lazily. Measured (make
+// bench's 5,000,000-record backlog, 64 MiB budget, 8 partitions): peak RSS
+// 337 MiB without a limit, 243 MiB at 224 MiB, at the same rows/s and
+// bridge CPU per row. Each owned partition adds 256 KiB (its goroutine,
+// queue, client cursor and fetch buffers), so that 1,000 partitions get
+// 474 MiB instead of a limit under their live set, which would make the
+// collector run without pause.
+func autoMemoryLimit(maxBuffered, partitions int) int64 {
+	if maxBuffered <= 0 {
+		maxBuffered = 64 << 20
+	}
+	return int64(maxBuffered)*7/2 + int64(partitions)*(256<<10)
 }
