@@ -33,6 +33,9 @@ func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
 	if got, want := autoMemoryLimit(64<<20, 1000), int64(224<<20+1000*256<<10); got != want {
 		t.Errorf("autoMemoryLimit(64MiB, 1000) = %d, want %d (256KiB a partition on top)", got, want)
 	}
+	if got, want := autoMemoryLimit(8<<10, 4), int64(128<<20); got != want {
+		t.Errorf("autoMemoryLimit(8KiB, 4) = %d, want the 128MiB floor", got)
+	}
 	t.Setenv("GOMEMLIMIT", "")
 	for _, c := range []struct {
 		flag string

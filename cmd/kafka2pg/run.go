@@ -353,10 +353,11 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 // bridge CPU per row. Each owned partition adds 256 KiB (its goroutine,
 // queue, client cursor and fetch buffers), so that 1,000 partitions get
 // 474 MiB instead of a limit under their live set, which would make the
-// collector run without pause.
+// collector run without pause. Never under 128 MiB: a small budget does
+// not shrink the runtime, the client and the connections.
 func autoMemoryLimit(maxBuffered, partitions int) int64 {
 	if maxBuffered <= 0 {
 		maxBuffered = 64 << 20
 	}
-	return int64(maxBuffered)*7/2 + int64(partitions)*(256<<10)
+	return max(int64(maxBuffered)*7/2+int64(partitions)*(256<<10), 128<<20)
 }
