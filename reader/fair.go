@@ -79,14 +79,19 @@ func partitionShare(cfg *Config, owned int32, largestBatch int64) int32 {
 // shareFetchBytes brings the client's per-partition fetch bound up to date
 // with the partitions owned and the largest batch seen.
 func (r *Reader) shareFetchBytes() {
-	if !r.cfg.sharePartitionBytes || r.cl == nil {
+	// The client starts joining the group inside kgo.NewClient, so the
+	// assignment callback and the batch hook can run before New has
+	// stored r.cl: they find the client here, or New applies the share
+	// once it has stored it.
+	cl := r.shareCl.Load()
+	if !r.cfg.sharePartitionBytes || cl == nil {
 		return
 	}
 	r.shareMu.Lock()
 	defer r.shareMu.Unlock()
 	share := partitionShare(&r.cfg, r.ownedCount.Load(), r.largestBatch.Load())
 	if r.share.Swap(share) != share {
-		r.cl.UpdateFetchMaxBytes(r.cfg.FetchMaxBytes, share)
+		cl.UpdateFetchMaxBytes(r.cfg.FetchMaxBytes, share)
 		r.log.Debug("per-partition fetch share", "bytes", share, "partitions", r.ownedCount.Load(), "largest_batch", r.largestBatch.Load())
 	}
 }

@@ -152,6 +152,7 @@ func TestAPartitionsShareOfAFetch(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	r := &Reader{cfg: auto, cl: cl, log: auto.Logger}
+	r.shareCl.Store(cl)
 	r.ownedCount.Store(1000)
 	h := batchSizes{r}
 	for _, b := range []int{4000, 9000, 3000} {

@@ -122,6 +122,7 @@ type Reader struct {
 	largestBatch atomic.Int64
 	share        atomic.Int32
 	shareMu      sync.Mutex
+	shareCl      atomic.Pointer[kgo.Client] // r.cl, for callbacks that may run before New stored it
 
 	stats struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
@@ -238,6 +239,8 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		return nil, fmt.Errorf("create Kafka client: %w", err)
 	}
 	r.cl = cl
+	r.shareCl.Store(cl)
+	r.shareFetchBytes()
 	return r, nil
 }
 
