@@ -54,13 +54,8 @@ type Config struct {
 	// over the partitions owned, at least twice the largest record batch
 	// seen and at most 1 MiB (partitionShare).
 	FetchMaxPartitionBytes int32
-	sharePartitionBytes    bool // FetchMaxPartitionBytes was unset: share
-
-	// OnOwned, if set, is called with the number of partitions owned after
-	// every assignment change (kafka2pg sizes its memory limit with it).
-	// It runs in the client's group goroutine and must not block.
-	OnOwned      func(partitions int)
-	FetchMaxWait time.Duration // --kafka-fetch-max-wait, default 500ms
+	sharePartitionBytes    bool          // FetchMaxPartitionBytes was unset: share
+	FetchMaxWait           time.Duration // --kafka-fetch-max-wait, default 500ms
 
 	// MetadataMaxAge is how often topic metadata is refreshed, and so how
 	// soon partitions added to a topic are noticed and consumed
@@ -129,6 +124,10 @@ type Config struct {
 	Logger *slog.Logger
 	// ExtraOpts are appended to the franz-go options (TLS, SASL, hooks).
 	ExtraOpts []kgo.Opt
+	// OnOwned, if set, is called with the number of partitions owned after
+	// every assignment change (kafka2pg sizes its memory limit with it).
+	// It runs in the client's group goroutine and must not block.
+	OnOwned func(partitions int)
 }
 
 var balancerNames = map[string]func() kgo.GroupBalancer{

@@ -22,7 +22,21 @@
 // blindly) with capped backoff, then the poll loop seeks to the durable
 // position. Callbacks of franz-go never block on the poll loop.
 //
-// Lock order: Reader.mu before partition.mu. The package imports franz-go,
+// Memory: one budget (Config.MaxBufferedBytes) across all partitions counts
+// the records held, queued or being written, as key and value plus
+// recordOverhead each. A full queue pauses its partition; crossing the
+// budget pauses every partition until writes bring the total under half.
+// Partitions only flip their own paused flag; the poll loop alone calls the
+// client's Pause/ResumeFetchPartitions, reconciling the client with the
+// flags before each AllowRebalance (reconcilePauses).
+//
+// Fairness (fair.go): every fetch lists every partition, least recently
+// served first (fetch sessions are off), and unless the user set
+// FetchMaxPartitionBytes a partition's share of a fetch is FetchMaxBytes
+// over the partitions owned, never under twice the largest batch seen.
+//
+// Lock order: Reader.mu before partition.mu; Reader.share.mu is taken
+// under Reader.mu (assignments) or alone (the fetch hook), never before it. The package imports franz-go,
 // never ingest: cmd/kafka2pg connects the two with the ClaimFunc and
 // WriteFunc.
 package reader

@@ -21,36 +21,36 @@ import (
 // Requests are ordered by topic, then partition: topics go by their least
 // recently served partition. The client calls it from its fetch goroutines;
 // it takes no lock of the reader.
-func (r *Reader) leastRecentlyServedFirst(lag map[string]map[int32]int64, torder []string, porder map[string][]int32) ([]string, map[string][]int32) {
-	type ranked struct {
-		topic  string
-		oldest int64
-		prior  int
+func (r *Reader) leastRecentlyServedFirst(_ map[string]map[int32]int64, torder []string, porder map[string][]int32) ([]string, map[string][]int32) {
+	type served struct {
+		n  int32 // the partition; for a topic, unused
+		at int64 // UnixNano of its last records; for a topic, its oldest partition's
 	}
-	topics := make([]ranked, 0, len(torder))
+	topics := make([]served, len(torder))
 	parts := make(map[string][]int32, len(porder))
 	for i, topic := range torder {
-		ps := slices.Clone(porder[topic])
-		at := make(map[int32]int64, len(ps))
-		oldest := int64(-1)
-		for _, n := range ps {
-			var t int64
+		ps := make([]served, len(porder[topic]))
+		topics[i] = served{n: int32(i), at: -1}
+		for k, n := range porder[topic] {
+			ps[k].n = n
 			if v, ok := r.served.Load(TopicPartition{topic, n}); ok {
-				t = v.(*partition).lastFetch.Load()
+				ps[k].at = v.(*partition).lastFetch.Load()
 			}
-			at[n] = t
-			if oldest < 0 || t < oldest {
-				oldest = t
+			if topics[i].at < 0 || ps[k].at < topics[i].at {
+				topics[i].at = ps[k].at
 			}
 		}
-		slices.SortStableFunc(ps, func(a, b int32) int { return cmp.Compare(at[a], at[b]) })
-		parts[topic] = ps
-		topics = append(topics, ranked{topic, oldest, i})
+		slices.SortStableFunc(ps, func(a, b served) int { return cmp.Compare(a.at, b.at) })
+		order := make([]int32, len(ps))
+		for k, p := range ps {
+			order[k] = p.n
+		}
+		parts[topic] = order
 	}
-	slices.SortStableFunc(topics, func(a, b ranked) int { return cmp.Compare(a.oldest, b.oldest) })
+	slices.SortStableFunc(topics, func(a, b served) int { return cmp.Compare(a.at, b.at) })
 	out := make([]string, len(topics))
 	for i, t := range topics {
-		out[i] = t.topic
+		out[i] = torder[t.n]
 	}
 	return out, parts
 }
@@ -79,19 +79,18 @@ func partitionShare(cfg *Config, owned int32, largestBatch int64) int32 {
 // shareFetchBytes brings the client's per-partition fetch bound up to date
 // with the partitions owned and the largest batch seen.
 func (r *Reader) shareFetchBytes() {
-	// The client starts joining the group inside kgo.NewClient, so the
-	// assignment callback and the batch hook can run before New has
-	// stored r.cl: they find the client here, or New applies the share
-	// once it has stored it.
-	cl := r.shareCl.Load()
-	if !r.cfg.sharePartitionBytes || cl == nil {
+	if !r.cfg.sharePartitionBytes {
 		return
 	}
-	r.shareMu.Lock()
-	defer r.shareMu.Unlock()
+	r.share.mu.Lock()
+	defer r.share.mu.Unlock()
+	if r.share.cl == nil {
+		return // New applies it once the client exists
+	}
 	share := partitionShare(&r.cfg, r.ownedCount.Load(), r.largestBatch.Load())
-	if r.share.Swap(share) != share {
-		cl.UpdateFetchMaxBytes(r.cfg.FetchMaxBytes, share)
+	if share != r.share.bytes {
+		r.share.bytes = share
+		r.share.cl.UpdateFetchMaxBytes(r.cfg.FetchMaxBytes, share)
 		r.log.Debug("per-partition fetch share", "bytes", share, "partitions", r.ownedCount.Load(), "largest_batch", r.largestBatch.Load())
 	}
 }

@@ -152,7 +152,7 @@ func TestAPartitionsShareOfAFetch(t *testing.T) {
 	}
 	t.Cleanup(cl.Close)
 	r := &Reader{cfg: auto, cl: cl, log: auto.Logger}
-	r.shareCl.Store(cl)
+	r.share.cl = cl
 	r.ownedCount.Store(1000)
 	h := batchSizes{r}
 	for _, b := range []int{4000, 9000, 3000} {
@@ -162,7 +162,7 @@ func TestAPartitionsShareOfAFetch(t *testing.T) {
 		t.Errorf("after batches of 4000, 9000 and 3000 bytes over 1000 partitions the client asks %d a partition, want %d", got, 2*(9000+64))
 	}
 	r.cfg = set
-	r.share.Store(0)
+	r.share.bytes = 0
 	cl.UpdateFetchMaxBytes(set.FetchMaxBytes, set.FetchMaxPartitionBytes)
 	h.OnFetchBatchRead(kgo.BrokerMetadata{}, "t", 0, kgo.FetchBatchMetrics{CompressedBytes: 20000})
 	if got := cl.OptValue(kgo.FetchMaxPartitionBytes).(int32); got != 256<<10 {

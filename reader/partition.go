@@ -196,7 +196,8 @@ func (p *partition) stop(flush bool) {
 }
 
 // resumeAt is called by the poll loop after it seeked to the re-claimed
-// position.
+// position. The partition was halted (paused), so clearing the flag marks
+// the pauses dirty and the poll loop's reconciliation resumes it.
 func (p *partition) resumeAt(epoch, at int64) {
 	p.mu.Lock()
 	p.epoch, p.pos, p.halted = epoch, at, false

@@ -86,8 +86,9 @@ type Stats struct {
 	Halted int
 	// Stopped lists partitions stopped by data loss, with the reason.
 	Stopped []string
-	// BufferedBytes is the record bytes held across partitions, queued or
-	// being written (bounded by MaxBufferedBytes, give or take a fetch).
+	// BufferedBytes is the memory of the records held across partitions,
+	// queued or being written: key, value and recordOverhead each (bounded
+	// by MaxBufferedBytes, give or take a fetch).
 	BufferedBytes int64
 }
 
@@ -116,13 +117,19 @@ type Reader struct {
 	// from its fetch goroutines: it never takes mu.
 	served sync.Map
 
-	// The per-partition share of a fetch (fair.go): partitions owned,
-	// the largest compressed record batch fetched, the share set.
+	// The per-partition share of a fetch (fair.go): partitions owned and
+	// the largest compressed record batch fetched, read without locks by
+	// the client's hook and callbacks, and the share last set. The client
+	// starts joining the group inside kgo.NewClient, so the assignment
+	// callback can run before New has stored r.cl: share.cl is set under
+	// share.mu by New, which then applies what came first.
 	ownedCount   atomic.Int32
 	largestBatch atomic.Int64
-	share        atomic.Int32
-	shareMu      sync.Mutex
-	shareCl      atomic.Pointer[kgo.Client] // r.cl, for callbacks that may run before New stored it
+	share        struct {
+		mu    sync.Mutex
+		cl    *kgo.Client
+		bytes int32
+	}
 
 	stats struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
@@ -239,7 +246,9 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		return nil, fmt.Errorf("create Kafka client: %w", err)
 	}
 	r.cl = cl
-	r.shareCl.Store(cl)
+	r.share.mu.Lock()
+	r.share.cl = cl
+	r.share.mu.Unlock()
 	r.shareFetchBytes()
 	return r, nil
 }
@@ -535,7 +544,6 @@ func (r *Reader) applySeeks() {
 			if s.claim.NextOffset >= 0 {
 				r.markDurable(tp, kgo.EpochOffset{Epoch: epoch, Offset: s.claim.NextOffset})
 			}
-			r.pausesDirty.Store(true) // resumed by reconcilePauses after the seeks
 			r.log.Info("partition resumed at its durable position", "topic", tp.Topic, "partition", tp.Partition,
 				"next_offset", at, "epoch", s.claim.Epoch)
 		default:

@@ -133,7 +133,8 @@ func newCluster(t *testing.T, partitions int32) *kfake.Cluster {
 	return c
 }
 
-func produce(t *testing.T, c *kfake.Cluster, n int) {
+// produce writes n small records and returns their key and value bytes.
+func produce(t *testing.T, c *kfake.Cluster, n int) (payload int) {
 	t.Helper()
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.DefaultProduceTopic(topic))
 	if err != nil {
@@ -143,10 +144,12 @@ func produce(t *testing.T, c *kfake.Cluster, n int) {
 	rs := make([]*kgo.Record, n)
 	for i := range rs {
 		rs[i] = &kgo.Record{Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, `{"i":%d}`, i)}
+		payload += len(rs[i].Key) + len(rs[i].Value)
 	}
 	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
 		t.Fatal(err)
 	}
+	return payload
 }
 
 func admin(t *testing.T, c *kfake.Cluster) *kadm.Client {

@@ -1,7 +1,6 @@
 package reader
 
 import (
-	"fmt"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,7 +12,7 @@ func TestTheBufferBudgetBoundsMemoryAcrossPartitions(t *testing.T) {
 	const partitions, records = 64, 64000
 	c := newCluster(t, partitions)
 	adm := admin(t, c)
-	produce(t, c, records) // about 20 bytes of key and value each: 1.3 MB in all
+	payload := produce(t, c, records) // about 20 bytes of key and value each: 1.3 MB in all
 	s := newStore()
 	s.delay = 2 * time.Millisecond
 	const budget, fetchMax = 32 << 10, 64 << 10
@@ -38,7 +37,7 @@ func TestTheBufferBudgetBoundsMemoryAcrossPartitions(t *testing.T) {
 	s.checkExactlyOnce(t, map[int32]int64{}, ends)
 	// One poll may bring up to a fetch's worth past the budget before the
 	// partitions that received it pause.
-	if p, limit := peak.Load(), budget+fetchMemory(fetchMax, records); p > limit {
+	if p, limit := peak.Load(), budget+fetchMemory(fetchMax, payload, records); p > limit {
 		t.Errorf("peak buffered %d bytes, want at most the budget %d plus one fetch %d", p, budget, limit-budget)
 	}
 	if !sawBudgetPause {
@@ -243,7 +242,9 @@ func TestPartitionsPausedByTheirQueueResumeWhileTheBudgetIsHalfFull(t *testing.T
 	s.delay = time.Millisecond
 	x := start(t, c, "g", s, func(c *Config) {
 		c.BatchMaxRows, c.QueueCapacity = 100, 200
-		c.MaxBufferedBytes = partitions * 200 * 20 * 3 / 4 // full queues hold more than half of it
+		// Full queues hold more than half of it, as the budget counts
+		// records: about 20 bytes of key and value plus recordOverhead.
+		c.MaxBufferedBytes = partitions * 200 * (20 + recordOverhead) * 3 / 4
 	})
 	ends := endOffsets(t, adm)
 	waitFor(t, 60*time.Second, "catch up", func() bool { return s.caughtUp(ends) })
@@ -258,7 +259,7 @@ func TestOverTheBudgetEveryPartitionStopsFetchingNotOnlyTheOnesWithRecords(t *te
 	const partitions = 200
 	c := newCluster(t, partitions)
 	adm := admin(t, c)
-	produce(t, c, 40000) // 200 records of about 20 bytes per partition
+	payload := produce(t, c, 40000) // 200 records of about 20 bytes per partition
 	s := newStore()
 	s.delay = 20 * time.Millisecond
 	const budget, fetchMax = 8 << 10, 4 << 10
@@ -275,20 +276,16 @@ func TestOverTheBudgetEveryPartitionStopsFetchingNotOnlyTheOnesWithRecords(t *te
 	})
 	x.stop()
 	s.checkExactlyOnce(t, map[int32]int64{}, ends)
-	if p, limit := peak.Load(), budget+2*fetchMemory(fetchMax, 40000); p > limit {
+	if p, limit := peak.Load(), budget+2*fetchMemory(fetchMax, payload, 40000); p > limit {
 		t.Errorf("peak buffered %d bytes over %d partitions, want at most the budget %d plus a fetch or two (%d)", p, partitions, budget, limit-budget)
 	}
 	t.Logf("peak buffered %d bytes with a budget of %d over %d partitions", peak.Load(), budget, partitions)
 }
 
 // fetchMemory is what the budget counts for one fetch of fetchMax bytes of
-// the records produce(n) writes: their keys and values and, for each,
-// recordOverhead (a fetch of small records holds many).
-func fetchMemory(fetchMax int, n int) int64 {
-	payload := 0
-	for i := range n {
-		payload += len(fmt.Sprintf("k%d", i)) + len(fmt.Sprintf(`{"i":%d}`, i))
-	}
+// n records of payload key and value bytes in all: their keys and values
+// and, for each, recordOverhead (a fetch of small records holds many).
+func fetchMemory(fetchMax, payload, n int) int64 {
 	perRecord := float64(payload) / float64(n)
 	return int64(float64(fetchMax) * (perRecord + recordOverhead) / perRecord)
 }

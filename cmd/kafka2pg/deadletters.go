@@ -86,10 +86,7 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage
 	}
-	pcfg.AfterConnect = func(_ context.Context, conn *pgx.Conn) error {
-		schema.RegisterNumericCodec(conn.TypeMap()) // replay copies like run does
-		return nil
-	}
+	pcfg.AfterConnect = registerCodecs // replay copies like run does
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
