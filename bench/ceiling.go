@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -78,12 +79,14 @@ func buildBatches(kind string, n int) (schema.Table, []batch, error) {
 	}
 }
 
-// copyBatches COPYs batches into t, one transaction each.
+// copyBatches COPYs batches into t, one transaction each, with the COPY
+// encoder kafka2pg writes with (ingest.CopyFrom), so that the ceiling and
+// the bridge differ only in what the bridge does besides encoding.
 func copyBatches(ctx context.Context, conn *pgx.Conn, t schema.Table, batches []batch) error {
 	cols := t.ColumnNames()
 	for _, b := range batches {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			_, err := tx.CopyFrom(ctx, t.Ident(), cols, pgx.CopyFromRows(b.rows))
+			_, err := ingest.CopyFrom(ctx, tx, t.Ident(), cols, pgx.CopyFromRows(b.rows))
 			return err
 		})
 		if err != nil {

@@ -212,7 +212,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes}
 	t := order[0].sink.Table
 	copyStart := time.Now()
-	n, err := tx.CopyFrom(ctx, t.Ident(), t.ColumnNames(), src)
+	n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
 	res := Result{CopyDuration: time.Since(copyStart)}
 	if src.err != nil {
 		err = src.err

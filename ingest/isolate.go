@@ -119,7 +119,7 @@ func copyIsolating(ctx context.Context, tx pgx.Tx, t schema.Table, rows []mapped
 	for i, r := range rows {
 		values[i] = r.values
 	}
-	n, copyErr := tx.CopyFrom(ctx, t.Ident(), t.ColumnNames(), pgx.CopyFromRows(values))
+	n, copyErr := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), pgx.CopyFromRows(values))
 	if copyErr == nil {
 		_, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_rows")
 		return nil, int(n), err

@@ -169,7 +169,7 @@ func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, e
 		}
 		copyStart := time.Now()
 		cols := append(sink.Table.ColumnNames(), stageSeqCol, stageDelCol)
-		if _, err := tx.CopyFrom(ctx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := CopyFrom(ctx, tx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
 			if rowError(err) {
 				return Result{}, errIsolate
 			}

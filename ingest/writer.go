@@ -343,7 +343,7 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 	var res Result
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
-		n, err := tx.CopyFrom(ctx, sink.Table.Ident(), sink.Table.ColumnNames(), src)
+		n, err := CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), src)
 		res.CopyDuration = time.Since(copyStart)
 		if src.err != nil {
 			// The mapping failed, not Postgres (which only reports that
@@ -403,7 +403,7 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 			}
 		}
 		if len(prefix) > 0 {
-			if _, err := tx.CopyFrom(ctx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
+			if _, err := CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
 				return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 			}
 		}
@@ -495,7 +495,7 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, 
 		w.log.Warn("dead letter", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
 			"table", table, "kind", x.kind, "error", x.err.Error())
 	}
-	if _, err := tx.CopyFrom(ctx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
 	}
 	res.DeadLetters = len(rows)

@@ -34,7 +34,7 @@ type encodePlanNumericWords struct {
 
 func (p encodePlanNumericWords) Encode(value any, buf []byte) ([]byte, error) {
 	n := value.(pgtype.Numeric)
-	if out, ok := appendNumericWords(buf, n); ok {
+	if out, ok := AppendNumeric(buf, n); ok {
 		return out, nil
 	}
 	return p.next.Encode(value, buf)
@@ -44,15 +44,16 @@ func (p encodePlanNumericWords) Encode(value any, buf []byte) ([]byte, error) {
 // checks the limits of the format).
 const maxWordsExp = 64
 
-// appendNumericWords appends n in the binary format exactly as pgtype's
+// AppendNumeric appends n in the binary format exactly as pgtype's
 // encodeNumericBinary does, or reports false if n is not a finite value
-// whose Int fits 64 bits with an exponent within ±maxWordsExp.
+// whose Int fits 64 bits with an exponent within ±maxWordsExp (then encode
+// it with pgtype).
 //
 // pgtype's layout: the exponent is lowered to a multiple of 4 (the Int
 // multiplied to match), the Int split at that exponent into a whole part
 // and -exp/4 fraction digits (zeros kept), each in base-10000 digits, most
 // significant first; weight counts whole digits, dscale is -Exp.
-func appendNumericWords(buf []byte, n pgtype.Numeric) ([]byte, bool) {
+func AppendNumeric(buf []byte, n pgtype.Numeric) ([]byte, bool) {
 	if !n.Valid || n.NaN || n.InfinityModifier != pgtype.Finite || n.Int == nil ||
 		n.Exp < -maxWordsExp || n.Exp > maxWordsExp || bits.UintSize != 64 {
 		return buf, false

@@ -1,0 +1,356 @@
+package ingest
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// CopyFrom is pgx's Conn.CopyFrom (binary COPY of rows from src into the
+// columns cols of table) with an encoder of its own, for the values the
+// mappers make. It writes byte for byte what pgx writes (copy_test.go holds
+// it to that), and returns the same errors, but:
+//
+//   - each column's encoder is chosen once per COPY from the column's type,
+//     where pgx looks a plan up by type OID and the value's reflect.Type for
+//     every value (two map lookups and a reflect.TypeOf: about a tenth of
+//     the bridge's CPU on a typed table). Values of other types, or of other
+//     columns, go through the connection's pgtype.Map as in pgx;
+//   - rows are encoded straight into the buffer pgconn sends, on pgconn's
+//     copy goroutine, where pgx hands them over an io.Pipe from a goroutine
+//     of its own;
+//   - the column types are described with the unnamed statement, fresh for
+//     every COPY, so a table altered since (kafka2pg widens columns) is
+//     never written with stale types.
+func CopyFrom(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	colList := strings.Join(quoted, ", ")
+	conn := tx.Conn().PgConn()
+	sd, err := conn.Prepare(ctx, "", fmt.Sprintf("select %s from %s", colList, table.Sanitize()), nil)
+	if err != nil {
+		return 0, fmt.Errorf("statement description failed: %w", err)
+	}
+	enc := &copyEncoder{src: src, m: tx.Conn().TypeMap(), ncols: len(cols), buf: make([]byte, 0, 64*1024)}
+	enc.cols = make([]columnEncoder, len(sd.Fields))
+	for i, f := range sd.Fields {
+		enc.cols[i] = columnEncoder{oid: f.DataTypeOID, fast: fastEncoder(f.DataTypeOID)}
+	}
+	enc.buf = append(enc.buf, "PGCOPY\n\377\r\n\000"...)
+	enc.buf = binary.BigEndian.AppendUint32(enc.buf, 0) // flags
+	enc.buf = binary.BigEndian.AppendUint32(enc.buf, 0) // header extension
+	tag, err := conn.CopyFrom(ctx, enc, fmt.Sprintf("copy %s ( %s ) from stdin binary;", table.Sanitize(), colList))
+	return tag.RowsAffected(), err
+}
+
+// copyEncoder is the io.Reader pgconn.CopyFrom reads the COPY stream from.
+type copyEncoder struct {
+	src   pgx.CopyFromSource
+	m     *pgtype.Map
+	ncols int
+	cols  []columnEncoder
+	buf   []byte // encoded, not yet read
+	off   int    // buf[off:] is unread
+	done  bool   // src is exhausted and the trailer is in buf
+}
+
+type columnEncoder struct {
+	oid  uint32
+	fast encodeFunc // nil: every value through the type map
+}
+
+// encodeFunc appends the binary form of v, without its length, or reports
+// false for a value it does not take (then the type map encodes it). It
+// never fails: a value that could fail is not its to take.
+type encodeFunc func(buf []byte, v any) ([]byte, bool)
+
+func (e *copyEncoder) Read(p []byte) (int, error) {
+	for len(e.buf)-e.off < len(p) && !e.done {
+		if e.off > 0 && e.off == len(e.buf) {
+			e.buf, e.off = e.buf[:0], 0
+		}
+		if err := e.fill(len(p)); err != nil {
+			return 0, err
+		}
+	}
+	n := copy(p, e.buf[e.off:])
+	e.off += n
+	if n == 0 && e.done {
+		return 0, io.EOF
+	}
+	return n, nil
+}
+
+// fill encodes rows until buf holds at least want unread bytes or the source
+// ends (then it adds the trailer).
+func (e *copyEncoder) fill(want int) error {
+	for len(e.buf)-e.off < want {
+		if !e.src.Next() {
+			if err := e.src.Err(); err != nil {
+				return err
+			}
+			e.buf = binary.BigEndian.AppendUint16(e.buf, 0xffff) // trailer: -1 fields
+			e.done = true
+			return nil
+		}
+		values, err := e.src.Values()
+		if err != nil {
+			return err
+		}
+		if len(values) != e.ncols {
+			return fmt.Errorf("expected %d values, got %d values", e.ncols, len(values))
+		}
+		e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(e.ncols))
+		for i, v := range values {
+			if e.buf, err = e.cols[i].append(e.m, e.buf, v); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// append writes one field: its length (-1 for NULL), then its bytes.
+func (c *columnEncoder) append(m *pgtype.Map, buf []byte, v any) ([]byte, error) {
+	at := len(buf)
+	buf = binary.BigEndian.AppendUint32(buf, math.MaxUint32) // -1
+	if v == nil {
+		return buf, nil
+	}
+	if c.fast != nil {
+		if out, ok := c.fast(buf, v); ok {
+			binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
+			return out, nil
+		}
+	}
+	out, err := encodeValue(m, buf, c.oid, v)
+	if err != nil {
+		return nil, err
+	}
+	if out == nil { // NULL
+		return buf, nil
+	}
+	binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
+	return out, nil
+}
+
+// encodeValue is pgx's encodeCopyValue without the length: the type map's
+// binary encoding, or, for a value it cannot encode so, its text form
+// parsed by the column's type and encoded from there. A nil result means
+// NULL.
+func encodeValue(m *pgtype.Map, buf []byte, oid uint32, v any) ([]byte, error) {
+	out, err := m.Encode(oid, pgtype.BinaryFormatCode, v, buf)
+	if err == nil {
+		return out, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		text, terr := m.Encode(oid, pgtype.TextFormatCode, v, nil)
+		if terr != nil {
+			return nil, err
+		}
+		s = string(text)
+	}
+	if typ, ok := m.TypeForOID(oid); ok {
+		if _, ok := typ.Codec.(*pgtype.ArrayCodec); ok {
+			var arr pgtype.Array[any]
+			if m.Scan(oid, pgtype.TextFormatCode, []byte(s), &arr) == nil {
+				return m.Encode(oid, pgtype.BinaryFormatCode, arr, buf)
+			}
+		}
+	}
+	var parsed any
+	if serr := m.Scan(oid, pgtype.TextFormatCode, []byte(s), &parsed); serr != nil {
+		return nil, errors.Join(err, serr)
+	}
+	return m.Encode(oid, pgtype.BinaryFormatCode, parsed, buf)
+}
+
+// fastEncoder is the encoder of the Go types the mappers make for a column
+// of type oid, nil for types left to the type map.
+func fastEncoder(oid uint32) encodeFunc {
+	switch oid {
+	case pgtype.TextOID, pgtype.VarcharOID:
+		return encodeText
+	case pgtype.ByteaOID:
+		return encodeBytea
+	case pgtype.JSONBOID:
+		return encodeJSONB
+	case pgtype.JSONOID:
+		return encodeJSON
+	case pgtype.Int8OID:
+		return encodeInt8
+	case pgtype.Int4OID:
+		return encodeInt4
+	case pgtype.Int2OID:
+		return encodeInt2
+	case pgtype.Float8OID:
+		return encodeFloat8
+	case pgtype.Float4OID:
+		return encodeFloat4
+	case pgtype.BoolOID:
+		return encodeBool
+	case pgtype.TimestamptzOID:
+		return encodeTimestamptz
+	case pgtype.TimestampOID:
+		return encodeTimestamp
+	case pgtype.DateOID:
+		return encodeDate
+	case pgtype.NumericOID:
+		return encodeNumeric
+	}
+	return nil
+}
+
+func encodeText(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case string:
+		return append(buf, x...), true
+	case []byte:
+		if x != nil {
+			return append(buf, x...), true
+		}
+	}
+	return buf, false
+}
+
+func encodeBytea(buf []byte, v any) ([]byte, bool) {
+	if x, ok := v.([]byte); ok && x != nil {
+		return append(buf, x...), true
+	}
+	return buf, false
+}
+
+// encodeJSONB writes jsonb's binary format: version 1, then the JSON text.
+// Like pgx, it takes the value as JSON text already.
+func encodeJSONB(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case []byte:
+		if x != nil {
+			return append(append(buf, 1), x...), true
+		}
+	case string:
+		return append(append(buf, 1), x...), true
+	}
+	return buf, false
+}
+
+func encodeJSON(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case []byte:
+		if x != nil {
+			return append(buf, x...), true
+		}
+	case string:
+		return append(buf, x...), true
+	}
+	return buf, false
+}
+
+func encodeInt8(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case int64:
+		return binary.BigEndian.AppendUint64(buf, uint64(x)), true
+	case int32:
+		return binary.BigEndian.AppendUint64(buf, uint64(int64(x))), true
+	case int16:
+		return binary.BigEndian.AppendUint64(buf, uint64(int64(x))), true
+	}
+	return buf, false
+}
+
+func encodeInt4(buf []byte, v any) ([]byte, bool) {
+	switch x := v.(type) {
+	case int32:
+		return binary.BigEndian.AppendUint32(buf, uint32(x)), true
+	case int16:
+		return binary.BigEndian.AppendUint32(buf, uint32(int32(x))), true
+	}
+	return buf, false
+}
+
+func encodeInt2(buf []byte, v any) ([]byte, bool) {
+	if x, ok := v.(int16); ok {
+		return binary.BigEndian.AppendUint16(buf, uint16(x)), true
+	}
+	return buf, false
+}
+
+func encodeFloat8(buf []byte, v any) ([]byte, bool) {
+	if x, ok := v.(float64); ok {
+		return binary.BigEndian.AppendUint64(buf, math.Float64bits(x)), true
+	}
+	return buf, false
+}
+
+func encodeFloat4(buf []byte, v any) ([]byte, bool) {
+	if x, ok := v.(float32); ok {
+		return binary.BigEndian.AppendUint32(buf, math.Float32bits(x)), true
+	}
+	return buf, false
+}
+
+func encodeBool(buf []byte, v any) ([]byte, bool) {
+	if x, ok := v.(bool); ok {
+		if x {
+			return append(buf, 1), true
+		}
+		return append(buf, 0), true
+	}
+	return buf, false
+}
+
+// Postgres counts time from 2000-01-01 00:00:00 UTC.
+const (
+	pgEpochUnix   = 946684800
+	secondsPerDay = 86400
+)
+
+func encodeTimestamptz(buf []byte, v any) ([]byte, bool) {
+	if t, ok := v.(time.Time); ok {
+		return binary.BigEndian.AppendUint64(buf, uint64(pgMicros(t))), true
+	}
+	return buf, false
+}
+
+// encodeTimestamp writes the wall clock of t in its location, as pgx does.
+func encodeTimestamp(buf []byte, v any) ([]byte, bool) {
+	if t, ok := v.(time.Time); ok {
+		wall := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
+		return binary.BigEndian.AppendUint64(buf, uint64(pgMicros(wall))), true
+	}
+	return buf, false
+}
+
+// pgMicros is t in microseconds since Postgres' epoch, the nanoseconds
+// truncated as pgx truncates them.
+func pgMicros(t time.Time) int64 {
+	return (t.Unix()-pgEpochUnix)*1_000_000 + int64(t.Nanosecond())/1000
+}
+
+func encodeDate(buf []byte, v any) ([]byte, bool) {
+	if t, ok := v.(time.Time); ok {
+		day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
+		return binary.BigEndian.AppendUint32(buf, uint32(int32((day-pgEpochUnix)/secondsPerDay))), true
+	}
+	return buf, false
+}
+
+func encodeNumeric(buf []byte, v any) ([]byte, bool) {
+	if n, ok := v.(pgtype.Numeric); ok {
+		return schema.AppendNumeric(buf, n)
+	}
+	return buf, false
+}
