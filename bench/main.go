@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -49,16 +50,20 @@ type options struct {
 	// latencyFor is how long the latency scenario produces; 0 skips it.
 	latencyFor time.Duration
 	// backlog is the record count of the backlog scenario; 0 skips it.
-	backlog  int
-	pgURL    string
-	bin      string
-	out      string
-	chart    string
-	brokers  string // KAFKA2PG_TEST_BROKERS; empty means kfake
-	timeout  time.Duration
-	logf     func(format string, args ...any)
-	baseADiv int // baseline (a) runs on records/baseADiv records, at most baseAMax
-	baseBDiv int // baseline (b) runs on records/baseBDiv records
+	backlog int
+	// tables ("typed", "zero-config", comma-separated) and baselines
+	// narrow a run to what an A/B comparison of the bridge needs.
+	tables    string
+	baselines bool
+	pgURL     string
+	bin       string
+	out       string
+	chart     string
+	brokers   string // KAFKA2PG_TEST_BROKERS; empty means kfake
+	timeout   time.Duration
+	logf      func(format string, args ...any)
+	baseADiv  int // baseline (a) runs on records/baseADiv records, at most baseAMax
+	baseBDiv  int // baseline (b) runs on records/baseBDiv records
 }
 
 const baseAMax = 100_000
@@ -77,6 +82,8 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin/kafka2pg", "the kafka2pg binary (make build)")
 	flag.StringVar(&o.out, "out", "bench/results.md", "Markdown results to write")
 	flag.StringVar(&o.chart, "chart", "bench/results.svg", "SVG chart to write")
+	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables to measure, comma-separated (one of them for A/B runs of the bridge alone)")
+	flag.BoolVar(&o.baselines, "baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest one contender may take")
 	flag.Parse()
@@ -109,6 +116,14 @@ func (o options) validate() error {
 		return fmt.Errorf("-backlog is %d: it must be 0 (skip) or at least %d", o.backlog, partitions)
 	case o.latencyFor < 0:
 		return fmt.Errorf("-latency is %s: it must be 0 (skip) or positive", o.latencyFor)
+	}
+	for _, t := range strings.Split(o.tables, ",") {
+		if t != "typed" && t != "zero-config" {
+			return fmt.Errorf("-tables has %q: it takes typed, zero-config or both, comma-separated", t)
+		}
+	}
+	if o.latencyFor > 0 && !strings.Contains(o.tables, "zero-config") {
+		return fmt.Errorf("-latency needs the zero-config table's rate: add zero-config to -tables, or pass -latency 0")
 	}
 	return nil
 }
@@ -193,6 +208,9 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	for i := range o.reps {
 		for _, table := range []string{typedTable, rawTable} {
+			if !slices.Contains(strings.Split(o.tables, ","), tableLabel(table)) {
+				continue
+			}
 			o.logf("== repetition %d of %d, %s table", i+1, o.reps, tableLabel(table))
 			bl := block{rep: i + 1, table: table}
 			if bl.ceiling, err = runCeilings(ctx, e, table, o.records); err != nil {
@@ -205,6 +223,9 @@ func run(ctx context.Context, o options) (*report, error) {
 				{o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records) }},
 				{nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
 				{nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
+			}
+			if !o.baselines {
+				steps = steps[:1]
 			}
 			for _, s := range steps {
 				r, err := contend(s.n, table, s.run)
