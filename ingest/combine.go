@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // Cross-partition batches (Config.TableWriters): each append table has a
@@ -252,15 +254,22 @@ type multiSource struct {
 	err      error
 }
 
-func (s *multiSource) Next() bool {
+// record returns the next record and its batch; nil when none is left.
+func (s *multiSource) record() (*schema.Record, *pending) {
 	for s.bi < len(s.ps) {
 		p := s.ps[s.bi]
 		if s.ri >= len(p.b.Records) {
 			s.bi, s.ri = s.bi+1, 0
 			continue
 		}
-		r := &p.b.Records[s.ri]
 		s.ri++
+		return &p.b.Records[s.ri-1], p
+	}
+	return nil, nil
+}
+
+func (s *multiSource) Next() bool {
+	if r, p := s.record(); r != nil {
 		row, bad, err := mapRecord(r, p.sink.Mapper, s.maxBytes, s.row)
 		switch {
 		case err != nil:
@@ -279,6 +288,38 @@ func (s *multiSource) Next() bool {
 }
 
 var errBadInCombined = errors.New("a bad record in a combined batch")
+
+// appends: the batches share one table, so their sinks one mapper type.
+func (s *multiSource) appends() bool {
+	for _, p := range s.ps {
+		if _, ok := p.sink.Mapper.(RowAppender); !ok {
+			return false
+		}
+	}
+	return true
+}
+
+// nextTuple is Next for RowAppenders: the row goes straight into dst.
+func (s *multiSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
+	if r, p := s.record(); r != nil {
+		if tooLarge(r, s.maxBytes) != nil {
+			s.bad, s.err = true, errBadInCombined
+			return dst, false
+		}
+		out, err := p.sink.Mapper.(RowAppender).AppendRow(r, dst, oids, enc)
+		if err != nil {
+			if _, err := classify(r, err); err != nil {
+				s.err = err
+			} else {
+				s.bad, s.err = true, errBadInCombined
+			}
+			return dst, false
+		}
+		s.rows++
+		return out, true
+	}
+	return dst, false
+}
 
 func (s *multiSource) Values() ([]any, error) { return s.row, nil }
 func (s *multiSource) Err() error             { return s.err }

@@ -8,9 +8,11 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -43,27 +45,59 @@ func CopyFrom(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []strin
 	if err != nil {
 		return 0, fmt.Errorf("statement description failed: %w", err)
 	}
-	enc := &copyEncoder{src: src, m: tx.Conn().TypeMap(), ncols: len(cols), buf: make([]byte, 0, 64*1024)}
-	enc.cols = make([]columnEncoder, len(sd.Fields))
-	for i, f := range sd.Fields {
-		enc.cols[i] = columnEncoder{oid: f.DataTypeOID, fast: fastEncoder(f.DataTypeOID)}
-	}
-	enc.buf = append(enc.buf, "PGCOPY\n\377\r\n\000"...)
-	enc.buf = binary.BigEndian.AppendUint32(enc.buf, 0) // flags
-	enc.buf = binary.BigEndian.AppendUint32(enc.buf, 0) // header extension
+	enc := newCopyEncoder(src, tx.Conn().TypeMap(), sd.Fields)
 	tag, err := conn.CopyFrom(ctx, enc, fmt.Sprintf("copy %s ( %s ) from stdin binary;", table.Sanitize(), colList))
+	// pgconn reads enc on a goroutine of its own, which it does not wait
+	// for when the connection fails mid-COPY; the caller reads src next.
+	enc.close()
 	return tag.RowsAffected(), err
 }
 
 // copyEncoder is the io.Reader pgconn.CopyFrom reads the COPY stream from.
 type copyEncoder struct {
-	src   pgx.CopyFromSource
-	m     *pgtype.Map
-	ncols int
-	cols  []columnEncoder
-	buf   []byte // encoded, not yet read
-	off   int    // buf[off:] is unread
-	done  bool   // src is exhausted and the trailer is in buf
+	// mu is held by Read; close takes it so that no Read runs after, and
+	// the source is the caller's again.
+	mu     sync.Mutex
+	closed bool
+	src    pgx.CopyFromSource
+	tuples tupleSource // src, when it writes its rows itself
+	m      *pgtype.Map
+	ncols  int
+	cols   []columnEncoder
+	oids   []uint32 // the columns' types
+	field  schema.FieldEncoder
+	buf    []byte // encoded, not yet read
+	off    int    // buf[off:] is unread
+	done   bool   // src is exhausted and the trailer is in buf
+}
+
+// tupleSource is a CopyFromSource that can write its rows straight into
+// the COPY stream (a rowSource whose mapper is a RowAppender).
+type tupleSource interface {
+	pgx.CopyFromSource
+	// appends reports whether nextTuple may be called instead of Next and
+	// Values.
+	appends() bool
+	// nextTuple appends the fields of the next row to dst; ok is false
+	// when no row is left or the source failed (Err says which).
+	nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) (out []byte, ok bool)
+}
+
+func newCopyEncoder(src pgx.CopyFromSource, m *pgtype.Map, fields []pgconn.FieldDescription) *copyEncoder {
+	e := &copyEncoder{src: src, m: m, ncols: len(fields), buf: make([]byte, 0, 64*1024)}
+	e.cols, e.oids = make([]columnEncoder, len(fields)), make([]uint32, len(fields))
+	for i, f := range fields {
+		e.cols[i] = columnEncoder{oid: f.DataTypeOID, fast: fastEncoder(f.DataTypeOID)}
+		e.oids[i] = f.DataTypeOID
+	}
+	if ts, ok := src.(tupleSource); ok && ts.appends() {
+		e.tuples = ts
+		e.field = func(col int, dst []byte, v any) ([]byte, error) { return e.cols[col].append(e.m, dst, v) }
+	}
+	e.buf = append(e.buf, "PGCOPY\n\377\r\n\000"...)
+	e.buf = binary.BigEndian.AppendUint32(e.buf, 0) // flags
+	e.buf = binary.BigEndian.AppendUint32(e.buf, 0) // header extension
+	return e
 }
 
 type columnEncoder struct {
@@ -76,11 +110,23 @@ type columnEncoder struct {
 // never fails: a value that could fail is not its to take.
 type encodeFunc func(buf []byte, v any) ([]byte, bool)
 
+func (e *copyEncoder) close() {
+	e.mu.Lock()
+	e.closed = true
+	e.mu.Unlock()
+}
+
 func (e *copyEncoder) Read(p []byte) (int, error) {
-	for len(e.buf)-e.off < len(p) && !e.done {
-		if e.off > 0 && e.off == len(e.buf) {
-			e.buf, e.off = e.buf[:0], 0
-		}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.closed {
+		return 0, io.ErrClosedPipe
+	}
+	if len(e.buf)-e.off < len(p) && !e.done {
+		// Move the unread tail to the front: the buffer stays about one
+		// read long instead of growing to the whole COPY.
+		n := copy(e.buf, e.buf[e.off:])
+		e.buf, e.off = e.buf[:n], 0
 		if err := e.fill(len(p)); err != nil {
 			return 0, err
 		}
@@ -97,6 +143,21 @@ func (e *copyEncoder) Read(p []byte) (int, error) {
 // ends (then it adds the trailer).
 func (e *copyEncoder) fill(want int) error {
 	for len(e.buf)-e.off < want {
+		if e.tuples != nil {
+			at := len(e.buf)
+			out, ok := e.tuples.nextTuple(binary.BigEndian.AppendUint16(e.buf, uint16(e.ncols)), e.oids, e.field)
+			if ok {
+				e.buf = out
+				continue
+			}
+			e.buf = e.buf[:at]
+			if err := e.src.Err(); err != nil {
+				return err
+			}
+			e.buf = binary.BigEndian.AppendUint16(e.buf, 0xffff) // trailer: -1 fields
+			e.done = true
+			return nil
+		}
 		if !e.src.Next() {
 			if err := e.src.Err(); err != nil {
 				return err
@@ -312,38 +373,23 @@ func encodeBool(buf []byte, v any) ([]byte, bool) {
 	return buf, false
 }
 
-// Postgres counts time from 2000-01-01 00:00:00 UTC.
-const (
-	pgEpochUnix   = 946684800
-	secondsPerDay = 86400
-)
-
 func encodeTimestamptz(buf []byte, v any) ([]byte, bool) {
 	if t, ok := v.(time.Time); ok {
-		return binary.BigEndian.AppendUint64(buf, uint64(pgMicros(t))), true
+		return schema.AppendTimestamptz(buf, t), true
 	}
 	return buf, false
 }
 
-// encodeTimestamp writes the wall clock of t in its location, as pgx does.
 func encodeTimestamp(buf []byte, v any) ([]byte, bool) {
 	if t, ok := v.(time.Time); ok {
-		wall := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC)
-		return binary.BigEndian.AppendUint64(buf, uint64(pgMicros(wall))), true
+		return schema.AppendTimestamp(buf, t), true
 	}
 	return buf, false
-}
-
-// pgMicros is t in microseconds since Postgres' epoch, the nanoseconds
-// truncated as pgx truncates them.
-func pgMicros(t time.Time) int64 {
-	return (t.Unix()-pgEpochUnix)*1_000_000 + int64(t.Nanosecond())/1000
 }
 
 func encodeDate(buf []byte, v any) ([]byte, bool) {
 	if t, ok := v.(time.Time); ok {
-		day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
-		return binary.BigEndian.AppendUint32(buf, uint32(int32((day-pgEpochUnix)/secondsPerDay))), true
+		return schema.AppendDate(buf, t), true
 	}
 	return buf, false
 }

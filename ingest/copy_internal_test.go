@@ -117,6 +117,11 @@ func TestTheEncoderHandsPgconnEveryByteOnce(t *testing.T) {
 		for {
 			n, err := e.Read(p)
 			out = append(out, p[:n]...)
+			// The buffer holds one read and at most one row (27 bytes)
+			// or the trailer more, however long the COPY.
+			if len(e.buf) > read+27 {
+				t.Fatalf("reads of %d bytes: the buffer grew to %d bytes", read, len(e.buf))
+			}
 			if err != nil {
 				return out
 			}

@@ -9,7 +9,10 @@
 //     It must touch exactly one row, or the transaction rolls back and Write
 //     returns ErrFenced. It runs first, so the row lock serializes writers of
 //     a partition and a fenced writer copies nothing.
-//  2. binary COPY of the rows (pgx CopyFrom), built lazily from the records;
+//  2. binary COPY of the rows (CopyFrom, copy.go: pgx's protocol with an
+//     encoder chosen per column), built lazily from the records: a mapper
+//     that is a RowAppender writes each record's row straight into the COPY
+//     stream, others return values that the column encoders write;
 //  3. COPY of the dead letters: records the mapping refused;
 //  4. COMMIT. Only then are the rows and the new next_offset durable.
 //

@@ -48,6 +48,14 @@ type Upsert struct {
 	DeleteOnTombstone bool
 }
 
+// RowAppender is a RowMapper that can also write a record's row straight
+// into a binary COPY stream (schema.JSONMapper.AppendRow): the fast path
+// then never builds the row's values.
+type RowAppender interface {
+	RowMapper
+	AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+}
+
 // KeyMapper is the RowMapper of an upsert sink: it also recognises
 // tombstones and builds the key of one, for the delete.
 type KeyMapper interface {
@@ -551,26 +559,71 @@ func (s *rowSource) Next() bool {
 	return false
 }
 
+func (s *rowSource) appends() bool {
+	_, ok := s.mapper.(RowAppender)
+	return ok
+}
+
+// nextTuple is Next for a RowAppender: the row goes straight into dst.
+func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
+	ap := s.mapper.(RowAppender)
+	for s.i < len(s.records) {
+		r := &s.records[s.i]
+		s.i++
+		if bad := tooLarge(r, s.maxBytes); bad != nil {
+			s.bad = append(s.bad, *bad)
+			continue
+		}
+		out, err := ap.AppendRow(r, dst, oids, enc)
+		if err != nil {
+			bad, err := classify(r, err)
+			if err != nil {
+				s.err = err
+				return dst, false
+			}
+			s.bad = append(s.bad, *bad)
+			continue
+		}
+		return out, true
+	}
+	return dst, false
+}
+
 // mapRecord builds the row of r into dst, or says why r is a bad record. An
 // error is not about the record: it aborts the batch.
 func mapRecord(r *schema.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
-	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
-		return nil, &badRecord{rec: r, kind: KindTooLarge,
-			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}, nil
+	if bad := tooLarge(r, maxBytes); bad != nil {
+		return nil, bad, nil
 	}
 	row, err := m.Row(r, dst)
 	if err == nil {
 		return row, nil, nil
 	}
+	bad, err := classify(r, err)
+	return nil, bad, err
+}
+
+// tooLarge is r as a bad record when its key and value are over maxBytes.
+func tooLarge(r *schema.Record, maxBytes int) *badRecord {
+	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
+		return &badRecord{rec: r, kind: KindTooLarge,
+			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}
+	}
+	return nil
+}
+
+// classify sorts a mapping error: a bad record (the error wraps
+// schema.ErrBadRecord), or an error that is not about the record.
+func classify(r *schema.Record, err error) (*badRecord, error) {
 	if !errors.Is(err, schema.ErrBadRecord) {
-		return nil, nil, err
+		return nil, err
 	}
 	kind := schema.KindInvalidValue
 	var de *schema.DecodeError
 	if errors.As(err, &de) {
 		kind = de.Kind
 	}
-	return nil, &badRecord{rec: r, kind: kind, err: err}, nil
+	return &badRecord{rec: r, kind: kind, err: err}, nil
 }
 
 func (s *rowSource) Values() ([]any, error) { return s.row, nil }

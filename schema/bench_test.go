@@ -79,3 +79,36 @@ func benchSpec() MappingSpec {
 		{Name: "props", Path: "props", Type: "jsonb"},
 	}}
 }
+
+// BenchmarkJSONMapperAppendRow: decode and binary COPY encoding per record
+// for the same table, straight from the record (what ingest's fast path
+// runs); compare with BenchmarkJSONMapperRow plus ingest's
+// BenchmarkCopyEncode.
+func BenchmarkJSONMapperAppendRow(b *testing.B) {
+	recs := benchRecords(benchValues(1024))
+	m, err := NewJSONMapper(benchSpec())
+	if err != nil {
+		b.Fatal(err)
+	}
+	oids := make([]uint32, len(m.cols))
+	for i, c := range m.cols {
+		oids[i] = c.oid
+	}
+	enc := func(col int, dst []byte, v any) ([]byte, error) {
+		b.Fatalf("column %d left to the encoder", col)
+		return dst, nil
+	}
+	buf := make([]byte, 0, 1<<20)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(recs[0].Value)))
+	b.ResetTimer()
+	for i := range b.N {
+		if len(buf) > 1<<19 {
+			buf = buf[:0]
+		}
+		buf, err = m.AppendRow(&recs[i%len(recs)], buf, oids, enc)
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -111,11 +111,22 @@ func kindName(k valueKind) string {
 	return "an unknown value"
 }
 
+// boxed returns a conversion's value as convert returns it.
+func boxed[T any](x T, cerr *convError) (any, *convError) {
+	if cerr != nil {
+		return nil, cerr
+	}
+	return x, nil
+}
+
 func mismatch(v jsonValue, want string) *convError {
 	return convErrorf(KindTypeMismatch, "%s is %s: %s", describe(v), jsonKind(v), want)
 }
 
-func convertText(c *colType, v jsonValue) (any, *convError) {
+func convertText(c *colType, v jsonValue) (any, *convError) { return boxed(textOf(c, v)) }
+
+// textOf is convertText's string.
+func textOf(c *colType, v jsonValue) (string, *convError) {
 	var s string
 	switch v.kind {
 	case kindString, kindNumber:
@@ -125,14 +136,14 @@ func convertText(c *colType, v jsonValue) (any, *convError) {
 	case kindFalse:
 		s = "false"
 	default:
-		return nil, mismatch(v, "a text column takes a string, number or boolean; map objects and arrays to jsonb")
+		return "", mismatch(v, "a text column takes a string, number or boolean; map objects and arrays to jsonb")
 	}
 	if i := strings.IndexByte(s, 0); i >= 0 {
-		return nil, convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describeString(s), i)
+		return "", convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describeString(s), i)
 	}
 	if c.length > 0 {
 		if n := utf8.RuneCountInString(s); n > c.length {
-			return nil, convErrorf(KindOutOfRange, "%s is %d characters long: %s holds at most %d; use a longer varchar or text", describeString(s), n, c.sql(), c.length)
+			return "", convErrorf(KindOutOfRange, "%s is %d characters long: %s holds at most %d; use a longer varchar or text", describeString(s), n, c.sql(), c.length)
 		}
 	}
 	return s, nil
@@ -201,26 +212,35 @@ const (
 )
 
 func convertNumeric(c *colType, v jsonValue) (any, *convError) {
-	d, cerr := numberOf(v, "numeric")
+	d, cerr := numericOf(c, v)
 	if cerr != nil {
 		return nil, cerr
+	}
+	return d.numeric(), nil
+}
+
+// numericOf is convertNumeric's value, as a decimal.
+func numericOf(c *colType, v jsonValue) (decimal, *convError) {
+	d, cerr := numberOf(v, "numeric")
+	if cerr != nil {
+		return decimal{}, cerr
 	}
 	if c.precision > 0 {
 		// Postgres rounds to the scale (half away from zero) before it
 		// checks the precision; do the same, and send the rounded value.
 		d = d.round(c.scale)
 		if n := d.intDigits(); n > int64(c.precision-c.scale) {
-			return nil, convErrorf(KindOutOfRange, "%s, rounded to %d decimal places, has %d digits before the decimal point: %s allows %d; use a larger precision", describe(v), c.scale, n, c.sql(), c.precision-c.scale)
+			return decimal{}, convErrorf(KindOutOfRange, "%s, rounded to %d decimal places, has %d digits before the decimal point: %s allows %d; use a larger precision", describe(v), c.scale, n, c.sql(), c.precision-c.scale)
 		}
 	} else {
 		if n := d.intDigits(); n > maxNumericIntDigits {
-			return nil, convErrorf(KindOutOfRange, "%s has %d digits before the decimal point: numeric allows %d", describe(v), n, maxNumericIntDigits)
+			return decimal{}, convErrorf(KindOutOfRange, "%s has %d digits before the decimal point: numeric allows %d", describe(v), n, maxNumericIntDigits)
 		}
 		if -d.exp > maxNumericFracDigits {
 			d = d.round(maxNumericFracDigits)
 		}
 	}
-	return d.numeric(), nil
+	return d, nil
 }
 
 func convertFloat(v jsonValue, bits int, typeName string) (float64, *convError) {
@@ -319,13 +339,13 @@ func checkTimeRange(t time.Time, v jsonValue, typeName string) (time.Time, *conv
 
 // parseTimestamp reads a timestamp string or epoch number. withZone says
 // the string must carry a UTC offset.
-func parseTimestamp(c *colType, v jsonValue, withZone bool) (any, *convError) {
+func parseTimestamp(c *colType, v jsonValue, withZone bool) (time.Time, *convError) {
 	typeName := c.base.name
 	switch v.kind {
 	case kindNumber:
 		us, cerr := epochMicros(c, v, typeName)
 		if cerr != nil {
-			return nil, cerr
+			return time.Time{}, cerr
 		}
 		return checkTimeRange(time.UnixMicro(us).UTC(), v, typeName)
 	case kindString:
@@ -336,7 +356,7 @@ func parseTimestamp(c *colType, v jsonValue, withZone bool) (any, *convError) {
 		}
 		if t, err := time.Parse(layoutLocal, s); err == nil {
 			if withZone {
-				return nil, convErrorf(KindInvalidTimestamp, "%s has no UTC offset: %s needs one, as in 2026-01-02T03:04:05Z or +02:00", describe(v), typeName)
+				return time.Time{}, convErrorf(KindInvalidTimestamp, "%s has no UTC offset: %s needs one, as in 2026-01-02T03:04:05Z or +02:00", describe(v), typeName)
 			}
 			return checkTimeRange(t, v, typeName)
 		}
@@ -345,39 +365,46 @@ func parseTimestamp(c *colType, v jsonValue, withZone bool) (any, *convError) {
 				return parseTimestamp(c, jsonNumber(x), withZone)
 			}
 		}
-		return nil, convErrorf(KindInvalidTimestamp, "%s is not an RFC 3339 timestamp (as in 2026-01-02T03:04:05.123Z)", describe(v))
+		return time.Time{}, convErrorf(KindInvalidTimestamp, "%s is not an RFC 3339 timestamp (as in 2026-01-02T03:04:05.123Z)", describe(v))
 	}
-	return nil, mismatch(v, "a "+typeName+" column takes an RFC 3339 string, or an epoch number with time_unit set")
+	return time.Time{}, mismatch(v, "a "+typeName+" column takes an RFC 3339 string, or an epoch number with time_unit set")
 }
 
 // convertTimestamptz: an offset is required; the value is stored as an
 // instant.
-func convertTimestamptz(c *colType, v jsonValue) (any, *convError) { return parseTimestamp(c, v, true) }
+func convertTimestamptz(c *colType, v jsonValue) (any, *convError) {
+	return boxed(parseTimestamp(c, v, true))
+}
 
 // convertTimestamp: a string without an offset is stored as written; one
 // with an offset, and an epoch number, are converted to UTC first.
-func convertTimestamp(c *colType, v jsonValue) (any, *convError) { return parseTimestamp(c, v, false) }
+func convertTimestamp(c *colType, v jsonValue) (any, *convError) {
+	return boxed(parseTimestamp(c, v, false))
+}
 
-func convertDate(c *colType, v jsonValue) (any, *convError) {
+func convertDate(c *colType, v jsonValue) (any, *convError) { return boxed(dateOf(c, v)) }
+
+// dateOf is convertDate's day, at midnight UTC.
+func dateOf(c *colType, v jsonValue) (time.Time, *convError) {
 	switch v.kind {
 	case kindNumber:
 		us, cerr := epochMicros(c, v, "date")
 		if cerr != nil {
-			return nil, cerr
+			return time.Time{}, cerr
 		}
 		t, cerr := checkTimeRange(time.UnixMicro(us).UTC(), v, "date")
 		if cerr != nil {
-			return nil, cerr
+			return time.Time{}, cerr
 		}
 		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC), nil
 	case kindString:
 		t, err := time.Parse(layoutDate, v.text)
 		if err != nil {
-			return nil, convErrorf(KindInvalidTimestamp, "%s is not a date as YYYY-MM-DD", describe(v))
+			return time.Time{}, convErrorf(KindInvalidTimestamp, "%s is not a date as YYYY-MM-DD", describe(v))
 		}
 		return t, nil
 	}
-	return nil, mismatch(v, "a date column takes a YYYY-MM-DD string, or an epoch number with time_unit set")
+	return time.Time{}, mismatch(v, "a date column takes a YYYY-MM-DD string, or an epoch number with time_unit set")
 }
 
 const microsPerDay = 24 * 60 * 60 * 1000000
@@ -483,7 +510,10 @@ func convertUUID(_ *colType, v jsonValue) (any, *convError) {
 // convertJSONB writes the value as encoding/json writes it once decoded
 // (see scan_jsonb.go): numbers keep their literal; jsonb normalizes key
 // order and spacing anyway.
-func convertJSONB(_ *colType, v jsonValue) (any, *convError) {
+func convertJSONB(_ *colType, v jsonValue) (any, *convError) { return boxed(jsonbOf(v)) }
+
+// jsonbOf is convertJSONB's bytes.
+func jsonbOf(v jsonValue) ([]byte, *convError) {
 	buf := v.buf
 	if buf == nil {
 		buf = &rowBuffer{}

@@ -3,7 +3,8 @@
 // the target tables.
 //
 // It is pure logic: no I/O, no goroutines. It plans statements (CreateSQL)
-// and builds rows (Mapper.Row); the ingest package runs them. A record that
+// and builds rows (Mapper.Row, or AppendRow straight into a binary COPY
+// stream); the ingest package runs them. A record that
 // cannot become a row is never a panic: Row returns a *DecodeError naming the
 // record, the reason and its kind, and ingest dead-letters it.
 //
@@ -23,6 +24,9 @@
 //     (PlanCreate, PlanEvolve), golden-tested.
 //   - numeric_codec.go: a pgx codec that encodes numeric without math/big;
 //     RegisterNumericCodec installs it on a connection.
+//   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
+//     COPY format byte for byte as pgx encodes Row's values
+//     (FuzzAppendRowMatchesRow), and the time encodings ingest shares.
 //
 // Identifiers are always quoted with pgx.Identifier.Sanitize. It imports
 // nothing of ours.

@@ -125,6 +125,8 @@ type mappedColumn struct {
 	keyFormat string // metaKey
 	// nodes are the path's node ids in the value's or the key's pathTree.
 	nodes []int32
+	// oid is the type AppendRow writes the column as itself (nativeOID).
+	oid uint32
 }
 
 // JSONMapper builds typed rows from JSON records. It is immutable (but for a
@@ -261,6 +263,9 @@ func NewJSONMapper(spec MappingSpec) (*JSONMapper, error) {
 		return nil, err
 	}
 	m.table = Table{Schema: spec.Schema, Name: spec.Table, Columns: make([]Column, len(m.cols)), PrimaryKey: slices.Clone(spec.Key)}
+	for i := range m.cols {
+		m.cols[i].oid = m.cols[i].nativeOID()
+	}
 	for i, c := range m.cols {
 		m.table.Columns[i] = Column{Name: c.name, Type: c.sqlType, NotNull: c.notNull}
 	}
@@ -500,11 +505,30 @@ func metaWhat(c *mappedColumn) string {
 
 // dataValue computes a column mapped from the value or key document.
 func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, error) {
-	doc, present, err := rs.doc(m, c.source, r)
+	v, what, null, err := m.dataJSON(c, r, rs)
 	if err != nil {
 		return nil, err
 	}
-	what := "value"
+	if null {
+		return c.def, nil // nil (NULL) when the column has no default
+	}
+	x, cerr := c.convert(v)
+	if cerr != nil {
+		return nil, badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
+	}
+	return x, nil
+}
+
+// dataJSON finds the JSON value of a column mapped from the value or key
+// document; what names the document. null says the column takes its
+// default, or NULL without one; a NOT NULL column without default makes
+// that an error instead.
+func (m *JSONMapper) dataJSON(c *mappedColumn, r *Record, rs *rowState) (v jsonValue, what string, null bool, err error) {
+	doc, present, err := rs.doc(m, c.source, r)
+	if err != nil {
+		return v, "", false, err
+	}
+	what = "value"
 	if c.source == fromKey {
 		what = "key"
 	}
@@ -514,30 +538,24 @@ func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, e
 		var cerr *convError
 		h, found, cerr = c.path.resolve(doc.sc.hits, c.nodes)
 		if cerr != nil {
-			return nil, badRecord(r, c.name, cerr.kind, "in the "+what+", "+cerr.msg)
+			return v, what, false, badRecord(r, c.name, cerr.kind, "in the "+what+", "+cerr.msg)
 		}
 		if !found && c.onMissing == "error" {
-			return nil, badRecord(r, c.name, KindMissingValue, fmt.Sprintf("path %s is missing from the %s: send it, or set on_missing to null or default", c.path.text, what))
+			return v, what, false, badRecord(r, c.name, KindMissingValue, fmt.Sprintf("path %s is missing from the %s: send it, or set on_missing to null or default", c.path.text, what))
 		}
 	}
 	if h.kind == kindAbsent || h.kind == kindNull {
 		switch {
-		case c.def != nil:
-			return c.def, nil
-		case !c.notNull:
-			return nil, nil
+		case c.def != nil, !c.notNull:
+			return v, what, true, nil
 		case !present && what == "value":
-			return nil, badRecord(r, c.name, KindTombstone, "the record is a tombstone (null value) and the column is NOT NULL without default: set delete_on_tombstone with a key, give a default, or drop not_null")
+			return v, what, false, badRecord(r, c.name, KindTombstone, "the record is a tombstone (null value) and the column is NOT NULL without default: set delete_on_tombstone with a key, give a default, or drop not_null")
 		case !present:
-			return nil, badRecord(r, c.name, KindNullValue, "the record has no key and the column is NOT NULL without default: give a default or drop not_null")
+			return v, what, false, badRecord(r, c.name, KindNullValue, "the record has no key and the column is NOT NULL without default: give a default or drop not_null")
 		}
-		return nil, badRecord(r, c.name, KindNullValue, fmt.Sprintf("path %s is null or missing in the %s and the column is NOT NULL without default: send a value, give a default, or drop not_null", c.path.text, what))
+		return v, what, false, badRecord(r, c.name, KindNullValue, fmt.Sprintf("path %s is null or missing in the %s and the column is NOT NULL without default: send a value, give a default, or drop not_null", c.path.text, what))
 	}
-	v, cerr := c.convert(rs.buf.valueOf(doc.sc.data, h))
-	if cerr != nil {
-		return nil, badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
-	}
-	return v, nil
+	return rs.buf.valueOf(doc.sc.data, h), what, false, nil
 }
 
 // decodeError carries a kind out of decodeJSON.

@@ -54,8 +54,7 @@ const maxWordsExp = 64
 // and -exp/4 fraction digits (zeros kept), each in base-10000 digits, most
 // significant first; weight counts whole digits, dscale is -Exp.
 func AppendNumeric(buf []byte, n pgtype.Numeric) ([]byte, bool) {
-	if !n.Valid || n.NaN || n.InfinityModifier != pgtype.Finite || n.Int == nil ||
-		n.Exp < -maxWordsExp || n.Exp > maxWordsExp || bits.UintSize != 64 {
+	if !n.Valid || n.NaN || n.InfinityModifier != pgtype.Finite || n.Int == nil || bits.UintSize != 64 {
 		return buf, false
 	}
 	words := n.Int.Bits()
@@ -67,8 +66,16 @@ func AppendNumeric(buf []byte, n pgtype.Numeric) ([]byte, bool) {
 	default:
 		return buf, false
 	}
-	exp := n.Exp - (n.Exp%4+4)%4 // down to a multiple of 4
-	hi, lo := bits.Mul64(abs, pow10[n.Exp-exp])
+	return appendNumericWord(buf, abs, n.Int.Sign() < 0, n.Exp)
+}
+
+// appendNumericWord is AppendNumeric of (-1)^neg × abs × 10^exp.
+func appendNumericWord(buf []byte, abs uint64, neg bool, exp10 int32) ([]byte, bool) {
+	if exp10 < -maxWordsExp || exp10 > maxWordsExp {
+		return buf, false
+	}
+	exp := exp10 - (exp10%4+4)%4 // down to a multiple of 4
+	hi, lo := bits.Mul64(abs, pow10[exp10-exp])
 	if hi != 0 {
 		return buf, false
 	}
@@ -99,12 +106,12 @@ func AppendNumeric(buf []byte, n pgtype.Numeric) ([]byte, bool) {
 		weight = exp/4 - 1 + int32(nfrac)
 	}
 	var sign uint16
-	if n.Int.Sign() < 0 {
+	if neg && abs != 0 {
 		sign = 0x4000
 	}
 	var dscale uint16
-	if n.Exp < 0 {
-		dscale = uint16(-n.Exp)
+	if exp10 < 0 {
+		dscale = uint16(-exp10)
 	}
 	buf = binary.BigEndian.AppendUint16(buf, uint16(nd))
 	buf = binary.BigEndian.AppendUint16(buf, uint16(int16(weight)))

@@ -113,7 +113,11 @@ func (m RawMapper) Row(r *Record, dst []any) ([]any, error) {
 // duplicates: [{"key":"k","value":"v"}]. A value that is not UTF-8 text
 // Postgres accepts is given as "value_base64"; a null value as null.
 func HeadersJSON(hs []Header) []byte {
-	b := make([]byte, 0, 32*len(hs))
+	return appendHeadersJSON(make([]byte, 0, 32*len(hs)), hs)
+}
+
+// appendHeadersJSON appends HeadersJSON(hs) to b.
+func appendHeadersJSON(b []byte, hs []Header) []byte {
 	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {

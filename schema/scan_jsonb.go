@@ -6,11 +6,14 @@ import (
 	"unicode/utf8"
 )
 
-// A jsonb column gets the bytes encoding/json writes for the decoded
-// sub-document (convertJSONB always did that, and callers may compare
-// them), produced here straight from the scanned bytes: compact, members
-// sorted by name with the last of duplicate names kept, numbers as written,
-// strings escaped as encoding/json escapes them with SetEscapeHTML(false).
+// A jsonb column whose value is a scalar, or an object or array with an
+// escape in it, gets the bytes encoding/json writes for the decoded
+// sub-document, produced here straight from the scanned bytes: compact,
+// members sorted by name with the last of duplicate names kept, numbers as
+// written, strings escaped as encoding/json escapes them with
+// SetEscapeHTML(false). That form refuses what jsonb refuses (\u0000) before
+// Postgres sees it. An object or array without escapes goes as sent
+// (rowBuffer.appendJSON); tests compare it in this form.
 
 // jsonbWriter holds scratch space reused across rows.
 type jsonbWriter struct {

@@ -113,8 +113,19 @@ func checkSameRow(t *testing.T, m *JSONMapper, what string, r *Record, got []any
 		t.Fatalf("%s of value %.200q key %.200q: %d values, the oracle %d", what, r.Value, r.Key, len(got), len(want))
 	}
 	for i := range got {
-		if !sameMapped(reflect.ValueOf(got[i]), reflect.ValueOf(want[i])) {
-			t.Fatalf("%s of value %.200q key %.200q: column %d (%s) = %#v, the oracle %#v", what, r.Value, r.Key, i, m.cols[i].name, got[i], want[i])
+		col := &m.cols[i]
+		if what == "KeyRow" {
+			col = &m.cols[m.keyIdx[i]]
+		}
+		g := got[i]
+		if b, ok := g.([]byte); ok && col.typ.base.name == "jsonb" {
+			// An object or array without escapes goes as sent; the oracle
+			// writes encoding/json's form, which the canonical writer
+			// makes (TestJSONBBytesAreWhatEncodingJSONWrites).
+			g = (&jsonbWriter{}).appendCanonical(nil, b)
+		}
+		if !sameMapped(reflect.ValueOf(g), reflect.ValueOf(want[i])) {
+			t.Fatalf("%s of value %.200q key %.200q: column %d (%s) = %#v, the oracle %#v", what, r.Value, r.Key, i, col.name, got[i], want[i])
 		}
 	}
 }
@@ -207,7 +218,7 @@ func TestScanRefusesWhatDecodeJSONRefuses(t *testing.T) {
 func TestJSONBBytesAreWhatEncodingJSONWrites(t *testing.T) {
 	for _, d := range []string{
 		`{"b":1,"a":{"d":[1,2.50,{"z":null,"y":true}],"c":"x"},"a":{"f":false,"e":"\u00e9\u2028\u0001<>&"}}`,
-		`[ ]`, `{ }`, `"\ud83d\ude00"`, `-1.5E+3`, `{"":1,"\u0000":2}`, `{"\u00e9":1,"e":2,"é":3}`,
+		`[ ]`, `{ }`, `{"b": 1, "a": [1, 2.50, {"z" : null}], "b": 2}`, `"\ud83d\ude00"`, `-1.5E+3`, `{"":1,"\u0000":2}`, `{"\u00e9":1,"e":2,"é":3}`,
 	} {
 		tree, err := decodeJSON([]byte(d))
 		if err != nil {
@@ -215,6 +226,12 @@ func TestJSONBBytesAreWhatEncodingJSONWrites(t *testing.T) {
 		}
 		want, cerr := oldConvertJSONB(nil, tree)
 		got, gerr := convertJSONB(nil, rootValue([]byte(d)))
+		if b, ok := got.([]byte); ok && !bytes.ContainsRune([]byte(d), '\\') && (d[0] == '{' || d[0] == '[') {
+			if !bytes.Equal(b, []byte(d)) {
+				t.Errorf("%s: an object or array without escapes became %s, want it as sent", d, b)
+			}
+			got = (&jsonbWriter{}).appendCanonical(nil, b)
+		}
 		if (cerr == nil) != (gerr == nil) {
 			t.Fatalf("%s: errors %v / %v", d, gerr, cerr)
 		}

@@ -1,0 +1,333 @@
+package schema
+
+import (
+	"encoding/binary"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// Rows straight into binary COPY. JSONMapper.AppendRow writes a record's
+// row as the fields of one binary COPY tuple without building Row's []any:
+// no value is boxed, no numeric becomes a big.Int, and the COPY encoder
+// does not look at the values again. The bytes are the ones pgx (with
+// NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow).
+
+// FieldEncoder appends v, a value as Row returns it for column col, as
+// that column's whole field of a binary COPY tuple: its length (-1 for
+// NULL), then its bytes. v may share memory AppendRow reuses: it is valid
+// during the call only.
+type FieldEncoder func(col int, dst []byte, v any) ([]byte, error)
+
+// appendFunc writes the binary form of a JSON value for a column of its
+// type. A value it leaves to the FieldEncoder (rare ones, such as numerics
+// over 64 bits) comes back as fallback, in convert's form.
+type appendFunc func(c *colType, v jsonValue, dst []byte) (out []byte, fallback any, cerr *convError)
+
+// Postgres counts time from 2000-01-01 00:00:00 UTC.
+const (
+	pgEpochUnix   = 946684800
+	secondsPerDay = 86400
+)
+
+// AppendTimestamptz appends t in timestamptz's binary format: microseconds
+// since 2000-01-01 UTC, the nanoseconds truncated as pgx truncates them.
+func AppendTimestamptz(buf []byte, t time.Time) []byte {
+	return binary.BigEndian.AppendUint64(buf, uint64((t.Unix()-pgEpochUnix)*1_000_000+int64(t.Nanosecond())/1000))
+}
+
+// AppendTimestamp appends t's wall clock in its location in timestamp's
+// binary format, as pgx does.
+func AppendTimestamp(buf []byte, t time.Time) []byte {
+	return AppendTimestamptz(buf, time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC))
+}
+
+// AppendDate appends t's day in date's binary format: days since
+// 2000-01-01.
+func AppendDate(buf []byte, t time.Time) []byte {
+	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
+	return binary.BigEndian.AppendUint32(buf, uint32(int32((day-pgEpochUnix)/secondsPerDay)))
+}
+
+func appendTextField(c *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	s, cerr := textOf(c, v)
+	return append(dst, s...), nil, cerr
+}
+
+func appendInt16Field(_ *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	n, cerr := convertInt(v, 16, "smallint")
+	return binary.BigEndian.AppendUint16(dst, uint16(int16(n))), nil, cerr
+}
+
+func appendInt32Field(_ *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	n, cerr := convertInt(v, 32, "integer")
+	return binary.BigEndian.AppendUint32(dst, uint32(int32(n))), nil, cerr
+}
+
+func appendInt64Field(_ *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	n, cerr := convertInt(v, 64, "bigint")
+	return binary.BigEndian.AppendUint64(dst, uint64(n)), nil, cerr
+}
+
+func appendFloat32Field(_ *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	f, cerr := convertFloat(v, 32, "real")
+	return binary.BigEndian.AppendUint32(dst, math.Float32bits(float32(f))), nil, cerr
+}
+
+func appendFloat64Field(_ *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	f, cerr := convertFloat(v, 64, "double precision")
+	return binary.BigEndian.AppendUint64(dst, math.Float64bits(f)), nil, cerr
+}
+
+func appendBoolField(c *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	x, cerr := convertBool(c, v)
+	if cerr != nil {
+		return dst, nil, cerr
+	}
+	if x.(bool) {
+		return append(dst, 1), nil, nil
+	}
+	return append(dst, 0), nil, nil
+}
+
+// appendNumericField writes numerics whose digits fit 64 bits (nearly all)
+// from the decimal, without the big.Int convert makes; others fall back.
+func appendNumericField(c *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	d, cerr := numericOf(c, v)
+	if cerr != nil {
+		return dst, nil, cerr
+	}
+	if len(d.digits) <= 19 {
+		if out, ok := appendNumericWord(dst, d.uint64(), d.neg, int32(d.exp)); ok {
+			return out, nil, nil
+		}
+	}
+	return dst, d.numeric(), nil
+}
+
+func appendTimestamptzField(c *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	t, cerr := parseTimestamp(c, v, true)
+	return AppendTimestamptz(dst, t), nil, cerr
+}
+
+func appendTimestampField(c *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	t, cerr := parseTimestamp(c, v, false)
+	return AppendTimestamp(dst, t), nil, cerr
+}
+
+func appendDateField(c *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	t, cerr := dateOf(c, v)
+	return AppendDate(dst, t), nil, cerr
+}
+
+// appendJSONBField writes jsonb's binary format: version 1, then the text.
+func appendJSONBField(_ *colType, v jsonValue, dst []byte) ([]byte, any, *convError) {
+	b, cerr := jsonbOf(v)
+	return append(append(dst, 1), b...), nil, cerr
+}
+
+// nativeOID is the type AppendRow writes column c as itself, 0 when it
+// leaves the column to the FieldEncoder.
+func (c *mappedColumn) nativeOID() uint32 {
+	switch c.source {
+	case fromValue, fromKey:
+		if c.typ.array || c.typ.base.appendField == nil {
+			return 0
+		}
+		return c.typ.base.oid
+	case metaTopic:
+		return pgtype.TextOID
+	case metaPartition:
+		return pgtype.Int4OID
+	case metaOffset:
+		return pgtype.Int8OID
+	case metaTimestamp:
+		return pgtype.TimestamptzOID
+	case metaHeaders:
+		return pgtype.JSONBOID
+	case metaKey:
+		if c.keyFormat == KeyFormatBytes {
+			return pgtype.ByteaOID
+		}
+	}
+	return 0
+}
+
+// AppendRow appends the fields of r's row to dst in binary COPY format, in
+// Table's column order (the caller writes the tuple's field count). oids
+// are the types of the table's columns: a column whose type is the one
+// its mapping makes is written here, others through enc with the value Row
+// gives, as are the rare values written here otherwise. A record that does
+// not fit returns dst unchanged and the error Row returns.
+func (m *JSONMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+	if len(oids) != len(m.cols) {
+		return dst, fmt.Errorf("append row: %d column types for the %d columns of %s", len(oids), len(m.cols), m.table.QualifiedName())
+	}
+	start := len(dst)
+	rs := m.getState(r)
+	rs.buf.arena = rs.scratch[:0]
+	defer func() {
+		rs.scratch = rs.buf.arena[:0]
+		m.putState(rs)
+	}()
+	for i := range m.cols {
+		var err error
+		if dst, err = m.appendField(i, r, rs, dst, oids[i], enc); err != nil {
+			return dst[:start], err
+		}
+	}
+	return dst, nil
+}
+
+func (m *JSONMapper) appendField(i int, r *Record, rs *rowState, dst []byte, oid uint32, enc FieldEncoder) ([]byte, error) {
+	c := &m.cols[i]
+	if oid == 0 || oid != c.oid {
+		v, err := m.value(c, r, rs)
+		if err != nil {
+			return dst, err
+		}
+		return enc(i, dst, v)
+	}
+	at := len(dst)
+	dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32) // NULL until written
+	switch c.source {
+	case fromValue, fromKey:
+		v, what, null, err := m.dataJSON(c, r, rs)
+		switch {
+		case err != nil:
+			return dst[:at], err
+		case null && c.def == nil:
+			return dst, nil
+		case null:
+			return enc(i, dst[:at], c.def)
+		}
+		out, fallback, cerr := c.typ.base.appendField(&c.typ, v, dst)
+		if cerr != nil {
+			return dst[:at], badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
+		}
+		if fallback != nil {
+			return enc(i, dst[:at], fallback)
+		}
+		dst = out
+	case metaTopic:
+		dst = append(dst, r.Topic...)
+	case metaPartition:
+		dst = binary.BigEndian.AppendUint32(dst, uint32(r.Partition))
+	case metaOffset:
+		dst = binary.BigEndian.AppendUint64(dst, uint64(r.Offset))
+	case metaTimestamp:
+		if r.Timestamp.IsZero() {
+			return m.appendNullMeta(c, r, rs, dst, at)
+		}
+		dst = AppendTimestamptz(dst, r.Timestamp)
+	case metaHeaders:
+		if len(r.Headers) == 0 {
+			return m.appendNullMeta(c, r, rs, dst, at)
+		}
+		dst = appendHeadersJSON(append(dst, 1), r.Headers)
+	case metaKey: // key_format bytes
+		if r.Key == nil {
+			return m.appendNullMeta(c, r, rs, dst, at)
+		}
+		dst = append(dst, r.Key...)
+	}
+	binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	return dst, nil
+}
+
+// rawOIDs are the types of RawTable's columns, in order.
+func (m RawMapper) rawOIDs() [7]uint32 {
+	value := uint32(pgtype.JSONBOID)
+	switch m.Format {
+	case ValueText:
+		value = pgtype.TextOID
+	case ValueBytes:
+		value = pgtype.ByteaOID
+	}
+	return [7]uint32{pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.ByteaOID, pgtype.JSONBOID, value}
+}
+
+// AppendRow is Row written straight into binary COPY, as
+// JSONMapper.AppendRow: the bytes pgx writes for Row's values. A table
+// whose columns have other types gets Row's values through enc.
+func (m RawMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+	native := m.rawOIDs()
+	if len(oids) != len(native) {
+		return dst, fmt.Errorf("append row: %d column types for the %d columns of a zero-config table", len(oids), len(native))
+	}
+	start := len(dst)
+	if [7]uint32(oids) != native {
+		row, err := m.Row(r, nil)
+		if err != nil {
+			return dst, err
+		}
+		for i, v := range row {
+			if dst, err = enc(i, dst, v); err != nil {
+				return dst[:start], err
+			}
+		}
+		return dst, nil
+	}
+	if r.Value != nil {
+		var kind string
+		var err error
+		switch m.Format {
+		case ValueJSON:
+			kind, err = CheckJSON(r.Value)
+		case ValueText:
+			kind, err = CheckText(r.Value)
+		}
+		if err != nil {
+			return dst, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
+		}
+	}
+	dst = appendBytesField(dst, r.Topic)
+	dst = binary.BigEndian.AppendUint32(dst, 4)
+	dst = binary.BigEndian.AppendUint32(dst, uint32(r.Partition))
+	dst = binary.BigEndian.AppendUint32(dst, 8)
+	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Offset))
+	dst = binary.BigEndian.AppendUint32(dst, 8)
+	dst = AppendTimestamptz(dst, r.Timestamp)
+	if r.Key == nil {
+		dst = appendNull(dst)
+	} else {
+		dst = appendBytesField(dst, r.Key)
+	}
+	if len(r.Headers) == 0 {
+		dst = appendNull(dst)
+	} else {
+		at := len(dst)
+		dst = appendHeadersJSON(append(binary.BigEndian.AppendUint32(dst, 0), 1), r.Headers)
+		binary.BigEndian.PutUint32(dst[at:], uint32(len(dst)-at-4))
+	}
+	switch {
+	case r.Value == nil:
+		dst = appendNull(dst)
+	case m.Format == ValueJSON:
+		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Value)+1))
+		dst = append(append(dst, 1), r.Value...)
+	default:
+		dst = appendBytesField(dst, r.Value)
+	}
+	return dst, nil
+}
+
+func appendBytesField[T string | []byte](dst []byte, b T) []byte {
+	return append(binary.BigEndian.AppendUint32(dst, uint32(len(b))), b...)
+}
+
+func appendNull(dst []byte) []byte { return binary.BigEndian.AppendUint32(dst, math.MaxUint32) }
+
+// appendNullMeta leaves the NULL written at dst[at:] for a metadata column
+// the record lacks, unless the column is NOT NULL (part of the upsert
+// key): then it refuses the record as Row does.
+func (m *JSONMapper) appendNullMeta(c *mappedColumn, r *Record, rs *rowState, dst []byte, at int) ([]byte, error) {
+	if c.notNull {
+		if _, err := m.value(c, r, rs); err != nil {
+			return dst[:at], err
+		}
+	}
+	return dst, nil
+}

@@ -1,0 +1,210 @@
+package schema
+
+import (
+	"bytes"
+	"encoding/binary"
+	"math"
+	"reflect"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgtype"
+)
+
+// FuzzAppendRowMatchesRow: for any value and key, AppendRow writes the
+// bytes pgx writes for Row's values (with NumericCodec, as every kafka2pg
+// connection has it), hands the columns it does not write itself to the
+// FieldEncoder with Row's value, or refuses the record with Row's error
+// and leaves dst as it was.
+func FuzzAppendRowMatchesRow(f *testing.F) {
+	for _, s := range scanSeeds {
+		f.Add([]byte(s[0]), []byte(s[1]), false, uint8(0))
+	}
+	for _, v := range []string{`1234.5`, `-0`, `0.000`, `-12.345`, `123456789012345678901234`, `9223372036854775807`,
+		`1e-70`, `1E+70`, `0.1e2`, `"2026-11-30T09:01:02.123456789+02:00"`, `"1999-12-31 23:59:59.9999995Z"`, `"2026-11-30"`,
+		`"0001-01-01T00:00:00Z"`, `1700000000123`, `-1700000000.5`, `true`, `"NaN"`, `"-Infinity"`, `3.4e39`, `"x\u00e9\n"`,
+		`{"b": [1, 2.50], "a": "\u00e9"}`, `{"a" : 1}`, `null`, `"12345"`, `32768`, `-2147483649`} {
+		f.Add([]byte(`{"v":`+v+`,"a":[`+v+`]}`), []byte(v), false, uint8(1))
+	}
+	for _, v := range benchValues(8) {
+		f.Add(v, []byte(`{"id":"k1"}`), false, uint8(2))
+		f.Add(v, []byte(nil), false, uint8(3)) // no key, no timestamp
+	}
+	mappers := []*JSONMapper{fuzzMapper(f), pathsMapper(f), benchMapper(f, nil), benchMapper(f, []string{"kafka_key", "kafka_ts"})}
+	tm := pgtype.NewMap()
+	RegisterNumericCodec(tm)
+	f.Fuzz(func(t *testing.T, value, key []byte, tombstone bool, mix uint8) {
+		r := &Record{Topic: "t", Partition: 5, Offset: 1 << 40, Value: value, Key: key, Headers: []Header{{Key: "h", Value: key}}}
+		if tombstone {
+			r.Value = nil
+		}
+		if mix%2 == 0 {
+			r.Timestamp = time.Unix(1700000000, 123456789).In(time.FixedZone("X", 3600))
+		}
+		for _, m := range mappers {
+			checkAppendRow(t, m, tm, r, mix)
+		}
+		if mix%3 == 1 {
+			r.Headers = nil
+		}
+		if mix%5 == 1 {
+			r.Key = nil
+		}
+		for _, f := range []ValueFormat{ValueJSON, ValueText, ValueBytes} {
+			checkRawAppendRow(t, RawMapper{Format: f}, tm, r)
+		}
+	})
+}
+
+// checkRawAppendRow holds RawMapper.AppendRow to pgx's encoding of Row's
+// values, on the zero-config table's types and on other ones.
+func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *Record) {
+	t.Helper()
+	row, rowErr := m.Row(r, nil)
+	native := m.rawOIDs()
+	wantFields := func(oids []uint32) []byte {
+		want := []byte("prefix")
+		for i, v := range row {
+			at := len(want)
+			want = binary.BigEndian.AppendUint32(want, math.MaxUint32)
+			if v == nil {
+				continue
+			}
+			out, err := tm.Encode(oids[i], pgtype.BinaryFormatCode, v, want)
+			if err != nil {
+				t.Fatalf("pgx cannot encode column %d's %#v as type %d: %v", i, v, oids[i], err)
+			}
+			if out == nil {
+				continue // NULL
+			}
+			want = out
+			binary.BigEndian.PutUint32(want[at:], uint32(len(want)-at-4))
+		}
+		return want
+	}
+	// The zero-config types, and the value as text where it was jsonb:
+	// the second goes through the encoder.
+	other := native
+	other[6] = pgtype.TextOID
+	if m.Format == ValueText {
+		other[6] = pgtype.JSONOID
+	}
+	for _, oids := range [][7]uint32{native, other} {
+		enc := func(col int, dst []byte, v any) ([]byte, error) {
+			at := len(dst)
+			dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32)
+			if v == nil {
+				return dst, nil
+			}
+			out, err := tm.Encode(oids[col], pgtype.BinaryFormatCode, v, dst)
+			if err != nil || out == nil {
+				return dst, err
+			}
+			binary.BigEndian.PutUint32(out[at:], uint32(len(out)-at-4))
+			return out, nil
+		}
+		got, err := m.AppendRow(r, []byte("prefix"), oids[:], enc)
+		if (err == nil) != (rowErr == nil) || (err != nil && err.Error() != rowErr.Error()) {
+			t.Fatalf("%s value %.200q: AppendRow: %v, Row: %v", m.Format, r.Value, err, rowErr)
+		}
+		if err != nil {
+			if string(got) != "prefix" {
+				t.Fatalf("%s value %.200q: a refused record left %q", m.Format, r.Value, got)
+			}
+			continue
+		}
+		if want := wantFields(oids[:]); !bytes.Equal(got, want) {
+			t.Fatalf("%s value %.200q key %q, types %v:\n got %q\nwant %q", m.Format, r.Value, r.Key, oids, got, want)
+		}
+	}
+}
+
+func checkAppendRow(t *testing.T, m *JSONMapper, tm *pgtype.Map, r *Record, mix uint8) {
+	t.Helper()
+	row, rowErr := m.Row(r, nil)
+	// The table's types: the mapped ones, but for some columns (chosen by
+	// mix) another, which AppendRow must leave to the FieldEncoder.
+	oids := make([]uint32, len(m.cols))
+	for i, c := range m.cols {
+		oids[i] = c.oid
+		if mix > 2 && (i+int(mix))%3 == 0 {
+			oids[i] = pgtype.UnknownOID
+		}
+	}
+	handed := map[int]any{}
+	enc := func(col int, dst []byte, v any) ([]byte, error) {
+		if _, dup := handed[col]; dup {
+			t.Fatalf("column %d handed to the FieldEncoder twice", col)
+		}
+		handed[col] = v
+		marker := "col " + strconv.Itoa(col)
+		return append(binary.BigEndian.AppendUint32(dst, uint32(len(marker))), marker...), nil
+	}
+	prefix := []byte("prefix")
+	got, err := m.AppendRow(r, bytes.Clone(prefix), oids, enc)
+	if (err == nil) != (rowErr == nil) || (err != nil && err.Error() != rowErr.Error()) {
+		t.Fatalf("value %.200q key %.200q:\nAppendRow: %v\nRow:       %v", r.Value, r.Key, err, rowErr)
+	}
+	if err != nil {
+		if !bytes.Equal(got, prefix) {
+			t.Fatalf("value %.200q: a refused record left %q, not the prefix", r.Value, got)
+		}
+		return
+	}
+	want := bytes.Clone(prefix)
+	for i, c := range m.cols {
+		if oids[i] == 0 || oids[i] != c.oid {
+			v, ok := handed[i]
+			if !ok {
+				t.Fatalf("value %.200q: column %s (type %d, mapped %d) was written, not handed over", r.Value, c.name, oids[i], c.oid)
+			}
+			if !sameMapped(reflect.ValueOf(v), reflect.ValueOf(row[i])) {
+				t.Fatalf("value %.200q: column %s handed over %#v, Row has %#v", r.Value, c.name, v, row[i])
+			}
+			marker := "col " + strconv.Itoa(i)
+			want = append(binary.BigEndian.AppendUint32(want, uint32(len(marker))), marker...)
+			continue
+		}
+		if v, ok := handed[i]; ok {
+			// A value written natively but for rare ones (numerics over
+			// 64 bits, defaults): those must be Row's.
+			if !sameMapped(reflect.ValueOf(v), reflect.ValueOf(row[i])) {
+				t.Fatalf("value %.200q: column %s handed over %#v, Row has %#v", r.Value, c.name, v, row[i])
+			}
+			marker := "col " + strconv.Itoa(i)
+			want = append(binary.BigEndian.AppendUint32(want, uint32(len(marker))), marker...)
+			continue
+		}
+		at := len(want)
+		want = binary.BigEndian.AppendUint32(want, math.MaxUint32)
+		if row[i] == nil {
+			continue
+		}
+		out, err := tm.Encode(c.oid, pgtype.BinaryFormatCode, row[i], want)
+		if err != nil {
+			t.Fatalf("value %.200q: pgx cannot encode column %s's %#v: %v", r.Value, c.name, row[i], err)
+		}
+		want = out
+		binary.BigEndian.PutUint32(want[at:], uint32(len(want)-at-4))
+	}
+	if !bytes.Equal(got, want) {
+		// Name the first column that differs.
+		t.Fatalf("value %.200q key %.200q: AppendRow wrote\n%q\npgx writes\n%q", r.Value, r.Key, got, want)
+	}
+}
+
+// benchMapper is the bench's table with metadata columns, key the upsert
+// key (metadata columns in it are NOT NULL).
+func benchMapper(t testing.TB, key []string) *JSONMapper {
+	t.Helper()
+	spec := benchSpec()
+	spec.Key = key
+	spec.Metadata = MetadataSpec{Topic: "kafka_topic", Partition: "kafka_partition", Offset: "kafka_offset", Timestamp: "kafka_ts",
+		Key: "kafka_key", Headers: "kafka_headers"}
+	m, err := NewJSONMapper(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
