@@ -21,6 +21,7 @@ const commitPollInterval = 5 * time.Millisecond
 type latencyResult struct {
 	result             // Records produced; P50, P99 exact (upper bounds); Active = the producer's pacing time
 	TargetRate float64 // records/s asked of the producer
+	FixedRate  bool    // TargetRate came from -latency-rate, not the measured rate
 	P90, Max   float64 // seconds, exact (upper bounds)
 	P99Lower   float64 // seconds: p99 of the lower bounds
 	// Resolution is how wide the window holding a commit is: the time

@@ -49,6 +49,9 @@ type options struct {
 	reps    int
 	// latencyFor is how long the latency scenario produces; 0 skips it.
 	latencyFor time.Duration
+	// latencyRate fixes the latency scenario's rate (records/s) for A/B
+	// runs; 0 means half the zero-config median, as the target says.
+	latencyRate float64
 	// backlog is the record count of the backlog scenario; 0 skips it.
 	backlog int
 	// tables ("typed", "zero-config", comma-separated) and baselines
@@ -82,6 +85,7 @@ func main() {
 	flag.StringVar(&o.bin, "bin", "bin/kafka2pg", "the kafka2pg binary (make build)")
 	flag.StringVar(&o.out, "out", "bench/results.md", "Markdown results to write")
 	flag.StringVar(&o.chart, "chart", "bench/results.svg", "SVG chart to write")
+	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency scenario; 0: half the zero-config rate measured (the target's rate); fix it to compare two binaries")
 	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables to measure, comma-separated (one of them for A/B runs of the bridge alone)")
 	flag.BoolVar(&o.baselines, "baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
@@ -122,8 +126,11 @@ func (o options) validate() error {
 			return fmt.Errorf("-tables has %q: it takes typed, zero-config or both, comma-separated", t)
 		}
 	}
-	if o.latencyFor > 0 && !strings.Contains(o.tables, "zero-config") {
-		return fmt.Errorf("-latency needs the zero-config table's rate: add zero-config to -tables, or pass -latency 0")
+	if o.latencyRate < 0 {
+		return fmt.Errorf("-latency-rate is %v: it must be 0 (half the measured rate) or positive", o.latencyRate)
+	}
+	if o.latencyFor > 0 && o.latencyRate == 0 && !strings.Contains(o.tables, "zero-config") {
+		return fmt.Errorf("-latency needs the zero-config table's rate: add zero-config to -tables, pass -latency-rate, or pass -latency 0")
 	}
 	return nil
 }
@@ -238,12 +245,16 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 	}
 	if o.latencyFor > 0 {
-		rate := rep.series("bridge", rawTable).rate().med / 2
-		o.logf("== latency: producing at %s records/s (half the zero-config rate) for %s", num(rate, 0), o.latencyFor)
+		rate, why := rep.series("bridge", rawTable).rate().med/2, "half the zero-config rate"
+		if o.latencyRate > 0 {
+			rate, why = o.latencyRate, "-latency-rate"
+		}
+		o.logf("== latency: producing at %s records/s (%s) for %s", num(rate, 0), why, o.latencyFor)
 		lr, err := runLatency(ctx, e, rawTable, topicFor("latency"), rate, o.latencyFor)
 		if err != nil {
 			return nil, err
 		}
+		lr.FixedRate = o.latencyRate > 0
 		rep.latency = &lr
 	}
 	if o.backlog > 0 {

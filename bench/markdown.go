@@ -118,10 +118,14 @@ func markdown(o options, rep *report) string {
 
 	w("\n%s\n\n", secLatency)
 	if l := rep.latency; l != nil {
-		w("The bridge (zero-config table, default flags: --batch-max-rows 10000, --batch-max-wait 200ms) consumed a topic " +
-			"a producer filled live, paced at half the median zero-config rate measured above; record timestamps are " +
-			"the produce times. Latency is, for every record, the time its row's commit became visible minus its " +
-			"timestamp, computed exactly per record (not from histogram buckets): see *How it was measured*.\n\n")
+		paced := "half the median zero-config rate measured above"
+		if l.FixedRate {
+			paced = "the rate -latency-rate fixed"
+		}
+		w("The bridge (zero-config table, default flags: --batch-max-rows 10000, --batch-max-wait 200ms) consumed a topic "+
+			"a producer filled live, paced at %s; record timestamps are "+
+			"the produce times. Latency is, for every record, the time its row's commit became visible minus its "+
+			"timestamp, computed exactly per record (not from histogram buckets): see *How it was measured*.\n\n", paced)
 		if f.realKafka {
 			w("With a real broker, the time a record waits in the producer (acks=all) before the broker appends it " +
 				"counts too: the timestamp is when the bench handed it to the producer.\n\n")
@@ -222,7 +226,8 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   tens of minutes here: /work/shared/notes/perf-baseline.md) cancels out of the ratios; the tables give the median and
   the range over the repetitions. The targets are judged on the median.
 - **Ceiling.** The rows the bridge writes (built with schema.NewJSONMapper or schema.RawMapper from the same records,
-  before timing), held in memory, COPYed with pgx CopyFrom in transactions of 10,000 rows of one partition each (the
+  before timing), held in memory, COPYed with ingest.CopyFrom (the bridge's own binary encoder, chosen per column:
+  cheaper than pgx's CopyFrom, so the ceiling is closer to Postgres' own limit) in transactions of 10,000 rows of one partition each (the
   bridge's default --batch-max-rows), batches taken round-robin over the partitions; with 2 connections each takes every
   other partition. Its peak RSS includes the pre-built rows.
 - **kafka2pg.** The built binary (` + "`BIN`" + `) as a subprocess: ` + "`run --kafka-group ... --metrics-addr ...`" + `, with default

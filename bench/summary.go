@@ -147,6 +147,9 @@ func (rep *report) targets() []target {
 	if l := rep.latency; l != nil {
 		t.measured = fmt.Sprintf("%s (p50 %s, max %s) at %s records/s", secs(l.P99), secs(l.P50), secs(l.Max), num(l.rowsPerSec(), 0))
 		t.verdict = verdict(l.P99 <= latencyTarget)
+		if l.FixedRate {
+			t.verdict = "not judged (-latency-rate fixed the rate)"
+		}
 	}
 	return append(out, t)
 }

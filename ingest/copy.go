@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -35,22 +34,38 @@ import (
 //     every COPY, so a table altered since (kafka2pg widens columns) is
 //     never written with stale types.
 func CopyFrom(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	quoted := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = pgx.Identifier{c}.Sanitize()
-	}
-	colList := strings.Join(quoted, ", ")
-	conn := tx.Conn().PgConn()
-	sd, err := conn.Prepare(ctx, "", fmt.Sprintf("select %s from %s", colList, table.Sanitize()), nil)
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", fmt.Sprintf("select %s from %s", columnList(cols), table.Sanitize()), nil)
 	if err != nil {
 		return 0, fmt.Errorf("statement description failed: %w", err)
 	}
-	enc := newCopyEncoder(src, tx.Conn().TypeMap(), sd.Fields)
-	tag, err := conn.CopyFrom(ctx, enc, fmt.Sprintf("copy %s ( %s ) from stdin binary;", table.Sanitize(), colList))
+	oids := make([]uint32, len(sd.Fields))
+	for i, f := range sd.Fields {
+		oids[i] = f.DataTypeOID
+	}
+	return copyTyped(ctx, tx, table, cols, oids, src)
+}
+
+// copyTyped is CopyFrom into columns of the given types, read in the same
+// transaction.
+func copyTyped(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []string, oids []uint32, src pgx.CopyFromSource) (int64, error) {
+	if len(oids) != len(cols) {
+		return 0, fmt.Errorf("copy: %d column types for %d columns", len(oids), len(cols))
+	}
+	enc := newCopyEncoder(src, tx.Conn().TypeMap(), oids)
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, enc, fmt.Sprintf("copy %s ( %s ) from stdin binary;", table.Sanitize(), columnList(cols)))
 	// pgconn reads enc on a goroutine of its own, which it does not wait
 	// for when the connection fails mid-COPY; the caller reads src next.
 	enc.close()
 	return tag.RowsAffected(), err
+}
+
+// columnList is cols quoted and comma-separated.
+func columnList(cols []string) string {
+	quoted := make([]string, len(cols))
+	for i, c := range cols {
+		quoted[i] = pgx.Identifier{c}.Sanitize()
+	}
+	return strings.Join(quoted, ", ")
 }
 
 // copyEncoder is the io.Reader pgconn.CopyFrom reads the COPY stream from.
@@ -83,12 +98,11 @@ type tupleSource interface {
 	nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) (out []byte, ok bool)
 }
 
-func newCopyEncoder(src pgx.CopyFromSource, m *pgtype.Map, fields []pgconn.FieldDescription) *copyEncoder {
-	e := &copyEncoder{src: src, m: m, ncols: len(fields), buf: make([]byte, 0, 64*1024)}
-	e.cols, e.oids = make([]columnEncoder, len(fields)), make([]uint32, len(fields))
-	for i, f := range fields {
-		e.cols[i] = columnEncoder{oid: f.DataTypeOID, fast: fastEncoder(f.DataTypeOID)}
-		e.oids[i] = f.DataTypeOID
+func newCopyEncoder(src pgx.CopyFromSource, m *pgtype.Map, oids []uint32) *copyEncoder {
+	e := &copyEncoder{src: src, m: m, ncols: len(oids), oids: oids, buf: make([]byte, 0, 64*1024)}
+	e.cols = make([]columnEncoder, len(oids))
+	for i, oid := range oids {
+		e.cols[i] = columnEncoder{oid: oid, fast: fastEncoder(oid)}
 	}
 	if ts, ok := src.(tupleSource); ok && ts.appends() {
 		e.tuples = ts
