@@ -54,19 +54,21 @@ type options struct {
 	latencyRate float64
 	// backlog is the record count of the backlog scenario; 0 skips it.
 	backlog int
-	// tables ("typed", "zero-config", comma-separated) and baselines
-	// narrow a run to what an A/B comparison of the bridge needs.
-	tables    string
-	baselines bool
-	pgURL     string
-	bin       string
-	out       string
-	chart     string
-	brokers   string // KAFKA2PG_TEST_BROKERS; empty means kfake
-	timeout   time.Duration
-	logf      func(format string, args ...any)
-	baseADiv  int // baseline (a) runs on records/baseADiv records, at most baseAMax
-	baseBDiv  int // baseline (b) runs on records/baseBDiv records
+
+	// tables ("typed", "zero-config", comma-separated; empty: both) and
+	// skipBaselines narrow a run to what an A/B comparison of the bridge
+	// needs. The zero value measures everything.
+	tables        string
+	skipBaselines bool
+	pgURL         string
+	bin           string
+	out           string
+	chart         string
+	brokers       string // KAFKA2PG_TEST_BROKERS; empty means kfake
+	timeout       time.Duration
+	logf          func(format string, args ...any)
+	baseADiv      int // baseline (a) runs on records/baseADiv records, at most baseAMax
+	baseBDiv      int // baseline (b) runs on records/baseBDiv records
 }
 
 const baseAMax = 100_000
@@ -87,10 +89,11 @@ func main() {
 	flag.StringVar(&o.chart, "chart", "bench/results.svg", "SVG chart to write")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency scenario; 0: half the zero-config rate measured (the target's rate); fix it to compare two binaries")
 	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables to measure, comma-separated (one of them for A/B runs of the bridge alone)")
-	flag.BoolVar(&o.baselines, "baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
+	baselines := flag.Bool("baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest one contender may take")
 	flag.Parse()
+	o.skipBaselines = !*baselines
 	if quick {
 		o.records, o.reps, o.latencyFor, o.backlog = 100_000, 1, 5*time.Second, 0
 	}
@@ -121,7 +124,7 @@ func (o options) validate() error {
 	case o.latencyFor < 0:
 		return fmt.Errorf("-latency is %s: it must be 0 (skip) or positive", o.latencyFor)
 	}
-	for _, t := range strings.Split(o.tables, ",") {
+	for _, t := range strings.Split(cmp.Or(o.tables, "typed,zero-config"), ",") {
 		if t != "typed" && t != "zero-config" {
 			return fmt.Errorf("-tables has %q: it takes typed, zero-config or both, comma-separated", t)
 		}
@@ -129,7 +132,7 @@ func (o options) validate() error {
 	if o.latencyRate < 0 {
 		return fmt.Errorf("-latency-rate is %v: it must be 0 (half the measured rate) or positive", o.latencyRate)
 	}
-	if o.latencyFor > 0 && o.latencyRate == 0 && !strings.Contains(o.tables, "zero-config") {
+	if o.latencyFor > 0 && o.latencyRate == 0 && o.tables != "" && !strings.Contains(o.tables, "zero-config") {
 		return fmt.Errorf("-latency needs the zero-config table's rate: add zero-config to -tables, pass -latency-rate, or pass -latency 0")
 	}
 	return nil
@@ -215,7 +218,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	for i := range o.reps {
 		for _, table := range []string{typedTable, rawTable} {
-			if !slices.Contains(strings.Split(o.tables, ","), tableLabel(table)) {
+			if !slices.Contains(strings.Split(cmp.Or(o.tables, "typed,zero-config"), ","), tableLabel(table)) {
 				continue
 			}
 			o.logf("== repetition %d of %d, %s table", i+1, o.reps, tableLabel(table))
@@ -231,7 +234,7 @@ func run(ctx context.Context, o options) (*report, error) {
 				{nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
 				{nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
 			}
-			if !o.baselines {
+			if o.skipBaselines {
 				steps = steps[:1]
 			}
 			for _, s := range steps {

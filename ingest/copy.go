@@ -27,12 +27,16 @@ import (
 //     every value (two map lookups and a reflect.TypeOf: about a tenth of
 //     the bridge's CPU on a typed table). Values of other types, or of other
 //     columns, go through the connection's pgtype.Map as in pgx;
-//   - rows are encoded straight into the buffer pgconn sends, on pgconn's
-//     copy goroutine, where pgx hands them over an io.Pipe from a goroutine
-//     of its own;
+//   - rows are encoded on pgconn's copy goroutine, into a buffer of about
+//     one CopyData message that pgconn reads, where pgx hands them over an
+//     io.Pipe from a goroutine of its own;
+//   - a source that is a tupleSource (the writer's, when its mapper is a
+//     RowAppender) writes each row's fields itself, without []any;
 //   - the column types are described with the unnamed statement, fresh for
-//     every COPY, so a table altered since (kafka2pg widens columns) is
-//     never written with stale types.
+//     every COPY and inside its transaction, so a table altered since
+//     (kafka2pg widens columns) is never written with stale types. The
+//     writer's fast path reads them in the fence's round trip instead
+//     (fenceAndTypes).
 func CopyFrom(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
 	sd, err := tx.Conn().PgConn().Prepare(ctx, "", fmt.Sprintf("select %s from %s", columnList(cols), table.Sanitize()), nil)
 	if err != nil {

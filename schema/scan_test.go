@@ -118,7 +118,7 @@ func checkSameRow(t *testing.T, m *JSONMapper, what string, r *Record, got []any
 			col = &m.cols[m.keyIdx[i]]
 		}
 		g := got[i]
-		if b, ok := g.([]byte); ok && col.typ.base.name == "jsonb" {
+		if b, ok := g.([]byte); ok && col.typ.base != nil && col.typ.base.name == "jsonb" {
 			// An object or array without escapes goes as sent; the oracle
 			// writes encoding/json's form, which the canonical writer
 			// makes (TestJSONBBytesAreWhatEncodingJSONWrites).
