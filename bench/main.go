@@ -124,7 +124,7 @@ func (o options) validate() error {
 	case o.latencyFor < 0:
 		return fmt.Errorf("-latency is %s: it must be 0 (skip) or positive", o.latencyFor)
 	}
-	for _, t := range strings.Split(cmp.Or(o.tables, "typed,zero-config"), ",") {
+	for _, t := range o.tableList() {
 		if t != "typed" && t != "zero-config" {
 			return fmt.Errorf("-tables has %q: it takes typed, zero-config or both, comma-separated", t)
 		}
@@ -136,6 +136,11 @@ func (o options) validate() error {
 		return fmt.Errorf("-latency needs the zero-config table's rate: add zero-config to -tables, pass -latency-rate, or pass -latency 0")
 	}
 	return nil
+}
+
+// tableList is -tables as a list; empty means both tables.
+func (o options) tableList() []string {
+	return strings.Split(cmp.Or(o.tables, "typed,zero-config"), ",")
 }
 
 // report is what one run measured.
@@ -218,7 +223,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	for i := range o.reps {
 		for _, table := range []string{typedTable, rawTable} {
-			if !slices.Contains(strings.Split(cmp.Or(o.tables, "typed,zero-config"), ","), tableLabel(table)) {
+			if !slices.Contains(o.tableList(), tableLabel(table)) {
 				continue
 			}
 			o.logf("== repetition %d of %d, %s table", i+1, o.reps, tableLabel(table))

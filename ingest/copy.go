@@ -38,7 +38,7 @@ import (
 //     writer's fast path reads them in the fence's round trip instead
 //     (fenceAndTypes).
 func CopyFrom(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []string, src pgx.CopyFromSource) (int64, error) {
-	sd, err := tx.Conn().PgConn().Prepare(ctx, "", fmt.Sprintf("select %s from %s", columnList(cols), table.Sanitize()), nil)
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", describeSQL(table, cols), nil)
 	if err != nil {
 		return 0, fmt.Errorf("statement description failed: %w", err)
 	}
@@ -63,6 +63,12 @@ func copyTyped(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []stri
 	return tag.RowsAffected(), err
 }
 
+// describeSQL is the statement whose description gives the column types
+// of a COPY into table (cols).
+func describeSQL(table pgx.Identifier, cols []string) string {
+	return fmt.Sprintf("select %s from %s", columnList(cols), table.Sanitize())
+}
+
 // columnList is cols quoted and comma-separated.
 func columnList(cols []string) string {
 	quoted := make([]string, len(cols))
@@ -81,9 +87,8 @@ type copyEncoder struct {
 	src    pgx.CopyFromSource
 	tuples tupleSource // src, when it writes its rows itself
 	m      *pgtype.Map
-	ncols  int
 	cols   []columnEncoder
-	oids   []uint32 // the columns' types
+	oids   []uint32 // the columns' types; len(oids) is the field count
 	field  schema.FieldEncoder
 	buf    []byte // encoded, not yet read
 	off    int    // buf[off:] is unread
@@ -103,7 +108,7 @@ type tupleSource interface {
 }
 
 func newCopyEncoder(src pgx.CopyFromSource, m *pgtype.Map, oids []uint32) *copyEncoder {
-	e := &copyEncoder{src: src, m: m, ncols: len(oids), oids: oids, buf: make([]byte, 0, 64*1024)}
+	e := &copyEncoder{src: src, m: m, oids: oids, buf: make([]byte, 0, 64*1024)}
 	e.cols = make([]columnEncoder, len(oids))
 	for i, oid := range oids {
 		e.cols[i] = columnEncoder{oid: oid, fast: fastEncoder(oid)}
@@ -163,7 +168,7 @@ func (e *copyEncoder) fill(want int) error {
 	for len(e.buf)-e.off < want {
 		if e.tuples != nil {
 			at := len(e.buf)
-			out, ok := e.tuples.nextTuple(binary.BigEndian.AppendUint16(e.buf, uint16(e.ncols)), e.oids, e.field)
+			out, ok := e.tuples.nextTuple(binary.BigEndian.AppendUint16(e.buf, uint16(len(e.oids))), e.oids, e.field)
 			if ok {
 				e.buf = out
 				continue
@@ -188,10 +193,10 @@ func (e *copyEncoder) fill(want int) error {
 		if err != nil {
 			return err
 		}
-		if len(values) != e.ncols {
-			return fmt.Errorf("expected %d values, got %d values", e.ncols, len(values))
+		if len(values) != len(e.oids) {
+			return fmt.Errorf("expected %d values, got %d values", len(e.oids), len(values))
 		}
-		e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(e.ncols))
+		e.buf = binary.BigEndian.AppendUint16(e.buf, uint16(len(e.oids)))
 		for i, v := range values {
 			if e.buf, err = e.cols[i].append(e.m, e.buf, v); err != nil {
 				return err
@@ -315,13 +320,8 @@ func encodeBytea(buf []byte, v any) ([]byte, bool) {
 // encodeJSONB writes jsonb's binary format: version 1, then the JSON text.
 // Like pgx, it takes the value as JSON text already.
 func encodeJSONB(buf []byte, v any) ([]byte, bool) {
-	switch x := v.(type) {
-	case []byte:
-		if x != nil {
-			return append(append(buf, 1), x...), true
-		}
-	case string:
-		return append(append(buf, 1), x...), true
+	if out, ok := encodeJSON(append(buf, 1), v); ok {
+		return out, true
 	}
 	return buf, false
 }
@@ -329,7 +329,7 @@ func encodeJSONB(buf []byte, v any) ([]byte, bool) {
 func encodeJSON(buf []byte, v any) ([]byte, bool) {
 	switch x := v.(type) {
 	case []byte:
-		if x != nil {
+		if x != nil { // nil is NULL in pgx: left to the type map
 			return append(buf, x...), true
 		}
 	case string:

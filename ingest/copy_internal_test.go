@@ -110,7 +110,7 @@ func TestTheEncoderHandsPgconnEveryByteOnce(t *testing.T) {
 		rows[i] = []any{int64(i), "row " + string(rune('a'+i%26)), nil}
 	}
 	stream := func(read int) []byte {
-		e := &copyEncoder{src: rowsOf(rows), m: pgtype.NewMap(), ncols: 3,
+		e := &copyEncoder{src: rowsOf(rows), m: pgtype.NewMap(), oids: []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID},
 			cols: []columnEncoder{{oid: pgtype.Int8OID, fast: encodeInt8}, {oid: pgtype.TextOID, fast: encodeText}, {oid: pgtype.TextOID}}}
 		var out []byte
 		p := make([]byte, read)
@@ -185,7 +185,7 @@ func BenchmarkCopyEncode(b *testing.B) {
 			}
 			m := pgtype.NewMap()
 			schema.RegisterNumericCodec(m) // as every connection of kafka2pg's has it
-			e := &copyEncoder{m: m, ncols: len(oids), cols: cols}
+			e := &copyEncoder{m: m, oids: oids, cols: cols}
 			b.ReportAllocs()
 			for i := 0; i < b.N; i += len(rows) {
 				e.src, e.buf, e.off, e.done = rowsOf(rows), e.buf[:0], 0, false

@@ -381,7 +381,7 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Tab
 	}
 	p := tx.Conn().PgConn().StartPipeline(ctx)
 	p.SendQueryStatement(fence, params, nil, nil)
-	p.SendPrepare("", fmt.Sprintf("select %s from %s", columnList(t.ColumnNames()), t.Ident().Sanitize()), nil)
+	p.SendPrepare("", describeSQL(t.Ident(), t.ColumnNames()), nil)
 	if err := p.Sync(); err != nil {
 		_ = p.Close()
 		return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: %w", err)
@@ -612,6 +612,7 @@ type badRecord struct {
 type rowSource struct {
 	records  []schema.Record
 	mapper   RowMapper
+	appender RowAppender // mapper, when appends found it is one
 	maxBytes int
 	i        int
 	row      []any
@@ -639,13 +640,12 @@ func (s *rowSource) Next() bool {
 }
 
 func (s *rowSource) appends() bool {
-	_, ok := s.mapper.(RowAppender)
-	return ok
+	s.appender, _ = s.mapper.(RowAppender)
+	return s.appender != nil
 }
 
 // nextTuple is Next for a RowAppender: the row goes straight into dst.
 func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
-	ap := s.mapper.(RowAppender)
 	for s.i < len(s.records) {
 		r := &s.records[s.i]
 		s.i++
@@ -653,7 +653,7 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 			s.bad = append(s.bad, *bad)
 			continue
 		}
-		out, err := ap.AppendRow(r, dst, oids, enc)
+		out, err := s.appender.AppendRow(r, dst, oids, enc)
 		if err != nil {
 			bad, err := classify(r, err)
 			if err != nil {

@@ -270,18 +270,8 @@ func (m RawMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEnco
 		}
 		return dst, nil
 	}
-	if r.Value != nil {
-		var kind string
-		var err error
-		switch m.Format {
-		case ValueJSON:
-			kind, err = CheckJSON(r.Value)
-		case ValueText:
-			kind, err = CheckText(r.Value)
-		}
-		if err != nil {
-			return dst, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
-		}
+	if err := m.checkValue(r); err != nil {
+		return dst, err
 	}
 	dst = appendBytesField(dst, r.Topic)
 	dst = binary.BigEndian.AppendUint32(dst, 4)

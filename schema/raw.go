@@ -77,26 +77,39 @@ type RawMapper struct {
 	Format ValueFormat
 }
 
+// checkValue refuses a value its column cannot store (Row and AppendRow).
+func (m RawMapper) checkValue(r *Record) error {
+	if r.Value == nil {
+		return nil
+	}
+	var kind string
+	var err error
+	switch m.Format {
+	case ValueJSON:
+		kind, err = CheckJSON(r.Value)
+	case ValueText:
+		kind, err = CheckText(r.Value)
+	}
+	if err != nil {
+		return &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
+	}
+	return nil
+}
+
 // Row appends the row of r to dst[:0] and returns it. A value that does not
 // fit the value column is a *DecodeError. The returned slice aliases r's
 // buffers: use it before r is reused.
 func (m RawMapper) Row(r *Record, dst []any) ([]any, error) {
+	if err := m.checkValue(r); err != nil {
+		return nil, err
+	}
 	var value any
-	if r.Value != nil {
-		switch m.Format {
-		case ValueJSON:
-			if kind, err := CheckJSON(r.Value); err != nil {
-				return nil, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
-			}
-			value = r.Value
-		case ValueText:
-			if kind, err := CheckText(r.Value); err != nil {
-				return nil, &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: "value", Kind: kind, Err: err}
-			}
-			value = string(r.Value)
-		default:
-			value = r.Value
-		}
+	switch {
+	case r.Value == nil:
+	case m.Format == ValueText:
+		value = string(r.Value)
+	default:
+		value = r.Value
 	}
 	var headers any
 	if len(r.Headers) > 0 {
