@@ -194,7 +194,7 @@ func (m *JSONMapper) appendField(i int, r *Record, rs *rowState, dst []byte, oid
 	dst = binary.BigEndian.AppendUint32(dst, math.MaxUint32) // NULL until written
 	switch c.source {
 	case fromValue, fromKey:
-		v, what, null, err := m.dataJSON(c, r, rs)
+		doc, h, null, err := m.dataHit(c, r, rs)
 		switch {
 		case err != nil:
 			return dst[:at], err
@@ -203,9 +203,9 @@ func (m *JSONMapper) appendField(i int, r *Record, rs *rowState, dst []byte, oid
 		case null:
 			return enc(i, dst[:at], c.def)
 		}
-		out, fallback, cerr := c.typ.base.appendField(&c.typ, v, dst)
+		out, fallback, cerr := c.typ.base.appendField(&c.typ, rs.buf.valueIn(doc, h), dst)
 		if cerr != nil {
-			return dst[:at], badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
+			return dst[:at], badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, c.source.document(), cerr.msg))
 		}
 		if fallback != nil {
 			return enc(i, dst[:at], fallback)

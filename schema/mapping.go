@@ -524,38 +524,50 @@ func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, e
 // default, or NULL without one; a NOT NULL column without default makes
 // that an error instead.
 func (m *JSONMapper) dataJSON(c *mappedColumn, r *Record, rs *rowState) (v jsonValue, what string, null bool, err error) {
-	doc, present, err := rs.doc(m, c.source, r)
+	doc, h, null, err := m.dataHit(c, r, rs)
+	if err != nil || null {
+		return v, c.source.document(), null, err
+	}
+	return rs.buf.valueOf(doc, h), c.source.document(), false, nil
+}
+
+// document names the document a column is mapped from, for messages.
+func (s source) document() string {
+	if s == fromKey {
+		return "key"
+	}
+	return "value"
+}
+
+// dataHit is dataJSON's value as where it is in the document doc.
+func (m *JSONMapper) dataHit(c *mappedColumn, r *Record, rs *rowState) (doc []byte, h hit, null bool, err error) {
+	d, present, err := rs.doc(m, c.source, r)
 	if err != nil {
-		return v, "", false, err
+		return nil, h, false, err
 	}
-	what = "value"
-	if c.source == fromKey {
-		what = "key"
-	}
-	var h hit
 	if present {
 		var found bool
 		var cerr *convError
-		h, found, cerr = c.path.resolve(doc.sc.hits, c.nodes)
+		h, found, cerr = c.path.resolve(d.sc.hits, c.nodes)
 		if cerr != nil {
-			return v, what, false, badRecord(r, c.name, cerr.kind, "in the "+what+", "+cerr.msg)
+			return nil, h, false, badRecord(r, c.name, cerr.kind, "in the "+c.source.document()+", "+cerr.msg)
 		}
 		if !found && c.onMissing == "error" {
-			return v, what, false, badRecord(r, c.name, KindMissingValue, fmt.Sprintf("path %s is missing from the %s: send it, or set on_missing to null or default", c.path.text, what))
+			return nil, h, false, badRecord(r, c.name, KindMissingValue, fmt.Sprintf("path %s is missing from the %s: send it, or set on_missing to null or default", c.path.text, c.source.document()))
 		}
 	}
 	if h.kind == kindAbsent || h.kind == kindNull {
 		switch {
 		case c.def != nil, !c.notNull:
-			return v, what, true, nil
-		case !present && what == "value":
-			return v, what, false, badRecord(r, c.name, KindTombstone, "the record is a tombstone (null value) and the column is NOT NULL without default: set delete_on_tombstone with a key, give a default, or drop not_null")
+			return nil, h, true, nil
+		case !present && c.source == fromValue:
+			return nil, h, false, badRecord(r, c.name, KindTombstone, "the record is a tombstone (null value) and the column is NOT NULL without default: set delete_on_tombstone with a key, give a default, or drop not_null")
 		case !present:
-			return v, what, false, badRecord(r, c.name, KindNullValue, "the record has no key and the column is NOT NULL without default: give a default or drop not_null")
+			return nil, h, false, badRecord(r, c.name, KindNullValue, "the record has no key and the column is NOT NULL without default: give a default or drop not_null")
 		}
-		return v, what, false, badRecord(r, c.name, KindNullValue, fmt.Sprintf("path %s is null or missing in the %s and the column is NOT NULL without default: send a value, give a default, or drop not_null", c.path.text, what))
+		return nil, h, false, badRecord(r, c.name, KindNullValue, fmt.Sprintf("path %s is null or missing in the %s and the column is NOT NULL without default: send a value, give a default, or drop not_null", c.path.text, c.source.document()))
 	}
-	return rs.buf.valueOf(doc.sc.data, h), what, false, nil
+	return d.sc.data, h, false, nil
 }
 
 // decodeError carries a kind out of decodeJSON.

@@ -158,7 +158,9 @@ func (s *scanner) scan(doc []byte, tree *pathTree) bool {
 	}
 	s.hits = s.hits[:len(tree.nodes)]
 	clear(s.hits)
-	if len(doc) > 1<<31-1 || !utf8.Valid(doc) {
+	// UTF-8 is checked in strings (str): a byte over 0x7f anywhere else
+	// is not JSON's grammar, which refuses it there.
+	if len(doc) > 1<<31-1 {
 		return false
 	}
 	s.skipSpace()
@@ -171,8 +173,10 @@ func (s *scanner) scan(doc []byte, tree *pathTree) bool {
 
 func (s *scanner) skipSpace() {
 	for s.pos < len(s.data) {
-		switch s.data[s.pos] {
-		case ' ', '\t', '\n', '\r':
+		switch c := s.data[s.pos]; {
+		case c > ' ': // the common case first: no space at all
+			return
+		case c == ' ', c == '\t', c == '\n', c == '\r':
 			s.pos++
 		default:
 			return
@@ -299,6 +303,13 @@ func (s *scanner) str() (esc, ok bool) {
 			return esc, true
 		case c < 0x20:
 			return false, false
+		case c >= utf8.RuneSelf:
+			if r, n := utf8.DecodeRune(d[i:]); r == utf8.RuneError && n == 1 {
+				return false, false
+			} else {
+				i += n
+			}
+			continue
 		}
 		esc = true
 		if i+1 >= len(d) {
@@ -331,9 +342,13 @@ func (s *scanner) str() (esc, ok bool) {
 }
 
 // stringStop marks the bytes a string scan must look at: the quote, the
-// backslash and the control characters JSON refuses in strings.
+// backslash, the control characters JSON refuses in strings and the bytes
+// of multi-byte UTF-8, which must be valid.
 var stringStop = func() (t [256]bool) {
 	for c := range 0x20 {
+		t[c] = true
+	}
+	for c := utf8.RuneSelf; c < 256; c++ {
 		t[c] = true
 	}
 	t['"'], t['\\'] = true, true
@@ -398,9 +413,10 @@ func (s *scanner) object(node int32) bool {
 		}
 		s.pos++
 		s.skipSpace()
-		if child >= 0 {
+		if child >= 0 && s.hits[child].kind != kindAbsent {
 			// A later duplicate member replaces the earlier one, as in
-			// encoding/json's map.
+			// encoding/json's map. (A node's hit is written after its
+			// subtree's, so a subtree under an absent node is empty.)
 			clear(s.hits[child:s.tree.nodes[child].end])
 		}
 		if !s.value(child) {

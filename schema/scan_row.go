@@ -118,6 +118,21 @@ func (b *rowBuffer) valueOf(doc []byte, h hit) jsonValue {
 	return jsonValue{kind: h.kind, buf: b}
 }
 
+// valueIn is valueOf for AppendRow, whose values are written out before it
+// returns: a string without escapes and a number are the document's own
+// bytes instead of copies in the arena.
+func (b *rowBuffer) valueIn(doc []byte, h hit) jsonValue {
+	switch {
+	case h.kind == kindString && !h.esc:
+		s := doc[h.start+1 : h.end-1]
+		return jsonValue{kind: kindString, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+	case h.kind == kindNumber:
+		s := doc[h.start:h.end]
+		return jsonValue{kind: kindNumber, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+	}
+	return b.valueOf(doc, h)
+}
+
 // element is the value of one array element, raw without spaces around it.
 func (b *rowBuffer) element(raw []byte) jsonValue {
 	switch raw[0] {

@@ -205,6 +205,10 @@ func TestScanRefusesWhatDecodeJSONRefuses(t *testing.T) {
 		``, ` `, `1 2`, `{"a":1,}`, `"\ud800\udc00"`, `"\udc00\ud800"`, `"\ud800\\udc00"`, `"\ud800\u0041"`,
 		`"\u0000"`, "\"\xed\xa0\x80\"", `[1,2]]`, `-01`, `1e`, `1e+`, `.5`, `"\U0041"`, `{"a" : [ true , false , null ] }`,
 		"\ufeff{}", "{}\x00", `"a\/b"`, `[-0.0e-0]`,
+		// UTF-8 is checked inside strings only: elsewhere a byte over
+		// 0x7f is refused by the grammar.
+		"{\"a\":\"\xc3\"}", "{\"\xe2\x82\":1}", "{\"a\":\"\xc3\xa9\xf0\x9f\x98\x80\"}", "{\"a\":1}\xff", "\xff",
+		"[1,\xc3\xa9]", "\"\xf4\x90\x80\x80\"", "\"\xc0\xaf\"", "\"\xef\xbf\xbd\"", "\"\xe2\x82\xac\"",
 	}
 	for _, d := range docs {
 		var sc scanner

@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"runtime/debug"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -178,8 +179,26 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	m := newBridgeMetrics()
 	var rowsWritten, deadLettered atomic.Int64
+	// The batches' records as ingest takes them, in slices reused from
+	// batch to batch: a batch of 10,000 records would otherwise allocate
+	// 1.5 MB (a sixth of what a drain allocates, measured with the
+	// allocs profile), and under a backlog the memory limit, not GOGC,
+	// paces the garbage collector, so every byte allocated is GC work.
+	var recSlices sync.Pool // of *[]schema.Record
 	write := func(ctx context.Context, b *reader.Batch) error {
-		recs := make([]schema.Record, len(b.Records))
+		rp, _ := recSlices.Get().(*[]schema.Record)
+		if rp == nil {
+			rp = new([]schema.Record)
+		}
+		defer func() {
+			clear(*rp) // drop the references to the records' memory
+			recSlices.Put(rp)
+		}()
+		if cap(*rp) < len(b.Records) {
+			*rp = make([]schema.Record, len(b.Records))
+		}
+		*rp = (*rp)[:len(b.Records)]
+		recs := *rp
 		for i, r := range b.Records {
 			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
 			switch r.Attrs.TimestampType() {
