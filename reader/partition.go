@@ -349,6 +349,7 @@ func (p *partition) takeLocked() *Batch {
 	cfg := &p.r.cfg
 	b := &Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset,
 		LeaderEpoch: -1, LogEndOffset: p.logEnd}
+	b.Records = make([]*kgo.Record, 0, min(len(p.queue), cfg.BatchMaxRows))
 	rows, bytes, n := 0, 0, 0
 	for n < len(p.queue) && rows < cfg.BatchMaxRows && (bytes < cfg.BatchMaxBytes || rows == 0) {
 		rec := p.queue[n]

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"unicode/utf8"
 )
 
@@ -150,6 +151,7 @@ type JSONMapper struct {
 	valueTree, keyTree     *pathTree
 	valueLeaves, keyLeaves []int32
 	states                 sync.Pool // of *rowState
+	hot                    atomic.Pointer[rowState]
 }
 
 // NewJSONMapper checks spec and compiles it. Every error names the column

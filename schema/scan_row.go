@@ -17,6 +17,8 @@ type rowState struct {
 	// scratch is the arena AppendRow lends buf for one row at a time: the
 	// row's bytes are copied out before the next, so it is reused.
 	scratch []byte
+	// v is the value AppendRow hands a column's appendFunc.
+	v jsonValue
 }
 
 // docState is the scan of the value or the key, done on first use.
@@ -41,6 +43,9 @@ type rowBuffer struct {
 }
 
 func (m *JSONMapper) getState(r *Record) *rowState {
+	if rs := m.hot.Swap(nil); rs != nil {
+		return rs
+	}
 	rs, _ := m.states.Get().(*rowState)
 	if rs == nil {
 		rs = &rowState{}
@@ -48,16 +53,22 @@ func (m *JSONMapper) getState(r *Record) *rowState {
 	return rs
 }
 
+// putState takes back a state; the last one put is kept aside from the
+// pool, which one writer's rows, one after the other, take back at once.
 func (m *JSONMapper) putState(rs *rowState) {
-	rs.value = docState{sc: rs.value.sc.reuse()}
-	rs.key = docState{sc: rs.key.sc.reuse()}
+	rs.value.reset()
+	rs.key.reset()
 	rs.buf.arena, rs.buf.need = nil, 0
-	m.states.Put(rs)
+	rs.v = jsonValue{}
+	if !m.hot.CompareAndSwap(nil, rs) {
+		m.states.Put(rs)
+	}
 }
 
-// reuse keeps the scanner's scratch slices and drops the document.
-func (s scanner) reuse() scanner {
-	return scanner{hits: s.hits[:0], elems: s.elems[:0], key: s.key[:0]}
+// reset drops the document and keeps the scanner's scratch slices.
+func (d *docState) reset() {
+	d.sc.data, d.sc.tree = nil, nil
+	d.tried, d.ok = false, false
 }
 
 // doc scans the value or the key on first use. present is false for a
@@ -120,17 +131,18 @@ func (b *rowBuffer) valueOf(doc []byte, h hit) jsonValue {
 
 // valueIn is valueOf for AppendRow, whose values are written out before it
 // returns: a string without escapes and a number are the document's own
-// bytes instead of copies in the arena.
-func (b *rowBuffer) valueIn(doc []byte, h hit) jsonValue {
+// bytes instead of copies in the arena. It fills *v in place.
+func (b *rowBuffer) valueIn(v *jsonValue, doc []byte, h hit) {
 	switch {
 	case h.kind == kindString && !h.esc:
 		s := doc[h.start+1 : h.end-1]
-		return jsonValue{kind: kindString, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+		*v = jsonValue{kind: kindString, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
 	case h.kind == kindNumber:
 		s := doc[h.start:h.end]
-		return jsonValue{kind: kindNumber, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+		*v = jsonValue{kind: kindNumber, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+	default:
+		*v = b.valueOf(doc, h)
 	}
-	return b.valueOf(doc, h)
 }
 
 // element is the value of one array element, raw without spaces around it.

@@ -34,7 +34,7 @@ type bridgeMetrics struct {
 	deadLetters         *prometheus.CounterVec // table, kind
 	skipped             *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
-	endToEndSeconds     prometheus.Histogram
+	endToEndSeconds     *batchHistogram
 	kafka               *kprom.Metrics
 	partitionsCollector *partitionCollector
 }
@@ -58,7 +58,7 @@ func newBridgeMetrics() *bridgeMetrics {
 		deadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
 		skipped:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
 		writeErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause; each is followed by a re-claim and a retry."}, []string{"cause"}),
-		endToEndSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "kafka2pg_end_to_end_latency_seconds", Help: "From a record's Kafka timestamp to the commit of its row.", Buckets: e2eBuckets}),
+		endToEndSeconds: newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
 	}
 	for _, c := range []prometheus.Collector{m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
 		m.isolatedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
@@ -131,11 +131,14 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.R
 		m.skipped.WithLabelValues(table).Add(float64(res.Skipped))
 	}
 	now := time.Now()
+	var scratch [24]uint64
+	lat := m.endToEndSeconds.batch(scratch[:])
 	for _, r := range b.Records {
 		if !r.Timestamp.IsZero() {
-			m.endToEndSeconds.Observe(max(now.Sub(r.Timestamp).Seconds(), 0))
+			lat.observe(max(now.Sub(r.Timestamp).Seconds(), 0))
 		}
 	}
+	lat.add()
 }
 
 // register adds the collectors that read the live reader and pool.
