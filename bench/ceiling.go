@@ -44,11 +44,12 @@ type batch struct {
 	rows      [][]any
 }
 
-// buildBatches builds the rows the bridge writes for records 0..n-1 of a
-// topic: per partition, in offset order, cut in batches of batchRows, and
+// buildBatches builds the rows the bridge writes for records 0..n-1 of
+// topic (the zero-config table stores its name, in its primary key too, so
+// the ceiling writes the name the bridge will): per partition, in offset order, cut in batches of batchRows, and
 // ordered round-robin over the partitions (batch 0 of every partition, then
 // batch 1, ...), the order in which a bridge's partitions commit.
-func buildBatches(kind string, n int) (schema.Table, []batch, error) {
+func buildBatches(kind, topic string, n int) (schema.Table, []batch, error) {
 	t, m, err := tableFor(kind)
 	if err != nil {
 		return t, nil, err
@@ -56,7 +57,7 @@ func buildBatches(kind string, n int) (schema.Table, []batch, error) {
 	ts := time.Now()
 	perPartition := make([][][]any, partitions)
 	for id := range n {
-		row, err := m.Row(schemaRecord("bench_ceiling", id, ts), nil)
+		row, err := m.Row(schemaRecord(topic, id, ts), nil)
 		if err != nil {
 			return t, nil, fmt.Errorf("build row %d: %w", id, err)
 		}
@@ -96,10 +97,11 @@ func copyBatches(ctx context.Context, conn *pgx.Conn, t schema.Table, batches []
 	return nil
 }
 
-// runCeilings measures binary COPY of the rows of n records of kind, on one
-// connection and then on two (each taking every other partition).
-func runCeilings(ctx context.Context, e *env, kind string, n int) ([]result, error) {
-	t, batches, err := buildBatches(kind, n)
+// runCeilings measures binary COPY of the rows of n records of kind from
+// topic, on one connection and then on two (each taking every other
+// partition).
+func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]result, error) {
+	t, batches, err := buildBatches(kind, topic, n)
 	if err != nil {
 		return nil, err
 	}

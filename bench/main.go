@@ -206,9 +206,8 @@ func run(ctx context.Context, o options) (*report, error) {
 		seq++
 		return strings.ToLower(fmt.Sprintf("bench_%s_%d_%s", what, seq, runID))
 	}
-	// contend fills a topic with n records and runs one contender on it.
-	contend := func(n int, what string, runOne func(topic string) (result, error)) (result, error) {
-		topic := topicFor(what)
+	// contend fills topic with n records and runs one contender on it.
+	contend := func(topic string, n int, runOne func(topic string) (result, error)) (result, error) {
 		if err := e.kafka.fill(ctx, topic, n); err != nil {
 			return result{}, err
 		}
@@ -228,22 +227,26 @@ func run(ctx context.Context, o options) (*report, error) {
 			}
 			o.logf("== repetition %d of %d, %s table", i+1, o.reps, tableLabel(table))
 			bl := block{rep: i + 1, table: table}
-			if bl.ceiling, err = runCeilings(ctx, e, table, o.records); err != nil {
+			// The ceiling writes the rows of the bridge's topic, name
+			// included; the baselines have topics of the same length.
+			bridgeTopic := topicFor(table)
+			if bl.ceiling, err = runCeilings(ctx, e, table, bridgeTopic, o.records); err != nil {
 				return nil, err
 			}
 			steps := []struct {
-				n   int
-				run func(topic string) (result, error)
+				topic string
+				n     int
+				run   func(topic string) (result, error)
 			}{
-				{o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records) }},
-				{nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
-				{nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
+				{bridgeTopic, o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records) }},
+				{topicFor(table), nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
+				{topicFor(table), nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
 			}
 			if o.skipBaselines {
 				steps = steps[:1]
 			}
 			for _, s := range steps {
-				r, err := contend(s.n, table, s.run)
+				r, err := contend(s.topic, s.n, s.run)
 				if err != nil {
 					return nil, err
 				}
@@ -267,7 +270,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	if o.backlog > 0 {
 		o.logf("== backlog: draining %s records (zero-config)", num(float64(o.backlog), 0))
-		r, err := contend(o.backlog, "backlog", func(topic string) (result, error) {
+		r, err := contend(topicFor("backlog"), o.backlog, func(topic string) (result, error) {
 			return runBridge(ctx, e, rawTable, topic, o.backlog)
 		})
 		if err != nil {
