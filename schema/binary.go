@@ -98,6 +98,13 @@ func appendBoolField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convEr
 // appendNumericField writes numerics whose digits fit 64 bits (nearly all)
 // from the decimal, without the big.Int convert makes; others fall back.
 func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
+	if v.kind == kindNumber || v.kind == kindString {
+		if abs, exp, neg, ok := c.shortNumeric(v.text); ok {
+			if out, ok := appendNumericWord(dst, abs, neg, exp); ok {
+				return out, nil, nil
+			}
+		}
+	}
 	d, cerr := numericOf(c, *v)
 	if cerr != nil {
 		return dst, nil, cerr
@@ -108,6 +115,85 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 		}
 	}
 	return dst, d.numeric(), nil
+}
+
+// shortNumeric is numericOf for the literals most numbers are, without a
+// decimal: -?(0|[1-9][0-9]*)(\.[0-9]+)? of at most 18 digits, rounded to
+// the column's scale and within its precision. It returns the value as
+// (-1)^neg × abs × 10^exp, trailing zeros stripped as decimal.normalize
+// strips them (so the bytes are the same); false leaves the literal,
+// and any error it makes, to numericOf.
+func (c *colType) shortNumeric(s string) (abs uint64, exp int32, neg, ok bool) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		abs = abs*10 + uint64(s[i]-'0')
+		i++
+	}
+	nint := i - start
+	if nint == 0 || (nint > 1 && s[start] == '0') {
+		return 0, 0, false, false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		fs := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			abs = abs*10 + uint64(s[i]-'0')
+			i++
+		}
+		if i == fs {
+			return 0, 0, false, false
+		}
+		exp = -int32(i - fs)
+	}
+	if i != len(s) || nint-int(exp) > 18 { // an exponent, or too long for a word
+		return 0, 0, false, false
+	}
+	if c.precision > 0 {
+		if drop := -exp - int32(c.scale); drop > 0 {
+			// Half away from zero: the first digit dropped decides.
+			p := powersOf10[drop]
+			q, r := abs/p, abs%p
+			if r >= p/2 {
+				q++
+			}
+			abs, exp = q, exp+drop
+		}
+	}
+	if abs == 0 {
+		return 0, 0, false, true
+	}
+	for abs%10 == 0 {
+		abs /= 10
+		exp++
+	}
+	if c.precision > 0 && decimalDigits(abs)+int(exp) > c.precision-c.scale {
+		return 0, 0, false, false // out of range: numericOf says so
+	}
+	return abs, exp, neg, true
+}
+
+// powersOf10 are 10^0 to 10^19, the powers a uint64 holds.
+var powersOf10 = func() (t [20]uint64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
+
+// decimalDigits is the number of decimal digits of n > 0.
+func decimalDigits(n uint64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
 }
 
 func appendTimestamptzField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {

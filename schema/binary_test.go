@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -207,4 +208,52 @@ func benchMapper(t testing.TB, key []string) *JSONMapper {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// TestShortNumericWritesWhatNumericOfWrites holds appendNumericField's
+// fast path to the exact one: for literals around every rounding and
+// precision edge, the bytes written are numericOf's, and a literal the
+// fast path takes is one numericOf accepts.
+func TestShortNumericWritesWhatNumericOfWrites(t *testing.T) {
+	var lits []string
+	for _, ip := range []string{"0", "1", "5", "9", "10", "99", "100", "999", "123456", "9999999999", "100000000000000000", "999999999999999999"} {
+		lits = append(lits, ip)
+		for _, fp := range []string{"0", "00", "4", "5", "9", "05", "45", "49", "50", "51", "95", "99", "995", "994", "005", "0049999", "5000000", "123456789", "99999999"} {
+			lits = append(lits, ip+"."+fp)
+		}
+	}
+	for _, l := range slices.Clone(lits) {
+		lits = append(lits, "-"+l)
+	}
+	lits = append(lits, "", "-", "01", "1.", ".5", "1e2", "1.5E-3", "--1", "1.2.3", "+1", " 1", "0.0000000000000000001", "1234567890123456789")
+	tested := 0
+	for _, typ := range []string{"numeric", "numeric(12,2)", "numeric(5,0)", "numeric(3,3)", "numeric(18,4)", "numeric(1,0)", "numeric(19,2)"} {
+		c, err := parseType(typ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, l := range lits {
+			for _, kind := range []valueKind{kindNumber, kindString} {
+				v := jsonValue{kind: kind, text: l}
+				abs, exp, neg, ok := c.shortNumeric(l)
+				if !ok {
+					continue
+				}
+				tested++
+				d, cerr := numericOf(&c, v)
+				if cerr != nil {
+					t.Errorf("%s %q: the fast path takes it, numericOf says %s", typ, l, cerr.msg)
+					continue
+				}
+				want, wok := appendNumericWord(nil, d.uint64(), d.neg, int32(d.exp))
+				got, gok := appendNumericWord(nil, abs, neg, exp)
+				if !wok || !gok || !bytes.Equal(got, want) {
+					t.Errorf("%s %q: fast %d×10^%d neg %v (% x), numericOf %s×10^%d neg %v (% x)", typ, l, abs, exp, neg, got, d.digits, d.exp, d.neg, want)
+				}
+			}
+		}
+	}
+	if tested < 1000 {
+		t.Fatalf("only %d literals took the fast path", tested)
+	}
 }
