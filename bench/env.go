@@ -183,6 +183,19 @@ func (e *env) dropTable(ctx context.Context, t schema.Table) error {
 	return nil
 }
 
+// committed is the number of offsets of topic the group has made durable
+// (the sum of its partitions' next_offset: the bench's topics start at 0
+// and hold no transaction markers, so that is the records committed).
+func (e *env) committed(ctx context.Context, group, topic string) (int64, error) {
+	var n int64
+	err := e.conn.QueryRow(ctx, `SELECT coalesce(sum(next_offset), 0)::bigint FROM kafka2pg.offsets
+		WHERE consumer_group = $1 AND topic = $2`, group, topic).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("read the bridge's offsets: %w", err)
+	}
+	return n, nil
+}
+
 // count is the row count of t.
 func (e *env) count(ctx context.Context, t schema.Table) (int64, error) {
 	var n int64

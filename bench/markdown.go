@@ -232,8 +232,10 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   other partition. Its peak RSS includes the pre-built rows.
 - **kafka2pg.** The built binary (` + "`BIN`" + `) as a subprocess: ` + "`run --kafka-group ... --metrics-addr ...`" + `, with default
   flags otherwise (batches of 10,000 rows, --batch-max-wait 200ms, --pg-max-conns 4); the typed table through --config.
-  The bench scrapes /metrics every 50 ms until kafka2pg_ingest_rows_total reaches the record count, reads the latency
-  histogram from that scrape, then stops the bridge with SIGTERM. Its CPU is the child's rusage (utime + stime) over its
+  Every 50 ms the bench reads /metrics until the bridge has fetched a record (the start of its active time), then the
+  group's durable offsets in kafka2pg.offsets until they cover the record count (the end: a commit is visible there
+  when it happens; scraping /metrics at that rate, gathered and gzipped, cost the bridge about 7% of its CPU), then
+  reads the latency histogram from one scrape and stops the bridge with SIGTERM. Its CPU is the child's rusage (utime + stime) over its
   whole life, start-up and shutdown included; its peak RSS is VmHWM of /proc/<pid>/status (the kernel's high-water mark,
   so nothing between two reads is missed), read every 50 ms and before the stop (ru_maxrss would count the bench's own
   memory, which the child shares between fork and exec).
