@@ -117,12 +117,13 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 	return dst, d.numeric(), nil
 }
 
-// shortNumeric is numericOf for the literals most numbers are, without a
-// decimal: -?(0|[1-9][0-9]*)(\.[0-9]+)? of at most 18 digits, rounded to
-// the column's scale and within its precision. It returns the value as
-// (-1)^neg × abs × 10^exp, trailing zeros stripped as decimal.normalize
-// strips them (so the bytes are the same); false leaves the literal,
-// and any error it makes, to numericOf.
+// shortNumeric is numericOf without building a decimal, for the literals
+// most numbers are: -?(0|[1-9][0-9]*)(\.[0-9]+)? of at most 18 digits. It
+// rounds to the column's scale, checks its precision and returns the value
+// as (-1)^neg × abs × 10^exp, trailing zeros stripped as decimal.normalize
+// strips them (so the bytes are the same). false leaves the literal to
+// numericOf: longer ones (abs may have overflowed while they were read),
+// other forms, and every error.
 func (c *colType) shortNumeric(s string) (abs uint64, exp int32, neg, ok bool) {
 	i := 0
 	if i < len(s) && s[i] == '-' {

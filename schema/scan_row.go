@@ -53,8 +53,9 @@ func (m *JSONMapper) getState(r *Record) *rowState {
 	return rs
 }
 
-// putState takes back a state; the last one put is kept aside from the
-// pool, which one writer's rows, one after the other, take back at once.
+// putState takes back a state. The last one put waits in m.hot rather
+// than the pool: a COPY calls AppendRow row after row, and the next row
+// takes it back with one atomic swap.
 func (m *JSONMapper) putState(rs *rowState) {
 	rs.value.reset()
 	rs.key.reset()
