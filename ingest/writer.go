@@ -426,7 +426,7 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 		return Result{}, err
 	}
 	defer rollback()
-	src := &rowSource{records: b.Records, mapper: sink.Mapper, maxBytes: w.cfg.MaxRecordBytes}
+	src := newRowSource(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
 	var res Result
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
@@ -612,12 +612,18 @@ type badRecord struct {
 type rowSource struct {
 	records  []schema.Record
 	mapper   RowMapper
-	appender RowAppender // mapper, when appends found it is one
+	appender RowAppender // mapper, when it is one
 	maxBytes int
 	i        int
 	row      []any
 	err      error
 	bad      []badRecord
+}
+
+func newRowSource(records []schema.Record, mapper RowMapper, maxBytes int) *rowSource {
+	s := &rowSource{records: records, mapper: mapper, maxBytes: maxBytes}
+	s.appender, _ = mapper.(RowAppender)
+	return s
 }
 
 func (s *rowSource) Next() bool {
@@ -639,10 +645,7 @@ func (s *rowSource) Next() bool {
 	return false
 }
 
-func (s *rowSource) appends() bool {
-	s.appender, _ = s.mapper.(RowAppender)
-	return s.appender != nil
-}
+func (s *rowSource) appends() bool { return s.appender != nil }
 
 // nextTuple is Next for a RowAppender: the row goes straight into dst.
 func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {

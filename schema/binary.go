@@ -117,86 +117,6 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 	return dst, d.numeric(), nil
 }
 
-// shortNumeric is numericOf without building a decimal, for the literals
-// most numbers are: -?(0|[1-9][0-9]*)(\.[0-9]+)? of at most 18 digits. It
-// rounds to the column's scale, checks its precision and returns the value
-// as (-1)^neg × abs × 10^exp, trailing zeros stripped as decimal.normalize
-// strips them (so the bytes are the same). false leaves the literal to
-// numericOf: longer ones (abs may have overflowed while they were read),
-// other forms, and every error.
-func (c *colType) shortNumeric(s string) (abs uint64, exp int32, neg, ok bool) {
-	i := 0
-	if i < len(s) && s[i] == '-' {
-		neg = true
-		i++
-	}
-	start := i
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		abs = abs*10 + uint64(s[i]-'0')
-		i++
-	}
-	nint := i - start
-	if nint == 0 || (nint > 1 && s[start] == '0') {
-		return 0, 0, false, false
-	}
-	if i < len(s) && s[i] == '.' {
-		i++
-		fs := i
-		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-			abs = abs*10 + uint64(s[i]-'0')
-			i++
-		}
-		if i == fs {
-			return 0, 0, false, false
-		}
-		exp = -int32(i - fs)
-	}
-	if i != len(s) || nint-int(exp) > 18 { // an exponent, or too long for a word
-		return 0, 0, false, false
-	}
-	if c.precision > 0 {
-		if drop := -exp - int32(c.scale); drop > 0 {
-			// Half away from zero: the first digit dropped decides.
-			p := powersOf10[drop]
-			q, r := abs/p, abs%p
-			if r >= p/2 {
-				q++
-			}
-			abs, exp = q, exp+drop
-		}
-	}
-	if abs == 0 {
-		return 0, 0, false, true
-	}
-	for abs%10 == 0 {
-		abs /= 10
-		exp++
-	}
-	if c.precision > 0 && decimalDigits(abs)+int(exp) > c.precision-c.scale {
-		return 0, 0, false, false // out of range: numericOf says so
-	}
-	return abs, exp, neg, true
-}
-
-// powersOf10 are 10^0 to 10^19, the powers a uint64 holds.
-var powersOf10 = func() (t [20]uint64) {
-	t[0] = 1
-	for i := 1; i < len(t); i++ {
-		t[i] = t[i-1] * 10
-	}
-	return t
-}()
-
-// decimalDigits is the number of decimal digits of n > 0.
-func decimalDigits(n uint64) int {
-	d := 1
-	for n >= 10 {
-		n /= 10
-		d++
-	}
-	return d
-}
-
 func appendTimestamptzField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := parseTimestamp(c, *v, true)
 	return AppendTimestamptz(dst, t), nil, cerr
@@ -256,7 +176,7 @@ func (m *JSONMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEn
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of %s", len(oids), len(m.cols), m.table.QualifiedName())
 	}
 	start := len(dst)
-	rs := m.getState(r)
+	rs := m.getState()
 	rs.buf.arena = rs.scratch[:0]
 	defer func() {
 		rs.scratch = rs.buf.arena[:0]
@@ -297,7 +217,7 @@ func (m *JSONMapper) appendField(i int, r *Record, rs *rowState, dst []byte, oid
 		rs.buf.valueIn(v, doc, h)
 		out, fallback, cerr := c.typ.base.appendField(&c.typ, v, dst)
 		if cerr != nil {
-			return dst[:at], badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, c.source.document(), cerr.msg))
+			return dst[:at], c.refused(r, cerr)
 		}
 		if fallback != nil {
 			return enc(i, dst[:at], fallback)

@@ -234,3 +234,74 @@ func (d decimal) numeric() pgtype.Numeric {
 	}
 	return pgtype.Numeric{Int: n, Exp: int32(d.exp), Valid: true}
 }
+
+// shortNumeric is numericOf without building a decimal, for the literals
+// most numbers are: -?(0|[1-9][0-9]*)(\.[0-9]+)? of at most 18 digits. It
+// rounds to the column's scale, checks its precision and returns the value
+// as (-1)^neg × abs × 10^exp, trailing zeros stripped as decimal.normalize
+// strips them (so the bytes are the same). false leaves the literal to
+// numericOf: longer ones (abs may have overflowed while they were read),
+// other forms, and every error.
+func (c *colType) shortNumeric(s string) (abs uint64, exp int32, neg, ok bool) {
+	i := 0
+	if i < len(s) && s[i] == '-' {
+		neg = true
+		i++
+	}
+	start := i
+	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+		abs = abs*10 + uint64(s[i]-'0')
+		i++
+	}
+	nint := i - start
+	if nint == 0 || (nint > 1 && s[start] == '0') {
+		return 0, 0, false, false
+	}
+	if i < len(s) && s[i] == '.' {
+		i++
+		fs := i
+		for i < len(s) && s[i] >= '0' && s[i] <= '9' {
+			abs = abs*10 + uint64(s[i]-'0')
+			i++
+		}
+		if i == fs {
+			return 0, 0, false, false
+		}
+		exp = -int32(i - fs)
+	}
+	if i != len(s) || nint-int(exp) > 18 { // an exponent, or too long for a word
+		return 0, 0, false, false
+	}
+	if c.precision > 0 {
+		if drop := -exp - int32(c.scale); drop > 0 {
+			// Half away from zero: the first digit dropped decides.
+			p := powersOf10[drop]
+			q, r := abs/p, abs%p
+			if r >= p/2 {
+				q++
+			}
+			abs, exp = q, exp+drop
+		}
+	}
+	if abs == 0 {
+		return 0, 0, false, true
+	}
+	for abs%10 == 0 {
+		abs /= 10
+		exp++
+	}
+	if c.precision > 0 && decimalDigits(abs)+int(exp) > c.precision-c.scale {
+		return 0, 0, false, false // out of range: numericOf says so
+	}
+	return abs, exp, neg, true
+}
+
+// decimalDigits is the number of decimal digits of n > 0.
+func decimalDigits(n uint64) int {
+	d := 1
+	for n >= 10 {
+		n /= 10
+		d++
+	}
+	return d
+}

@@ -394,7 +394,7 @@ func (m *JSONMapper) IsTombstone(r *Record) bool { return r.Value == nil }
 // later call touches: rows stay valid together.
 func (m *JSONMapper) Row(r *Record, dst []any) ([]any, error) {
 	dst = dst[:0]
-	rs := m.getState(r)
+	rs := m.getState()
 	defer m.putState(rs)
 	for i := range m.cols {
 		v, err := m.value(&m.cols[i], r, rs)
@@ -414,7 +414,7 @@ func (m *JSONMapper) KeyRow(r *Record) ([]any, error) {
 		return nil, errors.New("key row: the mapping has no key columns (append mode)")
 	}
 	out := make([]any, 0, len(m.keyIdx))
-	rs := m.getState(r)
+	rs := m.getState()
 	defer m.putState(rs)
 	for _, i := range m.keyIdx {
 		v, err := m.value(&m.cols[i], r, rs)
@@ -507,30 +507,23 @@ func metaWhat(c *mappedColumn) string {
 
 // dataValue computes a column mapped from the value or key document.
 func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, error) {
-	v, what, null, err := m.dataJSON(c, r, rs)
+	doc, h, null, err := m.dataHit(c, r, rs)
 	if err != nil {
 		return nil, err
 	}
 	if null {
 		return c.def, nil // nil (NULL) when the column has no default
 	}
-	x, cerr := c.convert(v)
+	x, cerr := c.convert(rs.buf.valueOf(doc, h))
 	if cerr != nil {
-		return nil, badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, what, cerr.msg))
+		return nil, c.refused(r, cerr)
 	}
 	return x, nil
 }
 
-// dataJSON finds the JSON value of a column mapped from the value or key
-// document; what names the document. null says the column takes its
-// default, or NULL without one; a NOT NULL column without default makes
-// that an error instead.
-func (m *JSONMapper) dataJSON(c *mappedColumn, r *Record, rs *rowState) (v jsonValue, what string, null bool, err error) {
-	doc, h, null, err := m.dataHit(c, r, rs)
-	if err != nil || null {
-		return v, c.source.document(), null, err
-	}
-	return rs.buf.valueOf(doc, h), c.source.document(), false, nil
+// refused is the error of a value column c's type does not take.
+func (c *mappedColumn) refused(r *Record, cerr *convError) error {
+	return badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, c.source.document(), cerr.msg))
 }
 
 // document names the document a column is mapped from, for messages.
@@ -541,7 +534,10 @@ func (s source) document() string {
 	return "value"
 }
 
-// dataHit is dataJSON's value as where it is in the document doc.
+// dataHit finds the JSON value of a column mapped from the value or key
+// document: h, where it is in doc. null says the column takes its default,
+// or NULL without one; a NOT NULL column without default makes that an
+// error instead.
 func (m *JSONMapper) dataHit(c *mappedColumn, r *Record, rs *rowState) (doc []byte, h hit, null bool, err error) {
 	d, present, err := rs.doc(m, c.source, r)
 	if err != nil {

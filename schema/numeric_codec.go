@@ -75,7 +75,7 @@ func appendNumericWord(buf []byte, abs uint64, neg bool, exp10 int32) ([]byte, b
 		return buf, false
 	}
 	exp := exp10 - (exp10%4+4)%4 // down to a multiple of 4
-	hi, lo := bits.Mul64(abs, pow10[exp10-exp])
+	hi, lo := bits.Mul64(abs, powersOf10[exp10-exp])
 	if hi != 0 {
 		return buf, false
 	}
@@ -123,7 +123,14 @@ func appendNumericWord(buf []byte, abs uint64, neg bool, exp10 int32) ([]byte, b
 	return buf, true
 }
 
-var pow10 = [4]uint64{1, 10, 100, 1000}
+// powersOf10 are 10^0 to 10^19, the powers a uint64 holds.
+var powersOf10 = func() (t [20]uint64) {
+	t[0] = 1
+	for i := 1; i < len(t); i++ {
+		t[i] = t[i-1] * 10
+	}
+	return t
+}()
 
 // RegisterNumericCodec makes a connection's type map encode numeric with
 // NumericCodec; call it from pgxpool.Config.AfterConnect (or on a pgx.Conn

@@ -42,7 +42,7 @@ type rowBuffer struct {
 	jw   jsonbWriter
 }
 
-func (m *JSONMapper) getState(r *Record) *rowState {
+func (m *JSONMapper) getState() *rowState {
 	if rs := m.hot.Swap(nil); rs != nil {
 		return rs
 	}
