@@ -67,7 +67,7 @@ test: build
 	step "go test ./..." $(GO) test -count=1 -timeout 30m ./...
 	step "go test -race (reader, ingest)" $(GO) test -count=1 -race -timeout 20m ./reader/... ./ingest/...
 	# Every fuzz target, briefly (FUZZTIME each); the seeds run in go test above.
-	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow; do
+	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do
 		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
 	done
 	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/

@@ -41,6 +41,9 @@ type jsonValue struct {
 	// buf, when set, is the row's buffer: converters put the bytes they
 	// return there instead of allocating.
 	buf *rowBuffer
+	// noNUL says text has no NUL byte: AppendRow's strings written without
+	// escapes (the scanner refused control characters in them) and numbers.
+	noNUL bool
 }
 
 // jsonText is a string or number value with text s, as the converters get
@@ -138,8 +141,10 @@ func textOf(c *colType, v jsonValue) (string, *convError) {
 	default:
 		return "", mismatch(v, "a text column takes a string, number or boolean; map objects and arrays to jsonb")
 	}
-	if i := strings.IndexByte(s, 0); i >= 0 {
-		return "", convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describeString(s), i)
+	if !v.noNUL {
+		if i := strings.IndexByte(s, 0); i >= 0 {
+			return "", convErrorf(KindNULByte, "%s has a NUL character at byte %d, which Postgres text cannot store", describeString(s), i)
+		}
 	}
 	if c.length > 0 {
 		if n := utf8.RuneCountInString(s); n > c.length {
@@ -350,6 +355,9 @@ func parseTimestamp(c *colType, v jsonValue, withZone bool) (time.Time, *convErr
 		return checkTimeRange(time.UnixMicro(us).UTC(), v, typeName)
 	case kindString:
 		x := v.text
+		if t, ok := quickTimestamp(x); ok {
+			return t, nil
+		}
 		s := normalizeDateTime(x)
 		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
 			return checkTimeRange(t.UTC(), v, typeName)

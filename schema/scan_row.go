@@ -137,10 +137,10 @@ func (b *rowBuffer) valueIn(v *jsonValue, doc []byte, h hit) {
 	switch {
 	case h.kind == kindString && !h.esc:
 		s := doc[h.start+1 : h.end-1]
-		*v = jsonValue{kind: kindString, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+		*v = jsonValue{kind: kindString, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b, noNUL: true}
 	case h.kind == kindNumber:
 		s := doc[h.start:h.end]
-		*v = jsonValue{kind: kindNumber, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b}
+		*v = jsonValue{kind: kindNumber, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b, noNUL: true}
 	default:
 		*v = b.valueOf(doc, h)
 	}
