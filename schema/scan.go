@@ -49,6 +49,9 @@ type pathNode struct {
 type memberEdge struct {
 	key  string
 	node int32
+	// plain: key has no byte JSON must escape (and is valid UTF-8), so a
+	// document names it exactly when its raw bytes are the key's.
+	plain bool
 }
 
 type indexEdge struct {
@@ -112,7 +115,7 @@ func (t *pathTrie) build() *pathTree {
 		}
 		var node pathNode
 		for _, k := range n.keys {
-			node.members = append(node.members, memberEdge{key: k, node: number(n.members[k])})
+			node.members = append(node.members, memberEdge{key: k, node: number(n.members[k]), plain: plainKey(k)})
 		}
 		for _, i := range n.idxs {
 			node.indexes = append(node.indexes, indexEdge{index: i, node: number(n.indexes[i])})
@@ -124,6 +127,16 @@ func (t *pathTrie) build() *pathTree {
 	}
 	number(t)
 	return tree
+}
+
+// plainKey says k is written in JSON as its own bytes between quotes.
+func plainKey(k string) bool {
+	for i := 0; i < len(k); i++ {
+		if c := k[i]; c < 0x20 || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return utf8.ValidString(k)
 }
 
 // rootTree is the tree of the path "$" alone.
@@ -394,18 +407,31 @@ func (s *scanner) object(node int32) bool {
 		s.depth--
 		return true
 	}
+	// Documents of a topic mostly name their members in the same order, and
+	// the tree's members follow the mapping's columns: the member after the
+	// last one found is tried first, by comparing bytes, which spares the
+	// string scan and the lookup when it is the one.
+	next := 0
 	for {
 		if s.pos >= len(d) || d[s.pos] != '"' {
 			return false
 		}
-		keyStart := s.pos
-		esc, ok := s.str()
-		if !ok {
-			return false
-		}
 		child := int32(-1)
-		if len(members) > 0 {
-			child = s.member(members, d[keyStart+1:s.pos-1], esc)
+		if e := members[min(next, len(members)):]; len(e) > 0 && e[0].plain && keyAt(d, s.pos+1, e[0].key) {
+			child = e[0].node
+			s.pos += len(e[0].key) + 2
+			next++
+		} else {
+			keyStart := s.pos
+			esc, ok := s.str()
+			if !ok {
+				return false
+			}
+			if len(members) > 0 {
+				if i := s.member(members, d[keyStart+1:s.pos-1], esc); i >= 0 {
+					child, next = members[i].node, i+1
+				}
+			}
 		}
 		s.skipSpace()
 		if s.pos >= len(d) || d[s.pos] != ':' {
@@ -440,19 +466,25 @@ func (s *scanner) object(node int32) bool {
 	}
 }
 
-// member finds the edge of the member named by the raw key; -1 if none.
-func (s *scanner) member(members []memberEdge, raw []byte, esc bool) int32 {
+// member finds the index of the member named by the raw key; -1 if none.
+func (s *scanner) member(members []memberEdge, raw []byte, esc bool) int {
 	key := raw
 	if esc {
 		s.key = appendUnquoted(s.key[:0], raw)
 		key = s.key
 	}
-	for _, e := range members {
+	for i, e := range members {
 		if string(key) == e.key {
-			return e.node
+			return i
 		}
 	}
 	return -1
+}
+
+// keyAt says d holds key and a closing quote at d[at:].
+func keyAt(d []byte, at int, key string) bool {
+	end := at + len(key)
+	return end < len(d) && d[end] == '"' && string(d[at:end]) == key
 }
 
 func (s *scanner) array(node int32) bool {
