@@ -35,7 +35,7 @@ type bridgeMetrics struct {
 	skipped             *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
 	endToEndSeconds     *batchHistogram
-	kafka               *kprom.Metrics
+	kafka               kafkaHooks
 	partitionsCollector *partitionCollector
 }
 
@@ -80,9 +80,14 @@ func newBridgeMetrics() *bridgeMetrics {
 	build.Set(1)
 	f(build)
 	// franz-go's own client metrics (connections, request bytes and
-	// latencies per broker, fetch bytes and records per topic).
-	m.kafka = kprom.NewMetrics("kafka2pg_kafka", kprom.Registerer(reg), kprom.Gatherer(reg),
-		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Batches, kprom.Records, kprom.UncompressedBytes))
+	// latency per broker); fetch batches, records and bytes per broker and
+	// topic come from fetchCounters, which count them for less.
+	m.kafka = kafkaHooks{
+		Metrics: kprom.NewMetrics("kafka2pg_kafka", kprom.Registerer(reg), kprom.Gatherer(reg),
+			kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Batches, kprom.Records, kprom.UncompressedBytes)),
+		fetch: newFetchCounters("kafka2pg_kafka"),
+	}
+	f(m.kafka.fetch)
 	return m
 }
 
