@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // TestMain lets the test binary serve kfake when the bench re-runs it as
@@ -105,6 +107,9 @@ func TestBenchSmoke(t *testing.T) {
 	if !(l.ResolutionMax > 0 && l.ResolutionMax < 1) {
 		t.Errorf("latency: commit windows up to %v s, want below 1 s", l.ResolutionMax)
 	}
+	if l.MaxWALSize == "" || l.Checkpoints < 0 || l.CheckpointSync < 0 {
+		t.Errorf("latency: %d checkpoints, sync %v, max_wal_size %q: want counts read from Postgres", l.Checkpoints, l.CheckpointSync, l.MaxWALSize)
+	}
 	if b := rep.backlog; b == nil || b.Records != backlog || b.PeakRSS <= 0 {
 		t.Errorf("backlog: %+v, want %d records and a peak RSS", b, backlog)
 	}
@@ -113,7 +118,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range append(sections, "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
+	for _, want := range append(sections, "Postgres checkpoints in the window", "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
 		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)") {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
@@ -152,5 +157,33 @@ func TestSpreadIgnoresNaNAndAveragesTheMiddleTwo(t *testing.T) {
 	}
 	if got := s.format(1); got != "2.5 (1.0–4.0)" {
 		t.Errorf("format = %q", got)
+	}
+}
+
+// TestCheckpointStatsCountACheckpoint: a CHECKPOINT between two reads of
+// checkpointStats shows as one more.
+func TestCheckpointStatsCountACheckpoint(t *testing.T) {
+	pgURL := cmp.Or(os.Getenv("KAFKA2PG_TEST_PG_URL"), os.Getenv("KAFKA2PG_PG_URL"))
+	if pgURL == "" {
+		t.Skip("set KAFKA2PG_TEST_PG_URL (or KAFKA2PG_PG_URL) to a Postgres where CHECKPOINT may run; make test does")
+	}
+	conn, err := pgx.Connect(t.Context(), pgURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	n, sync, err := checkpointStats(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(t.Context(), "CHECKPOINT"); err != nil {
+		t.Fatalf("CHECKPOINT (the bench runs it before every run; it needs superuser or pg_checkpoint): %v", err)
+	}
+	n2, sync2, err := checkpointStats(t.Context(), conn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n2 < n+1 || sync2 < sync {
+		t.Errorf("checkpoints %d -> %d, sync time %v -> %v across a CHECKPOINT", n, n2, sync, sync2)
 	}
 }

@@ -29,6 +29,21 @@ type latencyResult struct {
 	// first that did (median and max over the commits seen).
 	ResolutionMed, ResolutionMax float64
 	Commits                      int // data transactions seen (position changes)
+	// Checkpoints Postgres started while the producer ran and the bridge
+	// caught up, the time their sync phases took, and max_wal_size: a
+	// checkpoint's fsyncs of the data files hold up the WAL fsyncs of
+	// commits on the same disk.
+	Checkpoints    int64
+	CheckpointSync time.Duration
+	MaxWALSize     string
+}
+
+// checkpointStats reads Postgres' cumulative checkpoint count and sync
+// time.
+func checkpointStats(ctx context.Context, conn *pgx.Conn) (n int64, sync time.Duration, err error) {
+	var ms float64
+	err = conn.QueryRow(ctx, `SELECT checkpoints_timed + checkpoints_req, checkpoint_sync_time FROM pg_stat_bgwriter`).Scan(&n, &ms)
+	return n, time.Duration(ms * float64(time.Millisecond)), err
 }
 
 // commitSeen is a durable position change seen by the poller: records
@@ -81,6 +96,10 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 		return latencyResult{}, err
 	}
 
+	ckN, ckSync, err := checkpointStats(ctx, poll)
+	if err != nil {
+		return latencyResult{}, fmt.Errorf("read pg_stat_bgwriter: %w", err)
+	}
 	var (
 		produced atomic.Int64 // the record count once the producer is done; -1 before
 		commits  [partitions][]commitSeen
@@ -105,6 +124,14 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	n := int(produced.Load())
 	lr := latencyResult{TargetRate: rate, result: result{Kind: "latency", Table: kind, Records: n, ActiveRows: n,
 		Active: paced, RecordBytes: e.recordBytes}}
+	ckN2, ckSync2, err := checkpointStats(ctx, poll)
+	if err == nil {
+		err = poll.QueryRow(ctx, "SELECT current_setting('max_wal_size')").Scan(&lr.MaxWALSize)
+	}
+	if err != nil {
+		return latencyResult{}, fmt.Errorf("read pg_stat_bgwriter: %w", err)
+	}
+	lr.Checkpoints, lr.CheckpointSync = ckN2-ckN, ckSync2-ckSync
 	lr.Wall = time.Since(b.t0)
 	b.finish(e, &lr.result)
 
@@ -151,9 +178,10 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	slices.Sort(widths)
 	lr.Commits = len(widths)
 	lr.ResolutionMed, lr.ResolutionMax = quantile(widths, 0.5), quantile(widths, 1)
-	e.logf("%-36s %s records at %s/s (asked %s/s): p50 %s, p90 %s, p99 %s (≥ %s), max %s; commit times ±%s (max %s); RSS %s",
+	e.logf("%-36s %s records at %s/s (asked %s/s): p50 %s, p90 %s, p99 %s (≥ %s), max %s; commit times ±%s (max %s); RSS %s; %d Postgres checkpoints (sync %s)",
 		"kafka2pg latency (zero-config)", num(float64(n), 0), num(lr.rowsPerSec(), 0), num(rate, 0), secs(lr.P50), secs(lr.P90),
-		secs(lr.P99), secs(lr.P99Lower), secs(lr.Max), secs(lr.ResolutionMed), secs(lr.ResolutionMax), mib(lr.PeakRSS))
+		secs(lr.P99), secs(lr.P99Lower), secs(lr.Max), secs(lr.ResolutionMed), secs(lr.ResolutionMax), mib(lr.PeakRSS),
+		lr.Checkpoints, secs(lr.CheckpointSync.Seconds()))
 	return lr, e.dropTable(ctx, t)
 }
 

@@ -138,7 +138,14 @@ func markdown(o options, rep *report) string {
 		w("| commit time resolution | the commit lies in a window of %s median, %s at most |\n", secs(l.ResolutionMed), secs(l.ResolutionMax))
 		w("| bridge CPU s / M rows, Postgres CPU s / M rows | %s, %s |\n", num(l.perMillion(l.ClientCPU), 2), num(l.perMillion(l.PGCPU), 2))
 		w("| bridge peak RSS | %s |\n", mib(l.PeakRSS))
-		w("| other processes, cores | %s |\n\n", num(l.OthersCores, 2))
+		w("| other processes, cores | %s |\n", num(l.OthersCores, 2))
+		w("| Postgres checkpoints in the window | %d started (max_wal_size %s); their sync phases took %s |\n\n", l.Checkpoints, l.MaxWALSize, secs(l.CheckpointSync.Seconds()))
+		if l.Checkpoints > 0 {
+			w("A checkpoint ran during the window: its sync phase fsyncs the data files it wrote, and a COMMIT, whose " +
+				"WAL fsync goes to the same disk, can wait behind it; the records committed then carry that wait. A server " +
+				"ingesting at this rate usually raises max_wal_size, so that checkpoints come on checkpoint_timeout, " +
+				"minutes apart.\n\n")
+		}
 	} else {
 		w("Not run (-latency 0).\n\n")
 	}
