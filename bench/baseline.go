@@ -54,7 +54,7 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 
 	runtime.GC()
 	rssOK := resetPeakRSS()
-	oth0, cpu0, pg0, t0 := e.othersCPU(), selfCPU(), e.pg.cpu(), time.Now()
+	oth0, cpu0, pg0, broker0, t0 := e.othersCPU(), selfCPU(), e.pg.cpu(), e.brokerCPU(), time.Now()
 	var firstAt, lastAt time.Time
 	done := 0
 	for done < n {
@@ -108,13 +108,13 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 		done += len(recs)
 		lastAt = now
 	}
-	cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.cpu()-pg0, e.othersCPU()-oth0
+	cpu, pgCPU, oth, brokerCPU := selfCPU()-cpu0, e.pg.cpu()-pg0, e.othersCPU()-oth0, e.brokerCPU()-broker0
 	name := "baselineB"
 	if perRecord {
 		name = "baselineA"
 	}
 	r := result{Kind: name, Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: done,
-		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(), P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
+		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: brokerCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(), P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
 	if rssOK {
 		r.PeakRSS = peakRSS(procSelf)
 	}

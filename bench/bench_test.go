@@ -60,6 +60,11 @@ func TestBenchSmoke(t *testing.T) {
 		if r.TableRows != int64(r.Records) {
 			t.Errorf("%s: the table held %d rows, want %d", r.title(), r.TableRows, r.Records)
 		}
+		// kfake's CPU is measured for what fetches from it, never for the
+		// ceiling, nor with a real broker.
+		if measured := !math.IsNaN(r.BrokerCPU); measured != (o.brokers == "" && r.Kind != "ceiling1" && r.Kind != "ceiling2") || r.BrokerCPU < 0 {
+			t.Errorf("%s: kfake CPU %v s", r.title(), r.BrokerCPU)
+		}
 	}
 	for _, table := range []string{typedTable, rawTable} {
 		for _, kind := range scenarioKinds {

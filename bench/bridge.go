@@ -35,8 +35,8 @@ type bridgeProc struct {
 	client *http.Client
 	peak   int64 // VmHWM seen so far, bytes
 	// The CPU counters when it started: see finish.
-	t0        time.Time
-	oth0, pg0 float64
+	t0                 time.Time
+	oth0, pg0, broker0 float64
 }
 
 // startBridge starts the bridge on topic into the table of kind.
@@ -62,7 +62,7 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 	b.cmd.Env = livebridge.Env(os.Environ())
 	b.cmd.Stdout, b.cmd.Stderr = &b.log, &b.log
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	b.oth0, b.pg0, b.t0 = e.othersCPU(), e.pg.cpu(), time.Now()
+	b.oth0, b.pg0, b.broker0, b.t0 = e.othersCPU(), e.pg.cpu(), e.brokerCPU(), time.Now()
 	if err := b.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.bin, err)
 	}
@@ -102,6 +102,7 @@ func (b *bridgeProc) finish(e *env, r *result) {
 	b.stop()
 	pgCPU, oth, end := e.pg.cpu()-b.pg0, e.othersCPU()-b.oth0, time.Now()
 	r.PGCPU, r.PeakRSS, r.ClientCPU, r.OthersCores = pgCPU, b.peak, math.NaN(), math.NaN()
+	r.BrokerCPU = e.brokerCPU() - b.broker0
 	if ru, ok := b.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
 		r.ClientCPU = (tv(ru.Utime) + tv(ru.Stime)).Seconds()
 		r.OthersCores = (oth - r.ClientCPU) / end.Sub(b.t0).Seconds()

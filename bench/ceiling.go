@@ -138,7 +138,7 @@ func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]resu
 		wall := time.Since(t0)
 		cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.cpu()-pg0, e.othersCPU()-oth0
 		r := result{Kind: fmt.Sprintf("ceiling%d", conns), Table: kind, Records: n, Wall: wall, Active: wall, ActiveRows: n,
-			ClientCPU: cpu.Seconds(), PGCPU: pgCPU, OthersCores: oth / wall.Seconds(), P50: math.NaN(), P99: math.NaN(), RecordBytes: e.recordBytes}
+			ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: math.NaN(), OthersCores: oth / wall.Seconds(), P50: math.NaN(), P99: math.NaN(), RecordBytes: e.recordBytes}
 		if rssOK {
 			r.PeakRSS = peakRSS(procSelf)
 		}

@@ -92,8 +92,8 @@ func markdown(o options, rep *report) string {
 	w("Median (min–max) over the repetitions. × ceiling is each run's rows/s over the better ceiling of its own " +
 		"repetition. CPU is per million rows committed; peak RSS the highest of the runs. Latency here is from a " +
 		"pre-filled topic, so it measures the backlog, not the bridge (see the latency section).\n\n")
-	w("| scenario | runs | rows/s | MB/s | × ceiling | CPU s / M rows: process | CPU s / M rows: Postgres | peak RSS | latency p50 / p99 (backlog) |\n")
-	w("|---|---|---|---|---|---|---|---|---|\n")
+	w("| scenario | runs | rows/s | MB/s | × ceiling | CPU s / M rows: process | CPU s / M rows: Postgres | CPU s / M rows: kfake | peak RSS | latency p50 / p99 (backlog) |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, table := range []string{typedTable, rawTable} {
 		for _, kind := range scenarioKinds {
 			s := rep.series(kind, table)
@@ -108,10 +108,11 @@ func markdown(o options, rep *report) string {
 			if kind == "bridge" {
 				title = "**" + title + "**"
 			}
-			w("| %s | %d | %s | %s | %s | %s | %s | %s | %s / %s |\n", title, len(s.runs), s.rate().format(0),
+			w("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", title, len(s.runs), s.rate().format(0),
 				num(s.each(result.mbPerSec).med, 1), s.ratio().format(2),
 				num(s.each(func(r result) float64 { return r.perMillion(r.ClientCPU) }).med, 2),
-				num(s.each(func(r result) float64 { return r.perMillion(r.PGCPU) }).med, 2), mib(peak),
+				num(s.each(func(r result) float64 { return r.perMillion(r.PGCPU) }).med, 2),
+				num(s.each(func(r result) float64 { return r.perMillion(r.BrokerCPU) }).med, 2), mib(peak),
 				secs(s.each(func(r result) float64 { return r.P50 }).med), secs(s.each(func(r result) float64 { return r.P99 }).med))
 		}
 	}
@@ -136,7 +137,7 @@ func markdown(o options, rep *report) string {
 		w("| latency p50 / p90 / **p99** / max | %s / %s / **%s** / %s (upper bounds) |\n", secs(l.P50), secs(l.P90), secs(l.P99), secs(l.Max))
 		w("| p99 of the lower bounds | %s |\n", secs(l.P99Lower))
 		w("| commit time resolution | the commit lies in a window of %s median, %s at most |\n", secs(l.ResolutionMed), secs(l.ResolutionMax))
-		w("| bridge CPU s / M rows, Postgres CPU s / M rows | %s, %s |\n", num(l.perMillion(l.ClientCPU), 2), num(l.perMillion(l.PGCPU), 2))
+		w("| CPU s / M rows: bridge, Postgres, kfake | %s, %s, %s |\n", num(l.perMillion(l.ClientCPU), 2), num(l.perMillion(l.PGCPU), 2), num(l.perMillion(l.BrokerCPU), 2))
 		w("| bridge peak RSS | %s |\n", mib(l.PeakRSS))
 		w("| other processes, cores | %s |\n", num(l.OthersCores, 2))
 		w("| Postgres checkpoints in the window | %d started (max_wal_size %s); their sync phases took %s |\n\n", l.Checkpoints, l.MaxWALSize, secs(l.CheckpointSync.Seconds()))
@@ -165,13 +166,13 @@ func markdown(o options, rep *report) string {
 	w("%s\n\n", secRuns)
 	w("Each block is one table in one repetition: the ceiling on one and on two connections, then the contenders, " +
 		"back to back. × ceiling is rows/s over the better ceiling of the same block.\n\n")
-	w("| rep | run | records | rows/s | MB/s | × ceiling | CPU s / M rows: process | CPU s / M rows: Postgres | peak RSS | latency p50 | latency p99 | wall | rows in table | other processes, cores |\n")
-	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
+	w("| rep | run | records | rows/s | MB/s | × ceiling | CPU s / M rows: process | CPU s / M rows: Postgres | CPU s / M rows: kfake | peak RSS | latency p50 | latency p99 | wall | rows in table | other processes, cores |\n")
+	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, bl := range rep.blocks {
 		for _, r := range bl.results() {
-			w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f s | %s | %s |\n", bl.rep, r.title(), num(float64(r.Records), 0),
+			w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f s | %s | %s |\n", bl.rep, r.title(), num(float64(r.Records), 0),
 				num(r.rowsPerSec(), 0), num(r.mbPerSec(), 1), num(r.rowsPerSec()/bl.best().rowsPerSec(), 2),
-				num(r.perMillion(r.ClientCPU), 2), num(r.perMillion(r.PGCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99),
+				num(r.perMillion(r.ClientCPU), 2), num(r.perMillion(r.PGCPU), 2), num(r.perMillion(r.BrokerCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99),
 				r.Wall.Seconds(), num(float64(r.TableRows), 0), num(r.OthersCores, 2))
 		}
 	}
@@ -261,7 +262,9 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   the Kafka input consumed, the same basis for every row.
 - **CPU s / M rows.** Process: see above. Postgres: utime + stime of every child of the postmaster plus the postmaster's
   own and its cutime + cstime (so backends that exited still count), from /proc, before and after; it includes the
-  background processes (checkpointer, WAL writer, autovacuum).
+  background processes (checkpointer, WAL writer, autovacuum). kfake: utime + stime of the kfake child over the
+  run, serving the fetches on the same two cores (a deployment's brokers run elsewhere); n/a with a real broker and
+  for the ceiling, which reads none.
 - **Latency in the throughput runs** is from the record's Kafka timestamp (set when the bench pre-filled the topic) to
   the commit of its row: the bridge's kafka2pg_end_to_end_latency_seconds histogram, and the same buckets (1 ms × 2.5^i)
   in the baselines, interpolated linearly within buckets (as histogram_quantile does), so coarse. It is dominated by

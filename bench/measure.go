@@ -284,6 +284,19 @@ func systemBusy() float64 {
 	return busy / clockTicks
 }
 
+// brokerCPU is the kfake child's CPU seconds so far; NaN with a real
+// broker.
+func (e *env) brokerCPU() float64 {
+	if e.kfake == nil {
+		return math.NaN()
+	}
+	st, err := readProcStat(fmt.Sprint(e.kfake.Process.Pid))
+	if err != nil {
+		return math.NaN()
+	}
+	return float64(st.utime+st.stime) / clockTicks
+}
+
 // othersCPU is the machine's busy CPU time minus what the bench accounts
 // for (this process, the kfake child, Postgres): its increase over a
 // scenario, less the bridge child's CPU, is what other processes used.

@@ -25,7 +25,11 @@ type result struct {
 	ActiveRows int
 	ClientCPU  float64 // CPU seconds of the bridge/baseline/COPY process; NaN unknown
 	PGCPU      float64 // CPU seconds of the Postgres server processes; NaN unknown
-	PeakRSS    int64   // bytes; 0 unknown
+	// BrokerCPU is the CPU seconds of the kfake child while the run
+	// fetched from it, on the same cores; NaN with a real broker (not
+	// measured) and for the ceiling, which reads no broker.
+	BrokerCPU float64
+	PeakRSS   int64 // bytes; 0 unknown
 	// OthersCores is the CPU other processes used during the run, in cores
 	// (the machine's busy time less the bench, kfake, the bridge, Postgres).
 	OthersCores float64
@@ -67,9 +71,9 @@ func (r result) title() string {
 }
 
 func (r result) summary() string {
-	return fmt.Sprintf("%s rows/s, %s MB/s, CPU s/M rows: client %s, Postgres %s, peak RSS %s, p50 %s, p99 %s",
+	return fmt.Sprintf("%s rows/s, %s MB/s, CPU s/M rows: client %s, Postgres %s, kfake %s, peak RSS %s, p50 %s, p99 %s",
 		num(r.rowsPerSec(), 0), num(r.mbPerSec(), 1), num(r.perMillion(r.ClientCPU), 2), num(r.perMillion(r.PGCPU), 2),
-		mib(r.PeakRSS), secs(r.P50), secs(r.P99))
+		num(r.perMillion(r.BrokerCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99))
 }
 
 func num(v float64, prec int) string {
