@@ -30,7 +30,7 @@ type latencyResult struct {
 	ResolutionMed, ResolutionMax float64
 	Commits                      int // data transactions seen (position changes)
 	// Checkpoints Postgres started while the producer ran and the bridge
-	// caught up, the time their sync phases took, and max_wal_size: a
+	// caught up, the sync time of checkpoints that completed meanwhile, and max_wal_size: a
 	// checkpoint's fsyncs of the data files hold up the WAL fsyncs of
 	// commits on the same disk.
 	Checkpoints    int64
@@ -178,7 +178,7 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	slices.Sort(widths)
 	lr.Commits = len(widths)
 	lr.ResolutionMed, lr.ResolutionMax = quantile(widths, 0.5), quantile(widths, 1)
-	e.logf("%-36s %s records at %s/s (asked %s/s): p50 %s, p90 %s, p99 %s (≥ %s), max %s; commit times ±%s (max %s); RSS %s; %d Postgres checkpoints (sync %s)",
+	e.logf("%-36s %s records at %s/s (asked %s/s): p50 %s, p90 %s, p99 %s (≥ %s), max %s; commit times ±%s (max %s); RSS %s; %d Postgres checkpoints started (sync completed: %s)",
 		"kafka2pg latency (zero-config)", num(float64(n), 0), num(lr.rowsPerSec(), 0), num(rate, 0), secs(lr.P50), secs(lr.P90),
 		secs(lr.P99), secs(lr.P99Lower), secs(lr.Max), secs(lr.ResolutionMed), secs(lr.ResolutionMax), mib(lr.PeakRSS),
 		lr.Checkpoints, secs(lr.CheckpointSync.Seconds()))

@@ -140,7 +140,7 @@ func markdown(o options, rep *report) string {
 		w("| CPU s / M rows: bridge, Postgres, kfake | %s, %s, %s |\n", num(l.perMillion(l.ClientCPU), 2), num(l.perMillion(l.PGCPU), 2), num(l.perMillion(l.BrokerCPU), 2))
 		w("| bridge peak RSS | %s |\n", mib(l.PeakRSS))
 		w("| other processes, cores | %s |\n", num(l.OthersCores, 2))
-		w("| Postgres checkpoints in the window | %d started (max_wal_size %s); their sync phases took %s |\n\n", l.Checkpoints, l.MaxWALSize, secs(l.CheckpointSync.Seconds()))
+		w("| Postgres checkpoints in the window | %d started (max_wal_size %s); sync phases completed in the window: %s (a checkpoint still running at the end adds nothing here) |\n\n", l.Checkpoints, l.MaxWALSize, secs(l.CheckpointSync.Seconds()))
 		if l.Checkpoints > 0 {
 			w("A checkpoint ran during the window: its sync phase fsyncs the data files it wrote, and a COMMIT, whose " +
 				"WAL fsync goes to the same disk, can wait behind it; the records committed then carry that wait. A server " +
