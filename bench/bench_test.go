@@ -166,7 +166,7 @@ func TestSpreadIgnoresNaNAndAveragesTheMiddleTwo(t *testing.T) {
 }
 
 // TestCheckpointStatsCountACheckpoint: a CHECKPOINT between two reads of
-// checkpointStats shows as one more.
+// readCheckpointStats shows as one more.
 func TestCheckpointStatsCountACheckpoint(t *testing.T) {
 	pgURL := cmp.Or(os.Getenv("KAFKA2PG_TEST_PG_URL"), os.Getenv("KAFKA2PG_PG_URL"))
 	if pgURL == "" {
@@ -177,17 +177,19 @@ func TestCheckpointStatsCountACheckpoint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close(context.WithoutCancel(t.Context()))
-	n, sync, err := checkpointStats(t.Context(), conn)
+	st, err := readCheckpointStats(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	n, sync := st.count, st.sync
 	if _, err := conn.Exec(t.Context(), "CHECKPOINT"); err != nil {
 		t.Fatalf("CHECKPOINT (the bench runs it before every run; it needs superuser or pg_checkpoint): %v", err)
 	}
-	n2, sync2, err := checkpointStats(t.Context(), conn)
+	st2, err := readCheckpointStats(t.Context(), conn)
 	if err != nil {
 		t.Fatal(err)
 	}
+	n2, sync2 := st2.count, st2.sync
 	if n2 < n+1 || sync2 < sync {
 		t.Errorf("checkpoints %d -> %d, sync time %v -> %v across a CHECKPOINT", n, n2, sync, sync2)
 	}

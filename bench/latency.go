@@ -30,20 +30,32 @@ type latencyResult struct {
 	ResolutionMed, ResolutionMax float64
 	Commits                      int // data transactions seen (position changes)
 	// Checkpoints Postgres started while the producer ran and the bridge
-	// caught up, the sync time of checkpoints that completed meanwhile, and max_wal_size: a
-	// checkpoint's fsyncs of the data files hold up the WAL fsyncs of
-	// commits on the same disk.
+	// caught up, and how long the sync phases of those that completed
+	// meanwhile took: a checkpoint's fsyncs of the data files hold up the
+	// WAL fsyncs of commits on the same disk.
 	Checkpoints    int64
 	CheckpointSync time.Duration
 	MaxWALSize     string
 }
 
-// checkpointStats reads Postgres' cumulative checkpoint count and sync
-// time.
-func checkpointStats(ctx context.Context, conn *pgx.Conn) (n int64, sync time.Duration, err error) {
+// checkpointStats is Postgres' cumulative checkpoint count and sync time,
+// and its max_wal_size.
+type checkpointStats struct {
+	count      int64
+	sync       time.Duration
+	maxWALSize string
+}
+
+func readCheckpointStats(ctx context.Context, conn *pgx.Conn) (checkpointStats, error) {
+	var st checkpointStats
 	var ms float64
-	err = conn.QueryRow(ctx, `SELECT checkpoints_timed + checkpoints_req, checkpoint_sync_time FROM pg_stat_bgwriter`).Scan(&n, &ms)
-	return n, time.Duration(ms * float64(time.Millisecond)), err
+	err := conn.QueryRow(ctx, `SELECT checkpoints_timed + checkpoints_req, checkpoint_sync_time, current_setting('max_wal_size')
+		FROM pg_stat_bgwriter`).Scan(&st.count, &ms, &st.maxWALSize)
+	if err != nil {
+		return st, fmt.Errorf("read pg_stat_bgwriter: %w", err)
+	}
+	st.sync = time.Duration(ms * float64(time.Millisecond))
+	return st, nil
 }
 
 // commitSeen is a durable position change seen by the poller: records
@@ -96,9 +108,9 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 		return latencyResult{}, err
 	}
 
-	ckN, ckSync, err := checkpointStats(ctx, poll)
+	ck0, err := readCheckpointStats(ctx, poll)
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("read pg_stat_bgwriter: %w", err)
+		return latencyResult{}, err
 	}
 	var (
 		produced atomic.Int64 // the record count once the producer is done; -1 before
@@ -124,14 +136,11 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	n := int(produced.Load())
 	lr := latencyResult{TargetRate: rate, result: result{Kind: "latency", Table: kind, Records: n, ActiveRows: n,
 		Active: paced, RecordBytes: e.recordBytes}}
-	ckN2, ckSync2, err := checkpointStats(ctx, poll)
-	if err == nil {
-		err = poll.QueryRow(ctx, "SELECT current_setting('max_wal_size')").Scan(&lr.MaxWALSize)
-	}
+	ck, err := readCheckpointStats(ctx, poll)
 	if err != nil {
-		return latencyResult{}, fmt.Errorf("read pg_stat_bgwriter: %w", err)
+		return latencyResult{}, err
 	}
-	lr.Checkpoints, lr.CheckpointSync = ckN2-ckN, ckSync2-ckSync
+	lr.Checkpoints, lr.CheckpointSync, lr.MaxWALSize = ck.count-ck0.count, ck.sync-ck0.sync, ck.maxWALSize
 	lr.Wall = time.Since(b.t0)
 	b.finish(e, &lr.result)
 

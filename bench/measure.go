@@ -302,10 +302,8 @@ func (e *env) brokerCPU() float64 {
 // scenario, less the bridge child's CPU, is what other processes used.
 func (e *env) othersCPU() float64 {
 	v := systemBusy() - selfCPU().Seconds() - e.pg.cpu()
-	if e.kfake != nil {
-		if st, err := readProcStat(fmt.Sprint(e.kfake.Process.Pid)); err == nil {
-			v -= float64(st.utime+st.stime) / clockTicks
-		}
+	if k := e.brokerCPU(); !math.IsNaN(k) {
+		v -= k
 	}
 	return v
 }

@@ -76,10 +76,8 @@ var avroTypes = map[string]avroScalar{
 	}},
 }
 
-const microsPerDayAvro = 24 * 60 * 60 * 1e6
-
 func timeOfDay(us int64) (any, error) {
-	if us < 0 || us > microsPerDayAvro {
+	if us < 0 || us > microsPerDay {
 		return nil, &fieldError{kind: KindOutOfRange, msg: fmt.Sprintf("time of day %dµs is not within one day", us)}
 	}
 	return pgtype.Time{Microseconds: us, Valid: true}, nil

@@ -8,7 +8,6 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
@@ -16,6 +15,7 @@ import (
 
 // The converters of the type table: a JSON value (never null) to the Go
 // value pgx v5 encodes to the column's type in binary COPY.
+// Dates, times and timestamps are in datetime.go, numerics in decimal.go.
 
 // More kinds of DecodeError, for typed columns.
 const (
@@ -292,199 +292,6 @@ func convertBool(_ *colType, v jsonValue) (any, *convError) {
 		return false, nil
 	}
 	return nil, mismatch(v, "a boolean column takes only true or false")
-}
-
-// The range of Postgres timestamps: 4714-11-24 BC to 294276-12-31 AD.
-var (
-	minTimestamp = time.Date(-4713, 11, 24, 0, 0, 0, 0, time.UTC)
-	maxTimestamp = time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
-)
-
-const (
-	layoutLocal = "2006-01-02T15:04:05.999999999"
-	layoutDate  = "2006-01-02"
-)
-
-// normalizeDateTime accepts a space between date and time, as SQL writes it.
-func normalizeDateTime(s string) string {
-	if len(s) > 10 && s[10] == ' ' {
-		return s[:10] + "T" + s[11:]
-	}
-	return s
-}
-
-// microShift is the power of ten from an epoch unit (in nanoseconds) to
-// microseconds.
-var microShift = map[int64]int64{1e9: 6, 1e6: 3, 1e3: 0, 1: -3}
-
-// epochMicros reads an epoch number in the column's unit as microseconds,
-// rounded half away from zero like Postgres' own input.
-func epochMicros(c *colType, v jsonValue, typeName string) (int64, *convError) {
-	if c.unitNanos == 0 {
-		return 0, convErrorf(KindTypeMismatch, "%s is a number: a %s column reads epoch numbers only with time_unit set (s, ms, us or ns); or send an RFC 3339 string", describe(v), typeName)
-	}
-	d, cerr := numberOf(v, typeName)
-	if cerr != nil {
-		return 0, cerr
-	}
-	d = d.shift(microShift[c.unitNanos]).round(0)
-	us, cerr := d.toInt(64)
-	if cerr != nil {
-		return 0, convErrorf(KindOutOfRange, "%s is out of the range of %s", describe(v), typeName)
-	}
-	return us, nil
-}
-
-func checkTimeRange(t time.Time, v jsonValue, typeName string) (time.Time, *convError) {
-	if t.Before(minTimestamp) || t.After(maxTimestamp) {
-		return time.Time{}, convErrorf(KindOutOfRange, "%s is outside the range of %s (4714-11-24 BC to 294276-12-31)", describe(v), typeName)
-	}
-	return t.Round(time.Microsecond), nil
-}
-
-// parseTimestamp reads a timestamp string or epoch number. withZone says
-// the string must carry a UTC offset.
-func parseTimestamp(c *colType, v jsonValue, withZone bool) (time.Time, *convError) {
-	typeName := c.base.name
-	switch v.kind {
-	case kindNumber:
-		us, cerr := epochMicros(c, v, typeName)
-		if cerr != nil {
-			return time.Time{}, cerr
-		}
-		return checkTimeRange(time.UnixMicro(us).UTC(), v, typeName)
-	case kindString:
-		x := v.text
-		if t, ok := quickTimestamp(x); ok {
-			return t, nil
-		}
-		s := normalizeDateTime(x)
-		if t, err := time.Parse(time.RFC3339Nano, s); err == nil {
-			return checkTimeRange(t.UTC(), v, typeName)
-		}
-		if t, err := time.Parse(layoutLocal, s); err == nil {
-			if withZone {
-				return time.Time{}, convErrorf(KindInvalidTimestamp, "%s has no UTC offset: %s needs one, as in 2026-01-02T03:04:05Z or +02:00", describe(v), typeName)
-			}
-			return checkTimeRange(t, v, typeName)
-		}
-		if c.unitNanos != 0 {
-			if _, ok := parseDecimal(x); ok {
-				return parseTimestamp(c, jsonNumber(x), withZone)
-			}
-		}
-		return time.Time{}, convErrorf(KindInvalidTimestamp, "%s is not an RFC 3339 timestamp (as in 2026-01-02T03:04:05.123Z)", describe(v))
-	}
-	return time.Time{}, mismatch(v, "a "+typeName+" column takes an RFC 3339 string, or an epoch number with time_unit set")
-}
-
-// convertTimestamptz: an offset is required; the value is stored as an
-// instant.
-func convertTimestamptz(c *colType, v jsonValue) (any, *convError) {
-	return boxed(parseTimestamp(c, v, true))
-}
-
-// convertTimestamp: a string without an offset is stored as written; one
-// with an offset, and an epoch number, are converted to UTC first.
-func convertTimestamp(c *colType, v jsonValue) (any, *convError) {
-	return boxed(parseTimestamp(c, v, false))
-}
-
-func convertDate(c *colType, v jsonValue) (any, *convError) { return boxed(dateOf(c, v)) }
-
-// dateOf is convertDate's day, at midnight UTC.
-func dateOf(c *colType, v jsonValue) (time.Time, *convError) {
-	switch v.kind {
-	case kindNumber:
-		us, cerr := epochMicros(c, v, "date")
-		if cerr != nil {
-			return time.Time{}, cerr
-		}
-		t, cerr := checkTimeRange(time.UnixMicro(us).UTC(), v, "date")
-		if cerr != nil {
-			return time.Time{}, cerr
-		}
-		return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC), nil
-	case kindString:
-		t, err := time.Parse(layoutDate, v.text)
-		if err != nil {
-			return time.Time{}, convErrorf(KindInvalidTimestamp, "%s is not a date as YYYY-MM-DD", describe(v))
-		}
-		return t, nil
-	}
-	return time.Time{}, mismatch(v, "a date column takes a YYYY-MM-DD string, or an epoch number with time_unit set")
-}
-
-const microsPerDay = 24 * 60 * 60 * 1000000
-
-// convertTime reads a time of day: "15:04", "15:04:05" or "15:04:05.999999"
-// (more fraction digits are rounded to microseconds, as Postgres does), or
-// an epoch number with a unit as the time since midnight. 24:00:00 is
-// allowed, as in Postgres.
-func convertTime(c *colType, v jsonValue) (any, *convError) {
-	switch v.kind {
-	case kindNumber:
-		us, cerr := epochMicros(c, v, "time")
-		if cerr != nil {
-			return nil, cerr
-		}
-		if us < 0 || us > microsPerDay {
-			return nil, convErrorf(KindOutOfRange, "%s is not within one day since midnight", describe(v))
-		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
-	case kindString:
-		us, ok := parseTimeOfDay(v.text)
-		if !ok {
-			return nil, convErrorf(KindInvalidTimestamp, "%s is not a time of day as HH:MM:SS[.ffffff] (no offset)", describe(v))
-		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
-	}
-	return nil, mismatch(v, "a time column takes an HH:MM:SS string, or a number with time_unit set")
-}
-
-func parseTimeOfDay(s string) (int64, bool) {
-	twoDigits := func(at int, max int64) (int64, bool) {
-		if at+2 > len(s) || s[at] < '0' || s[at] > '9' || s[at+1] < '0' || s[at+1] > '9' {
-			return 0, false
-		}
-		n := int64(s[at]-'0')*10 + int64(s[at+1]-'0')
-		return n, n <= max
-	}
-	h, ok := twoDigits(0, 24)
-	if !ok || len(s) < 5 || s[2] != ':' {
-		return 0, false
-	}
-	m, ok := twoDigits(3, 59)
-	if !ok {
-		return 0, false
-	}
-	var sec int64
-	var frac decimal
-	if len(s) > 5 {
-		if s[5] != ':' {
-			return 0, false
-		}
-		if sec, ok = twoDigits(6, 60); !ok {
-			return 0, false
-		}
-		if len(s) > 8 {
-			if s[8] != '.' || len(s) == 9 {
-				return 0, false
-			}
-			d, ok := parseDecimal("0" + s[8:])
-			if !ok {
-				return 0, false
-			}
-			frac = d
-		}
-	}
-	us := ((h*60+m)*60 + sec) * 1000000
-	f, cerr := frac.shift(6).round(0).toInt(64)
-	if cerr != nil {
-		return 0, false
-	}
-	us += f
-	return us, us <= microsPerDay
 }
 
 // convertUUID accepts the canonical 8-4-4-4-12 form, 32 hex digits, either

@@ -12,8 +12,10 @@
 //
 //   - raw.go: RawMapper, the zero-config table (coordinates, key, headers,
 //     value as jsonb, text or bytea).
-//   - mapping.go, types.go, convert.go, decimal.go, jsonpath.go: JSONMapper,
-//     typed columns from JSON paths through one type table. scan*.go read a
+//   - mapping.go, types.go, convert.go, decimal.go, datetime.go, jsonpath.go:
+//     JSONMapper, typed columns from JSON paths through one type table
+//     (decimal.go numerics, datetime.go dates, times and timestamps, each
+//     with a fast path for its common literals). scan*.go read a
 //     record in one pass (scan_oracle_test.go keeps the older
 //     encoding/json path as the fuzzers' reference).
 //   - wire*.go, avro*.go, protobuf.go: the registry mappers (Avro, Protobuf,
