@@ -163,6 +163,13 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 		}
 	}
 	res, err := w.combinedTx(ctx, ps)
+	if errors.Is(err, errRecheck) {
+		one()
+		for i := range out {
+			out[i].res.Rechecked = true
+		}
+		return out
+	}
 	if errors.Is(err, errIsolate) {
 		return one()
 	}
@@ -186,7 +193,8 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 // combinedTx is the combined transaction: every fence first (in topic and
 // partition order, so two combined transactions never wait on each other
 // in a cycle), the rows in one COPY, the notifications, COMMIT. errIsolate
-// means: nothing was committed, write the batches one by one.
+// means: nothing was committed, write the batches one by one; errRecheck
+// the same, after Postgres refused a row written unchecked.
 func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) {
 	order := slices.Clone(ps)
 	slices.SortFunc(order, func(x, y *pending) int {
@@ -211,7 +219,10 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 			return Result{}, errIsolate // fenced: the ordinary path says which and why
 		}
 	}
-	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes}
+	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]UncheckedAppender, len(order))}
+	for i, p := range order {
+		src.unchecked[i] = w.uncheckedFor(p.b.Topic, p.sink.Mapper)
+	}
 	t := order[0].sink.Table
 	copyStart := time.Now()
 	n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
@@ -219,7 +230,23 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 	if src.err != nil {
 		err = src.err
 	}
-	if src.bad || rowError(err) {
+	if rowError(err) {
+		// Which row Postgres refused is not known here: every topic
+		// whose rows went unchecked is checked from now on, so the batches
+		// written one by one next are (unchecked.go).
+		recheck := errIsolate
+		for i, p := range order {
+			if src.unchecked[i] != nil {
+				w.recheck(p.b.Topic)
+				recheck = errRecheck
+			}
+		}
+		return Result{}, recheck
+	}
+	if src.bad {
+		if src.badTopic != "" {
+			w.checked(src.badTopic, order[0].sink.Mapper, true)
+		}
 		return Result{}, errIsolate
 	}
 	if err != nil {
@@ -238,6 +265,11 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 		return Result{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
 	}
 	res.CommitDuration = time.Since(commitStart)
+	for i, p := range order {
+		if src.unchecked[i] == nil {
+			w.checked(p.b.Topic, p.sink.Mapper, false)
+		}
+	}
 	return res, nil
 }
 
@@ -251,7 +283,11 @@ type multiSource struct {
 	row      []any
 	rows     int
 	bad      bool
+	badTopic string // of the record the mapping refused, when bad
 	err      error
+	// unchecked[i], when set, appends the rows of ps[i] instead of its
+	// mapper's AppendRow, leaving checks to Postgres (unchecked.go).
+	unchecked []UncheckedAppender
 }
 
 // record returns the next record and its batch; nil when none is left.
@@ -277,6 +313,9 @@ func (s *multiSource) Next() bool {
 			return false
 		case bad != nil:
 			s.bad = true
+			if bad.kind != KindTooLarge {
+				s.badTopic = r.Topic
+			}
 			s.err = errBadInCombined
 			return false
 		}
@@ -306,12 +345,18 @@ func (s *multiSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncod
 			s.bad, s.err = true, errBadInCombined
 			return dst, false
 		}
-		out, err := p.sink.Mapper.(RowAppender).AppendRow(r, dst, oids, enc)
+		var out []byte
+		var err error
+		if u := s.unchecked[s.bi]; u != nil {
+			out, err = u.AppendRowUnchecked(r, dst, oids, enc)
+		} else {
+			out, err = p.sink.Mapper.(RowAppender).AppendRow(r, dst, oids, enc)
+		}
 		if err != nil {
 			if _, err := classify(r, err); err != nil {
 				s.err = err
 			} else {
-				s.bad, s.err = true, errBadInCombined
+				s.bad, s.badTopic, s.err = true, r.Topic, errBadInCombined
 			}
 			return dst, false
 		}

@@ -8,3 +8,6 @@ func LaneWaiting(w *Writer, table string) int {
 	defer l.mu.Unlock()
 	return len(l.waiting)
 }
+
+// RecheckBatches is recheckBatches, for tests of unchecked writes.
+const RecheckBatches = recheckBatches

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode/utf8"
 
@@ -150,6 +151,10 @@ type Result struct {
 	CopyDuration    time.Duration
 	CommitDuration  time.Duration
 	Isolated        bool // Postgres refused rows: the batch was redone isolating them
+	// Rechecked: Postgres refused a row of the batch written without the
+	// mapping's checks (unchecked.go), and the batch was written again
+	// with them.
+	Rechecked bool
 	// Combined is how many batches shared this batch's transaction (see
 	// Config.TableWriters); 0 when it had one of its own. The first of
 	// them carries the transaction's CopyDuration and CommitDuration, the
@@ -164,10 +169,11 @@ type Writer struct {
 	log  *slog.Logger
 
 	mu       sync.Mutex
-	create   bool             // EnsureTables' create, for resolved sinks
-	resolved map[string]Sink  // sinks found through Config.Resolve
-	changed  map[string]Sink  // sinks whose TableMapper changed the table
-	lanes    map[string]*lane // by qualified table name, with TableWriters
+	create   bool                     // EnsureTables' create, for resolved sinks
+	resolved map[string]Sink          // sinks found through Config.Resolve
+	changed  map[string]Sink          // sinks whose TableMapper changed the table
+	lanes    map[string]*lane         // by qualified table name, with TableWriters
+	checks   map[string]*atomic.Int32 // by topic: batches to write checked (unchecked.go)
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -204,7 +210,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}}, nil
+	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -308,11 +314,16 @@ func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error)
 		}
 		return w.upsertIsolated(ctx, b, sink)
 	}
-	res, err := w.writeFast(ctx, b, sink)
-	if !errors.Is(err, errIsolate) {
-		return res, err
+	res, err := w.writeFast(ctx, b, sink, w.uncheckedFor(b.Topic, sink.Mapper))
+	rechecked := errors.Is(err, errRecheck)
+	if rechecked {
+		res, err = w.writeFast(ctx, b, sink, nil)
 	}
-	return w.writeIsolated(ctx, b, sink)
+	if errors.Is(err, errIsolate) {
+		res, err = w.writeIsolated(ctx, b, sink)
+	}
+	res.Rechecked = rechecked
+	return res, err
 }
 
 // errIsolate sends Write to the isolating path.
@@ -420,13 +431,17 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Tab
 	}
 }
 
-func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+// writeFast copies the rows as the mapping builds them; with unchecked set,
+// through it (unchecked.go). errRecheck: Postgres refused a row of the
+// unchecked COPY. errIsolate: go the isolating path.
+func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked UncheckedAppender) (Result, error) {
 	tx, rollback, oids, err := w.beginCopy(ctx, b, &sink.Table)
 	if err != nil {
 		return Result{}, err
 	}
 	defer rollback()
 	src := newRowSource(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
+	src.unchecked = unchecked
 	var res Result
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
@@ -436,6 +451,13 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink) (Result, er
 			// The mapping failed, not Postgres (which only reports that
 			// the COPY was cancelled): say why, keeping ErrTableChanged.
 			err = src.err
+		}
+		if rowError(err) && unchecked != nil {
+			w.recheck(b.Topic)
+			return Result{}, errRecheck
+		}
+		if unchecked == nil {
+			w.checked(b.Topic, sink.Mapper, slices.ContainsFunc(src.bad, func(x badRecord) bool { return x.kind != KindTooLarge }))
 		}
 		if rowError(err) {
 			return Result{}, errIsolate
@@ -613,11 +635,14 @@ type rowSource struct {
 	records  []schema.Record
 	mapper   RowMapper
 	appender RowAppender // mapper, when it is one
-	maxBytes int
-	i        int
-	row      []any
-	err      error
-	bad      []badRecord
+	// unchecked, when set, appends the rows instead of appender, leaving
+	// checks to Postgres (unchecked.go).
+	unchecked UncheckedAppender
+	maxBytes  int
+	i         int
+	row       []any
+	err       error
+	bad       []badRecord
 }
 
 func newRowSource(records []schema.Record, mapper RowMapper, maxBytes int) *rowSource {
@@ -656,7 +681,13 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 			s.bad = append(s.bad, *bad)
 			continue
 		}
-		out, err := s.appender.AppendRow(r, dst, oids, enc)
+		var out []byte
+		var err error
+		if s.unchecked != nil {
+			out, err = s.unchecked.AppendRowUnchecked(r, dst, oids, enc)
+		} else {
+			out, err = s.appender.AppendRow(r, dst, oids, enc)
+		}
 		if err != nil {
 			bad, err := classify(r, err)
 			if err != nil {

@@ -102,6 +102,11 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 			t.Errorf("metric %s = %v (present %v), want > 0", name, v, ok)
 		}
 	}
+	// The zero-config table leaves the JSON check to Postgres until it
+	// refuses a row: the first batch with a bad record is written again.
+	if v, _ := metricSum(body, "kafka2pg_ingest_rechecked_batches_total", table); v < 1 {
+		t.Errorf("kafka2pg_ingest_rechecked_batches_total = %v, want at least 1: the bad records were checked before Postgres saw them", v)
+	}
 	if v, _ := metricSum(body, "kafka2pg_end_to_end_latency_seconds_count"); v != 20_007 {
 		t.Errorf("end-to-end latency observations = %v, want one per committed record, rows and dead letters (20007)", v)
 	}

@@ -3,10 +3,12 @@ package schema
 import (
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"math"
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,6 +120,56 @@ func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *Record) {
 		if want := wantFields(oids[:]); !bytes.Equal(got, want) {
 			t.Fatalf("%s value %.200q key %q, types %v:\n got %q\nwant %q", m.Format, r.Value, r.Key, oids, got, want)
 		}
+	}
+	checkRawAppendRowUnchecked(t, m, r, native)
+}
+
+// checkRawAppendRowUnchecked: AppendRowUnchecked writes what AppendRow
+// writes, and where AppendRow refuses, refuses as it does, except a JSON
+// value of at most maxNestingDepth bytes on the zero-config types: that is
+// written as it is, for Postgres to refuse.
+func checkRawAppendRowUnchecked(t *testing.T, m RawMapper, r *Record, native [7]uint32) {
+	t.Helper()
+	enc := func(col int, dst []byte, v any) ([]byte, error) {
+		return append(dst, fmt.Sprintf("col %d: %v", col, v)...), nil
+	}
+	other := native
+	other[6] = pgtype.TextOID
+	for _, oids := range [][7]uint32{native, other} {
+		want, wantErr := m.AppendRow(r, []byte("prefix"), oids[:], enc)
+		got, err := m.AppendRowUnchecked(r, []byte("prefix"), oids[:], enc)
+		leftToPostgres := wantErr != nil && m.Format == ValueJSON && len(r.Value) <= maxNestingDepth && oids == native
+		switch {
+		case leftToPostgres:
+			field := append(binary.BigEndian.AppendUint32(nil, uint32(len(r.Value)+1)), 1)
+			if err != nil || !bytes.HasSuffix(got, append(field, r.Value...)) {
+				t.Fatalf("value %.200q refused by AppendRow (%v): AppendRowUnchecked wrote %.300q, %v; want the value as it is", r.Value, wantErr, got, err)
+			}
+		case (err == nil) != (wantErr == nil) || (err != nil && err.Error() != wantErr.Error()) || !bytes.Equal(got, want):
+			t.Fatalf("%s value %.200q, types %v:\nAppendRowUnchecked: %.300q, %v\nAppendRow:          %.300q, %v", m.Format, r.Value, oids, got, err, want, wantErr)
+		}
+	}
+}
+
+func TestAppendRowUncheckedLeavesShortJSONToPostgres(t *testing.T) {
+	deep := strings.Repeat("[", maxNestingDepth+1) + strings.Repeat("]", maxNestingDepth+1)
+	for _, v := range []string{`{"n":1}`, `{"n":`, `"\u0000"`, `["\ud800"]`, "{\"s\":\"\xff\"}", "\"a\x00b\"", ``, `1e1000000`,
+		deep, deep[1 : len(deep)-1], `{"long":"` + strings.Repeat("x", maxNestingDepth) + `",}`} {
+		for _, f := range []ValueFormat{ValueJSON, ValueText, ValueBytes} {
+			m := RawMapper{Format: f}
+			r := &Record{Topic: "t", Offset: 7, Value: []byte(v)}
+			checkRawAppendRowUnchecked(t, m, r, m.rawOIDs())
+		}
+	}
+	// The cases the check above must see: a value left to Postgres, and
+	// a value too long to be.
+	m := RawMapper{Format: ValueJSON}
+	oids := m.rawOIDs()
+	if _, err := m.AppendRowUnchecked(&Record{Value: []byte(`{"n":`)}, nil, oids[:], nil); err != nil {
+		t.Errorf("a short value that is not JSON: %v, want it written for Postgres to refuse", err)
+	}
+	if _, err := m.AppendRowUnchecked(&Record{Value: []byte(deep)}, nil, oids[:], nil); err == nil {
+		t.Errorf("%d levels of arrays: written, want refused here (longer than %d bytes)", maxNestingDepth+1, maxNestingDepth)
 	}
 }
 

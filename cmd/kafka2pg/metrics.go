@@ -31,6 +31,7 @@ type bridgeMetrics struct {
 	copySeconds         *prometheus.HistogramVec
 	commitSeconds       *prometheus.HistogramVec
 	isolatedBatches     *prometheus.CounterVec // table
+	recheckedBatches    *prometheus.CounterVec // table
 	deadLetters         *prometheus.CounterVec // table, kind
 	skipped             *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
@@ -47,21 +48,22 @@ func newBridgeMetrics() *bridgeMetrics {
 	timeBuckets := prometheus.ExponentialBuckets(0.0005, 2.5, 14) // 0.5 ms … 1.9 min
 	e2eBuckets := prometheus.ExponentialBuckets(0.001, 2.5, 16)   // 1 ms … 15 min
 	m := &bridgeMetrics{
-		reg:             reg,
-		rows:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rows_total", Help: "Rows committed, by table."}, []string{"table"}),
-		batches:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_batches_total", Help: "Batch transactions committed, by table."}, []string{"table"}),
-		batchRows:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_rows", Help: "Rows per committed batch.", Buckets: sizeBuckets}, []string{"table"}),
-		batchBytes:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_bytes", Help: "Key and value bytes per committed batch.", Buckets: byteBuckets}, []string{"table"}),
-		copySeconds:     prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_copy_duration_seconds", Help: "Duration of a batch's COPY.", Buckets: timeBuckets}, []string{"table"}),
-		commitSeconds:   prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_commit_duration_seconds", Help: "Duration of a batch's COMMIT.", Buckets: timeBuckets}, []string{"table"}),
-		isolatedBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_isolated_batches_total", Help: "Batches redone to isolate rows Postgres refused."}, []string{"table"}),
-		deadLetters:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
-		skipped:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
-		writeErrors:     prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause; each is followed by a re-claim and a retry."}, []string{"cause"}),
-		endToEndSeconds: newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
+		reg:              reg,
+		rows:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rows_total", Help: "Rows committed, by table."}, []string{"table"}),
+		batches:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_batches_total", Help: "Batch transactions committed, by table."}, []string{"table"}),
+		batchRows:        prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_rows", Help: "Rows per committed batch.", Buckets: sizeBuckets}, []string{"table"}),
+		batchBytes:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_bytes", Help: "Key and value bytes per committed batch.", Buckets: byteBuckets}, []string{"table"}),
+		copySeconds:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_copy_duration_seconds", Help: "Duration of a batch's COPY.", Buckets: timeBuckets}, []string{"table"}),
+		commitSeconds:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_commit_duration_seconds", Help: "Duration of a batch's COMMIT.", Buckets: timeBuckets}, []string{"table"}),
+		isolatedBatches:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_isolated_batches_total", Help: "Batches redone to isolate rows Postgres refused."}, []string{"table"}),
+		recheckedBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rechecked_batches_total", Help: "Batches written without the checks Postgres makes itself (a jsonb value's JSON) whose rows Postgres refused, written again with them."}, []string{"table"}),
+		deadLetters:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
+		skipped:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
+		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause; each is followed by a re-claim and a retry."}, []string{"cause"}),
+		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
 	}
 	for _, c := range []prometheus.Collector{m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
-		m.isolatedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
+		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
 		f(c)
 	}
 	for _, cause := range []string{"fenced", "postgres_unavailable", "other", "stopped"} {
@@ -128,6 +130,9 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.R
 	}
 	if res.Isolated {
 		m.isolatedBatches.WithLabelValues(table).Inc()
+	}
+	if res.Rechecked {
+		m.recheckedBatches.WithLabelValues(table).Inc()
 	}
 	for _, kind := range res.DeadLetterKinds {
 		m.deadLetters.WithLabelValues(table, kind).Inc()
