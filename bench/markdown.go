@@ -123,7 +123,7 @@ func markdown(o options, rep *report) string {
 		if l.FixedRate {
 			paced = "the rate -latency-rate fixed"
 		}
-		w("The bridge (zero-config table, default flags: --batch-max-rows 10000, --batch-max-wait 200ms) consumed a topic "+
+		w("The bridge (zero-config table, default flags: --batch-max-rows 10000, --batch-max-wait 200ms, --batch-linger 50ms) consumed a topic "+
 			"a producer filled live, paced at %s; record timestamps are "+
 			"the produce times. Latency is, for every record, the time its row's commit became visible minus its "+
 			"timestamp, computed exactly per record (not from histogram buckets): see *How it was measured*.\n\n", paced)
@@ -239,7 +239,7 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   bridge's default --batch-max-rows), batches taken round-robin over the partitions; with 2 connections each takes every
   other partition. Its peak RSS includes the pre-built rows.
 - **kafka2pg.** The built binary (` + "`BIN`" + `) as a subprocess: ` + "`run --kafka-group ... --metrics-addr ...`" + `, with default
-  flags otherwise (batches of 10,000 rows, --batch-max-wait 200ms, --pg-max-conns 4); the typed table through --config.
+  flags otherwise (batches of 10,000 rows, --batch-max-wait 200ms, --batch-linger 50ms, --pg-max-conns 4); the typed table through --config.
   Every 50 ms the bench reads /metrics until the bridge has fetched a record (the start of its active time), then the
   group's durable offsets in kafka2pg.offsets until they cover the record count (the end: a commit is visible there
   when it happens; scraping /metrics at that rate, gathered and gzipped, cost the bridge about 7% of its CPU), then

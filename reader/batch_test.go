@@ -126,6 +126,39 @@ func TestNextWaitsForBatchMaxWaitWhenTheBatchIsNotFull(t *testing.T) {
 	}
 }
 
+// At its end offset a partition writes at once, but at most one batch per
+// BatchLinger: the second batch, at the end too, waits out the linger; with
+// BatchLinger 0 it does not.
+func TestAtTheEndABatchIsTakenAtOnceButOncePerLinger(t *testing.T) {
+	for _, linger := range []time.Duration{time.Second, 0} {
+		p := queued(t, Config{BatchMaxRows: 100, BatchMaxWait: 10 * time.Second, BatchLinger: linger}, 1, offsets(0, 3), nil)
+		p.logEnd = 3
+		take := func() (int, time.Duration) {
+			t.Helper()
+			start := time.Now()
+			b, ok := p.next()
+			if !ok || b == nil {
+				t.Fatalf("linger %v: next = %v, %v", linger, b, ok)
+			}
+			return len(b.Records), time.Since(start)
+		}
+		if n, waited := take(); n != 3 || waited > 500*time.Millisecond {
+			t.Errorf("linger %v: the first batch at the end: %d records after %v, want 3 at once", linger, n, waited)
+		}
+		p.enqueue(recordsAt(3, 5))
+		p.logEnd = 5
+		n, waited := take()
+		switch {
+		case n != 2:
+			t.Errorf("linger %v: the second batch has %d records, want 2", linger, n)
+		case linger > 0 && waited < 800*time.Millisecond:
+			t.Errorf("linger %v: the second batch at the end came %v after the first, want the linger", linger, waited)
+		case linger == 0 && waited > 500*time.Millisecond:
+			t.Errorf("linger 0: the second batch at the end waited %v, want at once", waited)
+		}
+	}
+}
+
 // The client's paused set follows the partitions' own flags, whoever flipped
 // them: the poll loop pauses the newly paused, resumes the others, and
 // resumes a partition the client still holds paused that is no longer owned

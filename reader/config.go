@@ -91,6 +91,17 @@ type Config struct {
 	// (--batch-wait-at-end) waits anyway: fewer, larger transactions on
 	// slow topics, for more latency.
 	WaitAtEnd bool
+	// BatchLinger (--batch-linger, 50ms in kafka2pg) spaces those writes at
+	// the end: a partition at its end writes at once when its last batch
+	// was taken BatchLinger ago or longer, else when that much time has
+	// passed. A slow topic's record is written at once as before; a busy
+	// partition writes at most one batch per BatchLinger, holding what
+	// arrived meanwhile. In a steady flow of 80,000 records/s over 8
+	// partitions, batches taken at once were ~300 rows, and every
+	// transaction costs Postgres CPU beyond its rows (the fence, the COPY
+	// statement, the COMMIT's WAL flush): 12.5 us a row against 8-9 in a
+	// drain. The zero value turns it off.
+	BatchLinger time.Duration
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
 	// partitions, queued or being written (--max-buffered-bytes, default
@@ -289,7 +300,7 @@ func (cfg Config) Validate() error {
 		{"--kafka-fetch-max-wait", cfg.FetchMaxWait}, {"--kafka-session-timeout", cfg.SessionTimeout},
 		{"--kafka-metadata-max-age", cfg.MetadataMaxAge},
 		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
-		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait},
+		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait}, {"--batch-linger", cfg.BatchLinger},
 		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
 		{"--fence-check-interval", cfg.FenceCheckInterval},
 	}

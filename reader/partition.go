@@ -29,6 +29,7 @@ type partition struct {
 	inflight   int // memory of the batch being written, as accountLocked counts it
 	held       int // what accountLocked last added to r.buffered
 	firstAt    time.Time
+	lastTake   time.Time // when the last batch was taken (BatchLinger)
 	claimed    bool
 	epoch      int64
 	pos        int64 // next offset to accept; -1 accepts any
@@ -315,14 +316,20 @@ func (p *partition) next() (*Batch, bool) {
 		}
 		var wait time.Duration = -1
 		if p.claimed && !p.halted && len(p.queue) > 0 {
-			age := time.Since(p.firstAt)
+			now := time.Now()
+			age := now.Sub(p.firstAt)
 			atEnd := !cfg.WaitAtEnd && p.logEnd >= 0 && p.pos >= p.logEnd
-			if p.closing || atEnd || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
+			lingerLeft := cfg.BatchLinger - now.Sub(p.lastTake)
+			if p.closing || (atEnd && lingerLeft <= 0) || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
 				b := p.takeLocked()
+				p.lastTake = now
 				p.mu.Unlock()
 				return b, true
 			}
 			wait = cfg.BatchMaxWait - age
+			if atEnd {
+				wait = min(wait, lingerLeft)
+			}
 		}
 		p.mu.Unlock()
 		var tc <-chan time.Time

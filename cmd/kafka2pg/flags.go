@@ -77,6 +77,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
 	fs.IntVar(&rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
+	fs.DurationVar(&rc.BatchLinger, "batch-linger", 50*time.Millisecond, "a partition that read up to its end writes at once, but at most one batch per this long (what arrives meanwhile joins the next): fewer, larger transactions under a steady flow, no wait for a slow topic's record; 0: no spacing")
 	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "wait --batch-max-wait even when a partition has read up to its end offset (fewer, larger transactions on slow topics, more latency); by default such a partition writes at once")
 	fs.IntVar(&rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching pauses; bounds memory with many partitions")
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
