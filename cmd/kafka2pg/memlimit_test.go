@@ -1,6 +1,9 @@
 package main
 
 import (
+	"log/slog"
+	"math"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -57,5 +60,30 @@ func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
 	_ = o.validate()
 	if o.memoryLimitAuto {
 		t.Error("with GOMEMLIMIT set, auto must leave the runtime's limit alone")
+	}
+}
+
+// Under a memory limit GOGC goes to gcPercentUnderLimit unless GOGC is set;
+// without a limit it stays.
+func TestGOGCIsRaisedOnlyUnderAMemoryLimit(t *testing.T) {
+	prevPercent := debug.SetGCPercent(100)
+	prevLimit := debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() {
+		debug.SetGCPercent(prevPercent)
+		debug.SetMemoryLimit(prevLimit)
+	})
+	log := slog.New(slog.DiscardHandler)
+	for _, c := range []struct {
+		limit int64
+		gogc  string
+		want  int
+	}{{256 << 20, "", gcPercentUnderLimit}, {256 << 20, "150", 100}, {math.MaxInt64, "", 100}} {
+		t.Setenv("GOGC", c.gogc)
+		debug.SetGCPercent(100)
+		debug.SetMemoryLimit(c.limit)
+		tuneGC(log)
+		if got := debug.SetGCPercent(100); got != c.want {
+			t.Errorf("limit %d, GOGC=%q: GC percent %d, want %d", c.limit, c.gogc, got, c.want)
+		}
 	}
 }

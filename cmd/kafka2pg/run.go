@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
+	"os"
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
@@ -132,6 +134,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		debug.SetMemoryLimit(limit)
 		log.Info("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
 	}
+	tuneGC(log)
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
@@ -376,6 +379,26 @@ func autoMemoryLimit(maxBuffered, partitions int) int64 {
 		maxBuffered = 64 << 20
 	}
 	return max(int64(maxBuffered)*7/2+int64(partitions)*(256<<10), 128<<20)
+}
+
+// gcPercentUnderLimit is GOGC while a memory limit is in force. Under a
+// backlog the limit paces the collector and GOGC does not matter; in a
+// steady flow the heap is a few tens of MB, far under the limit, and GOGC
+// 100 ran a cycle for every few tens of MB allocated: the collector was a
+// quarter of the bridge's CPU at 80,000 records/s. At 400 the bridge took
+// 2.5-2.7 µs of CPU a row instead of 3.1-3.3 (three alternating pairs, the
+// bench's latency scenario), peak RSS 89-153 MiB instead of 47-82, the
+// limit still the bound.
+const gcPercentUnderLimit = 400
+
+// tuneGC sets GOGC to gcPercentUnderLimit when a memory limit is in force
+// and GOGC is not set in the environment (which wins, as GOMEMLIMIT does).
+func tuneGC(log *slog.Logger) {
+	if os.Getenv("GOGC") != "" || debug.SetMemoryLimit(-1) == math.MaxInt64 {
+		return
+	}
+	debug.SetGCPercent(gcPercentUnderLimit)
+	log.Info("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
 }
 
 // registerCodecs is the AfterConnect of every pool that COPYs rows (run,
