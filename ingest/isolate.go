@@ -33,7 +33,12 @@ func (e *StopError) Unwrap() error { return e.Err }
 
 // rowError reports whether err is Postgres refusing a row for its data (a
 // data exception or an integrity constraint), as opposed to trouble with the
-// connection, the server or the statement.
+// connection, the server or the statement. Of the program limits (class
+// 54), 54000 is one a row meets in a COPY: an index row over btree's 2,704
+// bytes (an indexed value too long), a row too big for a page; without it
+// here such a record failed its batch on every retry instead of becoming a
+// dead letter. The other limits (statement too complex, too many columns
+// or arguments) are the statement's.
 func rowError(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -43,7 +48,7 @@ func rowError(err error) bool {
 	case "22", "23":
 		return true
 	}
-	return false
+	return pgErr.Code == "54000"
 }
 
 // sqlstateNames names the row errors users meet most; others are
@@ -63,6 +68,7 @@ var sqlstateNames = map[string]string{
 	"23505": "unique_violation",
 	"23514": "check_violation",
 	"23P01": "exclusion_violation",
+	"54000": "program_limit_exceeded",
 }
 
 func sqlstateKind(err error) string {

@@ -2,8 +2,11 @@ package ingest_test
 
 import (
 	"context"
+	"crypto/md5"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -71,6 +74,14 @@ func TestRowsPostgresRefusesAreIsolatedAndTheRestLands(t *testing.T) {
 	want[63] = "invalid_text_representation"
 	b.Records[64].Value = []byte(`{"n":`)
 	want[64] = schema.KindInvalidJSON
+	// An indexed value over btree's 2,704 bytes (6,400 hex digits that do
+	// not compress under it): SQLSTATE 54000.
+	long := make([]byte, 0, 6400)
+	for i := range 200 {
+		long = fmt.Appendf(long, "%x", md5.Sum([]byte(strconv.Itoa(i))))
+	}
+	b.Records[65].Value = []byte(`{"n":65,"ref":"` + string(long) + `"}`)
+	want[65] = "program_limit_exceeded"
 	res, err := w.Write(ctx, b)
 	if err != nil {
 		t.Fatal(err)
