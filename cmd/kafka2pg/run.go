@@ -386,9 +386,9 @@ func autoMemoryLimit(maxBuffered, partitions int) int64 {
 // steady flow the heap is a few tens of MB, far under the limit, and GOGC
 // 100 ran a cycle for every few tens of MB allocated: the collector was a
 // quarter of the bridge's CPU at 80,000 records/s. At 400 the bridge took
-// 2.5-2.7 µs of CPU a row instead of 3.1-3.3 (three alternating pairs, the
-// bench's latency scenario), peak RSS 89-153 MiB instead of 47-82, the
-// limit still the bound.
+// 2.3-2.7 µs of CPU a row instead of 2.8-3.3 (six alternating pairs, the
+// bench's latency scenario), peak RSS 88-164 MiB instead of 47-82, the
+// limit still the bound (a 5,000,000-record backlog: 244 MiB either way).
 const gcPercentUnderLimit = 400
 
 // tuneGC sets GOGC to gcPercentUnderLimit when a memory limit is in force
