@@ -209,6 +209,19 @@ func (b *bridge) waitLog(substr string, timeout time.Duration) bool {
 	return false
 }
 
+// joined reports whether the bridge has logged that it was assigned
+// partitions. A crash loop's "kill once it committed" waits for it too: the
+// durable offsets can still rise after the previous instance was killed
+// (Postgres finishing a COMMIT it had sent), and on kfake a member killed
+// while its JoinGroup waits stays in the group forever (see
+// TestCrashLoopKeepsExactlyOnce): seen once, the last instance of
+// TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream owned half the
+// partitions for two minutes.
+func (b *bridge) joined() bool {
+	data, err := os.ReadFile(b.logPath)
+	return err == nil && strings.Contains(string(data), "partitions assigned")
+}
+
 func (b *bridge) kill(t testing.TB) (wasRunning bool) {
 	t.Helper()
 	if b.exited() {

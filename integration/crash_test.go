@@ -43,7 +43,7 @@ func TestCrashLoopKeepsExactlyOnce(t *testing.T) {
 			pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
 				requireRunning(t, b)
 				now := totalDurable(s.durableOffsets(t))
-				return now > before, fmt.Sprintf("sum of next_offset %d, %d when it started", now, before)
+				return b.joined() && now > before, fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
 			})
 			midStream++
 			time.Sleep(delay) // the chaos schedule, not a wait for a condition

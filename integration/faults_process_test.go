@@ -39,7 +39,7 @@ func TestFault01KillLoop(t *testing.T) {
 			pollUntil(t, time.Minute, "bridge "+b.name+" to commit a batch", func() (bool, string) {
 				requireRunning(t, b)
 				now := totalDurable(s.durableOffsets(t))
-				return now > before, fmt.Sprintf("sum of next_offset %d, %d when it started", now, before)
+				return b.joined() && now > before, fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
 			})
 			midStream++
 			time.Sleep(randomDuration(100*time.Millisecond, 900*time.Millisecond)) // the chaos schedule

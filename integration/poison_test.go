@@ -227,7 +227,7 @@ func TestPoisonUnderACrashLoopIsStillFiledOnce(t *testing.T) {
 		pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
 			requireRunning(t, b)
 			now := totalDurable(s.durableOffsets(t))
-			return now > before, fmt.Sprintf("sum of next_offset %d", now)
+			return b.joined() && now > before, fmt.Sprintf("sum of next_offset %d; joined %v", now, b.joined())
 		})
 		time.Sleep(randomDuration(10*time.Millisecond, 150*time.Millisecond)) // the chaos schedule
 		if !b.kill(t) {

@@ -174,10 +174,10 @@ sinks:
 			now := totalDurable(s.durableOffsets(t))
 			select {
 			case <-prodDone: // nothing more may come to commit
-				return now > before || now == produced.Load(), fmt.Sprintf("sum of next_offset %d, %d when it started, all %d produced", now, before, produced.Load())
+				return b.joined() && (now > before || now == produced.Load()), fmt.Sprintf("sum of next_offset %d, %d when it started, all %d produced; joined %v", now, before, produced.Load(), b.joined())
 			default:
 			}
-			return now > before, fmt.Sprintf("sum of next_offset %d, %d when it started", now, before)
+			return b.joined() && now > before, fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
 		})
 		time.Sleep(randomDuration(100*time.Millisecond, 900*time.Millisecond)) // the chaos schedule
 		requireRunning(t, b)

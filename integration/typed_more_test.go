@@ -223,7 +223,7 @@ func TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream(t *testing.T) {
 				// A finished producer leaves nothing to catch up on: then
 				// the kill lands on an idle bridge.
 				caughtUp := prod.finished() && now == prod.count.Load()
-				return now > before || caughtUp, fmt.Sprintf("sum of next_offset %d, %d when it started", now, before)
+				return b.joined() && (now > before || caughtUp), fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
 			})
 			time.Sleep(randomDuration(10*time.Millisecond, 300*time.Millisecond)) // the chaos schedule
 		}
