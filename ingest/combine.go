@@ -219,7 +219,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 			return Result{}, errIsolate // fenced: the ordinary path says which and why
 		}
 	}
-	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]UncheckedAppender, len(order))}
+	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order))}
 	for i, p := range order {
 		src.unchecked[i] = w.uncheckedFor(p.b.Topic, p.sink.Mapper)
 	}
@@ -286,8 +286,8 @@ type multiSource struct {
 	badTopic string // of the record the mapping refused, when bad
 	err      error
 	// unchecked[i], when set, appends the rows of ps[i] instead of its
-	// mapper's AppendRow, leaving checks to Postgres (unchecked.go).
-	unchecked []UncheckedAppender
+	// mapper, leaving checks to Postgres (uncheckedFor).
+	unchecked []RowAppender
 }
 
 // record returns the next record and its batch; nil when none is left.
@@ -313,7 +313,7 @@ func (s *multiSource) Next() bool {
 			return false
 		case bad != nil:
 			s.bad = true
-			if bad.kind != KindTooLarge {
+			if bad.refusedByMapping() {
 				s.badTopic = r.Topic
 			}
 			s.err = errBadInCombined
@@ -345,13 +345,11 @@ func (s *multiSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncod
 			s.bad, s.err = true, errBadInCombined
 			return dst, false
 		}
-		var out []byte
-		var err error
-		if u := s.unchecked[s.bi]; u != nil {
-			out, err = u.AppendRowUnchecked(r, dst, oids, enc)
-		} else {
-			out, err = p.sink.Mapper.(RowAppender).AppendRow(r, dst, oids, enc)
+		a := s.unchecked[s.bi]
+		if a == nil {
+			a = p.sink.Mapper.(RowAppender)
 		}
+		out, err := a.AppendRow(r, dst, oids, enc)
 		if err != nil {
 			if _, err := classify(r, err); err != nil {
 				s.err = err

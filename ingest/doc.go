@@ -12,7 +12,12 @@
 //  2. binary COPY of the rows (CopyFrom, copy.go: pgx's protocol with an
 //     encoder chosen per column), built lazily from the records: a mapper
 //     that is a RowAppender writes each record's row straight into the COPY
-//     stream, others return values that the column encoders write;
+//     stream, others return values that the column encoders write. A mapper
+//     that is an UncheckedAppender leaves to Postgres the checks its column
+//     types make anyway (jsonb's), until Postgres refuses a row: then the
+//     batch is written again with them (unchecked.go). A row Postgres
+//     refuses (SQLSTATE 22, 23, 54000) sends the batch to the isolating
+//     path (isolate.go), which finds the refused rows under savepoints;
 //  3. COPY of the dead letters: records the mapping refused;
 //  4. COMMIT. Only then are the rows and the new next_offset durable.
 //

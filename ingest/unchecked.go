@@ -50,14 +50,23 @@ func (w *Writer) checksOf(topic string) *atomic.Int32 {
 	return c
 }
 
-// uncheckedFor returns the mapper's unchecked appender when the topic's
-// next batch may be written without the checks, else nil.
-func (w *Writer) uncheckedFor(topic string, m RowMapper) UncheckedAppender {
+// leavingChecks is the RowAppender of rows written unchecked: its AppendRow
+// is the mapper's AppendRowUnchecked, so the COPY sources append through
+// one method either way.
+type leavingChecks struct{ UncheckedAppender }
+
+func (l leavingChecks) AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
+	return l.AppendRowUnchecked(r, dst, oids, enc)
+}
+
+// uncheckedFor returns the appender that leaves the checks to Postgres when
+// the mapper can and the topic's next batch may be written so, else nil.
+func (w *Writer) uncheckedFor(topic string, m RowMapper) RowAppender {
 	u, ok := m.(UncheckedAppender)
 	if !ok || w.checksOf(topic).Load() > 0 {
 		return nil
 	}
-	return u
+	return leavingChecks{u}
 }
 
 // checked records the outcome of a batch written with the checks by a

@@ -431,17 +431,19 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Tab
 	}
 }
 
-// writeFast copies the rows as the mapping builds them; with unchecked set,
-// through it (unchecked.go). errRecheck: Postgres refused a row of the
+// writeFast copies the rows as the mapping builds them; with unchecked set
+// (uncheckedFor), through it. errRecheck: Postgres refused a row of the
 // unchecked COPY. errIsolate: go the isolating path.
-func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked UncheckedAppender) (Result, error) {
+func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked RowAppender) (Result, error) {
 	tx, rollback, oids, err := w.beginCopy(ctx, b, &sink.Table)
 	if err != nil {
 		return Result{}, err
 	}
 	defer rollback()
 	src := newRowSource(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
-	src.unchecked = unchecked
+	if unchecked != nil {
+		src.appender = unchecked
+	}
 	var res Result
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
@@ -457,7 +459,7 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked U
 			return Result{}, errRecheck
 		}
 		if unchecked == nil {
-			w.checked(b.Topic, sink.Mapper, slices.ContainsFunc(src.bad, func(x badRecord) bool { return x.kind != KindTooLarge }))
+			w.checked(b.Topic, sink.Mapper, slices.ContainsFunc(src.bad, badRecord.refusedByMapping))
 		}
 		if rowError(err) {
 			return Result{}, errIsolate
@@ -629,20 +631,21 @@ type badRecord struct {
 	err  error
 }
 
+// refusedByMapping: the mapping refused the record, not the size limit
+// (what keeps a topic's batches checked, unchecked.go).
+func (b badRecord) refusedByMapping() bool { return b.kind != KindTooLarge }
+
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
 type rowSource struct {
 	records  []schema.Record
 	mapper   RowMapper
-	appender RowAppender // mapper, when it is one
-	// unchecked, when set, appends the rows instead of appender, leaving
-	// checks to Postgres (unchecked.go).
-	unchecked UncheckedAppender
-	maxBytes  int
-	i         int
-	row       []any
-	err       error
-	bad       []badRecord
+	appender RowAppender // mapper, when it is one; or leavingChecks (unchecked.go)
+	maxBytes int
+	i        int
+	row      []any
+	err      error
+	bad      []badRecord
 }
 
 func newRowSource(records []schema.Record, mapper RowMapper, maxBytes int) *rowSource {
@@ -681,13 +684,7 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 			s.bad = append(s.bad, *bad)
 			continue
 		}
-		var out []byte
-		var err error
-		if s.unchecked != nil {
-			out, err = s.unchecked.AppendRowUnchecked(r, dst, oids, enc)
-		} else {
-			out, err = s.appender.AppendRow(r, dst, oids, enc)
-		}
+		out, err := s.appender.AppendRow(r, dst, oids, enc)
 		if err != nil {
 			bad, err := classify(r, err)
 			if err != nil {

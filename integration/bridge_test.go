@@ -198,7 +198,7 @@ func (b *bridge) signal(t testing.TB, sig syscall.Signal) {
 func (b *bridge) waitLog(substr string, timeout time.Duration) bool {
 	deadline := time.Now().Add(timeout)
 	for time.Now().Before(deadline) {
-		if data, err := os.ReadFile(b.logPath); err == nil && strings.Contains(string(data), substr) {
+		if b.logged(substr) {
 			return true
 		}
 		if b.exited() {
@@ -217,9 +217,12 @@ func (b *bridge) waitLog(substr string, timeout time.Duration) bool {
 // TestCrashLoopKeepsExactlyOnce): seen once, the last instance of
 // TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream owned half the
 // partitions for two minutes.
-func (b *bridge) joined() bool {
+func (b *bridge) joined() bool { return b.logged("partitions assigned") }
+
+// logged reports whether a line of the bridge's log so far contains substr.
+func (b *bridge) logged(substr string) bool {
 	data, err := os.ReadFile(b.logPath)
-	return err == nil && strings.Contains(string(data), "partitions assigned")
+	return err == nil && strings.Contains(string(data), substr)
 }
 
 func (b *bridge) kill(t testing.TB) (wasRunning bool) {

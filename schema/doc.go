@@ -28,7 +28,9 @@
 //     RegisterNumericCodec installs it on a connection.
 //   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
 //     COPY format byte for byte as pgx encodes Row's values
-//     (FuzzAppendRowMatchesRow), and the time encodings ingest shares.
+//     (FuzzAppendRowMatchesRow), and the time encodings ingest shares;
+//     RawMapper.AppendRowUnchecked, which leaves a JSON value's check to
+//     jsonb's input.
 //
 // Identifiers are always quoted with pgx.Identifier.Sanitize. It imports
 // nothing of ours.
