@@ -6,6 +6,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -128,6 +129,9 @@ func TestBenchSmoke(t *testing.T) {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
 		}
+	}
+	if !regexp.MustCompile(`settings as found: checkpoint_timeout \S+, fsync \S+, max_wal_size \S+, shared_buffers`).Match(md) {
+		t.Errorf("results.md does not give the Postgres settings:\n%.2000s", md)
 	}
 	if strings.Contains(string(md), "not run") {
 		t.Errorf("results.md says a scenario did not run:\n%s", md)

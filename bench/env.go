@@ -27,6 +27,7 @@ type env struct {
 	conn        *pgx.Conn // the bench's own: DDL, CHECKPOINT, counts
 	pg          pgServer
 	pgVersion   string
+	pgSettings  string // the settings that matter here, "name value, ..."
 	kafka       *kafka
 	kafkaName   string
 	kfake       *exec.Cmd // the kfake child; nil with a real broker
@@ -51,6 +52,11 @@ func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
 		return nil, fmt.Errorf("SHOW server_version: %w", err)
 	}
 	e.pgVersion, _, _ = strings.Cut(e.pgVersion, " ")
+	// The settings that move these figures, as the server has them.
+	if err := e.conn.QueryRow(ctx, `SELECT string_agg(name || ' ' || current_setting(name), ', ' ORDER BY name) FROM pg_settings
+		WHERE name IN ('checkpoint_timeout', 'fsync', 'max_wal_size', 'shared_buffers', 'synchronous_commit', 'wal_compression')`).Scan(&e.pgSettings); err != nil {
+		return nil, fmt.Errorf("read the Postgres settings: %w", err)
+	}
 	e.pg = findPostgres(ctx, e.conn)
 	if e.pg.why != "" {
 		o.logf("note: Postgres CPU is not measured: %s", e.pg.why)

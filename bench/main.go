@@ -194,7 +194,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer e.Close(ctx)
-	f.pgVersion, f.kafka, f.pgCPUNote, f.realKafka = e.pgVersion, e.kafkaName, e.pg.why, o.brokers != ""
+	f.pgVersion, f.pgSettings, f.kafka, f.pgCPUNote, f.realKafka = e.pgVersion, e.pgSettings, e.kafkaName, e.pg.why, o.brokers != ""
 	rep := &report{recordBytes: e.recordBytes, reps: o.reps}
 	nA := min(max(o.records/o.baseADiv, partitions), baseAMax)
 	nB := max(o.records/o.baseBDiv, partitions)

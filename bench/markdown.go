@@ -49,7 +49,7 @@ func markdown(o options, rep *report) string {
 	w("| commit | %s |\n", f.commit)
 	w("| CPUs (nproc) | %d |\n", f.nproc)
 	w("| Go | %s |\n", f.goVersion)
-	w("| PostgreSQL | %s (the URL of `scripts/pg-url.sh`); settings as found |\n", f.pgVersion)
+	w("| PostgreSQL | %s (the URL of `scripts/pg-url.sh`); settings as found: %s |\n", f.pgVersion, f.pgSettings)
 	w("| Kafka | %s |\n", f.kafka)
 	w("| repetitions | %d, each: the ceilings and the contenders of the typed table, then of the zero-config table |\n", rep.reps)
 	w("| records | %s per kafka2pg run and per ceiling, baseline (b) %s, baseline (a) %s; %.1f bytes per record (key + JSON value) |\n",

@@ -118,6 +118,7 @@ type facts struct {
 	nproc                 int
 	goVersion, commit     string
 	pgVersion, kafka      string
+	pgSettings            string
 	pgCPUNote             string
 	loadBefore, loadAfter string
 	bin                   string
