@@ -50,9 +50,15 @@ type scenario struct {
 // (an empty database) and random group and table names.
 func newScenario(t testing.TB, partitions int32) *scenario {
 	t.Helper()
+	return newScenarioOn(t, partitions, pgtest.URL(t))
+}
+
+// newScenarioOn is newScenario on the database of pgURL.
+func newScenarioOn(t testing.TB, partitions int32, pgURL string) *scenario {
+	t.Helper()
 	suffix := fmt.Sprintf("%08x", rand.Uint32())
 	s := &scenario{
-		pgURL:      pgtest.URL(t),
+		pgURL:      pgURL,
 		kafka:      kafkatest.New(t),
 		partitions: partitions,
 		group:      "kafka2pg-it-" + suffix,

@@ -150,8 +150,9 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		r.line("FAIL", "postgres: --pg-url: %v", redactErr(err))
 		return
 	}
-	if _, ok := cc.RuntimeParams["application_name"]; !ok {
-		cc.RuntimeParams["application_name"] = "kafka2pg-check"
+	if err := sessionParams(&cc.Config, "kafka2pg-check"); err != nil {
+		r.line("FAIL", "postgres: --pg-url: %v", err)
+		return
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {

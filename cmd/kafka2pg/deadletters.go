@@ -86,6 +86,10 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage
 	}
+	if err := sessionParams(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters"); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", err)
+		return exitUsage
+	}
 	pcfg.AfterConnect = registerCodecs // replay copies like run does
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {

@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/jackc/pgx/v5/pgconn"
+
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -115,6 +117,12 @@ func (o *runOptions) validate() error {
 	var errs []error
 	if o.pgURL == "" {
 		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
+	} else if cc, err := pgconn.ParseConfig(o.pgURL); err == nil {
+		// (A URL that does not parse is reported, redacted, where run
+		// connects.)
+		if err := sessionParams(cc, ""); err != nil {
+			errs = append(errs, fmt.Errorf("--pg-url: %w", err))
+		}
 	}
 	switch o.memoryLimit {
 	case "auto", "":

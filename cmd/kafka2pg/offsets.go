@@ -96,7 +96,7 @@ func statusCommand(ctx context.Context, name string, args []string, stdout, stde
 	if code, ok := parseOffsetsFlags(name, fs, args, stderr); !ok {
 		return code
 	}
-	pool, err := pgxpool.New(ctx, f.pgURL)
+	pool, err := newPool(ctx, f.pgURL, "kafka2pg-offsets")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url: %v\n", name, redactErr(err))
 		return exitUsage

@@ -76,7 +76,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitUsage
 	}
-	pool, err := pgxpool.New(ctx, f.pgURL)
+	pool, err := newPool(ctx, f.pgURL, "kafka2pg-offsets")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redactErr(err))
 		return exitUsage

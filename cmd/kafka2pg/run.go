@@ -140,11 +140,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.MaxConns = o.pgMaxConns
-	if pcfg.ConnConfig.RuntimeParams == nil {
-		pcfg.ConnConfig.RuntimeParams = map[string]string{}
-	}
-	if _, ok := pcfg.ConnConfig.RuntimeParams["application_name"]; !ok {
-		pcfg.ConnConfig.RuntimeParams["application_name"] = "kafka2pg"
+	if err := sessionParams(&pcfg.ConnConfig.Config, "kafka2pg"); err != nil {
+		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.AfterConnect = registerCodecs
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)

@@ -39,9 +39,24 @@ const (
 // package doc).
 func URL(t testing.TB) string {
 	t.Helper()
+	return newDatabase(t, "")
+}
+
+// URLWithEncoding is URL for a database of the given server encoding
+// (LATIN1, SQL_ASCII, ...), with the C locale, which takes any encoding.
+func URLWithEncoding(t testing.TB, encoding string) string {
+	t.Helper()
+	return newDatabase(t, " TEMPLATE template0 ENCODING "+quoteLiteral(encoding)+" LC_COLLATE 'C' LC_CTYPE 'C'")
+}
+
+// quoteLiteral quotes s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func newDatabase(t testing.TB, options string) string {
+	t.Helper()
 	admin := AdminURL(t)
 	name := DatabasePrefix + randomHex(8)
-	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize()
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + options
 	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
 
 	ctx, cancel := context.WithTimeout(t.Context(), sqlTimeout)

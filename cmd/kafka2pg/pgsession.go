@@ -1,0 +1,56 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// sessionParams sets the session parameters of kafka2pg's connections to
+// Postgres: client_encoding UTF8, and application_name app unless the URL
+// names one.
+//
+// kafka2pg sends UTF-8: records' text is UTF-8, and pgx reads and writes
+// text as UTF-8. Postgres takes client_encoding from the database's
+// encoding when the client does not set it, so on a LATIN1 database "é"
+// was stored as "Ã©", and a character LATIN1 lacks as the LATIN1 reading of
+// its bytes. With UTF8 Postgres converts the text, a character the
+// database's encoding lacks fails its row with SQLSTATE 22P05 (a dead
+// letter of kind untranslatable_character), and even a SQL_ASCII database
+// refuses bytes that are not UTF-8, as the unchecked jsonb rows of the
+// zero-config table need (ingest.UncheckedAppender).
+func sessionParams(cc *pgconn.Config, app string) error {
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	if ce, ok := cc.RuntimeParams["client_encoding"]; ok && !isUTF8Name(ce) {
+		return fmt.Errorf("client_encoding is %q: kafka2pg sends UTF-8 text, which Postgres converts to the database's encoding; remove client_encoding from --pg-url, or set it to UTF8", ce)
+	}
+	cc.RuntimeParams["client_encoding"] = "UTF8"
+	if _, ok := cc.RuntimeParams["application_name"]; !ok {
+		cc.RuntimeParams["application_name"] = app
+	}
+	return nil
+}
+
+// isUTF8Name says name is how Postgres may spell UTF-8: case and
+// punctuation do not count (utf8, UTF-8, Unicode).
+func isUTF8Name(name string) bool {
+	name = strings.ToLower(strings.NewReplacer("-", "", "_", "").Replace(name))
+	return name == "utf8" || name == "unicode"
+}
+
+// newPool is pgxpool.New with kafka2pg's session parameters.
+func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err
+	}
+	if err := sessionParams(&cfg.ConnConfig.Config, app); err != nil {
+		return nil, err
+	}
+	return pgxpool.NewWithConfig(ctx, cfg)
+}

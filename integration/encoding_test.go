@@ -1,0 +1,116 @@
+package integration_test
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+)
+
+// On a database whose encoding is not UTF-8, kafka2pg stores the characters
+// the records hold, not their UTF-8 bytes read as that encoding, and a
+// character the encoding lacks makes its record a dead letter: in the
+// zero-config table (jsonb, unchecked) and in a typed table's text column.
+// Postgres takes client_encoding from the database unless the client sets
+// it, and kafka2pg once did not: "é" was stored as "Ã©" and "中" as three
+// LATIN1 characters, without an error.
+func TestADatabaseInAnotherEncodingGetsTheCharactersNotTheirBytes(t *testing.T) {
+	// The test reads bytes (convert_to) and ASCII only, whatever its
+	// connections' client_encoding.
+	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
+	typedTopic := s.kafka.CreateTopic(t, "kafka2pg-it-latin1-typed", 1)
+	values := []string{`{"name":"café"}`, `{"name":"中文"}`, `{"name":"na\u00efve"}`}
+	for _, topic := range []string{s.topic, typedTopic} {
+		for i, v := range values {
+			s.kafka.Produce(t, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
+		}
+	}
+	s.runUntilCaughtUp(t, "latin1-zero-config", 2*time.Minute)
+	config := fmt.Sprintf(`kafka-brokers: [%s]
+kafka-group: %s-typed
+pg-url: ${K2P_IT_PG_URL}
+metrics-addr: ""
+sinks:
+  - topic: %s
+    table: typed_%s
+    columns:
+      - {name: name, path: name, type: text}
+    metadata: {offset: kafka_offset}
+`, s.kafka.Brokers(), s.group, typedTopic, s.table)
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("K2P_IT_PG_URL", s.pgURL)
+	startBridge(t, "latin1-typed", "run", "--config", path, "--until-caught-up").requireExitZero(t, 2*time.Minute)
+
+	// The LATIN1 bytes of the names: one byte for é and ï.
+	want := map[int64][]byte{0: []byte("caf\xe9"), 2: []byte("na\xefve")}
+	for table, name := range map[string]string{
+		fmt.Sprintf("%q", s.table):         "value->>'name'",
+		fmt.Sprintf(`"typed_%s"`, s.table): "name",
+	} {
+		if got := storedBytes(t, s, table, name, "LATIN1"); len(got) != len(want) || !bytes.Equal(got[0], want[0]) || !bytes.Equal(got[2], want[2]) {
+			t.Errorf("%s: stored %v, want %v (offset 1 a dead letter)", table, got, want)
+		}
+	}
+	for _, topic := range []string{s.topic, typedTopic} {
+		requireOneDeadLetter(t, s, topic, 1, "untranslatable_character")
+	}
+}
+
+// A SQL_ASCII database stores any bytes as text, so Postgres checks them
+// only against the client's encoding: with kafka2pg's UTF8, a value that is
+// not UTF-8, which the zero-config table leaves to Postgres to refuse, is
+// still a dead letter (it was stored, the client's encoding then being
+// SQL_ASCII too).
+func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
+	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "SQL_ASCII"))
+	for i, v := range []string{`{"name":"café"}`, "{\"name\":\"\xff\"}"} {
+		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
+	}
+	s.runUntilCaughtUp(t, "sql-ascii", 2*time.Minute)
+	if got := storedBytes(t, s, fmt.Sprintf("%q", s.table), "value->>'name'", "SQL_ASCII"); len(got) != 1 || string(got[0]) != "café" {
+		t.Errorf("stored %v, want offset 0 only, café in UTF-8", got)
+	}
+	requireOneDeadLetter(t, s, s.topic, 1, "invalid_utf8")
+}
+
+// storedBytes reads the text expr of table's rows as bytes in encoding, by
+// offset: the test's connections may have any client_encoding.
+func storedBytes(t *testing.T, s *scenario, table, expr, encoding string) map[int64][]byte {
+	t.Helper()
+	rows, err := s.db.Query(t.Context(), fmt.Sprintf(`SELECT kafka_offset, convert_to(%s, $1) FROM %s ORDER BY 1`, expr, table), encoding)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[int64][]byte{}
+	for rows.Next() {
+		var o int64
+		var b []byte
+		if err := rows.Scan(&o, &b); err != nil {
+			t.Fatal(err)
+		}
+		got[o] = b
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return got
+}
+
+func requireOneDeadLetter(t *testing.T, s *scenario, topic string, offset int64, kind string) {
+	t.Helper()
+	var gotOffset int64
+	var gotKind string
+	if err := s.db.QueryRow(t.Context(), `SELECT kafka_offset, error_kind FROM kafka2pg.dead_letters WHERE topic = $1`, topic).Scan(&gotOffset, &gotKind); err != nil ||
+		gotOffset != offset || gotKind != kind {
+		t.Errorf("%s: dead letter at offset %d of kind %q (%v), want one at %d of kind %s", topic, gotOffset, gotKind, err, offset, kind)
+	}
+}
