@@ -75,7 +75,11 @@ func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
 	for i, v := range []string{`{"name":"café"}`, "{\"name\":\"\xff\"}"} {
 		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
 	}
-	s.runUntilCaughtUp(t, "sql-ascii", 2*time.Minute)
+	b := s.start(t, "sql-ascii", "--until-caught-up")
+	b.requireExitZero(t, 2*time.Minute)
+	if !b.logged("the database's encoding is SQL_ASCII") {
+		t.Error("no warning about SQL_ASCII in the log")
+	}
 	if got := storedBytes(t, s, fmt.Sprintf("%q", s.table), "value->>'name'", "SQL_ASCII"); len(got) != 1 || string(got[0]) != "café" {
 		t.Errorf("stored %v, want offset 0 only, café in UTF-8", got)
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -53,4 +54,22 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 		return nil, err
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
+}
+
+// warnSQLASCII warns when the database's encoding is SQL_ASCII. Text is
+// stored there as the UTF-8 bytes it came as, but jsonb cannot store a \u
+// escape of a character beyond ASCII: Postgres fails the COPY with
+// "conversion between UTF8 and SQL_ASCII is not supported" (SQLSTATE
+// 0A000, an error kafka2pg cannot tell from one about the statement), so
+// such a record is retried rather than dead-lettered.
+func warnSQLASCII(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+	c, err := pool.Acquire(ctx)
+	if err != nil {
+		return // the writes will say why
+	}
+	defer c.Release()
+	if enc := c.Conn().PgConn().ParameterStatus("server_encoding"); enc == "SQL_ASCII" {
+		log.Warn("the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem",
+			"server_encoding", enc)
+	}
 }
