@@ -3,14 +3,17 @@ package integration_test
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // On a database whose encoding is not UTF-8, kafka2pg stores the characters
@@ -19,16 +22,23 @@ import (
 // zero-config table (jsonb, unchecked) and in a typed table's text column.
 // Postgres takes client_encoding from the database unless the client sets
 // it, and kafka2pg once did not: "é" was stored as "Ã©" and "中" as three
-// LATIN1 characters, without an error.
+// LATIN1 characters, without an error. A dead letter whose message or
+// headers hold such a character is stored in ASCII (its COPY failed, and
+// the partition retried it forever, once client_encoding was UTF8).
 func TestADatabaseInAnotherEncodingGetsTheCharactersNotTheirBytes(t *testing.T) {
 	// The test reads bytes (convert_to) and ASCII only, whatever its
 	// connections' client_encoding.
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
 	typedTopic := s.kafka.CreateTopic(t, "kafka2pg-it-latin1-typed", 1)
-	values := []string{`{"name":"café"}`, `{"name":"中文"}`, `{"name":"na\u00efve"}`}
+	values := []string{`{"name":"café"}`, `{"name":"中文"}`, `{"name":"na\u00efve"}`, `{"name":"x","n":"中"}`}
+	headers := []kgo.RecordHeader{{Key: "clé", Value: []byte("中")}, {Key: "ключ", Value: []byte("\xff")}}
 	for _, topic := range []string{s.topic, typedTopic} {
 		for i, v := range values {
-			s.kafka.Produce(t, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
+			r := &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)}
+			if i == 3 {
+				r.Headers = headers
+			}
+			s.kafka.Produce(t, r)
 		}
 	}
 	s.runUntilCaughtUp(t, "latin1-zero-config", 2*time.Minute)
@@ -41,6 +51,7 @@ sinks:
     table: typed_%s
     columns:
       - {name: name, path: name, type: text}
+      - {name: n, path: n, type: bigint}
     metadata: {offset: kafka_offset}
 `, s.kafka.Brokers(), s.group, typedTopic, s.table)
 	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
@@ -60,8 +71,44 @@ sinks:
 			t.Errorf("%s: stored %v, want %v (offset 1 a dead letter)", table, got, want)
 		}
 	}
-	for _, topic := range []string{s.topic, typedTopic} {
-		requireOneDeadLetter(t, s, topic, 1, "untranslatable_character")
+	// Offset 3: in the zero-config table its headers column lacks 中
+	// (Postgres refuses the row), in the typed one n is not a number (the
+	// mapping refuses it, quoting the value). Both dead letters keep the
+	// headers, in ASCII, and read back as they came.
+	for topic, wantKinds := range map[string]map[int64]string{
+		s.topic:    {1: "untranslatable_character", 3: "untranslatable_character"},
+		typedTopic: {1: "untranslatable_character", 3: "type_mismatch"},
+	} {
+		rows, err := s.db.Query(t.Context(), `SELECT kafka_offset, error_kind, error_message, headers::text FROM kafka2pg.dead_letters WHERE topic = $1`, topic)
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds := map[int64]string{}
+		for rows.Next() {
+			var o int64
+			var kind, msg string
+			var hs *string
+			if err := rows.Scan(&o, &kind, &msg, &hs); err != nil {
+				t.Fatal(err)
+			}
+			kinds[o] = kind
+			if o != 3 {
+				continue
+			}
+			if kind == "type_mismatch" && !strings.Contains(msg, `\u4E2D`) {
+				t.Errorf("%s@3: message %q, want the value quoted with \\u4E2D", topic, msg)
+			}
+			got, err := schema.ParseHeadersJSON([]byte(*hs))
+			if err != nil || len(got) != 2 || got[0].Key != "clé" || string(got[0].Value) != "中" || got[1].Key != "ключ" || string(got[1].Value) != "\xff" {
+				t.Errorf("%s@3: headers %s read back as %+v (%v), want the record's", topic, *hs, got, err)
+			}
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if !maps.Equal(kinds, wantKinds) {
+			t.Errorf("%s: dead letters %v, want %v", topic, kinds, wantKinds)
+		}
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -129,19 +130,38 @@ func HeadersJSON(hs []Header) []byte {
 	return appendHeadersJSON(make([]byte, 0, 32*len(hs)), hs)
 }
 
+// HeadersJSONASCII is HeadersJSON in ASCII alone, for a database whose
+// encoding may lack a character of the headers (LATIN1, say; jsonb
+// converts its input to it): a key or value with a byte beyond ASCII (or a
+// NUL) is given as "key_base64" or "value_base64", so both read back
+// exactly. Dead letters are stored so.
+func HeadersJSONASCII(hs []Header) []byte {
+	return appendHeadersJSONIn(make([]byte, 0, 32*len(hs)), hs, true)
+}
+
 // appendHeadersJSON appends HeadersJSON(hs) to b.
 func appendHeadersJSON(b []byte, hs []Header) []byte {
+	return appendHeadersJSONIn(b, hs, false)
+}
+
+func appendHeadersJSONIn(b []byte, hs []Header, ascii bool) []byte {
 	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(b, `{"key":`...)
-		b = appendJSONString(b, h.Key)
+		if ascii && !plainASCII(h.Key) {
+			b = append(b, `{"key_base64":"`...)
+			b = base64.StdEncoding.AppendEncode(b, []byte(h.Key))
+			b = append(b, '"')
+		} else {
+			b = append(b, `{"key":`...)
+			b = appendJSONString(b, h.Key)
+		}
 		switch {
 		case h.Value == nil:
 			b = append(b, `,"value":null}`...)
-		case utf8.Valid(h.Value) && bytes.IndexByte(h.Value, 0) < 0:
+		case ascii && plainASCII(string(h.Value)), !ascii && utf8.Valid(h.Value) && bytes.IndexByte(h.Value, 0) < 0:
 			b = append(b, `,"value":`...)
 			b = appendJSONString(b, string(h.Value))
 			b = append(b, '}')
@@ -294,13 +314,15 @@ func hex4(v []byte, at int) (int, bool) {
 	return int(n), true
 }
 
-// ParseHeadersJSON reads what HeadersJSON wrote, for replaying dead letters.
+// ParseHeadersJSON reads what HeadersJSON or HeadersJSONASCII wrote, for
+// replaying dead letters.
 func ParseHeadersJSON(b []byte) ([]Header, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
 	var raw []struct {
 		Key         string  `json:"key"`
+		KeyBase64   *string `json:"key_base64"`
 		Value       *string `json:"value"`
 		ValueBase64 *string `json:"value_base64"`
 	}
@@ -310,6 +332,13 @@ func ParseHeadersJSON(b []byte) ([]Header, error) {
 	hs := make([]Header, len(raw))
 	for i, h := range raw {
 		hs[i].Key = h.Key
+		if h.KeyBase64 != nil {
+			k, err := base64.StdEncoding.DecodeString(*h.KeyBase64)
+			if err != nil {
+				return nil, fmt.Errorf("parse headers: key_base64 %q: %w", *h.KeyBase64, err)
+			}
+			hs[i].Key = string(k)
+		}
 		switch {
 		case h.ValueBase64 != nil:
 			v, err := base64.StdEncoding.DecodeString(*h.ValueBase64)
@@ -322,4 +351,45 @@ func ParseHeadersJSON(b []byte) ([]Header, error) {
 		}
 	}
 	return hs, nil
+}
+
+// isASCII says s has no byte beyond ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
+}
+
+// plainASCII says s is ASCII without NUL, which appendJSONString keeps
+// as it is (escaping control characters in ASCII).
+func plainASCII(s string) bool {
+	return isASCII(s) && strings.IndexByte(s, 0) < 0
+}
+
+// EscapeNonASCII writes the characters of s beyond ASCII as \uXXXX (or
+// \UXXXXXXXX), and bytes that are not UTF-8 as \xXX: text any database
+// encoding holds, for dead letters' messages.
+func EscapeNonASCII(s string) string {
+	if isASCII(s) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, n := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && n == 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r < utf8.RuneSelf:
+			b.WriteByte(byte(r))
+		case r <= 0xFFFF:
+			fmt.Fprintf(&b, `\u%04X`, r)
+		default:
+			fmt.Fprintf(&b, `\U%08X`, r)
+		}
+		i += n
+	}
+	return b.String()
 }

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"encoding/json"
 	"errors"
 	"flag"
 	"os"
@@ -211,5 +212,26 @@ func FuzzHeaders(f *testing.F) {
 		if len(out) != 1 || (value != nil && string(out[0].Value) != string(value)) || (value == nil) != (out[0].Value == nil) {
 			t.Fatalf("round trip of %q gave %q", in, out)
 		}
+		// In ASCII alone (dead letters on a LATIN1 database), and the key
+		// exact too.
+		ascii := HeadersJSONASCII(in)
+		if !isASCII(string(ascii)) || !json.Valid(ascii) {
+			t.Fatalf("HeadersJSONASCII(%q) = %s: not JSON in ASCII", in, ascii)
+		}
+		out, err = ParseHeadersJSON(ascii)
+		if err != nil || len(out) != 1 || out[0].Key != key || string(out[0].Value) != string(value) || (value == nil) != (out[0].Value == nil) {
+			t.Fatalf("round trip of %q through %s gave %q, %v", in, ascii, out, err)
+		}
 	})
+}
+
+func TestEscapeNonASCII(t *testing.T) {
+	for in, want := range map[string]string{
+		`plain "quoted" text`: `plain "quoted" text`,
+		"中 é \xff 😀":          `\u4E2D \u00E9 \xff \U0001F600`,
+	} {
+		if got := EscapeNonASCII(in); got != want {
+			t.Errorf("EscapeNonASCII(%q) = %q, want %q", in, got, want)
+		}
+	}
 }
