@@ -1,0 +1,75 @@
+package ingest_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/migrations"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// On a LATIN1 database (client_encoding UTF8, as kafka2pg connects), a dead
+// letter whose message quotes a character LATIN1 lacks is stored, and so
+// is its message after a replay that still refuses it: in ASCII. Postgres
+// refused them (SQLSTATE 22P05), and the batch was retried forever.
+func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
+	ctx := context.Background()
+	url := pgtest.URLWithEncoding(t, "LATIN1")
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	m, err := schema.NewJSONMapper(schema.MappingSpec{Schema: "public", Table: topic, Columns: []schema.ColumnSpec{{Name: "n", Path: "n", Type: "bigint"}},
+		Metadata: schema.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {Table: m.Table(), Mapper: m}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EnsureTables(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	b := batch(0, claim(t, w, 0).Epoch, 0, 3)
+	b.Records[1].Value = []byte(`{"n":"中"}`)
+	b.Records[1].Headers = []schema.Header{{Key: "clé", Value: []byte("中")}}
+	res, err := w.Write(ctx, b)
+	if err != nil || res.Rows != 2 || res.DeadLetters != 1 {
+		t.Fatalf("write: %+v, %v; want 2 rows and 1 dead letter", res, err)
+	}
+	check := func(when string) {
+		t.Helper()
+		var msg, headers string
+		if err := pool.QueryRow(ctx, `SELECT error_message, headers::text FROM kafka2pg.dead_letters WHERE kafka_offset = 1`).Scan(&msg, &headers); err != nil {
+			t.Fatalf("%s: %v", when, err)
+		}
+		hs, err := schema.ParseHeadersJSON([]byte(headers))
+		if !strings.Contains(msg, `\u4E2D`) || err != nil || len(hs) != 1 || hs[0].Key != "clé" || string(hs[0].Value) != "中" {
+			t.Errorf("%s: message %q, headers %s (%+v, %v); want \\u4E2D in the message and the headers as sent", when, msg, headers, hs, err)
+		}
+	}
+	check("written")
+	if _, err := pool.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_message = 'before the replay'`); err != nil {
+		t.Fatal(err)
+	}
+	rr, err := w.Replay(ctx, ingest.ReplayFilter{Group: "g", Topic: topic}, 10)
+	if err != nil || rr.StillBad != 1 {
+		t.Fatalf("replay: %+v, %v; want the dead letter still bad", rr, err)
+	}
+	check("replayed")
+}
