@@ -11,7 +11,8 @@
 // The mappers, by file:
 //
 //   - raw.go: RawMapper, the zero-config table (coordinates, key, headers,
-//     value as jsonb, text or bytea).
+//     value as jsonb, text or bytea); the headers' jsonb (HeadersJSON, and
+//     HeadersJSONASCII for dead letters on a database that is not UTF-8).
 //   - mapping.go, types.go, convert.go, decimal.go, datetime.go, jsonpath.go:
 //     JSONMapper, typed columns from JSON paths through one type table
 //     (decimal.go numerics, datetime.go dates, times and timestamps, each

@@ -12,9 +12,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
