@@ -165,3 +165,24 @@ func requireOneDeadLetter(t *testing.T, s *scenario, topic string, offset int64,
 		t.Errorf("%s: dead letter at offset %d of kind %q (%v), want one at %d of kind %s", topic, gotOffset, gotKind, err, offset, kind)
 	}
 }
+
+// On a database whose encoding lacks a character of the consumer group's
+// name, run stops at start, naming the group and the fix: kafka2pg.offsets
+// keys the offsets by it, and every claim would fail and be retried.
+func TestAGroupNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
+	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
+	s.group += "-组"
+	s.produce(t, 10)
+	b := s.start(t, "latin1-group", "--until-caught-up")
+	if !b.wait(time.Minute) {
+		b.kill(t)
+		t.Fatal("still running after a minute, want it stopped at start")
+	}
+	if b.state.ExitCode() == 0 || !b.logged(`--kafka-group \"`+s.group+`\": the database's encoding, LATIN1, lacks a character of it`) {
+		t.Errorf("%s, want a failure naming --kafka-group", b.status())
+	}
+	var n int64
+	if err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM kafka2pg.offsets`).Scan(&n); err != nil || n != 0 {
+		t.Errorf("kafka2pg.offsets: %d rows (%v), want none", n, err)
+	}
+}

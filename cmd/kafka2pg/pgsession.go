@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -56,20 +57,32 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// warnSQLASCII warns when the database's encoding is SQL_ASCII. Text is
-// stored there as the UTF-8 bytes it came as, but jsonb cannot store a \u
-// escape of a character beyond ASCII: Postgres fails the COPY with
+// checkEncoding looks at the database's encoding once at start. On one
+// that is not UTF-8 it refuses a consumer group name the encoding lacks a
+// character of: kafka2pg.offsets keys the offsets by it, and every claim
+// would fail (SQLSTATE 22P05) and be retried. On SQL_ASCII it warns: text
+// is stored there as the UTF-8 bytes it came as, but jsonb cannot store a
+// \u escape of a character beyond ASCII, and Postgres fails the COPY with
 // "conversion between UTF8 and SQL_ASCII is not supported" (SQLSTATE
 // 0A000, an error kafka2pg cannot tell from one about the statement), so
-// such a record is retried rather than dead-lettered.
-func warnSQLASCII(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger) {
+// such a record is retried rather than dead-lettered. A database it cannot
+// reach yet is left to the writes, which retry and say why.
+func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
-		return // the writes will say why
+		return nil
 	}
 	defer c.Release()
-	if enc := c.Conn().PgConn().ParameterStatus("server_encoding"); enc == "SQL_ASCII" {
+	switch enc := c.Conn().PgConn().ParameterStatus("server_encoding"); enc {
+	case "UTF8":
+	case "SQL_ASCII":
 		log.Warn("the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem",
 			"server_encoding", enc)
+	default:
+		var pgErr *pgconn.PgError
+		if _, err := c.Exec(ctx, "SELECT $1::text", group); errors.As(err, &pgErr) && pgErr.Code == "22P05" {
+			return fmt.Errorf("--kafka-group %q: the database's encoding, %s, lacks a character of it, and kafka2pg.offsets keys the offsets by the group: choose a group name %s can hold, or use a UTF8 database", group, enc, enc)
+		}
 	}
+	return nil
 }

@@ -162,10 +162,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
+	if err := checkEncoding(ctx, pool, log, o.reader.Group); err != nil {
+		return err
+	}
 	if err := retry(ctx, log, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {
 		return err
 	}
-	warnSQLASCII(ctx, pool, log)
 
 	claim := func(ctx context.Context, topic string, partitions []int32) (map[int32]reader.Claim, error) {
 		pos, err := w.Claim(ctx, topic, partitions)
