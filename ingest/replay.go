@@ -146,14 +146,10 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 		if _, err := tx.Exec(ctx, `DELETE FROM kafka2pg.dead_letters WHERE id = ANY($1)`, done); err != nil {
 			return err
 		}
-		ascii := !holdsUTF8(tx.Conn().PgConn()) // as handleBad writes them
+		text := letterTextFor(tx.Conn().PgConn()) // as handleBad writes them
 		for _, b := range bad {
-			msg := b.err.Error()
-			if ascii {
-				msg = schema.EscapeNonASCII(msg)
-			}
 			if _, err := tx.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_kind = $2, error_message = $3 WHERE id = $1`,
-				ids[b.rec], b.kind, msg); err != nil {
+				ids[b.rec], b.kind, text.message(b.err.Error())); err != nil {
 				return err
 			}
 		}

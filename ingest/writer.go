@@ -594,28 +594,14 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, 
 		res.Skipped = len(bad)
 		return nil
 	}
-	// A database whose encoding is not UTF-8 may lack a character of a
-	// message (which quotes the value) or of a header, and would refuse
-	// the dead letter: those are stored in ASCII there.
-	ascii := !holdsUTF8(tx.Conn().PgConn())
+	text := letterTextFor(tx.Conn().PgConn()) // the database may not hold every character (encoding.go)
 	rows := make([][]any, len(bad))
 	for i, x := range bad {
-		r := x.rec
-		var headers any
-		msg := x.err.Error()
-		switch {
-		case len(r.Headers) > 0 && ascii:
-			headers = schema.HeadersJSONASCII(r.Headers)
-		case len(r.Headers) > 0:
-			headers = schema.HeadersJSON(r.Headers)
-		}
-		if ascii {
-			msg = schema.EscapeNonASCII(msg)
-		}
-		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, headers,
-			table, x.kind, msg}
+		r, msg := x.rec, x.err.Error()
+		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, text.headers(r.Headers),
+			table, x.kind, text.message(msg)}
 		w.log.Warn("dead letter", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
-			"table", table, "kind", x.kind, "error", x.err.Error())
+			"table", table, "kind", x.kind, "error", msg)
 	}
 	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
@@ -625,16 +611,6 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, 
 		res.DeadLetterKinds = append(res.DeadLetterKinds, x.kind)
 	}
 	return nil
-}
-
-// holdsUTF8 says the connection's database stores any UTF-8 text: its
-// encoding is UTF8, or SQL_ASCII, which stores bytes as they come.
-func holdsUTF8(c *pgconn.PgConn) bool {
-	switch c.ParameterStatus("server_encoding") {
-	case "UTF8", "SQL_ASCII":
-		return true
-	}
-	return false
 }
 
 // fenced reads what the offsets row holds, for a message that says why.

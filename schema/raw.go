@@ -161,7 +161,7 @@ func appendHeadersJSONIn(b []byte, hs []Header, ascii bool) []byte {
 		switch {
 		case h.Value == nil:
 			b = append(b, `,"value":null}`...)
-		case ascii && plainASCII(string(h.Value)), !ascii && utf8.Valid(h.Value) && bytes.IndexByte(h.Value, 0) < 0:
+		case plainHeaderValue(h.Value, ascii):
 			b = append(b, `,"value":`...)
 			b = appendJSONString(b, string(h.Value))
 			b = append(b, '}')
@@ -369,27 +369,11 @@ func plainASCII(s string) bool {
 	return isASCII(s) && strings.IndexByte(s, 0) < 0
 }
 
-// EscapeNonASCII writes the characters of s beyond ASCII as \uXXXX (or
-// \UXXXXXXXX), and bytes that are not UTF-8 as \xXX: text any database
-// encoding holds, for dead letters' messages.
-func EscapeNonASCII(s string) string {
-	if isASCII(s) {
-		return s
+// plainHeaderValue says a header value is written as a JSON string rather
+// than as value_base64: UTF-8 without NUL, and in ASCII alone when ascii.
+func plainHeaderValue(v []byte, ascii bool) bool {
+	if ascii {
+		return plainASCII(string(v))
 	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		r, n := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && n == 1:
-			fmt.Fprintf(&b, `\x%02x`, s[i])
-		case r < utf8.RuneSelf:
-			b.WriteByte(byte(r))
-		case r <= 0xFFFF:
-			fmt.Fprintf(&b, `\u%04X`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08X`, r)
-		}
-		i += n
-	}
-	return b.String()
+	return utf8.Valid(v) && bytes.IndexByte(v, 0) < 0
 }

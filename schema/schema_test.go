@@ -224,14 +224,3 @@ func FuzzHeaders(f *testing.F) {
 		}
 	})
 }
-
-func TestEscapeNonASCII(t *testing.T) {
-	for in, want := range map[string]string{
-		`plain "quoted" text`: `plain "quoted" text`,
-		"中 é \xff 😀":          `\u4E2D \u00E9 \xff \U0001F600`,
-	} {
-		if got := EscapeNonASCII(in); got != want {
-			t.Errorf("EscapeNonASCII(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

@@ -65,12 +65,12 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 // \u escape of a character beyond ASCII, and Postgres fails the COPY with
 // "conversion between UTF8 and SQL_ASCII is not supported" (SQLSTATE
 // 0A000, an error kafka2pg cannot tell from one about the statement), so
-// such a record is retried rather than dead-lettered. A database it cannot
-// reach yet is left to the writes, which retry and say why.
+// such a record is retried rather than dead-lettered. Connection trouble
+// is returned as it is, for the caller's retry.
 func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil
+		return err
 	}
 	defer c.Release()
 	switch enc := c.Conn().PgConn().ParameterStatus("server_encoding"); enc {
@@ -80,9 +80,11 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 			"server_encoding", enc)
 	default:
 		var pgErr *pgconn.PgError
-		if _, err := c.Exec(ctx, "SELECT $1::text", group); errors.As(err, &pgErr) && pgErr.Code == "22P05" {
+		_, err := c.Exec(ctx, "SELECT $1::text", group)
+		if errors.As(err, &pgErr) && pgErr.Code == "22P05" {
 			return fmt.Errorf("--kafka-group %q: the database's encoding, %s, lacks a character of it, and kafka2pg.offsets keys the offsets by the group: choose a group name %s can hold, or use a UTF8 database", group, enc, enc)
 		}
+		return err
 	}
 	return nil
 }
