@@ -272,7 +272,8 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
 - **Latency scenario (exact).** The bench creates an empty topic, starts the bridge and waits until it has claimed all 8
   partitions (their rows exist in kafka2pg.offsets), then produces for a fixed time at half the median zero-config
   rate of the repetitions, paced every millisecond, each record stamped with the time it was handed to the producer
-  (kgo truncates it to the millisecond, as Kafka stores it). Meanwhile a separate connection reads
+  (kgo truncates it to the millisecond, as Kafka stores it), so its wait in the producer's linger (5 ms, Kafka's
+  default since 4.0) counts in its latency. Meanwhile a separate connection reads
   kafka2pg.offsets (next_offset per partition) every 5 ms. The bridge advances next_offset as the last checked
   statement of each data transaction, so a read that sees it advanced proves the commit of every record below it;
   the previous read, which did not, bounds the commit from below. Afterwards the bench reads every row's
