@@ -127,6 +127,9 @@ func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
 	if !b.logged("the database's encoding is SQL_ASCII") {
 		t.Error("no warning about SQL_ASCII in the log")
 	}
+	if code, out := cli(t, append([]string{"check"}, s.args()[1:]...)...); code != 0 || !strings.Contains(out, "warn  postgres: the database's encoding is SQL_ASCII") {
+		t.Errorf("kafka2pg check on SQL_ASCII: exit %d, want 0 with the warning:\n%s", code, out)
+	}
 	if got := storedBytes(t, s, fmt.Sprintf("%q", s.table), "value->>'name'", "SQL_ASCII"); len(got) != 1 || string(got[0]) != "café" {
 		t.Errorf("stored %v, want offset 0 only, café in UTF-8", got)
 	}
@@ -180,6 +183,12 @@ func TestAGroupNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
 	}
 	if b.state.ExitCode() == 0 || !b.logged(`--kafka-group \"`+s.group+`\": the database's encoding, LATIN1, lacks a character of it`) {
 		t.Errorf("%s, want a failure naming --kafka-group", b.status())
+	}
+	// check says so too, and goes on with its other checks.
+	code, out := cli(t, append([]string{"check"}, s.args()[1:]...)...)
+	if code != 1 || !strings.Contains(out, `FAIL  postgres: --kafka-group "`+s.group+`": the database's encoding, LATIN1, lacks a character of it`) ||
+		!strings.Contains(out, "kafka2pg schema:") {
+		t.Errorf("kafka2pg check: exit %d, want 1 with the group's FAIL and the checks after it:\n%s", code, out)
 	}
 	var n int64
 	if err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM kafka2pg.offsets`).Scan(&n); err != nil || n != 0 {

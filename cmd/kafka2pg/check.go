@@ -160,6 +160,19 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
+	warn, err := encodingProblems(ctx, conn, o.reader.Group)
+	var groupErr *groupEncodingError
+	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
+	case errors.As(err, &groupErr):
+		r.line("FAIL", "postgres: %v", err)
+	case err != nil:
+		r.line("FAIL", "postgres: check the database's encoding: %v", redactErr(err))
+		return
+	case warn != "":
+		r.line("warn", "postgres: %s", warn)
+	default:
+		r.line("ok", "postgres: the database's encoding, %s, holds the group's name", enc)
+	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
 		r.line("FAIL", "postgres: begin a read-only transaction: %v", redactErr(err))

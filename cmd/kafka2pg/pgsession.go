@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"strings"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -73,18 +74,36 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 		return err
 	}
 	defer c.Release()
-	switch enc := c.Conn().PgConn().ParameterStatus("server_encoding"); enc {
+	warn, err := encodingProblems(ctx, c.Conn(), group)
+	if warn != "" {
+		log.Warn(warn, "server_encoding", c.Conn().PgConn().ParameterStatus("server_encoding"))
+	}
+	return err
+}
+
+// encodingProblems is checkEncoding's judgement on conn, for run and
+// check: a warning to give (empty: none), and an error when run must not
+// start (a *groupEncodingError) or the question failed.
+func encodingProblems(ctx context.Context, conn *pgx.Conn, group string) (warn string, err error) {
+	switch enc := conn.PgConn().ParameterStatus("server_encoding"); enc {
 	case "UTF8":
 	case "SQL_ASCII":
-		log.Warn("the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem",
-			"server_encoding", enc)
+		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem", nil
 	default:
 		var pgErr *pgconn.PgError
-		_, err := c.Exec(ctx, "SELECT $1::text", group)
+		_, err := conn.Exec(ctx, "SELECT $1::text", group)
 		if errors.As(err, &pgErr) && pgErr.Code == "22P05" {
-			return fmt.Errorf("--kafka-group %q: the database's encoding, %s, lacks a character of it, and kafka2pg.offsets keys the offsets by the group: choose a group name %s can hold, or use a UTF8 database", group, enc, enc)
+			return "", &groupEncodingError{group: group, encoding: enc}
 		}
-		return err
+		return "", err
 	}
-	return nil
+	return "", nil
+}
+
+// groupEncodingError is a consumer group name the database's encoding
+// cannot hold.
+type groupEncodingError struct{ group, encoding string }
+
+func (e *groupEncodingError) Error() string {
+	return fmt.Sprintf("--kafka-group %q: the database's encoding, %s, lacks a character of it, and kafka2pg.offsets keys the offsets by the group: choose a group name %s can hold, or use a UTF8 database", e.group, e.encoding, e.encoding)
 }
