@@ -127,19 +127,25 @@ type facts struct {
 }
 
 func machineFacts(_ context.Context, o options) facts {
-	return facts{started: time.Now(), nproc: runtime.NumCPU(), goVersion: runtime.Version(), commit: describeCommit(),
+	return facts{started: time.Now(), nproc: runtime.NumCPU(), goVersion: runtime.Version(), commit: describeCommit(o.out, o.chart),
 		loadBefore: loadAverage(), bin: o.bin, records: o.records, reps: o.reps}
 }
 
 // describeCommit names the work tree's commit: a short hash, with
 // "+ uncommitted changes" when the tree is dirty; "unknown" without git.
-func describeCommit() string {
+// The bench's own outputs do not count: the previous run's results would
+// otherwise mark every run after it.
+func describeCommit(outputs ...string) string {
 	out, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return "unknown"
 	}
 	commit := strings.TrimSpace(string(out))
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no").Output(); err == nil && len(st) > 0 {
+	args := []string{"status", "--porcelain", "--untracked-files=no", "--", ":/"}
+	for _, o := range outputs {
+		args = append(args, ":(exclude)"+o)
+	}
+	if st, err := exec.Command("git", args...).Output(); err == nil && len(st) > 0 {
 		commit += " + uncommitted changes"
 	}
 	return commit
