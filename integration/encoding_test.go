@@ -195,3 +195,30 @@ func TestAGroupNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
 		t.Errorf("kafka2pg.offsets: %d rows (%v), want none", n, err)
 	}
 }
+
+// A table name the database's encoding lacks a character of stops run at
+// start naming the table, its topic, the encoding and the fix, where
+// Postgres' 22P05 from CREATE TABLE was all it said before; check says so
+// too, and nothing is created.
+func TestATableNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
+	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
+	table := s.table + "_订单"
+	s.produce(t, 10)
+	b := s.start(t, "latin1-table", "--until-caught-up", "--table", table)
+	if !b.wait(time.Minute) {
+		b.kill(t)
+		t.Fatal("still running after a minute, want it stopped at start")
+	}
+	const want = "lacks a character of its name: name the table with characters LATIN1 has"
+	if b.state.ExitCode() == 0 || !b.logged(want) || !b.logged(`for topic \"`+s.topic+`\"`) {
+		t.Errorf("%s, want a failure naming the table and its topic", b.status())
+	}
+	code, out := cli(t, append(append([]string{"check"}, s.args()[1:]...), "--table", table)...)
+	if code != 1 || !strings.Contains(out, "FAIL  postgres: table ") || !strings.Contains(out, want) {
+		t.Errorf("kafka2pg check: exit %d, want 1 with the table's FAIL:\n%s", code, out)
+	}
+	var n int64
+	if err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM pg_class WHERE relname LIKE $1`, s.table+"%").Scan(&n); err != nil || n != 0 {
+		t.Errorf("tables named %s...: %d (%v), want none", s.table, n, err)
+	}
+}

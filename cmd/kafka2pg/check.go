@@ -160,10 +160,10 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := encodingProblems(ctx, conn, o.reader.Group)
-	var groupErr *groupEncodingError
+	warn, err := encodingProblems(ctx, conn, o.reader.Group, sinks)
+	var nameErr *nameEncodingError
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
-	case errors.As(err, &groupErr):
+	case errors.As(err, &nameErr):
 		r.line("FAIL", "postgres: %v", err)
 	case err != nil:
 		r.line("FAIL", "postgres: check the database's encoding: %v", redactErr(err))
@@ -171,7 +171,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	case warn != "":
 		r.line("warn", "postgres: %s", warn)
 	default:
-		r.line("ok", "postgres: the database's encoding, %s, holds the group's name", enc)
+		r.line("ok", "postgres: the database's encoding, %s, holds the group's and the tables' names", enc)
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {

@@ -5,11 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
 )
 
 // sessionParams sets the session parameters of kafka2pg's connections to
@@ -59,22 +63,24 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 }
 
 // checkEncoding looks at the database's encoding once at start. On one
-// that is not UTF-8 it refuses a consumer group name the encoding lacks a
-// character of: kafka2pg.offsets keys the offsets by it, and every claim
-// would fail (SQLSTATE 22P05) and be retried. On SQL_ASCII it warns: text
-// is stored there as the UTF-8 bytes it came as, but jsonb cannot store a
-// \u escape of a character beyond ASCII, and Postgres fails the COPY with
-// "conversion between UTF8 and SQL_ASCII is not supported" (SQLSTATE
-// 0A000, an error kafka2pg cannot tell from one about the statement), so
-// such a record is retried rather than dead-lettered. Connection trouble
-// is returned as it is, for the caller's retry.
-func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string) error {
+// that is not UTF-8 it refuses a name the encoding lacks a character of:
+// the consumer group's (kafka2pg.offsets keys the offsets by it, and every
+// claim would fail with SQLSTATE 22P05 and be retried), and the configured
+// sinks' schema, table and column names (their DDL would fail with
+// Postgres' message alone). On SQL_ASCII it warns: text is stored there as
+// the UTF-8 bytes it came as, but jsonb cannot store a \u escape of a
+// character beyond ASCII, and Postgres fails the COPY with "conversion
+// between UTF8 and SQL_ASCII is not supported" (SQLSTATE 0A000, an error
+// kafka2pg cannot tell from one about the statement), so such a record is
+// retried rather than dead-lettered. Connection trouble is returned as it
+// is, for the caller's retry.
+func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	warn, err := encodingProblems(ctx, c.Conn(), group)
+	warn, err := encodingProblems(ctx, c.Conn(), group, sinks)
 	if warn != "" {
 		log.Warn(warn, "server_encoding", c.Conn().PgConn().ParameterStatus("server_encoding"))
 	}
@@ -83,27 +89,59 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 
 // encodingProblems is checkEncoding's judgement on conn, for run and
 // check: a warning to give (empty: none), and an error when run must not
-// start (a *groupEncodingError) or the question failed.
-func encodingProblems(ctx context.Context, conn *pgx.Conn, group string) (warn string, err error) {
+// start (a *nameEncodingError) or the question failed.
+func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink) (warn string, err error) {
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); enc {
 	case "UTF8":
 	case "SQL_ASCII":
 		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem", nil
 	default:
-		var pgErr *pgconn.PgError
-		_, err := conn.Exec(ctx, "SELECT $1::text", group)
-		if errors.As(err, &pgErr) && pgErr.Code == "22P05" {
-			return "", &groupEncodingError{group: group, encoding: enc}
+		for _, n := range namesToHold(group, sinks) {
+			var pgErr *pgconn.PgError
+			_, err := conn.Exec(ctx, "SELECT $1::text", n.name)
+			if errors.As(err, &pgErr) && pgErr.Code == "22P05" {
+				n.encoding = enc
+				return "", &n
+			}
+			if err != nil {
+				return "", err
+			}
 		}
-		return "", err
 	}
 	return "", nil
 }
 
-// groupEncodingError is a consumer group name the database's encoding
-// cannot hold.
-type groupEncodingError struct{ group, encoding string }
+// namesToHold are the names the database must be able to store: the
+// group's, then each sink's (by topic) schema, table and column names.
+func namesToHold(group string, sinks map[string]ingest.Sink) []nameEncodingError {
+	out := []nameEncodingError{{what: "--kafka-group", name: group,
+		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
+	topics := slices.Sorted(maps.Keys(sinks))
+	for _, topic := range topics {
+		t := sinks[topic].Table
+		if t.Schema != "" {
+			out = append(out, nameEncodingError{what: fmt.Sprintf("the schema of table %s for topic %q", t.QualifiedName(), topic), name: t.Schema,
+				fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
+		}
+		out = append(out, nameEncodingError{what: fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic), name: t.Name,
+			fix: "name the table with characters %[1]s has (--table, or the sink's table in the config), or use a UTF8 database"})
+		for _, c := range t.Columns {
+			out = append(out, nameEncodingError{what: fmt.Sprintf("column %q of table %s for topic %q", c.Name, t.QualifiedName(), topic), name: c.Name,
+				fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
+		}
+	}
+	return out
+}
 
-func (e *groupEncodingError) Error() string {
-	return fmt.Sprintf("--kafka-group %q: the database's encoding, %s, lacks a character of it, and kafka2pg.offsets keys the offsets by the group: choose a group name %s can hold, or use a UTF8 database", e.group, e.encoding, e.encoding)
+// nameEncodingError is a name the database's encoding cannot hold.
+type nameEncodingError struct {
+	what, name, encoding string
+	fix                  string // a format with the encoding as %[1]s
+}
+
+func (e *nameEncodingError) Error() string {
+	if e.what == "--kafka-group" {
+		return fmt.Sprintf("--kafka-group %q: the database's encoding, %s, lacks a character of it: %s", e.name, e.encoding, fmt.Sprintf(e.fix, e.encoding))
+	}
+	return fmt.Sprintf("%s: the database's encoding, %s, lacks a character of its name: %s", e.what, e.encoding, fmt.Sprintf(e.fix, e.encoding))
 }
