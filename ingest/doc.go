@@ -20,7 +20,9 @@
 //     path (isolate.go), which finds the refused rows under savepoints;
 //  3. COPY of the dead letters: records the mapping refused (on a
 //     database whose encoding is not UTF-8, with their messages and
-//     headers in ASCII, which any encoding holds: encoding.go);
+//     headers in ASCII, which any encoding holds: encoding.go, which also
+//     answers whether a database can hold a name, Holds, for the checks
+//     cmd/kafka2pg makes at start);
 //  4. COMMIT. Only then are the rows and the new next_offset durable.
 //
 // Claim bumps the epoch of a partition and returns its durable position; it

@@ -1,10 +1,14 @@
 package ingest
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"unicode/utf8"
 
+	"github.com/jackc/pgerrcode"
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -15,7 +19,8 @@ import (
 // Postgres converts text to the database's encoding: on one that is not
 // UTF-8 (LATIN1, say) a character it lacks fails with SQLSTATE 22P05. A
 // row's failure makes a dead letter; a dead letter must not fail the same
-// way, so its text is written in ASCII there (letterText).
+// way, so its text is written in ASCII there (letterText). Holds asks
+// the same question of a name before anything keys rows or tables by it.
 
 // holdsUTF8 says the connection's database stores any UTF-8 text: its
 // encoding is UTF8, or SQL_ASCII, which stores bytes as they come.
@@ -25,6 +30,33 @@ func holdsUTF8(c *pgconn.PgConn) bool {
 		return true
 	}
 	return false
+}
+
+// Holds reports whether the connection's database can store s as text:
+// at once where it holds any UTF-8 (holdsUTF8) or s is ASCII, which every
+// server encoding of Postgres contains; otherwise Postgres is asked, and
+// SQLSTATE 22P05 means it cannot. cmd/kafka2pg asks it of the names it
+// will key rows or create tables by, before anything is written.
+func Holds(ctx context.Context, c *pgx.Conn, s string) (bool, error) {
+	if holdsUTF8(c.PgConn()) || isASCII(s) {
+		return true, nil
+	}
+	_, err := c.Exec(ctx, "SELECT $1::text", s)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == pgerrcode.UntranslatableCharacter {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// isASCII says s has no byte beyond ASCII.
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return true
 }
 
 // letterText writes the text of dead letters for one connection's
@@ -58,16 +90,11 @@ func (t letterText) headers(hs []schema.Header) any {
 // \UXXXXXXXX), and bytes that are not UTF-8 as \xXX: text any database
 // encoding holds.
 func escapeNonASCII(s string) string {
-	i := 0
-	for i < len(s) && s[i] < utf8.RuneSelf {
-		i++
-	}
-	if i == len(s) {
+	if isASCII(s) {
 		return s
 	}
 	var b strings.Builder
-	b.WriteString(s[:i])
-	for i < len(s) {
+	for i := 0; i < len(s); {
 		r, n := utf8.DecodeRuneInString(s[i:])
 		switch {
 		case r == utf8.RuneError && n == 1:

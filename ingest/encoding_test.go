@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -72,4 +73,41 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 		t.Fatalf("replay: %+v, %v; want the dead letter still bad", rr, err)
 	}
 	check("replayed")
+}
+
+// Holds answers without Postgres where the answer is known (ASCII, a UTF8
+// database) and asks it otherwise: on LATIN1, "é" yes and "中" no.
+func TestHoldsAsksOnlyWhatTheEncodingDecides(t *testing.T) {
+	ctx := context.Background()
+	for _, c := range []struct {
+		encoding string
+		holds    map[string]bool
+	}{
+		{"LATIN1", map[string]bool{"orders": true, "café": true, "订单": false, "a中": false}},
+		{"UTF8", map[string]bool{"orders": true, "café": true, "订单": true}},
+	} {
+		cfg, err := pgx.ParseConfig(pgtest.URLWithEncoding(t, c.encoding))
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.RuntimeParams["client_encoding"] = "UTF8"
+		conn, err := pgx.ConnectConfig(ctx, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name, want := range c.holds {
+			if got, err := ingest.Holds(ctx, conn, name); err != nil || got != want {
+				t.Errorf("%s: Holds(%q) = %v, %v; want %v", c.encoding, name, got, err, want)
+			}
+		}
+		// A closed connection shows which answers needed Postgres: on
+		// LATIN1 only the name beyond ASCII and LATIN1 alike.
+		conn.Close(ctx)
+		if ok, err := ingest.Holds(ctx, conn, "orders"); !ok || err != nil {
+			t.Errorf("%s: Holds(ASCII) on a closed connection = %v, %v; want true without asking", c.encoding, ok, err)
+		}
+		if ok, err := ingest.Holds(ctx, conn, "订单"); (c.encoding == "LATIN1") != (err != nil) {
+			t.Errorf("%s: Holds(订单) on a closed connection = %v, %v; want an error only where Postgres must be asked", c.encoding, ok, err)
+		}
+	}
 }

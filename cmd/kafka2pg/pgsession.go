@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -72,7 +71,8 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 // character beyond ASCII, and Postgres fails the COPY with "conversion
 // between UTF8 and SQL_ASCII is not supported" (SQLSTATE 0A000, an error
 // kafka2pg cannot tell from one about the statement), so such a record is
-// retried rather than dead-lettered. Connection trouble is returned as it
+// retried rather than dead-lettered. Only names beyond ASCII cost a round
+// trip (ingest.Holds). Connection trouble is returned as it
 // is, for the caller's retry.
 func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink) error {
 	c, err := pool.Acquire(ctx)
@@ -91,21 +91,18 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 // check: a warning to give (empty: none), and an error when run must not
 // start (a *nameEncodingError) or the question failed.
 func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink) (warn string, err error) {
-	switch enc := conn.PgConn().ParameterStatus("server_encoding"); enc {
-	case "UTF8":
-	case "SQL_ASCII":
+	enc := conn.PgConn().ParameterStatus("server_encoding")
+	if enc == "SQL_ASCII" {
 		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem", nil
-	default:
-		for _, n := range namesToHold(group, sinks) {
-			var pgErr *pgconn.PgError
-			_, err := conn.Exec(ctx, "SELECT $1::text", n.name)
-			if errors.As(err, &pgErr) && pgErr.Code == "22P05" {
-				n.encoding = enc
-				return "", &n
-			}
-			if err != nil {
-				return "", err
-			}
+	}
+	for _, n := range namesToHold(group, sinks) {
+		ok, err := ingest.Holds(ctx, conn, n.name)
+		if err != nil {
+			return "", err
+		}
+		if !ok {
+			n.encoding = enc
+			return "", &n
 		}
 	}
 	return "", nil
@@ -114,19 +111,18 @@ func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks m
 // namesToHold are the names the database must be able to store: the
 // group's, then each sink's (by topic) schema, table and column names.
 func namesToHold(group string, sinks map[string]ingest.Sink) []nameEncodingError {
-	out := []nameEncodingError{{what: "--kafka-group", name: group,
+	out := []nameEncodingError{{subject: fmt.Sprintf("--kafka-group %q", group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
-	topics := slices.Sorted(maps.Keys(sinks))
-	for _, topic := range topics {
+	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
 		t := sinks[topic].Table
 		if t.Schema != "" {
-			out = append(out, nameEncodingError{what: fmt.Sprintf("the schema of table %s for topic %q", t.QualifiedName(), topic), name: t.Schema,
+			out = append(out, nameEncodingError{subject: fmt.Sprintf("the schema of table %s for topic %q", t.QualifiedName(), topic), of: "its name", name: t.Schema,
 				fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
 		}
-		out = append(out, nameEncodingError{what: fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic), name: t.Name,
+		out = append(out, nameEncodingError{subject: fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic), of: "its name", name: t.Name,
 			fix: "name the table with characters %[1]s has (--table, or the sink's table in the config), or use a UTF8 database"})
 		for _, c := range t.Columns {
-			out = append(out, nameEncodingError{what: fmt.Sprintf("column %q of table %s for topic %q", c.Name, t.QualifiedName(), topic), name: c.Name,
+			out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of table %s for topic %q", c.Name, t.QualifiedName(), topic), of: "its name", name: c.Name,
 				fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
 		}
 	}
@@ -135,13 +131,13 @@ func namesToHold(group string, sinks map[string]ingest.Sink) []nameEncodingError
 
 // nameEncodingError is a name the database's encoding cannot hold.
 type nameEncodingError struct {
-	what, name, encoding string
-	fix                  string // a format with the encoding as %[1]s
+	subject  string // what the name is named as, to begin the message
+	of       string // what lacks the character: "it" (the subject), "its name"
+	name     string
+	encoding string
+	fix      string // a format with the encoding as %[1]s
 }
 
 func (e *nameEncodingError) Error() string {
-	if e.what == "--kafka-group" {
-		return fmt.Sprintf("--kafka-group %q: the database's encoding, %s, lacks a character of it: %s", e.name, e.encoding, fmt.Sprintf(e.fix, e.encoding))
-	}
-	return fmt.Sprintf("%s: the database's encoding, %s, lacks a character of its name: %s", e.what, e.encoding, fmt.Sprintf(e.fix, e.encoding))
+	return fmt.Sprintf("%s: the database's encoding, %s, lacks a character of %s: %s", e.subject, e.encoding, e.of, fmt.Sprintf(e.fix, e.encoding))
 }
