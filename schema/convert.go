@@ -172,6 +172,11 @@ func numberOf(v jsonValue, typeName string) (decimal, *convError) {
 }
 
 func convertInt(v jsonValue, bits int, typeName string) (int64, *convError) {
+	if v.kind == kindNumber {
+		if n, ok := plainInt(v.text); ok && n >= -1<<(bits-1) && n <= 1<<(bits-1)-1 {
+			return n, nil
+		}
+	}
 	d, cerr := numberOf(v, typeName)
 	if cerr != nil {
 		return 0, cerr
@@ -184,6 +189,31 @@ func convertInt(v jsonValue, bits int, typeName string) (int64, *convError) {
 		return 0, convErrorf(KindOutOfRange, "%s is out of the range of %s: use a wider integer type or numeric", describe(v), typeName)
 	}
 	return 0, convErrorf(KindTypeMismatch, "%s is not a whole number: a %s column takes integers; use numeric or double precision for fractions", describe(v), typeName)
+}
+
+// plainInt reads an integer of at most 18 digits written as JSON writes
+// it: an optional minus and digits, without a leading zero. Anything else
+// is for parseDecimal, which says what is wrong with it.
+func plainInt(s string) (int64, bool) {
+	digits := s
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 || (digits[0] == '0' && len(digits) > 1) {
+		return 0, false
+	}
+	var n int64
+	for i := 0; i < len(digits); i++ {
+		c := digits[i] - '0'
+		if c > 9 {
+			return 0, false
+		}
+		n = n*10 + int64(c)
+	}
+	if len(digits) < len(s) {
+		n = -n
+	}
+	return n, true
 }
 
 func convertInt16(_ *colType, v jsonValue) (any, *convError) {

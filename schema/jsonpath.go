@@ -123,6 +123,12 @@ func quotedKey(s string, at int) (end int, key string, err error) {
 // node ids (see pathTrie.add). found is false when a member or element is
 // absent; a null on the way gives a null hit, found.
 func (p jsonPath) resolve(hits []hit, nodes []int32) (h hit, found bool, cerr *convError) {
+	// The scan writes a node's hit only inside its parent's value, and a
+	// parent's later duplicate clears its subtree: a leaf hit means every
+	// step on the way was there, of the right kind and not null.
+	if h := hits[nodes[len(p.steps)]]; h.kind != kindAbsent {
+		return h, true, nil
+	}
 	for n, st := range p.steps {
 		cur := hits[nodes[n]]
 		switch {

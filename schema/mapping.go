@@ -124,8 +124,10 @@ type mappedColumn struct {
 	onMissing string
 	header    string // metaHeader: the header name
 	keyFormat string // metaKey
-	// nodes are the path's node ids in the value's or the key's pathTree.
+	// nodes are the path's node ids in the value's or the key's pathTree;
+	// leaf is the last of them, the node of the column's value.
 	nodes []int32
+	leaf  int32
 	// oid is the type AppendRow writes the column as itself (nativeOID).
 	oid uint32
 }
@@ -200,12 +202,14 @@ func NewJSONMapper(spec MappingSpec) (*JSONMapper, error) {
 		}
 	}
 	m.valueTree, m.keyTree = valuePaths.build(), keyPaths.build()
-	for _, c := range m.cols {
-		switch c.source {
+	for i := range m.cols {
+		switch c := &m.cols[i]; c.source {
 		case fromValue:
-			m.valueLeaves = append(m.valueLeaves, c.nodes[len(c.nodes)-1])
+			c.leaf = c.nodes[len(c.nodes)-1]
+			m.valueLeaves = append(m.valueLeaves, c.leaf)
 		case fromKey:
-			m.keyLeaves = append(m.keyLeaves, c.nodes[len(c.nodes)-1])
+			c.leaf = c.nodes[len(c.nodes)-1]
+			m.keyLeaves = append(m.keyLeaves, c.leaf)
 		}
 	}
 	md := spec.Metadata
@@ -539,6 +543,14 @@ func (s source) document() string {
 // or NULL without one; a NOT NULL column without default makes that an
 // error instead.
 func (m *JSONMapper) dataHit(c *mappedColumn, r *Record, rs *rowState) (doc []byte, h hit, null bool, err error) {
+	// The common case first: the document is scanned (by an earlier
+	// column) and has a value at the path, so every step on the way was
+	// there (see resolve).
+	if d := rs.docOf(c.source); d.ok {
+		if h := d.sc.hits[c.leaf]; h.kind > kindNull {
+			return d.sc.data, h, false, nil
+		}
+	}
 	d, present, err := rs.doc(m, c.source, r)
 	if err != nil {
 		return nil, h, false, err

@@ -1,6 +1,8 @@
 package schema
 
 import (
+	"encoding/binary"
+	"math/bits"
 	"unicode/utf8"
 )
 
@@ -52,6 +54,30 @@ type memberEdge struct {
 	// plain: key has no byte JSON must escape (and is valid UTF-8), so a
 	// document names it exactly when its raw bytes are the key's.
 	plain bool
+	// word and mask: a plain key of up to seven bytes and its closing
+	// quote as one little-endian word, and the bytes of it that count
+	// (mask 0: a longer key), so that at compares them in one go.
+	word, mask uint64
+}
+
+// newMemberEdge is the edge to node for the member key.
+func newMemberEdge(key string, node int32) memberEdge {
+	e := memberEdge{key: key, node: node, plain: plainKey(key)}
+	if e.plain && len(key) < 8 {
+		var b [8]byte
+		copy(b[:], key+`"`)
+		e.word = binary.LittleEndian.Uint64(b[:])
+		e.mask = ^uint64(0) >> (64 - 8*(len(key)+1))
+	}
+	return e
+}
+
+// at says d holds the (plain) key and a closing quote at d[i:].
+func (e *memberEdge) at(d []byte, i int) bool {
+	if e.mask != 0 && len(d)-i >= 8 {
+		return binary.LittleEndian.Uint64(d[i:])&e.mask == e.word
+	}
+	return keyAt(d, i, e.key)
 }
 
 type indexEdge struct {
@@ -115,7 +141,7 @@ func (t *pathTrie) build() *pathTree {
 		}
 		var node pathNode
 		for _, k := range n.keys {
-			node.members = append(node.members, memberEdge{key: k, node: number(n.members[k]), plain: plainKey(k)})
+			node.members = append(node.members, newMemberEdge(k, number(n.members[k])))
 		}
 		for _, i := range n.idxs {
 			node.indexes = append(node.indexes, indexEdge{index: i, node: number(n.indexes[i])})
@@ -149,10 +175,12 @@ type hit struct {
 	start, end int32
 }
 
-// scanner is the state of one scan; JSONMapper keeps them in a pool.
+// scanner is the state of one scan; JSONMapper keeps them in a pool. The
+// position in the document is not in it: the scanning functions take it
+// and return it, so that it stays in a register instead of being stored
+// and loaded at every byte (the scan of a typed row cost a third more so).
 type scanner struct {
 	data  []byte
-	pos   int
 	tree  *pathTree
 	hits  []hit   // by node id
 	elems []int32 // element offsets of arrays indexed from the end
@@ -164,7 +192,7 @@ type scanner struct {
 // scan validates doc and records the hits of tree's nodes. false means doc
 // is not a document decodeJSON accepts.
 func (s *scanner) scan(doc []byte, tree *pathTree) bool {
-	s.data, s.pos, s.tree, s.depth, s.lone = doc, 0, tree, 0, false
+	s.data, s.tree, s.depth, s.lone = doc, tree, 0, false
 	s.elems = s.elems[:0]
 	if cap(s.hits) < len(tree.nodes) {
 		s.hits = make([]hit, len(tree.nodes))
@@ -176,93 +204,76 @@ func (s *scanner) scan(doc []byte, tree *pathTree) bool {
 	if len(doc) > 1<<31-1 {
 		return false
 	}
-	s.skipSpace()
-	if !s.value(0) {
+	i, ok := s.value(doc, skipSpace(doc, 0), 0)
+	if !ok {
 		return false
 	}
-	s.skipSpace()
-	return s.pos == len(doc) && !s.lone
+	return skipSpace(doc, i) == len(doc) && !s.lone
 }
 
-func (s *scanner) skipSpace() {
-	for s.pos < len(s.data) {
-		switch c := s.data[s.pos]; {
-		case c > ' ': // the common case first: no space at all
-			return
-		case c == ' ', c == '\t', c == '\n', c == '\r':
-			s.pos++
-		default:
-			return
-		}
+// skipSpace is the index of the first byte of d from i on that is not
+// JSON's white space.
+func skipSpace(d []byte, i int) int {
+	// A byte over ' ' (the common case: no space at all) ends it at the
+	// first comparison.
+	for i < len(d) && d[i] <= ' ' && (d[i] == ' ' || d[i] == '\t' || d[i] == '\n' || d[i] == '\r') {
+		i++
 	}
+	return i
 }
 
-// value scans the value at s.pos and records it as node (-1: no node).
-func (s *scanner) value(node int32) bool {
-	d := s.data
-	if s.pos >= len(d) {
-		return false
+// value scans the value at d[i:] and records it as node (-1: no node). It
+// returns the index after the value.
+func (s *scanner) value(d []byte, i int, node int32) (int, bool) {
+	if i >= len(d) {
+		return i, false
 	}
-	start := s.pos
+	start := i
 	var k valueKind
-	esc := false
-	switch c := d[start]; {
-	case c == '{':
-		k = kindObject
-		if !s.object(node) {
-			return false
-		}
-	case c == '[':
-		k = kindArray
-		if !s.array(node) {
-			return false
-		}
+	esc, ok := false, false
+	switch c := d[i]; {
 	case c == '"':
 		k = kindString
-		var ok bool
-		if esc, ok = s.str(); !ok {
-			return false
-		}
-	case c == 't':
-		k = kindTrue
-		if !s.literal("true") {
-			return false
-		}
-	case c == 'f':
-		k = kindFalse
-		if !s.literal("false") {
-			return false
-		}
-	case c == 'n':
-		k = kindNull
-		if !s.literal("null") {
-			return false
-		}
+		i, esc, ok = s.str(d, i)
+	case c == '{':
+		k = kindObject
+		i, ok = s.object(d, i, node)
+	case c == '[':
+		k = kindArray
+		i, ok = s.array(d, i, node)
 	case c == '-' || (c >= '0' && c <= '9'):
 		k = kindNumber
-		if !s.number() {
-			return false
-		}
-	default:
-		return false
+		i, ok = number(d, i)
+	case c == 't':
+		k = kindTrue
+		i, ok = literal(d, i, "true")
+	case c == 'f':
+		k = kindFalse
+		i, ok = literal(d, i, "false")
+	case c == 'n':
+		k = kindNull
+		i, ok = literal(d, i, "null")
+	}
+	if !ok {
+		return i, false
 	}
 	if node >= 0 {
-		s.hits[node] = hit{kind: k, esc: esc, start: int32(start), end: int32(s.pos)}
+		s.hits[node] = hit{kind: k, esc: esc, start: int32(start), end: int32(i)}
 	}
-	return true
+	return i, true
 }
 
-func (s *scanner) literal(lit string) bool {
-	if len(s.data)-s.pos < len(lit) || string(s.data[s.pos:s.pos+len(lit)]) != lit {
-		return false
+// literal checks that d has lit at d[i:] and returns the index after it.
+func literal(d []byte, i int, lit string) (int, bool) {
+	if len(d)-i < len(lit) || string(d[i:i+len(lit)]) != lit {
+		return i, false
 	}
-	s.pos += len(lit)
-	return true
+	return i + len(lit), true
 }
 
-// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?
-func (s *scanner) number() bool {
-	d, i := s.data, s.pos
+// number scans -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? at d[i:] and
+// returns the index after it.
+func number(d []byte, i int) (int, bool) {
 	if d[i] == '-' {
 		i++
 	}
@@ -273,7 +284,7 @@ func (s *scanner) number() bool {
 		for i++; i < len(d) && d[i] >= '0' && d[i] <= '9'; i++ {
 		}
 	default:
-		return false
+		return i, false
 	}
 	if i < len(d) && d[i] == '.' {
 		i++
@@ -281,7 +292,7 @@ func (s *scanner) number() bool {
 		for ; i < len(d) && d[i] >= '0' && d[i] <= '9'; i++ {
 		}
 		if i == j {
-			return false
+			return i, false
 		}
 	}
 	if i < len(d) && (d[i] == 'e' || d[i] == 'E') {
@@ -293,18 +304,24 @@ func (s *scanner) number() bool {
 		for ; i < len(d) && d[i] >= '0' && d[i] <= '9'; i++ {
 		}
 		if i == j {
-			return false
+			return i, false
 		}
 	}
-	s.pos = i
-	return true
+	return i, true
 }
 
-// str scans the string at s.pos; esc says it has escapes. Lone surrogate
-// escapes set s.lone, as checkEscapes would refuse them.
-func (s *scanner) str() (esc, ok bool) {
-	d := s.data
-	for i := s.pos + 1; i < len(d); {
+// str scans the string whose opening quote is d[i] and returns the index
+// after its closing quote; esc says it has escapes. Lone surrogate escapes
+// set s.lone, as checkEscapes would refuse them.
+func (s *scanner) str(d []byte, i int) (end int, esc, ok bool) {
+	for i++; i < len(d); {
+		// Eight bytes at a time while none needs a look (see plainRun).
+		if len(d)-i >= 8 {
+			n := plainRun(binary.LittleEndian.Uint64(d[i:]))
+			if i += n; n == 8 {
+				continue
+			}
+		}
 		c := d[i]
 		if !stringStop[c] {
 			i++
@@ -312,13 +329,12 @@ func (s *scanner) str() (esc, ok bool) {
 		}
 		switch {
 		case c == '"':
-			s.pos = i + 1
-			return esc, true
+			return i + 1, esc, true
 		case c < 0x20:
-			return false, false
+			return i, false, false
 		case c >= utf8.RuneSelf:
 			if r, n := utf8.DecodeRune(d[i:]); r == utf8.RuneError && n == 1 {
-				return false, false
+				return i, false, false
 			} else {
 				i += n
 			}
@@ -326,7 +342,7 @@ func (s *scanner) str() (esc, ok bool) {
 		}
 		esc = true
 		if i+1 >= len(d) {
-			return false, false
+			return i, false, false
 		}
 		switch d[i+1] {
 		case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
@@ -334,7 +350,7 @@ func (s *scanner) str() (esc, ok bool) {
 		case 'u':
 			cp, ok := hex4At(d, i+2)
 			if !ok {
-				return false, false
+				return i, false, false
 			}
 			i += 6
 			switch {
@@ -348,10 +364,25 @@ func (s *scanner) str() (esc, ok bool) {
 				s.lone = true
 			}
 		default:
-			return false, false
+			return i, false, false
 		}
 	}
-	return false, false
+	return i, false, false
+}
+
+// plainRun is how many of the eight bytes of w (little-endian: the first
+// byte lowest) come before the first that stringStop marks: a quote, a
+// backslash, a control character or a byte over 0x7f. The tests of each
+// byte are exact for the lowest byte that meets them (a borrow runs only
+// upwards from a byte that does), which is the one that counts.
+func plainRun(w uint64) int {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	ctl := w - 0x20*ones // below 0x20 (over 0x7f too, as w is)
+	q := w ^ '"'*ones
+	q = (q - ones) &^ q // a quote
+	bs := w ^ '\\'*ones
+	bs = (bs - ones) &^ bs                               // a backslash
+	return bits.TrailingZeros64((ctl|q|bs|w)&highs) >> 3 // w: over 0x7f
 }
 
 // stringStop marks the bytes a string scan must look at: the quote, the
@@ -390,22 +421,21 @@ func hex4At(d []byte, at int) (rune, bool) {
 	return r, true
 }
 
-func (s *scanner) object(node int32) bool {
+// object scans the object whose '{' is d[i] and returns the index after
+// its '}'.
+func (s *scanner) object(d []byte, i int, node int32) (int, bool) {
 	s.depth++
 	if s.depth > maxNestingDepth {
-		return false
+		return i, false
 	}
-	d := s.data
 	var members []memberEdge
 	if node >= 0 {
 		members = s.tree.nodes[node].members
 	}
-	s.pos++
-	s.skipSpace()
-	if s.pos < len(d) && d[s.pos] == '}' {
-		s.pos++
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == '}' {
 		s.depth--
-		return true
+		return i + 1, true
 	}
 	// Documents of a topic mostly name their members in the same order, and
 	// the tree's members follow the mapping's columns: the member after the
@@ -413,55 +443,53 @@ func (s *scanner) object(node int32) bool {
 	// string scan and the lookup when it is the one.
 	next := 0
 	for {
-		if s.pos >= len(d) || d[s.pos] != '"' {
-			return false
+		if i >= len(d) || d[i] != '"' {
+			return i, false
 		}
 		child := int32(-1)
-		if e := members[min(next, len(members)):]; len(e) > 0 && e[0].plain && keyAt(d, s.pos+1, e[0].key) {
+		if e := members[min(next, len(members)):]; len(e) > 0 && e[0].plain && e[0].at(d, i+1) {
 			child = e[0].node
-			s.pos += len(e[0].key) + 2
+			i += len(e[0].key) + 2
 			next++
 		} else {
-			keyStart := s.pos
-			esc, ok := s.str()
-			if !ok {
-				return false
+			keyStart := i
+			var esc, ok bool
+			if i, esc, ok = s.str(d, i); !ok {
+				return i, false
 			}
 			if len(members) > 0 {
-				if i := s.member(members, d[keyStart+1:s.pos-1], esc); i >= 0 {
-					child, next = members[i].node, i+1
+				if m := s.member(members, d[keyStart+1:i-1], esc); m >= 0 {
+					child, next = members[m].node, m+1
 				}
 			}
 		}
-		s.skipSpace()
-		if s.pos >= len(d) || d[s.pos] != ':' {
-			return false
+		i = skipSpace(d, i)
+		if i >= len(d) || d[i] != ':' {
+			return i, false
 		}
-		s.pos++
-		s.skipSpace()
+		i = skipSpace(d, i+1)
 		if child >= 0 && s.hits[child].kind != kindAbsent {
 			// A later duplicate member replaces the earlier one, as in
 			// encoding/json's map. (A node's hit is written after its
 			// subtree's, so a subtree under an absent node is empty.)
 			clear(s.hits[child:s.tree.nodes[child].end])
 		}
-		if !s.value(child) {
-			return false
+		var ok bool
+		if i, ok = s.value(d, i, child); !ok {
+			return i, false
 		}
-		s.skipSpace()
-		if s.pos >= len(d) {
-			return false
+		i = skipSpace(d, i)
+		if i >= len(d) {
+			return i, false
 		}
-		switch d[s.pos] {
+		switch d[i] {
 		case ',':
-			s.pos++
-			s.skipSpace()
+			i = skipSpace(d, i+1)
 		case '}':
-			s.pos++
 			s.depth--
-			return true
+			return i + 1, true
 		default:
-			return false
+			return i, false
 		}
 	}
 }
@@ -487,12 +515,13 @@ func keyAt(d []byte, at int, key string) bool {
 	return end < len(d) && d[end] == '"' && string(d[at:end]) == key
 }
 
-func (s *scanner) array(node int32) bool {
+// array scans the array whose '[' is d[i] and returns the index after its
+// ']'.
+func (s *scanner) array(d []byte, i int, node int32) (int, bool) {
 	s.depth++
 	if s.depth > maxNestingDepth {
-		return false
+		return i, false
 	}
-	d := s.data
 	var indexes []indexEdge
 	neg := false
 	if node >= 0 {
@@ -500,12 +529,10 @@ func (s *scanner) array(node int32) bool {
 		indexes, neg = n.indexes, n.negIdx
 	}
 	base := len(s.elems)
-	s.pos++
-	s.skipSpace()
-	if s.pos < len(d) && d[s.pos] == ']' {
-		s.pos++
+	i = skipSpace(d, i+1)
+	if i < len(d) && d[i] == ']' {
 		s.depth--
-		return true
+		return i + 1, true
 	}
 	n := 0
 	for {
@@ -517,45 +544,41 @@ func (s *scanner) array(node int32) bool {
 			}
 		}
 		if neg {
-			s.elems = append(s.elems, int32(s.pos))
+			s.elems = append(s.elems, int32(i))
 		}
-		if !s.value(child) {
-			return false
+		var ok bool
+		if i, ok = s.value(d, i, child); !ok {
+			return i, false
 		}
 		n++
-		s.skipSpace()
-		if s.pos >= len(d) {
-			return false
+		i = skipSpace(d, i)
+		if i >= len(d) {
+			return i, false
 		}
-		switch d[s.pos] {
-		case ',':
-			s.pos++
-			s.skipSpace()
+		if d[i] == ',' {
+			i = skipSpace(d, i+1)
 			continue
-		case ']':
-			s.pos++
-		default:
-			return false
 		}
+		if d[i] != ']' {
+			return i, false
+		}
+		i++
 		break
 	}
 	if neg {
 		// Elements counted from the end are known now: scan them again,
 		// valid as they are, for their nodes.
-		end := s.pos
 		for _, e := range indexes {
 			if e.index >= 0 || e.index+n < 0 {
 				continue
 			}
 			clear(s.hits[e.node:s.tree.nodes[e.node].end])
-			s.pos = int(s.elems[base+e.index+n])
-			s.value(e.node)
+			s.value(d, int(s.elems[base+e.index+n]), e.node)
 		}
-		s.pos = end
 		s.elems = s.elems[:base]
 	}
 	s.depth--
-	return true
+	return i, true
 }
 
 // appendUnquoted appends the text of the JSON string body raw (between the

@@ -72,6 +72,14 @@ func (d *docState) reset() {
 	d.tried, d.ok = false, false
 }
 
+// docOf is the value's or the key's docState.
+func (rs *rowState) docOf(s source) *docState {
+	if s == fromKey {
+		return &rs.key
+	}
+	return &rs.value
+}
+
 // doc scans the value or the key on first use. present is false for a
 // tombstone's value or a record without key.
 func (rs *rowState) doc(m *JSONMapper, s source, r *Record) (d *docState, present bool, err error) {

@@ -2,8 +2,10 @@ package schema
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"reflect"
 	"strings"
 	"testing"
@@ -348,6 +350,58 @@ func BenchmarkJSONBValue(b *testing.B) {
 		buf.arena = buf.arena[:0]
 		if _, cerr := convertJSONB(nil, jsonValue{kind: v.kind, raw: v.raw, buf: &buf}); cerr != nil {
 			b.Fatal(cerr.msg)
+		}
+	}
+}
+
+// TestPlainRunMatchesStringStop holds the eight-byte test of str to the
+// byte table it stands for: every byte value at every position, among
+// neighbours drawn from the bytes nearest each threshold.
+func TestPlainRunMatchesStringStop(t *testing.T) {
+	near := []byte{0x00, 0x01, 0x1f, 0x20, 0x21, 0x22, 0x23, 0x5b, 0x5c, 0x5d, 0x7e, 0x7f, 0x80, 0x81, 0xa2, 0xdc, 0xff, 'a', '0'}
+	rng := rand.New(rand.NewPCG(1, 2))
+	var w [8]byte
+	for c := range 256 {
+		for at := range 8 {
+			for range 200 {
+				for k := range w {
+					w[k] = near[rng.IntN(len(near))]
+				}
+				w[at] = byte(c)
+				want := 8
+				for k, b := range w {
+					if stringStop[b] {
+						want = k
+						break
+					}
+				}
+				if got := plainRun(binary.LittleEndian.Uint64(w[:])); got != want {
+					t.Fatalf("plainRun(% x) = %d, want %d", w, got, want)
+				}
+			}
+		}
+	}
+}
+
+// TestMemberEdgeAtMatchesKeyAt: the one-word comparison of short member
+// names answers as the byte comparison, for names of every length around
+// the word's, at every position up to the document's end.
+func TestMemberEdgeAtMatchesKeyAt(t *testing.T) {
+	doc := []byte(`{"":1,"a":2,"ab":3,"abcdefg":4,"abcdefgh":5,"abcdefghi":6,"abc\"":7,"abcdefgx":8}`)
+	for _, key := range []string{"", "a", "ab", "abc", "abcdefg", "abcdefgh", "abcdefghi", "abcdefgx", "b", "abcdefh", `abc"`} {
+		e := newMemberEdge(key, 1)
+		if !e.plain {
+			continue
+		}
+		for i := range len(doc) + 1 {
+			for _, d := range [][]byte{doc, doc[:i]} {
+				if i > len(d) {
+					continue
+				}
+				if got, want := e.at(d, i), keyAt(d, i, key); got != want {
+					t.Fatalf("key %q at %d of %q: %v, keyAt says %v", key, i, d, got, want)
+				}
+			}
 		}
 	}
 }

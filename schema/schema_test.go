@@ -4,8 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"flag"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -223,4 +225,31 @@ func FuzzHeaders(f *testing.F) {
 			t.Fatalf("round trip of %q through %s gave %q, %v", in, ascii, out, err)
 		}
 	})
+}
+
+// TestPlainIntMatchesTheDecimalPath: convertInt's quick reading of plain
+// integers gives what the decimal path gives, at every width's edges.
+func TestPlainIntMatchesTheDecimalPath(t *testing.T) {
+	lits := []string{"0", "-0", "1", "-1", "7", "10", "32767", "32768", "-32768", "-32769",
+		"2147483647", "2147483648", "-2147483648", "-2147483649",
+		"999999999999999999", "-999999999999999999", "1000000000000000000", "9223372036854775807",
+		"9223372036854775808", "-9223372036854775808", "-9223372036854775809",
+		"00", "01", "-01", "1.0", "1e3", "1E3", "-", "", "1a", " 1", "1 ", "+1", "0x1"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 2000 {
+		lits = append(lits, strconv.FormatInt(rng.Int64()>>rng.IntN(63), 10), strconv.FormatInt(-rng.Int64()>>rng.IntN(63), 10))
+	}
+	for _, lit := range lits {
+		for _, bits := range []int{16, 32, 64} {
+			got, gerr := convertInt(jsonNumber(lit), bits, "t")
+			var want int64
+			d, werr := numberOf(jsonNumber(lit), "t")
+			if werr == nil {
+				want, werr = d.toInt(bits)
+			}
+			if (gerr == nil) != (werr == nil) || got != want {
+				t.Fatalf("convertInt(%q, %d) = %d, %v; the decimal path: %d, %v", lit, bits, got, gerr, want, werr)
+			}
+		}
+	}
 }
