@@ -55,8 +55,8 @@ func TestABatchStopsAtMaxBytes(t *testing.T) {
 	if len(b.Records) != 3 || b.NextOffset != 3 {
 		t.Fatalf("batch of 100-byte records under a 250-byte limit has %d records up to %d, want 3 (the one that crosses the limit included)", len(b.Records), b.NextOffset)
 	}
-	if p.queueBytes != 700 {
-		t.Errorf("queue bytes = %d, want 700", p.queueBytes)
+	if p.queueBytes != 700 || b.Bytes != 300 {
+		t.Errorf("queue bytes = %d, batch bytes %d; want 700 and 300", p.queueBytes, b.Bytes)
 	}
 }
 

@@ -369,6 +369,7 @@ func (p *partition) takeLocked() *Batch {
 		bytes += len(rec.Key) + len(rec.Value)
 		b.Records = append(b.Records, rec)
 	}
+	b.Bytes = bytes
 	p.queue = p.queue[n:]
 	p.queueRows -= rows
 	p.queueBytes -= bytes

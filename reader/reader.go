@@ -48,6 +48,9 @@ type Batch struct {
 	// Records are the data records in offset order. Transaction markers are
 	// left out: they only widen the span.
 	Records []*kgo.Record
+	// Bytes are the key and value bytes of Records, counted as they were
+	// taken (a walk over them after the write costs cache misses).
+	Bytes int
 }
 
 // EpochFunc returns the epochs stored for the partitions of topic, for the

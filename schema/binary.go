@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"time"
+	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -138,6 +139,68 @@ func appendJSONBField(_ *colType, v *jsonValue, dst []byte) ([]byte, any, *convE
 	return append(append(dst, 1), b...), nil, cerr
 }
 
+// quickKind says which values of a column appendQuick writes.
+type quickKind uint8
+
+const (
+	quickNone quickKind = iota
+	quickText           // text, varchar(n): a string without escapes
+	quickInt            // smallint, integer, bigint: a plain integer
+)
+
+func (c *mappedColumn) quickKind() quickKind {
+	if c.oid == 0 || c.source != fromValue && c.source != fromKey {
+		return quickNone
+	}
+	switch c.oid {
+	case pgtype.TextOID, pgtype.VarcharOID:
+		return quickText
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
+		return quickInt
+	}
+	return quickNone
+}
+
+// appendQuick writes the value of hit h of doc when it is one of the
+// commonest and needs none of the checks and conversions of the column's
+// type: a string without escapes for a text column (the scanner refused
+// control characters in it, so it has no NUL, and a varchar(n) takes n
+// bytes of any text), a plain integer in an integer column's range. It is
+// the type's appendField, byte for byte, for those; ok is false for any
+// other value, which takes that path.
+func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, ok bool) {
+	switch c.quick {
+	case quickText:
+		if h.kind == kindString && !h.esc {
+			if s := doc[h.start+1 : h.end-1]; c.typ.length == 0 || len(s) <= c.typ.length {
+				return append(dst, s...), true
+			}
+		}
+	case quickInt:
+		if h.kind != kindNumber {
+			break
+		}
+		s := doc[h.start:h.end]
+		n, ok := plainInt(unsafe.String(unsafe.SliceData(s), len(s)))
+		if !ok {
+			break
+		}
+		switch c.oid {
+		case pgtype.Int8OID:
+			return binary.BigEndian.AppendUint64(dst, uint64(n)), true
+		case pgtype.Int4OID:
+			if n == int64(int32(n)) {
+				return binary.BigEndian.AppendUint32(dst, uint32(n)), true
+			}
+		case pgtype.Int2OID:
+			if n == int64(int16(n)) {
+				return binary.BigEndian.AppendUint16(dst, uint16(n)), true
+			}
+		}
+	}
+	return dst, false
+}
+
 // nativeOID is the type AppendRow writes column c as itself, 0 when it
 // leaves the column to the FieldEncoder.
 func (c *mappedColumn) nativeOID() uint32 {
@@ -212,6 +275,10 @@ func (m *JSONMapper) appendField(i int, r *Record, rs *rowState, dst []byte, oid
 			return dst, nil
 		case null:
 			return enc(i, dst[:at], c.def)
+		}
+		if out, ok := c.appendQuick(doc, h, dst); ok {
+			dst = out
+			break
 		}
 		v := &rs.v
 		rs.buf.valueIn(v, doc, h)

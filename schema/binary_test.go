@@ -309,3 +309,28 @@ func TestShortNumericWritesWhatNumericOfWrites(t *testing.T) {
 		t.Fatalf("only %d literals took the fast path", tested)
 	}
 }
+
+// TestAppendQuickMatchesRow: the values appendQuick writes without their
+// type's appendField are written as pgx writes Row's, and those it must
+// not take (too long for the varchar, out of the integer's range,
+// escaped, not plain) are refused or converted as Row does.
+func TestAppendQuickMatchesRow(t *testing.T) {
+	tm := pgtype.NewMap()
+	RegisterNumericCodec(tm)
+	lits := []string{`""`, `"a"`, `"abc"`, `"abcd"`, `"abcde"`, `"ab\"c"`, `"\u00e9t\u00e9"`, `"été!"`, `"ééééé"`, `"a\u0000"`,
+		`0`, `-0`, `7`, `-7`, `32767`, `32768`, `-32768`, `-32769`, `2147483647`, `2147483648`, `-2147483648`, `-2147483649`,
+		`999999999999999999`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `1.0`, `1e2`, `-1.5`,
+		`"12"`, `true`, `null`, `{}`, `[1]`}
+	for _, typ := range []string{"text", "varchar(4)", "smallint", "integer", "bigint"} {
+		m, err := NewJSONMapper(MappingSpec{Table: "t", Columns: []ColumnSpec{{Name: "c", Path: "v", Type: typ}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.cols[0].quick == quickNone {
+			t.Fatalf("%s: no quick path", typ)
+		}
+		for _, lit := range lits {
+			checkAppendRow(t, m, tm, &Record{Topic: "t", Value: []byte(`{"v":` + lit + `}`)}, 0)
+		}
+	}
+}

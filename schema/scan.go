@@ -72,12 +72,12 @@ func newMemberEdge(key string, node int32) memberEdge {
 	return e
 }
 
-// at says d holds the (plain) key and a closing quote at d[i:].
+// at says d holds the key, plain, and a closing quote at d[i:].
 func (e *memberEdge) at(d []byte, i int) bool {
-	if e.mask != 0 && len(d)-i >= 8 {
+	if len(d)-i >= 8 && e.mask != 0 {
 		return binary.LittleEndian.Uint64(d[i:])&e.mask == e.word
 	}
-	return keyAt(d, i, e.key)
+	return e.plain && keyAt(d, i, e.key)
 }
 
 type indexEdge struct {
@@ -447,9 +447,9 @@ func (s *scanner) object(d []byte, i int, node int32) (int, bool) {
 			return i, false
 		}
 		child := int32(-1)
-		if e := members[min(next, len(members)):]; len(e) > 0 && e[0].plain && e[0].at(d, i+1) {
-			child = e[0].node
-			i += len(e[0].key) + 2
+		if next < len(members) && members[next].at(d, i+1) {
+			child = members[next].node
+			i += len(members[next].key) + 2
 			next++
 		} else {
 			keyStart := i

@@ -117,11 +117,7 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.R
 	m.batches.WithLabelValues(table).Inc()
 	m.rows.WithLabelValues(table).Add(float64(res.Rows))
 	m.batchRows.WithLabelValues(table).Observe(float64(res.Rows))
-	bytes := 0
-	for _, r := range b.Records {
-		bytes += len(r.Key) + len(r.Value)
-	}
-	m.batchBytes.WithLabelValues(table).Observe(float64(bytes))
+	m.batchBytes.WithLabelValues(table).Observe(float64(b.Bytes))
 	if res.CopyDuration > 0 {
 		m.copySeconds.WithLabelValues(table).Observe(res.CopyDuration.Seconds())
 	}
