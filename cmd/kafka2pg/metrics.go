@@ -18,6 +18,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // bridgeMetrics are the program's metrics, on a registry it owns (never the
@@ -97,7 +98,7 @@ func newBridgeMetrics() *bridgeMetrics {
 func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
 
 // observeWrite records one WriteFunc call.
-func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.Result, err error) {
+func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schema.Record, res ingest.Result, err error) {
 	if err != nil {
 		var stop *ingest.StopError
 		switch {
@@ -139,8 +140,10 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, res ingest.R
 	now := time.Now()
 	var scratch [24]uint64
 	lat := m.endToEndSeconds.batch(scratch[:])
-	for _, r := range b.Records {
-		if !r.Timestamp.IsZero() {
+	// recs, not b.Records: a walk of the dense copies the write made, not
+	// a pointer chase through records long out of cache.
+	for i := range recs {
+		if r := &recs[i]; !r.Timestamp.IsZero() {
 			lat.observe(max(now.Sub(r.Timestamp).Seconds(), 0))
 		}
 	}

@@ -220,7 +220,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
 			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
-		m.observeWrite(w.TableName(b.Topic), b, res, err)
+		m.observeWrite(w.TableName(b.Topic), b, recs, res, err)
 		rowsWritten.Add(int64(res.Rows))
 		deadLettered.Add(int64(res.DeadLetters))
 		var stop *ingest.StopError
