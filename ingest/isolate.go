@@ -38,7 +38,10 @@ func (e *StopError) Unwrap() error { return e.Err }
 // bytes (an indexed value too long), a row too big for a page; without it
 // here such a record failed its batch on every retry instead of becoming a
 // dead letter. The other limits (statement too complex, too many columns
-// or arguments) are the statement's.
+// or arguments) are the statement's. And on a SQL_ASCII database jsonb
+// cannot store a \u escape of a character beyond ASCII: Postgres refuses
+// the value with 0A000 from pg_unicode_to_server (unescapeSQLASCII), which
+// none of kafka2pg's statements can raise but through a row's value.
 func rowError(err error) bool {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
@@ -48,7 +51,15 @@ func rowError(err error) bool {
 	case "22", "23":
 		return true
 	}
-	return pgErr.Code == "54000"
+	return pgErr.Code == "54000" || unescapeSQLASCII(pgErr)
+}
+
+// unescapeSQLASCII says e is Postgres failing to turn a \u escape into the
+// database's encoding, SQL_ASCII ("conversion between UTF8 and SQL_ASCII is
+// not supported"; SQLSTATE 0A000 is feature_not_supported, so the routine,
+// which is not translated, tells it from other unsupported things).
+func unescapeSQLASCII(e *pgconn.PgError) bool {
+	return e.Code == "0A000" && e.Routine == "pg_unicode_to_server"
 }
 
 // sqlstateNames names the row errors users meet most; others are
@@ -75,6 +86,9 @@ func sqlstateKind(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return schema.KindInvalidValue
+	}
+	if unescapeSQLASCII(pgErr) {
+		return sqlstateNames["22P05"] // what a LATIN1 database says of a character it lacks
 	}
 	if name, ok := sqlstateNames[pgErr.Code]; ok {
 		return name

@@ -136,6 +136,24 @@ func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
 	requireOneDeadLetter(t, s, s.topic, 1, "invalid_utf8")
 }
 
+// On SQL_ASCII, jsonb cannot store a \u escape of a character beyond
+// ASCII, and Postgres says so with SQLSTATE 0A000, not a data exception:
+// such a record is a dead letter of kind untranslatable_character (as a
+// character LATIN1 lacks is), not a batch retried for ever.
+func TestASQLASCIIDatabaseDeadLettersAJSONBEscapeItCannotStore(t *testing.T) {
+	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "SQL_ASCII"))
+	for i, v := range []string{`{"name":"a"}`, `{"name":"caf\u00e9"}`, `{"name":"\u0041"}`} {
+		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
+	}
+	b := s.start(t, "sql-ascii-escape", "--until-caught-up")
+	b.requireExitZero(t, 2*time.Minute)
+	got := storedBytes(t, s, fmt.Sprintf("%q", s.table), "value->>'name'", "SQL_ASCII")
+	if len(got) != 2 || string(got[0]) != "a" || string(got[2]) != "A" {
+		t.Errorf("stored %v, want offsets 0 and 2 (a and A)", got)
+	}
+	requireOneDeadLetter(t, s, s.topic, 1, "untranslatable_character")
+}
+
 // storedBytes reads the text expr of table's rows as bytes in encoding, by
 // offset: the test's connections may have any client_encoding.
 func storedBytes(t *testing.T, s *scenario, table, expr, encoding string) map[int64][]byte {

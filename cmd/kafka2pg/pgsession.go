@@ -68,12 +68,10 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 // sinks' schema, table and column names (their DDL would fail with
 // Postgres' message alone). On SQL_ASCII it warns: text is stored there as
 // the UTF-8 bytes it came as, but jsonb cannot store a \u escape of a
-// character beyond ASCII, and Postgres fails the COPY with "conversion
-// between UTF8 and SQL_ASCII is not supported" (SQLSTATE 0A000, an error
-// kafka2pg cannot tell from one about the statement), so such a record is
-// retried rather than dead-lettered. Only names beyond ASCII cost a round
-// trip (ingest.Holds). Connection trouble is returned as it
-// is, for the caller's retry.
+// character beyond ASCII (Postgres fails the row with SQLSTATE 0A000, which
+// the writer makes a dead letter of kind untranslatable_character). Only
+// names beyond ASCII cost a round trip (ingest.Holds). Connection trouble
+// is returned as it is, for the caller's retry.
 func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
@@ -93,7 +91,7 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink) (warn string, err error) {
 	enc := conn.PgConn().ParameterStatus("server_encoding")
 	if enc == "SQL_ASCII" {
-		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but a jsonb value with a \\u escape of a character beyond ASCII fails its batch, which is then retried, not dead-lettered; a UTF8 database has neither problem", nil
+		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but jsonb cannot store a \\u escape of a character beyond ASCII, and a record with one becomes a dead letter (untranslatable_character); a UTF8 database has neither problem", nil
 	}
 	for _, n := range namesToHold(group, sinks) {
 		ok, err := ingest.Holds(ctx, conn, n.name)
