@@ -143,9 +143,11 @@ func appendJSONBField(_ *colType, v *jsonValue, dst []byte) ([]byte, any, *convE
 type quickKind uint8
 
 const (
-	quickNone quickKind = iota
-	quickText           // text, varchar(n): a string without escapes
-	quickInt            // smallint, integer, bigint: a plain integer
+	quickNone        quickKind = iota
+	quickText                  // text, varchar(n): a string without escapes
+	quickInt                   // smallint, integer, bigint: a plain integer
+	quickTimestamptz           // timestamptz: an RFC 3339 string quickTimestamp reads
+	quickNumeric               // numeric: a number shortNumeric reads
 )
 
 func (c *mappedColumn) quickKind() quickKind {
@@ -157,6 +159,10 @@ func (c *mappedColumn) quickKind() quickKind {
 		return quickText
 	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
 		return quickInt
+	case pgtype.TimestamptzOID:
+		return quickTimestamptz
+	case pgtype.NumericOID:
+		return quickNumeric
 	}
 	return quickNone
 }
@@ -165,7 +171,10 @@ func (c *mappedColumn) quickKind() quickKind {
 // commonest and needs none of the checks and conversions of the column's
 // type: a string without escapes for a text column (the scanner refused
 // control characters in it, so it has no NUL, and a varchar(n) takes n
-// bytes of any text), a plain integer in an integer column's range. It is
+// bytes of any text), a plain integer in an integer column's range, a
+// timestamp with its offset as quickTimestamp reads it (always within
+// timestamptz's range: parseTimestamp's first step), a number of few
+// digits for a numeric column (appendNumericField's first step). It is
 // the type's appendField, byte for byte, for those; ok is false for any
 // other value, which takes that path.
 func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, ok bool) {
@@ -195,6 +204,21 @@ func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, o
 		case pgtype.Int2OID:
 			if n == int64(int16(n)) {
 				return binary.BigEndian.AppendUint16(dst, uint16(n)), true
+			}
+		}
+	case quickNumeric:
+		if h.kind != kindNumber {
+			break
+		}
+		s := doc[h.start:h.end]
+		if abs, exp, neg, ok := c.typ.shortNumeric(unsafe.String(unsafe.SliceData(s), len(s))); ok {
+			return appendNumericWord(dst, abs, neg, exp)
+		}
+	case quickTimestamptz:
+		if h.kind == kindString && !h.esc {
+			s := doc[h.start+1 : h.end-1]
+			if t, ok := quickTimestamp(unsafe.String(unsafe.SliceData(s), len(s))); ok {
+				return AppendTimestamptz(dst, t), true
 			}
 		}
 	}

@@ -312,16 +312,20 @@ func TestShortNumericWritesWhatNumericOfWrites(t *testing.T) {
 
 // TestAppendQuickMatchesRow: the values appendQuick writes without their
 // type's appendField are written as pgx writes Row's, and those it must
-// not take (too long for the varchar, out of the integer's range,
-// escaped, not plain) are refused or converted as Row does.
+// not take (too long for the varchar, out of the integer's range, not a
+// timestamp quickTimestamp reads, escaped, not plain) are refused or
+// converted as Row does.
 func TestAppendQuickMatchesRow(t *testing.T) {
 	tm := pgtype.NewMap()
 	RegisterNumericCodec(tm)
 	lits := []string{`""`, `"a"`, `"abc"`, `"abcd"`, `"abcde"`, `"ab\"c"`, `"\u00e9t\u00e9"`, `"été!"`, `"ééééé"`, `"a\u0000"`,
 		`0`, `-0`, `7`, `-7`, `32767`, `32768`, `-32768`, `-32769`, `2147483647`, `2147483648`, `-2147483648`, `-2147483649`,
 		`999999999999999999`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `1.0`, `1e2`, `-1.5`,
-		`"12"`, `true`, `null`, `{}`, `[1]`}
-	for _, typ := range []string{"text", "varchar(4)", "smallint", "integer", "bigint"} {
+		`"12"`, `true`, `null`, `{}`, `[1]`, `"2026-11-30T09:01:02Z"`, `"2026-11-30 09:01:02.1234565+05:30"`, `"2026-11-30T09:01:02.9999995-00:00"`,
+		`"0001-01-01T00:00:00Z"`, `"9999-12-31T23:59:59.999999999+14:00"`, `"2024-02-29T00:00:00Z"`, `"2026-02-29T00:00:00Z"`, `"2026-11-30T09:01:02"`,
+		`"2026-11-30T24:00:00Z"`, `"2026-11-30T09:01:02\u005a"`, `"2026-11-30"`, `1764493262`,
+		`12.5`, `-0.005`, `0.015`, `9999.995`, `99999.99`, `1e3`, `1.5E-2`, `-12345678901234567890.5`, `"7.25"`}
+	for _, typ := range []string{"text", "varchar(4)", "smallint", "integer", "bigint", "timestamptz", "numeric(6,2)", "numeric"} {
 		m, err := NewJSONMapper(MappingSpec{Table: "t", Columns: []ColumnSpec{{Name: "c", Path: "v", Type: typ}}})
 		if err != nil {
 			t.Fatal(err)
