@@ -64,9 +64,9 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&rc.IsolationLevel, "kafka-isolation-level", "read_committed", "read_committed (skip aborted transactions) or read_uncommitted")
 	fs.StringVar(&rc.InstanceID, "kafka-instance-id", "", "static group membership (KIP-345): a restart within --kafka-session-timeout keeps its partitions without a rebalance; unique per instance, e.g. the pod name")
 	fs.StringVar(&rc.GroupProtocol, "kafka-group-protocol", "classic", "classic (client-side balancers) or consumer (KIP-848: the broker assigns partitions; Kafka 4.0 or newer)")
-	fs.Int32Var(&rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for (up to --kafka-fetch-max-wait)")
-	fs.Int32Var(&rc.FetchMaxBytes, "kafka-fetch-max-bytes", 0, "maximum bytes of one fetch response, compressed (default: --max-buffered-bytes / 8, between 1 MiB and 50 MiB)")
-	fs.Int32Var(&rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 0, "maximum bytes per partition in one fetch (default: --kafka-fetch-max-bytes over the partitions owned, at least twice the largest record batch seen, at most 1 MiB)")
+	bytesVar(fs, &rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for (up to --kafka-fetch-max-wait)")
+	bytesVar(fs, &rc.FetchMaxBytes, "kafka-fetch-max-bytes", 0, "maximum bytes of one fetch response, compressed (default: --max-buffered-bytes / 8, between 1 MiB and 50 MiB)")
+	bytesVar(fs, &rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 0, "maximum bytes per partition in one fetch (default: --kafka-fetch-max-bytes over the partitions owned, at least twice the largest record batch seen, at most 1 MiB)")
 	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for --kafka-fetch-min-bytes")
 	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", 5*time.Minute, "how often topic metadata is refreshed, so how soon added partitions are consumed")
 	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", 45*time.Second, "group session timeout")
@@ -76,11 +76,11 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.start, "start", "earliest", "where a partition with no stored offset starts: earliest, latest, committed (the group's Kafka offset, once) or an RFC 3339 time")
 	fs.StringVar(&rc.OnDataLoss, "on-data-loss", "stop", "when retention deleted records before they were read: stop that partition with an error naming the range, or skip the range and log it")
 	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
-	fs.IntVar(&rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
+	bytesVar(fs, &rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
 	fs.DurationVar(&rc.BatchLinger, "batch-linger", 50*time.Millisecond, "a partition that read up to its end writes at once, but at most one batch per this long (what arrives meanwhile joins the next): fewer, larger transactions under a steady flow, no wait for a slow topic's record; 0: no spacing")
 	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "wait --batch-max-wait even when a partition has read up to its end offset (fewer, larger transactions on slow topics, more latency); by default such a partition writes at once")
-	fs.IntVar(&rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching pauses; bounds memory with many partitions")
+	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching pauses; bounds memory with many partitions")
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
 	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
@@ -98,7 +98,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
 	fs.BoolVar(&o.notify, "notify", false, "each batch transaction also runs NOTIFY \"kafka2pg_<table>\" with a JSON payload, delivered at commit")
 	fs.StringVar(&o.onError, "on-error", "dead-letter", "a record that cannot be written: dead-letter (kafka2pg.dead_letters, same transaction), stop (the partition, nothing committed past it) or skip (log and count)")
-	fs.IntVar(&o.maxRecordBytes, "max-record-bytes", 64<<20, "records whose key and value are larger are bad records (0: no limit)")
+	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "records whose key and value are larger are bad records (0: no limit)")
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
@@ -215,6 +215,52 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("--log-level %q is not debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// byteSize is a flag of bytes: a number of bytes, or a size such as 64MiB
+// (parseByteSize), as --memory-limit takes; the config file and KAFKA2PG_*
+// variables set it the same way.
+type byteSize[T int | int32] struct{ p *T }
+
+// bytesVar defines a byteSize flag with default def.
+func bytesVar[T int | int32](fs *pflag.FlagSet, p *T, name string, def T, usage string) {
+	*p = def
+	fs.Var(byteSize[T]{p}, name, usage)
+}
+
+func (b byteSize[T]) Type() string { return "size" }
+
+func (b byteSize[T]) String() string {
+	if b.p == nil {
+		return "0"
+	}
+	return formatByteSize(int64(*b.p))
+}
+
+func (b byteSize[T]) Set(s string) error {
+	n, err := parseByteSize(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a size: give a number of bytes or a size such as 64MiB or 1GiB", s)
+	}
+	if int64(T(n)) != n {
+		return fmt.Errorf("%s is too large: this flag takes at most %d bytes", s, math.MaxInt32)
+	}
+	*b.p = T(n)
+	return nil
+}
+
+// formatByteSize writes n as parseByteSize reads it, in the largest binary
+// unit that divides it.
+func formatByteSize(n int64) string {
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n != 0 && n%u.mult == 0 {
+			return strconv.FormatInt(n/u.mult, 10) + u.suffix
+		}
+	}
+	return strconv.FormatInt(n, 10)
 }
 
 // parseByteSize reads a size such as 512MiB, 1GiB, 300MB or 1048576.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"log/slog"
 	"math"
 	"runtime/debug"
@@ -85,5 +86,44 @@ func TestGOGCIsRaisedOnlyUnderAMemoryLimit(t *testing.T) {
 		if got := debug.SetGCPercent(100); got != c.want {
 			t.Errorf("limit %d, GOGC=%q: GC percent %d, want %d", c.limit, c.gogc, got, c.want)
 		}
+	}
+}
+
+// The byte flags take sizes as --memory-limit does, from the command line
+// and the environment alike, and name themselves when a value is wrong.
+func TestByteFlagsTakeSizes(t *testing.T) {
+	parse := func(args ...string) (runOptions, error) {
+		fs := newRunFlagSet(&bytes.Buffer{})
+		var o runOptions
+		defineRunFlags(fs, &o)
+		err := fs.Parse(args)
+		if err == nil {
+			err = applyEnv(fs, nil)
+		}
+		return o, err
+	}
+	o, err := parse()
+	if err != nil || o.reader.MaxBufferedBytes != 64<<20 || o.reader.BatchMaxBytes != 16<<20 || o.maxRecordBytes != 64<<20 || o.reader.FetchMinBytes != 1 {
+		t.Fatalf("defaults: %v, buffered %d, batch %d, record %d, fetch min %d", err, o.reader.MaxBufferedBytes, o.reader.BatchMaxBytes, o.maxRecordBytes, o.reader.FetchMinBytes)
+	}
+	t.Setenv("KAFKA2PG_BATCH_MAX_BYTES", "4MiB")
+	o, err = parse("--max-buffered-bytes", "32MiB", "--kafka-fetch-max-bytes=8388608", "--kafka-fetch-max-partition-bytes", "1 MiB", "--max-record-bytes", "0")
+	if err != nil || o.reader.MaxBufferedBytes != 32<<20 || o.reader.FetchMaxBytes != 8<<20 || o.reader.FetchMaxPartitionBytes != 1<<20 ||
+		o.maxRecordBytes != 0 || o.reader.BatchMaxBytes != 4<<20 {
+		t.Errorf("sizes: %v, buffered %d, fetch %d, partition %d, record %d, batch %d", err, o.reader.MaxBufferedBytes, o.reader.FetchMaxBytes,
+			o.reader.FetchMaxPartitionBytes, o.maxRecordBytes, o.reader.BatchMaxBytes)
+	}
+	t.Setenv("KAFKA2PG_BATCH_MAX_BYTES", "")
+	for _, bad := range [][]string{{"--max-buffered-bytes", "lots"}, {"--kafka-fetch-max-bytes", "3GiB"}, {"--batch-max-bytes", "-1"}} {
+		if _, err := parse(bad...); err == nil || !strings.Contains(err.Error(), bad[0]) {
+			t.Errorf("%s %s: %v, want an error naming the flag", bad[0], bad[1], err)
+		}
+	}
+	var help bytes.Buffer
+	fs := newRunFlagSet(&help)
+	defineRunFlags(fs, &runOptions{})
+	fs.PrintDefaults()
+	if !strings.Contains(help.String(), "(default 64MiB)") {
+		t.Errorf("--help does not give --max-buffered-bytes' default as 64MiB:\n%s", help.String())
 	}
 }
