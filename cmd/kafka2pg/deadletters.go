@@ -58,7 +58,7 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fs.StringVar(&table, "table", "", "target table (default: the topic name, sanitized), as in run")
 		fs.StringVar(&pgSchema, "pg-schema", "public", "schema of the target tables, as in run")
 		fs.StringVar(&valueFormat, "value-format", "json", "json, text or bytes, as in run")
-		fs.IntVar(&maxRecordBytes, "max-record-bytes", 64<<20, "as in run")
+		bytesVar(fs, &maxRecordBytes, "max-record-bytes", 64<<20, "as in run")
 		fs.IntVar(&batchSize, "batch-size", 1000, "dead letters per transaction")
 	}
 	fs.Usage = func() { fmt.Fprintf(stderr, "%s\n%s", deadLettersUsage, fs.FlagUsages()) }
