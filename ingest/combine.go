@@ -288,6 +288,7 @@ type multiSource struct {
 	// unchecked[i], when set, appends the rows of ps[i] instead of its
 	// mapper, leaving checks to Postgres (uncheckedFor).
 	unchecked []RowAppender
+	append    []appendFunc // each batch's appender for this COPY (appendFuncOf), on first use
 }
 
 // record returns the next record and its batch; nil when none is left.
@@ -345,11 +346,17 @@ func (s *multiSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncod
 			s.bad, s.err = true, errBadInCombined
 			return dst, false
 		}
-		a := s.unchecked[s.bi]
-		if a == nil {
-			a = p.sink.Mapper.(RowAppender)
+		if s.append == nil {
+			s.append = make([]appendFunc, len(s.ps))
 		}
-		out, err := a.AppendRow(r, dst, oids, enc)
+		if s.append[s.bi] == nil {
+			a := s.unchecked[s.bi]
+			if a == nil {
+				a = p.sink.Mapper.(RowAppender)
+			}
+			s.append[s.bi] = appendFuncOf(a)
+		}
+		out, err := s.append[s.bi](r, dst, oids, enc)
 		if err != nil {
 			if _, err := classify(r, err); err != nil {
 				s.err = err

@@ -59,6 +59,19 @@ type RowAppender interface {
 	AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
 }
 
+// appendFunc is a RowAppender's AppendRow.
+type appendFunc = func(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+
+// appendFuncOf is the AppendRow one COPY uses: with scratch space of its
+// own when the appender offers it (schema.JSONMapper.AppendRowFunc), so
+// that the table's concurrent COPYs share no per-row state.
+func appendFuncOf(a RowAppender) appendFunc {
+	if f, ok := a.(interface{ AppendRowFunc() appendFunc }); ok {
+		return f.AppendRowFunc()
+	}
+	return a.AppendRow
+}
+
 // KeyMapper is the RowMapper of an upsert sink: it also recognises
 // tombstones and builds the key of one, for the delete.
 type KeyMapper interface {
@@ -638,6 +651,7 @@ type rowSource struct {
 	records  []schema.Record
 	mapper   RowMapper
 	appender RowAppender // mapper, when it is one; or leavingChecks (unchecked.go)
+	append   appendFunc  // appender's, for this COPY (appendFuncOf), on first use
 	maxBytes int
 	i        int
 	row      []any
@@ -681,7 +695,10 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 			s.bad = append(s.bad, *bad)
 			continue
 		}
-		out, err := s.appender.AppendRow(r, dst, oids, enc)
+		if s.append == nil {
+			s.append = appendFuncOf(s.appender)
+		}
+		out, err := s.append(r, dst, oids, enc)
 		if err != nil {
 			bad, err := classify(r, err)
 			if err != nil {

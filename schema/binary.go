@@ -259,16 +259,32 @@ func (c *mappedColumn) nativeOID() uint32 {
 // gives, as are the rare values written here otherwise. A record that does
 // not fit returns dst unchanged and the error Row returns.
 func (m *JSONMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+	rs := m.getState()
+	defer m.putState(rs)
+	return m.appendRow(rs, r, dst, oids, enc)
+}
+
+// AppendRowFunc returns AppendRow with scratch space of its own, for one
+// caller at a time (ingest's COPY of a batch): AppendRow takes a pooled
+// state and gives it back with an atomic swap and compare-and-swap a row,
+// on a word every COPY of the mapper shares, which the table's concurrent
+// writers pulled from each other's cache for every row.
+func (m *JSONMapper) AppendRowFunc() func(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+	rs := &rowState{}
+	return func(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+		out, err := m.appendRow(rs, r, dst, oids, enc)
+		rs.endRow()
+		return out, err
+	}
+}
+
+func (m *JSONMapper) appendRow(rs *rowState, r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 	if len(oids) != len(m.cols) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of %s", len(oids), len(m.cols), m.table.QualifiedName())
 	}
 	start := len(dst)
-	rs := m.getState()
 	rs.buf.arena = rs.scratch[:0]
-	defer func() {
-		rs.scratch = rs.buf.arena[:0]
-		m.putState(rs)
-	}()
+	defer func() { rs.scratch = rs.buf.arena[:0] }()
 	for i := range m.cols {
 		var err error
 		if dst, err = m.appendField(i, r, rs, dst, oids[i], enc); err != nil {

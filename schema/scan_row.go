@@ -57,13 +57,20 @@ func (m *JSONMapper) getState() *rowState {
 // than the pool: a COPY calls AppendRow row after row, and the next row
 // takes it back with one atomic swap.
 func (m *JSONMapper) putState(rs *rowState) {
+	rs.endRow()
+	if !m.hot.CompareAndSwap(nil, rs) {
+		m.states.Put(rs)
+	}
+}
+
+// endRow drops what the state holds of a row: its documents, its arena
+// (the rows of a batch keep theirs; AppendRow's scratch is kept apart)
+// and the last value.
+func (rs *rowState) endRow() {
 	rs.value.reset()
 	rs.key.reset()
 	rs.buf.arena, rs.buf.need = nil, 0
 	rs.v = jsonValue{}
-	if !m.hot.CompareAndSwap(nil, rs) {
-		m.states.Put(rs)
-	}
 }
 
 // reset drops the document and keeps the scanner's scratch slices.
