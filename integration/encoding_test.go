@@ -6,6 +6,7 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -134,6 +135,37 @@ func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
 		t.Errorf("stored %v, want offset 0 only, café in UTF-8", got)
 	}
 	requireOneDeadLetter(t, s, s.topic, 1, "invalid_utf8")
+}
+
+// A topic_regex sink's table is named per topic found later, but Kafka's
+// topic names are ASCII: a character of its template the database's
+// encoding lacks is known at start, and stops run (and fails check) there
+// instead of failing every batch of the topics it finds.
+func TestATopicRegexTableTemplateTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
+	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
+	s.produce(t, 5)
+	config := fmt.Sprintf("kafka-brokers: [%s]\nkafka-group: %s\npg-url: %s\nmetrics-addr: \"\"\nsinks:\n  - topic_regex: %s\n    table: 订单_${topic}\n",
+		s.kafka.Brokers(), s.group, s.pgURL, regexp.QuoteMeta(s.topic))
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := startBridge(t, "latin1-regex", "run", "--config", path, "--until-caught-up")
+	if !b.wait(time.Minute) {
+		b.kill(t)
+		t.Fatal("still running after a minute, want it stopped at start")
+	}
+	const want = `the table \"订单_${topic}\" of the sink of topic_regex`
+	if b.state.ExitCode() == 0 || !b.logged(want) || !b.logged("lacks a character of its name") {
+		t.Errorf("%s, want a failure naming the table template and its topic_regex", b.status())
+	}
+	if code, out := cli(t, "check", "--config", path); code != 1 || !strings.Contains(out, "FAIL  postgres: the table \"订单_${topic}\"") {
+		t.Errorf("kafka2pg check: exit %d, want 1 with the template's FAIL:\n%s", code, out)
+	}
+	var n int64
+	if err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM pg_class WHERE relname LIKE '%'||$1`, tableNameFor(s.topic)).Scan(&n); err != nil || n != 0 {
+		t.Errorf("tables for %s: %d (%v), want none", s.topic, n, err)
+	}
 }
 
 // On SQL_ASCII, jsonb cannot store a \u escape of a character beyond

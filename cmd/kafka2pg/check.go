@@ -160,7 +160,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := encodingProblems(ctx, conn, o.reader.Group, sinks)
+	warn, err := encodingProblems(ctx, conn, o.reader.Group, sinks, regexProbes(o))
 	var nameErr *nameEncodingError
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
 	case errors.As(err, &nameErr):

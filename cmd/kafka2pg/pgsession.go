@@ -66,19 +66,20 @@ func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 // the consumer group's (kafka2pg.offsets keys the offsets by it, and every
 // claim would fail with SQLSTATE 22P05 and be retried), and the configured
 // sinks' schema, table and column names (their DDL would fail with
-// Postgres' message alone). On SQL_ASCII it warns: text is stored there as
+// Postgres' message alone), those of topic_regex sinks as built for a
+// sample topic (regexProbes). On SQL_ASCII it warns: text is stored there as
 // the UTF-8 bytes it came as, but jsonb cannot store a \u escape of a
 // character beyond ASCII (Postgres fails the row with SQLSTATE 0A000, which
 // the writer makes a dead letter of kind untranslatable_character). Only
 // names beyond ASCII cost a round trip (ingest.Holds). Connection trouble
 // is returned as it is, for the caller's retry.
-func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink) error {
+func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink, probes []regexProbe) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	warn, err := encodingProblems(ctx, c.Conn(), group, sinks)
+	warn, err := encodingProblems(ctx, c.Conn(), group, sinks, probes)
 	if warn != "" {
 		log.Warn(warn, "server_encoding", c.Conn().PgConn().ParameterStatus("server_encoding"))
 	}
@@ -88,12 +89,12 @@ func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 // encodingProblems is checkEncoding's judgement on conn, for run and
 // check: a warning to give (empty: none), and an error when run must not
 // start (a *nameEncodingError) or the question failed.
-func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink) (warn string, err error) {
+func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink, probes []regexProbe) (warn string, err error) {
 	enc := conn.PgConn().ParameterStatus("server_encoding")
 	if enc == "SQL_ASCII" {
 		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but jsonb cannot store a \\u escape of a character beyond ASCII, and a record with one becomes a dead letter (untranslatable_character); a UTF8 database has neither problem", nil
 	}
-	for _, n := range namesToHold(group, sinks) {
+	for _, n := range namesToHold(group, sinks, probes) {
 		ok, err := ingest.Holds(ctx, conn, n.name)
 		if err != nil {
 			return "", err
@@ -108,7 +109,7 @@ func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks m
 
 // namesToHold are the names the database must be able to store: the
 // group's, then each sink's (by topic) schema, table and column names.
-func namesToHold(group string, sinks map[string]ingest.Sink) []nameEncodingError {
+func namesToHold(group string, sinks map[string]ingest.Sink, probes []regexProbe) []nameEncodingError {
 	out := []nameEncodingError{{subject: fmt.Sprintf("--kafka-group %q", group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
 	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
@@ -121,6 +122,19 @@ func namesToHold(group string, sinks map[string]ingest.Sink) []nameEncodingError
 			fix: "name the table with characters %[1]s has (--table, or the sink's table in the config), or use a UTF8 database"})
 		for _, c := range t.Columns {
 			out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of table %s for topic %q", c.Name, t.QualifiedName(), topic), of: "its name", name: c.Name,
+				fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
+		}
+	}
+	for _, p := range probes {
+		t, of := p.sink.Table, fmt.Sprintf("the sink of topic_regex %q", p.regex)
+		if t.Schema != "" {
+			out = append(out, nameEncodingError{subject: fmt.Sprintf("the schema %q of %s", t.Schema, of), of: "it", name: t.Schema,
+				fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
+		}
+		out = append(out, nameEncodingError{subject: fmt.Sprintf("the table %q of %s", p.table, of), of: "its name", name: t.Name,
+			fix: "name the table with characters %[1]s has (the sink's table in the config; ${topic} is always ASCII), or use a UTF8 database"})
+		for _, c := range t.Columns {
+			out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of %s", c.Name, of), of: "its name", name: c.Name,
 				fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
 		}
 	}

@@ -162,7 +162,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
-	if err := retry(ctx, log, "check the database's encoding", func() error { return checkEncoding(ctx, pool, log, o.reader.Group, sinks) }); err != nil {
+	if err := retry(ctx, log, "check the database's encoding", func() error { return checkEncoding(ctx, pool, log, o.reader.Group, sinks, regexProbes(o)) }); err != nil {
 		return err
 	}
 	if err := retry(ctx, log, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {

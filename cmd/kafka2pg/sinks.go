@@ -55,6 +55,37 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	return sinks, errors.Join(errs...)
 }
 
+// regexProbe is a topic_regex sink built for a sample topic, for the
+// checks at start. Kafka names topics in ASCII ([a-zA-Z0-9._-]), so the
+// names a matching topic's sink gets differ from the probe's in ASCII
+// only: a character the database's encoding lacks is in the probe's too.
+type regexProbe struct {
+	regex, table string // the sink's topic_regex and table template
+	sink         ingest.Sink
+}
+
+// regexProbes are the config's topic_regex sinks built for a sample topic;
+// those whose columns come from the schema registry are left out (their
+// columns are known once a topic's subject is read).
+func regexProbes(o *runOptions) []regexProbe {
+	var out []regexProbe
+	for _, sc := range o.sinks {
+		if sc.TopicRegex == "" {
+			continue
+		}
+		probe := sc
+		probe.Topic = "probe"
+		if s, err := buildSink(o, probe); err == nil {
+			table := sc.Table
+			if table == "" {
+				table = "${topic}"
+			}
+			out = append(out, regexProbe{regex: sc.TopicRegex, table: table, sink: s})
+		}
+	}
+	return out
+}
+
 func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 	if sc.Topic == "" {
 		return ingest.Sink{}, errors.New("topic is missing: name the topic this sink reads")
