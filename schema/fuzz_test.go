@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"strings"
 	"testing"
 )
 
@@ -111,13 +112,31 @@ func FuzzAppendJSONStringMatchesMarshal(f *testing.F) {
 	for _, s := range []string{"", "k", "trace-id", "a\"b", "a\\b", "<&>", "\x00", "\xff", "é", "\u2028", "\t"} {
 		f.Add(s)
 	}
+	for _, s := range []string{"a\u2028b", "\u2029", `\u2028`, "\\\u2028", `a\\u2028`, "<\u2028>\\\u2029\""} {
+		f.Add(s)
+	}
 	f.Fuzz(func(t *testing.T, s string) {
 		got := appendJSONString(nil, s)
 		v := string(bytes.ToValidUTF8([]byte(s), []byte("\uFFFD")))
 		v = string(bytes.ReplaceAll([]byte(v), []byte{0}, []byte("\uFFFD")))
 		want, _ := json.Marshal(v)
-		if string(got) != string(want) {
-			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		if !strings.ContainsAny(v, "\u2028\u2029") {
+			if string(got) != string(want) {
+				t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+			}
+			return
+		}
+		// U+2028 and U+2029 are written as they are, not escaped as
+		// Marshal escapes them: the string reads back the same, and has
+		// them as characters.
+		var back string
+		if err := json.Unmarshal(got, &back); err != nil || back != v {
+			t.Fatalf("appendJSONString(%q) = %s, reads back as %q (%v)", s, got, back, err)
+		}
+		for _, r := range "\u2028\u2029" {
+			if strings.Count(string(got), string(r)) != strings.Count(v, string(r)) {
+				t.Fatalf("appendJSONString(%q) = %s: U+%04X escaped", s, got, r)
+			}
 		}
 	})
 }

@@ -175,7 +175,11 @@ func appendHeadersJSONIn(b []byte, hs []Header, ascii bool) []byte {
 }
 
 // appendJSONString quotes s as a JSON string. Invalid UTF-8 and NUL become
-// U+FFFD so the result is always valid for jsonb.
+// U+FFFD so the result is always valid for jsonb. It is json.Marshal's
+// quoting but for U+2028 and U+2029, which it writes as they are rather
+// than escaped (Marshal escapes them for JavaScript's sake, not JSON's): a
+// SQL_ASCII database's jsonb cannot store a \u escape beyond ASCII, and a
+// header holding one failed its row and then its dead letter for ever.
 func appendJSONString(b []byte, s string) []byte {
 	if plainJSONString(s) { // what json.Marshal writes unchanged, quoted
 		b = append(b, '"')
@@ -185,7 +189,23 @@ func appendJSONString(b []byte, s string) []byte {
 	s = string(bytes.ToValidUTF8([]byte(s), []byte("\uFFFD")))
 	s = string(bytes.ReplaceAll([]byte(s), []byte{0}, []byte("\uFFFD")))
 	q, _ := json.Marshal(s) // a string always marshals
-	return append(b, q...)
+	if !strings.ContainsAny(s, "\u2028\u2029") {
+		return append(b, q...)
+	}
+	for i := 0; i < len(q); {
+		switch {
+		case q[i] != '\\':
+			b = append(b, q[i])
+			i++
+		case bytes.HasPrefix(q[i:], []byte(`\u2028`)):
+			b, i = append(b, "\u2028"...), i+6
+		case bytes.HasPrefix(q[i:], []byte(`\u2029`)):
+			b, i = append(b, "\u2029"...), i+6
+		default: // an escape of another character, or an escaped backslash
+			b, i = append(b, q[i:i+2]...), i+2
+		}
+	}
+	return b
 }
 
 // plainJSONString reports whether s is printable ASCII that json.Marshal
