@@ -219,9 +219,14 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 			return Result{}, errIsolate // fenced: the ordinary path says which and why
 		}
 	}
-	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order))}
+	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order)), append: make([]appendFunc, len(order))}
 	for i, p := range order {
 		src.unchecked[i] = w.uncheckedFor(p.b.Topic, p.sink.Mapper)
+		if a := src.unchecked[i]; a != nil {
+			src.append[i] = appendFuncOf(a)
+		} else if a, ok := p.sink.Mapper.(RowAppender); ok {
+			src.append[i] = appendFuncOf(a)
+		}
 	}
 	t := order[0].sink.Table
 	copyStart := time.Now()
@@ -288,7 +293,9 @@ type multiSource struct {
 	// unchecked[i], when set, appends the rows of ps[i] instead of its
 	// mapper, leaving checks to Postgres (uncheckedFor).
 	unchecked []RowAppender
-	append    []appendFunc // each batch's appender for this COPY (appendFuncOf), on first use
+	// append[i] appends the rows of ps[i] (unchecked[i], or the mapper when
+	// it is a RowAppender) for this COPY (appendFuncOf); nil: not one.
+	append []appendFunc
 }
 
 // record returns the next record and its batch; nil when none is left.
@@ -331,8 +338,8 @@ var errBadInCombined = errors.New("a bad record in a combined batch")
 
 // appends: the batches share one table, so their sinks one mapper type.
 func (s *multiSource) appends() bool {
-	for _, p := range s.ps {
-		if _, ok := p.sink.Mapper.(RowAppender); !ok {
+	for _, f := range s.append {
+		if f == nil {
 			return false
 		}
 	}
@@ -341,20 +348,10 @@ func (s *multiSource) appends() bool {
 
 // nextTuple is Next for RowAppenders: the row goes straight into dst.
 func (s *multiSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
-	if r, p := s.record(); r != nil {
+	if r, _ := s.record(); r != nil {
 		if tooLarge(r, s.maxBytes) != nil {
 			s.bad, s.err = true, errBadInCombined
 			return dst, false
-		}
-		if s.append == nil {
-			s.append = make([]appendFunc, len(s.ps))
-		}
-		if s.append[s.bi] == nil {
-			a := s.unchecked[s.bi]
-			if a == nil {
-				a = p.sink.Mapper.(RowAppender)
-			}
-			s.append[s.bi] = appendFuncOf(a)
 		}
 		out, err := s.append[s.bi](r, dst, oids, enc)
 		if err != nil {

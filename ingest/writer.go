@@ -453,10 +453,7 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked R
 		return Result{}, err
 	}
 	defer rollback()
-	src := newRowSource(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
-	if unchecked != nil {
-		src.appender = unchecked
-	}
+	src := newRowSource(b.Records, sink.Mapper, unchecked, w.cfg.MaxRecordBytes)
 	var res Result
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
@@ -648,10 +645,12 @@ func (b badRecord) refusedByMapping() bool { return b.kind != KindTooLarge }
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
 type rowSource struct {
-	records  []schema.Record
-	mapper   RowMapper
-	appender RowAppender // mapper, when it is one; or leavingChecks (unchecked.go)
-	append   appendFunc  // appender's, for this COPY (appendFuncOf), on first use
+	records []schema.Record
+	mapper  RowMapper
+	// append writes a row straight into the COPY: the mapper's AppendRow
+	// when it is a RowAppender, or the unchecked one (unchecked.go), for
+	// this COPY (appendFuncOf); nil: rows go through Next.
+	append   appendFunc
 	maxBytes int
 	i        int
 	row      []any
@@ -659,9 +658,15 @@ type rowSource struct {
 	bad      []badRecord
 }
 
-func newRowSource(records []schema.Record, mapper RowMapper, maxBytes int) *rowSource {
+// newRowSource is the source of a COPY of records; unchecked, when set,
+// appends the rows in place of the mapper (uncheckedFor).
+func newRowSource(records []schema.Record, mapper RowMapper, unchecked RowAppender, maxBytes int) *rowSource {
 	s := &rowSource{records: records, mapper: mapper, maxBytes: maxBytes}
-	s.appender, _ = mapper.(RowAppender)
+	if unchecked != nil {
+		s.append = appendFuncOf(unchecked)
+	} else if a, ok := mapper.(RowAppender); ok {
+		s.append = appendFuncOf(a)
+	}
 	return s
 }
 
@@ -684,7 +689,7 @@ func (s *rowSource) Next() bool {
 	return false
 }
 
-func (s *rowSource) appends() bool { return s.appender != nil }
+func (s *rowSource) appends() bool { return s.append != nil }
 
 // nextTuple is Next for a RowAppender: the row goes straight into dst.
 func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
@@ -694,9 +699,6 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 		if bad := tooLarge(r, s.maxBytes); bad != nil {
 			s.bad = append(s.bad, *bad)
 			continue
-		}
-		if s.append == nil {
-			s.append = appendFuncOf(s.appender)
 		}
 		out, err := s.append(r, dst, oids, enc)
 		if err != nil {

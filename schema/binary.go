@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-	"unsafe"
 
 	"github.com/jackc/pgx/v5/pgtype"
 )
@@ -14,7 +13,12 @@ import (
 // row as the fields of one binary COPY tuple without building Row's []any:
 // no value is boxed, no numeric becomes a big.Int, and the COPY encoder
 // does not look at the values again. The bytes are the ones pgx (with
-// NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow).
+// NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow). The
+// commonest values of a column (its type's quick kind in types.go) are
+// appended from the document's bytes by appendQuick; the others go through
+// a jsonValue to the type's appendField. A caller that appends many rows
+// in turn (ingest's COPY) takes AppendRowFunc, whose scratch space is its
+// own.
 
 // FieldEncoder appends v, a value as Row returns it for column col, as
 // that column's whole field of a binary COPY tuple: its length (-1 for
@@ -100,10 +104,8 @@ func appendBoolField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convEr
 // from the decimal, without the big.Int convert makes; others fall back.
 func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	if v.kind == kindNumber || v.kind == kindString {
-		if abs, exp, neg, ok := c.shortNumeric(v.text); ok {
-			if out, ok := appendNumericWord(dst, abs, neg, exp); ok {
-				return out, nil, nil
-			}
+		if out, ok := c.appendShortNumeric(dst, v.text); ok {
+			return out, nil, nil
 		}
 	}
 	d, cerr := numericOf(c, *v)
@@ -116,6 +118,16 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 		}
 	}
 	return dst, d.numeric(), nil
+}
+
+// appendShortNumeric writes the literal s in numeric's binary format when
+// shortNumeric reads it (few digits, the column's scale and precision
+// applied); false leaves it to numericOf.
+func (c *colType) appendShortNumeric(dst []byte, s string) ([]byte, bool) {
+	if abs, exp, neg, ok := c.shortNumeric(s); ok {
+		return appendNumericWord(dst, abs, neg, exp)
+	}
+	return dst, false
 }
 
 func appendTimestamptzField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
@@ -150,23 +162,6 @@ const (
 	quickNumeric               // numeric: a number shortNumeric reads
 )
 
-func (c *mappedColumn) quickKind() quickKind {
-	if c.oid == 0 || c.source != fromValue && c.source != fromKey {
-		return quickNone
-	}
-	switch c.oid {
-	case pgtype.TextOID, pgtype.VarcharOID:
-		return quickText
-	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID:
-		return quickInt
-	case pgtype.TimestamptzOID:
-		return quickTimestamptz
-	case pgtype.NumericOID:
-		return quickNumeric
-	}
-	return quickNone
-}
-
 // appendQuick writes the value of hit h of doc when it is one of the
 // commonest and needs none of the checks and conversions of the column's
 // type: a string without escapes for a text column (the scanner refused
@@ -178,10 +173,12 @@ func (c *mappedColumn) quickKind() quickKind {
 // the type's appendField, byte for byte, for those; ok is false for any
 // other value, which takes that path.
 func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, ok bool) {
-	switch c.quick {
+	// A column reaches here only written as its own type (c.oid), so its
+	// type's quick kind applies.
+	switch c.typ.base.quick {
 	case quickText:
 		if h.kind == kindString && !h.esc {
-			if s := doc[h.start+1 : h.end-1]; c.typ.length == 0 || len(s) <= c.typ.length {
+			if s := h.body(doc); c.typ.length == 0 || len(s) <= c.typ.length {
 				return append(dst, s...), true
 			}
 		}
@@ -189,8 +186,7 @@ func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, o
 		if h.kind != kindNumber {
 			break
 		}
-		s := doc[h.start:h.end]
-		n, ok := plainInt(unsafe.String(unsafe.SliceData(s), len(s)))
+		n, ok := plainInt(h.literal(doc))
 		if !ok {
 			break
 		}
@@ -207,17 +203,12 @@ func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, o
 			}
 		}
 	case quickNumeric:
-		if h.kind != kindNumber {
-			break
-		}
-		s := doc[h.start:h.end]
-		if abs, exp, neg, ok := c.typ.shortNumeric(unsafe.String(unsafe.SliceData(s), len(s))); ok {
-			return appendNumericWord(dst, abs, neg, exp)
+		if h.kind == kindNumber {
+			return c.typ.appendShortNumeric(dst, h.literal(doc))
 		}
 	case quickTimestamptz:
 		if h.kind == kindString && !h.esc {
-			s := doc[h.start+1 : h.end-1]
-			if t, ok := quickTimestamp(unsafe.String(unsafe.SliceData(s), len(s))); ok {
+			if t, ok := quickTimestamp(h.body(doc)); ok {
 				return AppendTimestamptz(dst, t), true
 			}
 		}

@@ -330,7 +330,7 @@ func TestAppendQuickMatchesRow(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if m.cols[0].quick == quickNone {
+		if m.cols[0].typ.base.quick == quickNone {
 			t.Fatalf("%s: no quick path", typ)
 		}
 		for _, lit := range lits {

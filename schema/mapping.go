@@ -130,9 +130,6 @@ type mappedColumn struct {
 	leaf  int32
 	// oid is the type AppendRow writes the column as itself (nativeOID).
 	oid uint32
-	// quick is how AppendRow writes the commonest values of the column
-	// without handing them to its type's appendField (see appendQuick).
-	quick quickKind
 }
 
 // JSONMapper builds typed rows from JSON records. It is immutable (but for a
@@ -274,7 +271,6 @@ func NewJSONMapper(spec MappingSpec) (*JSONMapper, error) {
 	m.table = Table{Schema: spec.Schema, Name: spec.Table, Columns: make([]Column, len(m.cols)), PrimaryKey: slices.Clone(spec.Key)}
 	for i := range m.cols {
 		m.cols[i].oid = m.cols[i].nativeOID()
-		m.cols[i].quick = m.cols[i].quickKind()
 	}
 	for i, c := range m.cols {
 		m.table.Columns[i] = Column{Name: c.name, Type: c.sqlType, NotNull: c.notNull}

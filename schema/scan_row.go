@@ -151,15 +151,22 @@ func (b *rowBuffer) valueOf(doc []byte, h hit) jsonValue {
 func (b *rowBuffer) valueIn(v *jsonValue, doc []byte, h hit) {
 	switch {
 	case h.kind == kindString && !h.esc:
-		s := doc[h.start+1 : h.end-1]
-		*v = jsonValue{kind: kindString, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b, noNUL: true}
+		*v = jsonValue{kind: kindString, text: h.body(doc), buf: b, noNUL: true}
 	case h.kind == kindNumber:
-		s := doc[h.start:h.end]
-		*v = jsonValue{kind: kindNumber, text: unsafe.String(unsafe.SliceData(s), len(s)), buf: b, noNUL: true}
+		*v = jsonValue{kind: kindNumber, text: h.literal(doc), buf: b, noNUL: true}
 	default:
 		*v = b.valueOf(doc, h)
 	}
 }
+
+// body and literal are the text of hit h of doc, a string's body as sent
+// (escapes and all) or a number's literal, as strings sharing doc's bytes:
+// for what is written out before the document is let go (AppendRow),
+// never kept.
+func (h hit) body(doc []byte) string    { return docString(doc[h.start+1 : h.end-1]) }
+func (h hit) literal(doc []byte) string { return docString(doc[h.start:h.end]) }
+
+func docString(b []byte) string { return unsafe.String(unsafe.SliceData(b), len(b)) }
 
 // element is the value of one array element, raw without spaces around it.
 func (b *rowBuffer) element(raw []byte) jsonValue {

@@ -43,7 +43,10 @@ type sqlType struct {
 	// appendField, when set, writes what convert would return straight in
 	// the binary format of oid (binary.go); arrays never use it.
 	appendField appendFunc
-	oid         uint32
+	// quick is which of its values AppendRow writes without appendField
+	// (appendQuick); quickNone: none.
+	quick quickKind
+	oid   uint32
 }
 
 // colType is a parsed column type: an entry of the table and its modifiers.
@@ -70,16 +73,16 @@ func convErrorf(kind, format string, args ...any) *convError {
 }
 
 var sqlTypes = []*sqlType{
-	{name: "text", goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, oid: pgtype.TextOID},
-	{name: "character varying", aliases: []string{"varchar"}, params: paramLength, goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, oid: pgtype.VarcharOID},
-	{name: "smallint", aliases: []string{"int2"}, goType: reflect.TypeFor[int16](), array: true, convert: convertInt16, appendField: appendInt16Field, oid: pgtype.Int2OID},
-	{name: "integer", aliases: []string{"int", "int4"}, goType: reflect.TypeFor[int32](), array: true, convert: convertInt32, appendField: appendInt32Field, oid: pgtype.Int4OID},
-	{name: "bigint", aliases: []string{"int8"}, goType: reflect.TypeFor[int64](), array: true, convert: convertInt64, appendField: appendInt64Field, oid: pgtype.Int8OID},
-	{name: "numeric", aliases: []string{"decimal"}, params: paramPrecisionScale, goType: reflect.TypeFor[pgtype.Numeric](), array: true, convert: convertNumeric, appendField: appendNumericField, oid: pgtype.NumericOID},
+	{name: "text", goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgtype.TextOID},
+	{name: "character varying", aliases: []string{"varchar"}, params: paramLength, goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgtype.VarcharOID},
+	{name: "smallint", aliases: []string{"int2"}, goType: reflect.TypeFor[int16](), array: true, convert: convertInt16, appendField: appendInt16Field, quick: quickInt, oid: pgtype.Int2OID},
+	{name: "integer", aliases: []string{"int", "int4"}, goType: reflect.TypeFor[int32](), array: true, convert: convertInt32, appendField: appendInt32Field, quick: quickInt, oid: pgtype.Int4OID},
+	{name: "bigint", aliases: []string{"int8"}, goType: reflect.TypeFor[int64](), array: true, convert: convertInt64, appendField: appendInt64Field, quick: quickInt, oid: pgtype.Int8OID},
+	{name: "numeric", aliases: []string{"decimal"}, params: paramPrecisionScale, goType: reflect.TypeFor[pgtype.Numeric](), array: true, convert: convertNumeric, appendField: appendNumericField, quick: quickNumeric, oid: pgtype.NumericOID},
 	{name: "real", aliases: []string{"float4"}, goType: reflect.TypeFor[float32](), array: true, convert: convertFloat32, appendField: appendFloat32Field, oid: pgtype.Float4OID},
 	{name: "double precision", aliases: []string{"float8", "double"}, goType: reflect.TypeFor[float64](), array: true, convert: convertFloat64, appendField: appendFloat64Field, oid: pgtype.Float8OID},
 	{name: "boolean", aliases: []string{"bool"}, goType: reflect.TypeFor[bool](), array: true, convert: convertBool, appendField: appendBoolField, oid: pgtype.BoolOID},
-	{name: "timestamp with time zone", aliases: []string{"timestamptz"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamptz, appendField: appendTimestamptzField, oid: pgtype.TimestamptzOID},
+	{name: "timestamp with time zone", aliases: []string{"timestamptz"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamptz, appendField: appendTimestamptzField, quick: quickTimestamptz, oid: pgtype.TimestamptzOID},
 	{name: "timestamp without time zone", aliases: []string{"timestamp"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamp, appendField: appendTimestampField, oid: pgtype.TimestampOID},
 	{name: "date", goType: reflect.TypeFor[time.Time](), array: true, convert: convertDate, appendField: appendDateField, oid: pgtype.DateOID},
 	{name: "time without time zone", aliases: []string{"time"}, goType: reflect.TypeFor[pgtype.Time](), array: true, convert: convertTime},

@@ -1,5 +1,10 @@
 package main
 
+// kafka2pg's Postgres sessions: the parameters every connection gets
+// (client_encoding UTF8, application_name), and the start-time check that
+// the database's encoding holds the names run keys rows and creates tables
+// by (checkEncoding, shared by run and check).
+
 import (
 	"context"
 	"fmt"
@@ -13,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // sessionParams sets the session parameters of kafka2pg's connections to
@@ -108,35 +114,36 @@ func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks m
 }
 
 // namesToHold are the names the database must be able to store: the
-// group's, then each sink's (by topic) schema, table and column names.
+// group's, then each sink's (by topic, then topic_regex sinks as built for
+// a sample topic) schema, table and column names.
 func namesToHold(group string, sinks map[string]ingest.Sink, probes []regexProbe) []nameEncodingError {
 	out := []nameEncodingError{{subject: fmt.Sprintf("--kafka-group %q", group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
 	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
 		t := sinks[topic].Table
-		if t.Schema != "" {
-			out = append(out, nameEncodingError{subject: fmt.Sprintf("the schema of table %s for topic %q", t.QualifiedName(), topic), of: "its name", name: t.Schema,
-				fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
-		}
-		out = append(out, nameEncodingError{subject: fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic), of: "its name", name: t.Name,
-			fix: "name the table with characters %[1]s has (--table, or the sink's table in the config), or use a UTF8 database"})
-		for _, c := range t.Columns {
-			out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of table %s for topic %q", c.Name, t.QualifiedName(), topic), of: "its name", name: c.Name,
-				fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
-		}
+		out = append(out, namesOfTable(t, fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic),
+			"(--table, or the sink's table in the config)")...)
 	}
 	for _, p := range probes {
-		t, of := p.sink.Table, fmt.Sprintf("the sink of topic_regex %q", p.regex)
-		if t.Schema != "" {
-			out = append(out, nameEncodingError{subject: fmt.Sprintf("the schema %q of %s", t.Schema, of), of: "it", name: t.Schema,
-				fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
-		}
-		out = append(out, nameEncodingError{subject: fmt.Sprintf("the table %q of %s", p.table, of), of: "its name", name: t.Name,
-			fix: "name the table with characters %[1]s has (the sink's table in the config; ${topic} is always ASCII), or use a UTF8 database"})
-		for _, c := range t.Columns {
-			out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of %s", c.Name, of), of: "its name", name: c.Name,
-				fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
-		}
+		out = append(out, namesOfTable(p.sink.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.table, p.regex),
+			"(the sink's table in the config; ${topic} is always ASCII)")...)
+	}
+	return out
+}
+
+// namesOfTable are the schema, table and column names of t, which subject
+// names; where says where the table's name is set.
+func namesOfTable(t schema.Table, subject, where string) []nameEncodingError {
+	var out []nameEncodingError
+	if t.Schema != "" {
+		out = append(out, nameEncodingError{subject: "the schema of " + subject, of: "its name", name: t.Schema,
+			fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
+	}
+	out = append(out, nameEncodingError{subject: subject, of: "its name", name: t.Name,
+		fix: "name the table with characters %[1]s has " + where + ", or use a UTF8 database"})
+	for _, c := range t.Columns {
+		out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of %s", c.Name, subject), of: "its name", name: c.Name,
+			fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
 	}
 	return out
 }

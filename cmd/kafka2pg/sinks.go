@@ -31,9 +31,7 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	for _, sc := range o.sinks {
 		if sc.TopicRegex != "" {
 			// Checked now with a sample topic name, built per topic later.
-			probe := sc
-			probe.Topic = "probe"
-			if _, err := buildSink(o, probe); err != nil && !errors.Is(err, errRegistryLater) {
+			if _, err := buildProbe(o, sc); err != nil && !errors.Is(err, errRegistryLater) {
 				errs = append(errs, fmt.Errorf("--config %s: sink of topic_regex %q at line %d: %w", o.configPath, sc.TopicRegex, sc.Line, err))
 			}
 			continue
@@ -73,9 +71,7 @@ func regexProbes(o *runOptions) []regexProbe {
 		if sc.TopicRegex == "" {
 			continue
 		}
-		probe := sc
-		probe.Topic = "probe"
-		if s, err := buildSink(o, probe); err == nil {
+		if s, err := buildProbe(o, sc); err == nil {
 			table := sc.Table
 			if table == "" {
 				table = "${topic}"
@@ -84,6 +80,12 @@ func regexProbes(o *runOptions) []regexProbe {
 		}
 	}
 	return out
+}
+
+// buildProbe builds the topic_regex sink sc for a sample topic.
+func buildProbe(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
+	sc.Topic = "probe"
+	return buildSink(o, sc)
 }
 
 func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
