@@ -97,24 +97,34 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 
-	l := rep.latency
-	if l == nil {
-		t.Fatal("no latency scenario in the report")
+	if len(rep.latency) != reps {
+		t.Fatalf("%d latency windows in the report, want one per repetition (%d)", len(rep.latency), reps)
 	}
-	if l.Records == 0 || l.TableRows != int64(l.Records) {
-		t.Errorf("latency: %d records produced, %d matched to a commit; want equal and > 0", l.Records, l.TableRows)
-	}
-	if !positive(l.P50) || !(l.P50 <= l.P99 && l.P99 <= l.Max) || !(l.P99Lower <= l.P99) || math.IsInf(l.Max, 0) {
-		t.Errorf("latency: p50 %v, p99 %v (lower %v), max %v: want 0 < p50 <= p99 <= max and lower <= p99", l.P50, l.P99, l.P99Lower, l.Max)
-	}
-	if got := l.rowsPerSec() / l.TargetRate; got < 0.9 || got > 1.1 {
-		t.Errorf("latency: produced at %.0f records/s, asked %.0f", l.rowsPerSec(), l.TargetRate)
-	}
-	if !(l.ResolutionMax > 0 && l.ResolutionMax < 1) {
-		t.Errorf("latency: commit windows up to %v s, want below 1 s", l.ResolutionMax)
-	}
-	if l.MaxWALSize == "" || l.Checkpoints < 0 || l.CheckpointSync < 0 {
-		t.Errorf("latency: %d checkpoints, sync %v, max_wal_size %q: want counts read from Postgres", l.Checkpoints, l.CheckpointSync, l.MaxWALSize)
+	for i, l := range rep.latency {
+		if l.Rep != i+1 {
+			t.Errorf("latency window %d: repetition %d, want %d", i, l.Rep, i+1)
+		}
+		if l.Records == 0 || l.TableRows != int64(l.Records) {
+			t.Errorf("latency %d: %d records produced, %d matched to a commit; want equal and > 0", l.Rep, l.Records, l.TableRows)
+		}
+		if !positive(l.P50) || !(l.P50 <= l.P99 && l.P99 <= l.Max) || !(l.P99Lower <= l.P99) || math.IsInf(l.Max, 0) {
+			t.Errorf("latency %d: p50 %v, p99 %v (lower %v), max %v: want 0 < p50 <= p99 <= max and lower <= p99", l.Rep, l.P50, l.P99, l.P99Lower, l.Max)
+		}
+		// Each window is paced at half the zero-config rate of its own
+		// repetition.
+		want, _ := rep.latencyRate(l.Rep, 0)
+		if l.TargetRate != want {
+			t.Errorf("latency %d: asked %.0f records/s, want half its repetition's zero-config rate, %.0f", l.Rep, l.TargetRate, want)
+		}
+		if got := l.rowsPerSec() / l.TargetRate; got < 0.9 || got > 1.1 {
+			t.Errorf("latency %d: produced at %.0f records/s, asked %.0f", l.Rep, l.rowsPerSec(), l.TargetRate)
+		}
+		if !(l.ResolutionMax > 0 && l.ResolutionMax < 1) {
+			t.Errorf("latency %d: commit windows up to %v s, want below 1 s", l.Rep, l.ResolutionMax)
+		}
+		if l.MaxWALSize == "" || l.Checkpoints < 0 || l.CheckpointSync < 0 {
+			t.Errorf("latency %d: %d checkpoints, sync %v, max_wal_size %q: want counts read from Postgres", l.Rep, l.Checkpoints, l.CheckpointSync, l.MaxWALSize)
+		}
 	}
 	if b := rep.backlog; b == nil || b.Records != backlog || b.PeakRSS <= 0 {
 		t.Errorf("backlog: %+v, want %d records and a peak RSS", b, backlog)
@@ -124,7 +134,7 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range append(sections, "Postgres checkpoints in the window", "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
+	for _, want := range append(sections, "Postgres checkpoints started (max_wal_size)", "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
 		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)") {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)

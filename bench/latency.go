@@ -20,6 +20,7 @@ const commitPollInterval = 5 * time.Millisecond
 // settings consuming a producer paced at a fixed rate.
 type latencyResult struct {
 	result             // Records produced; P50, P99 exact (upper bounds); Active = the producer's pacing time
+	Rep        int     // the repetition it followed, from 1
 	TargetRate float64 // records/s asked of the producer
 	FixedRate  bool    // TargetRate came from -latency-rate, not the measured rate
 	P90, Max   float64 // seconds, exact (upper bounds)

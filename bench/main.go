@@ -15,11 +15,13 @@
 // with the ceiling of its own repetition; the report gives the median and
 // the range over the repetitions.
 //
-// After the repetitions come two scenarios of the bridge alone: latency
-// (a producer paced at half the zero-config rate just measured, the bridge
-// with its default flush settings, the exact time from each record's
-// timestamp to the commit of its row) and, with -backlog N, the peak RSS of
-// the bridge draining a pre-filled backlog of N records.
+// Each repetition ends with a latency window of the bridge alone (a
+// producer paced at half the repetition's zero-config rate, the bridge with
+// its default flush settings, the exact time from each record's timestamp
+// to the commit of its row); the target is judged on the median p99 of the
+// windows, as the others are on medians. After the repetitions, with
+// -backlog N, comes the peak RSS of the bridge draining a pre-filled
+// backlog of N records.
 //
 // Kafka is kfake in a child process (so its CPU is nobody's), or
 // KAFKA2PG_TEST_BROKERS when set.
@@ -34,6 +36,7 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
+	"math"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -145,8 +148,10 @@ func (o options) tableList() []string {
 
 // report is what one run measured.
 type report struct {
-	blocks      []block // in the order they ran
-	latency     *latencyResult
+	blocks []block // in the order they ran
+	// latency holds one window per repetition, each run right after the
+	// repetition's blocks (latencyRate).
+	latency     []latencyResult
 	backlog     *result
 	facts       facts
 	reps        int
@@ -177,7 +182,30 @@ func (b block) results() []result {
 	return append(append([]result(nil), b.ceiling...), b.contenders...)
 }
 
-// run measures every repetition, then the latency and the backlog
+// latencyRate is the producer's rate for the latency window of repetition
+// rep: fixed (-latency-rate), or half the rate of that repetition's
+// zero-config kafka2pg run, so that each window is paired with the
+// maximum measured just before it, as the ratios pair each run with its
+// own ceiling.
+func (rep *report) latencyRate(r int, fixed float64) (float64, string) {
+	if fixed > 0 {
+		return fixed, "-latency-rate"
+	}
+	for _, bl := range rep.blocks {
+		if bl.rep != r || bl.table != rawTable {
+			continue
+		}
+		for _, c := range bl.contenders {
+			if c.Kind == "bridge" {
+				return c.rowsPerSec() / 2, "half this repetition's zero-config rate"
+			}
+		}
+	}
+	return math.NaN(), "no zero-config run"
+}
+
+// run measures every repetition, each followed by its latency window, then
+// the backlog
 // scenarios, and writes the results.
 func run(ctx context.Context, o options) (*report, error) {
 	bin, err := filepath.Abs(o.bin)
@@ -254,19 +282,16 @@ func run(ctx context.Context, o options) (*report, error) {
 			}
 			rep.blocks = append(rep.blocks, bl)
 		}
-	}
-	if o.latencyFor > 0 {
-		rate, why := rep.series("bridge", rawTable).rate().med/2, "half the zero-config rate"
-		if o.latencyRate > 0 {
-			rate, why = o.latencyRate, "-latency-rate"
+		if o.latencyFor > 0 {
+			rate, why := rep.latencyRate(i+1, o.latencyRate)
+			o.logf("== latency, repetition %d of %d: producing at %s records/s (%s) for %s", i+1, o.reps, num(rate, 0), why, o.latencyFor)
+			lr, err := runLatency(ctx, e, rawTable, topicFor("latency"), rate, o.latencyFor)
+			if err != nil {
+				return nil, err
+			}
+			lr.Rep, lr.FixedRate = i+1, o.latencyRate > 0
+			rep.latency = append(rep.latency, lr)
 		}
-		o.logf("== latency: producing at %s records/s (%s) for %s", num(rate, 0), why, o.latencyFor)
-		lr, err := runLatency(ctx, e, rawTable, topicFor("latency"), rate, o.latencyFor)
-		if err != nil {
-			return nil, err
-		}
-		lr.FixedRate = o.latencyRate > 0
-		rep.latency = &lr
 	}
 	if o.backlog > 0 {
 		o.logf("== backlog: draining %s records (zero-config)", num(float64(o.backlog), 0))
@@ -296,8 +321,8 @@ func run(ctx context.Context, o options) (*report, error) {
 	if rep.backlog != nil {
 		check(*rep.backlog)
 	}
-	if rep.latency != nil {
-		check(rep.latency.result)
+	for _, l := range rep.latency {
+		check(l.result)
 	}
 	if err := writeResults(o, rep); err != nil {
 		return rep, err
