@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The bench's own outputs, changed by the run before, do not make the tree
@@ -47,5 +48,53 @@ func TestDescribeCommitIgnoresTheBenchOutputs(t *testing.T) {
 	write("main.go", "package main // changed")
 	if got := describeCommit(outs...); !strings.HasSuffix(got, " + uncommitted changes") {
 		t.Errorf("main.go changed: %q, want uncommitted changes", got)
+	}
+}
+
+// A median that misses its goal by less than the printed digits shows the
+// digits that tell it from the goal, so that no MISS reads "0.75" against
+// "≥ 0.75" or "250 ms" against "≤ 250 ms"; one clear of it prints as usual.
+func TestATargetMissedByAHairPrintsTheDigitsThatShowIt(t *testing.T) {
+	run := func(kind string, rows int) result {
+		return result{Kind: kind, Table: typedTable, Records: rows, ActiveRows: rows, Active: time.Second}
+	}
+	window := func(p99 float64) latencyResult {
+		return latencyResult{result: result{Records: 1000, ActiveRows: 1000, Active: time.Second, P99: p99}, TargetRate: 1000}
+	}
+	cases := []struct {
+		name                   string
+		typedRows              int
+		p99                    float64
+		peak                   int64
+		ratio, latency, memory string
+		verdicts               [3]string
+	}{
+		{"a hair under", 7_496, 0.2504, 256<<20 + 1<<19, "0.7496×", "250.4 ms", "256.5 MiB", [3]string{"MISS", "MISS", "MISS"}},
+		{"clear of them", 7_000, 0.2000, 243 << 20, "0.70×", "200 ms", "243 MiB", [3]string{"MISS", "PASS", "PASS"}},
+		{"a hair over", 7_504, 0.2496, 256<<20 - 1<<19, "0.7504×", "249.6 ms", "255.5 MiB", [3]string{"PASS", "PASS", "PASS"}},
+	}
+	for _, c := range cases {
+		rep := &report{
+			blocks:  []block{{rep: 1, table: typedTable, ceiling: []result{run("ceiling2", 10_000)}, contenders: []result{run("bridge", c.typedRows)}}},
+			latency: []latencyResult{window(c.p99)},
+			backlog: &result{Records: 5_000_000, PeakRSS: c.peak},
+		}
+		got := map[string]target{}
+		for _, tg := range rep.targets() {
+			got[tg.goal] = tg
+		}
+		for i, w := range []struct{ goal, measured string }{
+			{"kafka2pg typed ÷ ceiling ≥ 0.75×", c.ratio},
+			{"p99 record-to-commit latency at half the maximum rate, default flush settings ≤ 250 ms", c.latency + " over 1 windows"},
+			{"peak RSS draining a 5,000,000-record backlog ≤ 256 MiB", c.memory + " ("},
+		} {
+			tg, ok := got[w.goal]
+			if !ok {
+				t.Fatalf("%s: no target %q", c.name, w.goal)
+			}
+			if !strings.HasPrefix(tg.measured, w.measured) || tg.verdict != c.verdicts[i] {
+				t.Errorf("%s: %q measured %q, %s; want it to start %q, %s", c.name, w.goal, tg.measured, tg.verdict, w.measured, c.verdicts[i])
+			}
+		}
 	}
 }

@@ -124,7 +124,7 @@ const latencyTarget = 0.250
 func (rep *report) targets() []target {
 	var out []target
 	ratioGoal := func(what string, s spread, goal float64) {
-		t := target{goal: fmt.Sprintf("%s ≥ %s×", what, num(goal, 2)), measured: s.format(2) + "×", verdict: "not run"}
+		t := target{goal: fmt.Sprintf("%s ≥ %s×", what, num(goal, 2)), measured: s.format(sharp(s.med, goal, 2, num)) + "×", verdict: "not run"}
 		if s.n > 0 {
 			t.verdict = verdict(s.med >= goal)
 		}
@@ -140,7 +140,8 @@ func (rep *report) targets() []target {
 	t := target{goal: "peak RSS draining a 5,000,000-record backlog ≤ 256 MiB", verdict: "not run",
 		measured: "not run (make bench BACKLOG=5000000)"}
 	if b := rep.backlog; b != nil {
-		t.measured = fmt.Sprintf("%s (%s records, zero-config)", mib(b.PeakRSS), num(float64(b.Records), 0))
+		peak, goal := float64(b.PeakRSS)/(1<<20), float64(rssTarget)/(1<<20)
+		t.measured = fmt.Sprintf("%s MiB (%s records, zero-config)", num(peak, sharp(peak, goal, 0, num)), num(float64(b.Records), 0))
 		t.verdict = verdict(b.PeakRSS > 0 && b.PeakRSS <= rssTarget)
 		if b.Records < 5_000_000 {
 			t.verdict += " (smaller backlog)"
@@ -158,7 +159,14 @@ func (rep *report) targets() []target {
 			return spreadOf(vs)
 		}
 		p99 := each(func(l latencyResult) float64 { return l.P99 })
-		t.measured = fmt.Sprintf("%s over %d windows (p50 %s, max %s) at %s records/s", p99.formatWith(secs), len(ls),
+		ms := func(v float64, digits int) string { return num(v*1000, digits) + " ms" }
+		p99ms := func(v float64) string {
+			if v >= 1 {
+				return secs(v)
+			}
+			return ms(v, sharp(p99.med, latencyTarget, 0, ms))
+		}
+		t.measured = fmt.Sprintf("%s over %d windows (p50 %s, max %s) at %s records/s", p99.formatWith(p99ms), len(ls),
 			secs(each(func(l latencyResult) float64 { return l.P50 }).med), secs(each(func(l latencyResult) float64 { return l.Max }).hi),
 			each(func(l latencyResult) float64 { return l.rowsPerSec() }).format(0))
 		t.verdict = verdict(p99.med <= latencyTarget)
@@ -167,6 +175,20 @@ func (rep *report) targets() []target {
 		}
 	}
 	return append(out, t)
+}
+
+// sharp is how many digits after the point print (as print(v, digits)
+// does) tells v from goal, from digits to digits+6: a median of 0.7496
+// against a goal of 0.75 prints as 0.7496, not as 0.75 beside its MISS.
+func sharp(v, goal float64, digits int, print func(v float64, digits int) string) int {
+	if math.IsNaN(v) || v == goal {
+		return digits
+	}
+	d := digits
+	for d < digits+6 && print(v, d) == print(goal, d) {
+		d++
+	}
+	return d
 }
 
 func tableLabel(table string) string {
