@@ -1,7 +1,6 @@
 package schema
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -371,7 +370,7 @@ func (c *avroCompiler) nonNull(name, path string, s avro.Schema, def any, depth 
 			out[col] = nil
 			return nil
 		}
-		b, err := json.Marshal(v)
+		b, err := marshalJSONB(v)
 		if err != nil {
 			return fmt.Errorf("field %s: %w", path, err)
 		}

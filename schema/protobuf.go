@@ -328,7 +328,7 @@ func protoJSONBytes(fd protoreflect.FieldDescriptor, v protoreflect.Value) (any,
 	if err != nil {
 		return nil, err
 	}
-	b, err := json.Marshal(x)
+	b, err := marshalJSONB(x)
 	if err != nil {
 		return nil, err
 	}

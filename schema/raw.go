@@ -192,6 +192,24 @@ func appendJSONString(b []byte, s string) []byte {
 	if !strings.ContainsAny(s, "\u2028\u2029") {
 		return append(b, q...)
 	}
+	return appendLineSeparators(b, q)
+}
+
+// marshalJSONB is json.Marshal for a value stored in a jsonb column, with
+// U+2028 and U+2029 written as they are, as appendJSONString writes them:
+// on a SQL_ASCII database Marshal's escapes of them made the record a
+// dead letter.
+func marshalJSONB(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil || !bytes.Contains(b, []byte(`\u202`)) {
+		return b, err
+	}
+	return appendLineSeparators(nil, b), nil
+}
+
+// appendLineSeparators appends the JSON text q with its \u2028 and \u2029
+// escapes written as the characters; every other byte as it is.
+func appendLineSeparators(b, q []byte) []byte {
 	for i := 0; i < len(q); {
 		switch {
 		case q[i] != '\\':
