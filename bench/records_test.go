@@ -56,3 +56,23 @@ func BenchmarkFmtRecordValue(b *testing.B) {
 		_ = fmtRecordValue(i)
 	}
 }
+
+// TestPrebuiltRecordsAreTheRecords holds the latency producer's pre-built
+// keys and values to recordKey and recordValue, id by id, and each to its
+// own capacity, so that nothing appended to one can reach the next.
+func TestPrebuiltRecordsAreTheRecords(t *testing.T) {
+	const n = 3000
+	b := prebuild(n)
+	if b.n() != n {
+		t.Fatalf("%d records pre-built, want %d", b.n(), n)
+	}
+	for id := range n {
+		key, value := b.record(id)
+		if !bytes.Equal(key, recordKey(id)) || !bytes.Equal(value, recordValue(id)) {
+			t.Fatalf("record %d: %q %q, want %q %q", id, key, value, recordKey(id), recordValue(id))
+		}
+		if cap(key) != len(key) || cap(value) != len(value) {
+			t.Fatalf("record %d: capacities %d and %d beyond lengths %d and %d", id, cap(key), cap(value), len(key), len(value))
+		}
+	}
+}
