@@ -205,8 +205,7 @@ func (rep *report) latencyRate(r int, fixed float64) (float64, string) {
 }
 
 // run measures every repetition, each followed by its latency window, then
-// the backlog
-// scenarios, and writes the results.
+// the backlog scenario, and writes the results.
 func run(ctx context.Context, o options) (*report, error) {
 	bin, err := filepath.Abs(o.bin)
 	if err != nil {

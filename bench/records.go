@@ -200,7 +200,12 @@ func (k *kafka) fill(ctx context.Context, topic string, n int) error {
 // with the bridge and Postgres, and building them as it went took a sixth
 // of its CPU, and their garbage most of its collector's.
 func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur time.Duration) (int, time.Duration, error) {
-	recs := prebuild(int(math.Ceil(rate * dur.Seconds())))
+	n := int(math.Ceil(rate * dur.Seconds()))
+	if size := float64(n) * float64(len(recordKey(0))+len(recordValue(0))+16); size > maxPrebuilt {
+		return 0, 0, fmt.Errorf("a latency window of %s at %s records/s holds %s records, %.1f GiB built beforehand, over the %d GiB the bench allows: shorten -latency",
+			dur, num(rate, 0), num(float64(n), 0), size/(1<<30), maxPrebuilt>>30)
+	}
+	recs := prebuild(n)
 	p := newProducing()
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
@@ -224,6 +229,10 @@ func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur t
 		}
 	}
 }
+
+// maxPrebuilt bounds the bytes produceAt builds beforehand: make bench's
+// 20 s at about 100,000 records/s take about 550 MB.
+const maxPrebuilt = 4 << 30
 
 // prebuilt holds the keys and values of records 0..n-1 in one pointer-free
 // buffer, which the collector does not scan: record id's key is

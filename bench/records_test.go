@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 )
@@ -74,5 +75,14 @@ func TestPrebuiltRecordsAreTheRecords(t *testing.T) {
 		if cap(key) != len(key) || cap(value) != len(value) {
 			t.Fatalf("record %d: capacities %d and %d beyond lengths %d and %d", id, cap(key), cap(value), len(key), len(value))
 		}
+	}
+}
+
+// A latency window too long to build beforehand stops with the flag to
+// change, before it allocates or produces anything.
+func TestALatencyWindowTooLargeToPrebuildSaysSo(t *testing.T) {
+	n, _, err := (&kafka{}).produceAt(t.Context(), "t", 1_000_000, 5*time.Minute)
+	if err == nil || n != 0 || !strings.Contains(err.Error(), "shorten -latency") || !strings.Contains(err.Error(), "300,000,000 records") {
+		t.Fatalf("%d records, error %v; want none and an error naming the records and -latency", n, err)
 	}
 }
