@@ -201,9 +201,9 @@ func (k *kafka) fill(ctx context.Context, topic string, n int) error {
 // of its CPU, and their garbage most of its collector's.
 func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur time.Duration) (int, time.Duration, error) {
 	n := int(math.Ceil(rate * dur.Seconds()))
-	if size := float64(n) * float64(len(recordKey(0))+len(recordValue(0))+16); size > maxPrebuilt {
+	if size := prebuiltBytes(n); size > maxPrebuilt {
 		return 0, 0, fmt.Errorf("a latency window of %s at %s records/s holds %s records, %.1f GiB built beforehand, over the %d GiB the bench allows: shorten -latency",
-			dur, num(rate, 0), num(float64(n), 0), size/(1<<30), maxPrebuilt>>30)
+			dur, num(rate, 0), num(float64(n), 0), float64(size)/(1<<30), maxPrebuilt>>30)
 	}
 	recs := prebuild(n)
 	p := newProducing()
@@ -243,7 +243,7 @@ type prebuilt struct {
 }
 
 func prebuild(n int) prebuilt {
-	b := prebuilt{buf: make([]byte, 0, n*(8+len(recordValue(0))+16)), ends: make([]int, 0, 2*n)}
+	b := prebuilt{buf: make([]byte, 0, prebuiltBytes(n)), ends: make([]int, 0, 2*n)}
 	for id := range n {
 		b.buf = append(b.buf, recordKey(id)...)
 		b.ends = append(b.ends, len(b.buf))
@@ -252,6 +252,10 @@ func prebuild(n int) prebuilt {
 	}
 	return b
 }
+
+// prebuiltBytes is about the bytes of n records' keys and values: record 0's
+// and a margin for longer ids.
+func prebuiltBytes(n int) int { return n * (len(recordKey(0)) + len(recordValue(0)) + 16) }
 
 func (b prebuilt) n() int { return len(b.ends) / 2 }
 

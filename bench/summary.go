@@ -69,10 +69,13 @@ func (rep *report) series(kind, table string) series {
 	return s
 }
 
-func (s series) each(f func(r result) float64) spread {
-	vs := make([]float64, len(s.runs))
-	for i, r := range s.runs {
-		vs[i] = f(r)
+func (s series) each(f func(r result) float64) spread { return spreadOver(s.runs, f) }
+
+// spreadOver is the spread of f over xs.
+func spreadOver[T any](xs []T, f func(T) float64) spread {
+	vs := make([]float64, len(xs))
+	for i, x := range xs {
+		vs[i] = f(x)
 	}
 	return spreadOf(vs)
 }
@@ -151,13 +154,7 @@ func (rep *report) targets() []target {
 	t = target{goal: "p99 record-to-commit latency at half the maximum rate, default flush settings ≤ 250 ms",
 		verdict: "not run", measured: "not run (-latency 0)"}
 	if ls := rep.latency; len(ls) > 0 {
-		each := func(f func(l latencyResult) float64) spread {
-			vs := make([]float64, len(ls))
-			for i, l := range ls {
-				vs[i] = f(l)
-			}
-			return spreadOf(vs)
-		}
+		each := func(f func(l latencyResult) float64) spread { return spreadOver(ls, f) }
 		p99 := each(func(l latencyResult) float64 { return l.P99 })
 		ms := func(v float64, digits int) string { return num(v*1000, digits) + " ms" }
 		p99ms := func(v float64) string {

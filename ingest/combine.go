@@ -222,11 +222,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order)), append: make([]appendFunc, len(order))}
 	for i, p := range order {
 		src.unchecked[i] = w.uncheckedFor(p.b.Topic, p.sink.Mapper)
-		if a := src.unchecked[i]; a != nil {
-			src.append[i] = appendFuncOf(a)
-		} else if a, ok := p.sink.Mapper.(RowAppender); ok {
-			src.append[i] = appendFuncOf(a)
-		}
+		src.append[i] = copyAppender(p.sink.Mapper, src.unchecked[i])
 	}
 	t := order[0].sink.Table
 	copyStart := time.Now()

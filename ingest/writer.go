@@ -72,6 +72,20 @@ func appendFuncOf(a RowAppender) appendFunc {
 	return a.AppendRow
 }
 
+// copyAppender is the AppendRow a COPY of the mapper's rows uses: the
+// unchecked appender when set (uncheckedFor), else the mapper when it is a
+// RowAppender, each through appendFuncOf; nil when neither (the COPY takes
+// the mapper's Row values).
+func copyAppender(mapper RowMapper, unchecked RowAppender) appendFunc {
+	if unchecked != nil {
+		return appendFuncOf(unchecked)
+	}
+	if a, ok := mapper.(RowAppender); ok {
+		return appendFuncOf(a)
+	}
+	return nil
+}
+
 // KeyMapper is the RowMapper of an upsert sink: it also recognises
 // tombstones and builds the key of one, for the delete.
 type KeyMapper interface {
@@ -661,13 +675,7 @@ type rowSource struct {
 // newRowSource is the source of a COPY of records; unchecked, when set,
 // appends the rows in place of the mapper (uncheckedFor).
 func newRowSource(records []schema.Record, mapper RowMapper, unchecked RowAppender, maxBytes int) *rowSource {
-	s := &rowSource{records: records, mapper: mapper, maxBytes: maxBytes}
-	if unchecked != nil {
-		s.append = appendFuncOf(unchecked)
-	} else if a, ok := mapper.(RowAppender); ok {
-		s.append = appendFuncOf(a)
-	}
-	return s
+	return &rowSource{records: records, mapper: mapper, maxBytes: maxBytes, append: copyAppender(mapper, unchecked)}
 }
 
 func (s *rowSource) Next() bool {
