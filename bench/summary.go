@@ -115,8 +115,9 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-// rssTarget is the 256 MB, read as MiB.
-const rssTarget = 256 << 20
+// rssTarget is the 256 MB, read as the stricter of its two
+// meanings: 256,000,000 bytes, 244.1 MiB.
+const rssTarget = 256_000_000
 
 // latencyTarget is the p99 record-to-commit latency at half the
 // maximum rate.
@@ -140,11 +141,13 @@ func (rep *report) targets() []target {
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ baseline a (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("baselineA", table)), 10)
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ baseline b (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("baselineB", table)), 1.8)
 	}
-	t := target{goal: "peak RSS draining a 5,000,000-record backlog ≤ 256 MiB", verdict: "not run",
+	t := target{goal: "peak RSS draining a 5,000,000-record backlog ≤ 256 MB (244.1 MiB)", verdict: "not run",
 		measured: "not run (make bench BACKLOG=5000000)"}
 	if b := rep.backlog; b != nil {
 		peak, goal := float64(b.PeakRSS)/(1<<20), float64(rssTarget)/(1<<20)
-		t.measured = fmt.Sprintf("%s MiB (%s records, zero-config)", num(peak, sharp(peak, goal, 0, num)), num(float64(b.Records), 0))
+		mb := float64(b.PeakRSS) / 1e6
+		t.measured = fmt.Sprintf("%s MiB = %s MB (%s records, zero-config)", num(peak, sharp(peak, goal, 0, num)),
+			num(mb, sharp(mb, rssTarget/1e6, 0, num)), num(float64(b.Records), 0))
 		t.verdict = verdict(b.PeakRSS > 0 && b.PeakRSS <= rssTarget)
 		if b.Records < 5_000_000 {
 			t.verdict += " (smaller backlog)"

@@ -103,7 +103,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics, /healthz and /readyz (empty: off); loopback by default, use :9187 to expose it")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft limit of the process's memory (Go's GC works harder near it): auto (3.5 × --max-buffered-bytes + 256KiB per partition owned, at least 128MiB; GOMEMLIMIT wins when set), off, or a size such as 400MiB")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft limit of the process's memory (Go's GC works harder near it): auto (3 × --max-buffered-bytes + 256KiB per partition owned, at least 128MiB; GOMEMLIMIT wins when set), off, or a size such as 400MiB")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr (CPU, heap, goroutines of the running bridge)")
 	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged (0: never)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")

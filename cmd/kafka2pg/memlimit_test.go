@@ -31,10 +31,10 @@ func TestAMemoryLimitBelow32MiBNamesTheFlag(t *testing.T) {
 }
 
 func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
-	if got, want := autoMemoryLimit(64<<20, 0), int64(224<<20); got != want {
-		t.Errorf("autoMemoryLimit(64MiB, 0) = %d, want %d (3.5 × the budget)", got, want)
+	if got, want := autoMemoryLimit(64<<20, 0), int64(192<<20); got != want {
+		t.Errorf("autoMemoryLimit(64MiB, 0) = %d, want %d (3 × the budget)", got, want)
 	}
-	if got, want := autoMemoryLimit(64<<20, 1000), int64(224<<20+1000*256<<10); got != want {
+	if got, want := autoMemoryLimit(64<<20, 1000), int64(192<<20+1000*256<<10); got != want {
 		t.Errorf("autoMemoryLimit(64MiB, 1000) = %d, want %d (256KiB a partition on top)", got, want)
 	}
 	if got, want := autoMemoryLimit(8<<10, 4), int64(128<<20); got != want {

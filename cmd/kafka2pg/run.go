@@ -368,17 +368,21 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 // and the runtime come on top, and Go's collector, left alone, lets the heap
 // grow to twice what is live and returns freed pages lazily. Measured (make
 // bench's 5,000,000-record backlog, 64 MiB budget, 8 partitions): peak RSS
-// 337 MiB without a limit, 243 MiB at 224 MiB, at the same rows/s and
-// bridge CPU per row. Each owned partition adds 256 KiB (its goroutine,
-// queue, client cursor and fetch buffers), so that 1,000 partitions get
-// 474 MiB instead of a limit under their live set, which would make the
-// collector run without pause. Never under 128 MiB: a small budget does
-// not shrink the runtime, the client and the connections.
+// 278 MiB without a limit; 239-246 MiB at 3.5 × the budget (224 MiB), over
+// the 256 MB in some runs; 206-214 MiB at 3 × (192 MiB), at the same
+// rows/s and bridge CPU per row in five alternating pairs, and in six of
+// the typed drain. The live heap after a collection was 76-126 MB there, so
+// 3 × leaves the collector room. The RSS is the limit plus some 23 MiB of
+// the binary's own pages, which no limit covers. Each owned partition adds
+// 256 KiB (its goroutine, queue, client cursor and fetch buffers), so that
+// 1,000 partitions get 442 MiB instead of a limit under their live set,
+// which would make the collector run without pause. Never under 128 MiB: a
+// small budget does not shrink the runtime, the client and the connections.
 func autoMemoryLimit(maxBuffered, partitions int) int64 {
 	if maxBuffered <= 0 {
 		maxBuffered = 64 << 20
 	}
-	return max(int64(maxBuffered)*7/2+int64(partitions)*(256<<10), 128<<20)
+	return max(int64(maxBuffered)*3+int64(partitions)*(256<<10), 128<<20)
 }
 
 // gcPercentUnderLimit is GOGC while a memory limit is in force. Under a
