@@ -105,9 +105,9 @@ type Config struct {
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
 	// partitions, queued or being written (--max-buffered-bytes, default
-	// 64 MiB): above it, a partition that receives records pauses its
-	// fetching until the total falls under half. With thousands of
-	// partitions this, not QueueCapacity, bounds memory.
+	// 64 MiB): at it, the reader polls nothing more (and the client so
+	// fetches nothing more) until a write brings the total under it. With
+	// thousands of partitions this, not QueueCapacity, bounds memory.
 	MaxBufferedBytes int
 	// QueueCapacity is how many records one partition may buffer before its
 	// fetching pauses (--queue-capacity, default 2 × BatchMaxRows); fetching

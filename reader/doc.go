@@ -24,9 +24,11 @@
 //
 // Memory: one budget (Config.MaxBufferedBytes) across all partitions counts
 // the records held, queued or being written, as key and value plus
-// recordOverhead each. A full queue pauses its partition; crossing the
-// budget pauses every partition until writes bring the total under half.
-// Partitions only flip their own paused flag; the poll loop alone calls the
+// recordOverhead each. A full queue pauses its partition; over the budget
+// the poll loop stops polling until a write brings the total under it (the
+// client, which fetches again only once its buffered records are taken,
+// then holds at most one fetch a broker, and keeps it: pausing would drop
+// it). Partitions only flip their own paused flag; the poll loop alone calls the
 // client's Pause/ResumeFetchPartitions, reconciling the client with the
 // flags before each AllowRebalance (reconcilePauses).
 //

@@ -76,12 +76,6 @@ func (p *partition) accountLocked() {
 	}
 }
 
-// overBudgetLocked reports whether the partitions together hold more record
-// bytes than MaxBufferedBytes.
-func (p *partition) overBudgetLocked() bool {
-	return p.r.buffered.Load() >= int64(p.r.cfg.MaxBufferedBytes)
-}
-
 func (p *partition) setClaim(c Claim) {
 	p.mu.Lock()
 	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
@@ -150,11 +144,6 @@ func (p *partition) enqueue(rs []*kgo.Record) {
 	}
 	if len(p.queue) >= p.r.cfg.QueueCapacity || p.queueBytes >= 2*p.r.cfg.BatchMaxBytes {
 		p.setPausedLocked(true)
-		return
-	}
-	if added && p.overBudgetLocked() {
-		p.setPausedLocked(true)
-		p.r.overBudget.Store(true)
 	}
 }
 
@@ -166,18 +155,6 @@ func (p *partition) setPausedLocked(v bool) {
 		p.paused = v
 		p.r.pausesDirty.Store(true)
 	}
-}
-
-// pauseForBudget marks the partition paused because the partitions
-// together hold more than MaxBufferedBytes; resumeUnderBudget resumes it.
-// The poll loop calls it.
-func (p *partition) pauseForBudget() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.paused || p.halted || p.closing || p.stoppedWhy != "" {
-		return
-	}
-	p.setPausedLocked(true)
 }
 
 // stop asks run to return; with flush, after writing what is queued.
@@ -388,18 +365,7 @@ func (p *partition) written(b *Batch) {
 	p.mu.Lock()
 	p.inflight = 0
 	p.accountLocked()
-	half := int64(p.r.cfg.MaxBufferedBytes / 2)
-	underBudget := p.r.buffered.Load() < half
 	resume := p.paused && !p.halted && p.queueSmallLocked()
-	if resume && !underBudget {
-		// Its own queue has room, the budget has not: the write that
-		// brings the total under half resumes it, with the others.
-		resume = false
-		p.r.overBudget.Store(true)
-		// That write may have come between the check above and the
-		// Store; look again, or nothing might ever resume it.
-		underBudget = p.r.buffered.Load() < half
-	}
 	if resume {
 		p.setPausedLocked(false)
 	}
@@ -407,9 +373,7 @@ func (p *partition) written(b *Batch) {
 	if resume {
 		p.r.pausesChanged()
 	}
-	if underBudget && p.r.overBudget.CompareAndSwap(true, false) {
-		p.r.resumeUnderBudget()
-	}
+	p.r.underBudget()
 }
 
 // queueSmallLocked reports whether the queue has room again after a pause.

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 func TestTheBufferBudgetBoundsMemoryAcrossPartitions(t *testing.T) {
@@ -36,7 +38,7 @@ func TestTheBufferBudgetBoundsMemoryAcrossPartitions(t *testing.T) {
 	x.stop()
 	s.checkExactlyOnce(t, map[int32]int64{}, ends)
 	// One poll may bring up to a fetch's worth past the budget before the
-	// partitions that received it pause.
+	// poll loop waits for writes.
 	if p, limit := peak.Load(), budget+fetchMemory(fetchMax, payload, records); p > limit {
 		t.Errorf("peak buffered %d bytes, want at most the budget %d plus one fetch %d", p, budget, limit-budget)
 	}
@@ -288,4 +290,44 @@ func TestOverTheBudgetEveryPartitionStopsFetchingNotOnlyTheOnesWithRecords(t *te
 func fetchMemory(fetchMax, payload, n int) int64 {
 	perRecord := float64(payload) / float64(n)
 	return int64(float64(fetchMax) * (perRecord + recordOverhead) / perRecord)
+}
+
+// fetchedRecords counts the records the client fetched and decoded.
+type fetchedRecords struct{ n *atomic.Int64 }
+
+func (h fetchedRecords) OnFetchBatchRead(_ kgo.BrokerMetadata, _ string, _ int32, m kgo.FetchBatchMetrics) {
+	h.n.Add(int64(m.NumRecords))
+}
+
+func TestOverTheBudgetFetchedRecordsAreKeptNotFetchedAgain(t *testing.T) {
+	// The budget, not the partitions' queues, holds the reader back.
+	// Pausing every partition made the client drop the records it had
+	// fetched for them and fetch them again after the resume; waiting to
+	// poll keeps them, so each record is fetched once.
+	const partitions, records = 8, 40000
+	c := newCluster(t, partitions)
+	adm := admin(t, c)
+	produce(t, c, records)
+	s := newStore()
+	s.delay = 2 * time.Millisecond
+	var fetched atomic.Int64
+	x := start(t, c, "g", s, func(c *Config) {
+		c.MaxBufferedBytes, c.FetchMaxBytes = 64<<10, 16<<10
+		c.BatchMaxRows, c.QueueCapacity = 200, records // a queue never fills
+		c.ExtraOpts = append(c.ExtraOpts, kgo.WithHooks(fetchedRecords{&fetched}))
+	})
+	ends := endOffsets(t, adm)
+	waited := false
+	waitFor(t, 90*time.Second, "catch up", func() bool {
+		waited = waited || x.r.overBudget.Load()
+		return s.caughtUp(ends)
+	})
+	x.stop()
+	s.checkExactlyOnce(t, map[int32]int64{}, ends)
+	if !waited {
+		t.Fatal("the budget never held the reader back: the test checks nothing")
+	}
+	if f := fetched.Load(); f != records {
+		t.Errorf("the client fetched %d records for %d produced: %d fetched more than once", f, records, f-records)
+	}
 }

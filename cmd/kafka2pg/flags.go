@@ -80,7 +80,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
 	fs.DurationVar(&rc.BatchLinger, "batch-linger", 50*time.Millisecond, "a partition that read up to its end writes at once, but at most one batch per this long (what arrives meanwhile joins the next): fewer, larger transactions under a steady flow, no wait for a slow topic's record; 0: no spacing")
 	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "wait --batch-max-wait even when a partition has read up to its end offset (fewer, larger transactions on slow topics, more latency); by default such a partition writes at once")
-	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching pauses; bounds memory with many partitions")
+	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching stops; bounds memory with many partitions")
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
 	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")

@@ -341,7 +341,7 @@ asks of the coordinator.
 | ` + "`--kafka-instance-id`" + ` | static membership: a restart keeps its partitions without a rebalance (the pod or host name) |
 | ` + "`--kafka-session-timeout`" + ` | how long a dead instance's partitions wait before they move |
 | ` + "`--kafka-group-protocol consumer`" + ` | KIP-848: the broker assigns, incremental by design (Kafka 4.0+) |
-| ` + "`--max-buffered-bytes`" + ` | memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching pauses |
+| ` + "`--max-buffered-bytes`" + ` | memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching stops |
 | ` + "`--pg-max-conns`" + ` | Postgres connections per process, shared by all partitions |
 | ` + "`--table-writers`" + ` | transactions per table at once; batches that find them busy share one (one COPY, one fenced advance per partition) |
 | ` + "`--kafka-metadata-max-age`" + ` | how soon new topics (regex sinks) and partitions are noticed |
