@@ -25,7 +25,7 @@
 // Memory: one budget (Config.MaxBufferedBytes) across all partitions counts
 // the records held, queued or being written, as key and value plus
 // recordOverhead each. A full queue pauses its partition; over the budget
-// the poll loop stops polling until a write brings the total under it (the
+// the poll loop stops polling until a partition frees some (the
 // client, which fetches again only once its buffered records are taken,
 // then holds at most one fetch a broker, and keeps it: pausing would drop
 // it). Partitions only flip their own paused flag; the poll loop alone calls the
@@ -38,7 +38,8 @@
 // over the partitions owned, never under twice the largest batch seen.
 //
 // Lock order: Reader.mu before partition.mu; Reader.share.mu is taken
-// under Reader.mu (assignments) or alone (the fetch hook), never before it. The package imports franz-go,
+// under Reader.mu (assignments) or alone (the fetch hook), never before it;
+// Reader.wakeMu is a leaf, taken under either or alone. The package imports franz-go,
 // never ingest: cmd/kafka2pg connects the two with the ClaimFunc and
 // WriteFunc.
 package reader

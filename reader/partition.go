@@ -72,7 +72,11 @@ func (p *partition) accountLocked() {
 	h := p.queueBytes + len(p.queue)*recordOverhead + p.inflight
 	if h != p.held {
 		p.r.buffered.Add(int64(h - p.held))
+		less := h < p.held
 		p.held = h
+		if less {
+			p.r.underBudget()
+		}
 	}
 }
 
@@ -103,8 +107,8 @@ func (p *partition) noteLogEnd(end int64) {
 	p.mu.Unlock()
 }
 
-// enqueue appends polled records and pauses the partition when its queue or
-// the reader's budget is full. Records before the expected position
+// enqueue appends polled records and pauses the partition when its queue is
+// full (the reader's budget holds back the poll instead: waitForBudget). Records before the expected position
 // (re-delivered after a seek) and records that arrive while halted or closing
 // are dropped: they are refetched from the durable position. The poll loop
 // calls it and reconciles the client's pauses afterwards.
@@ -373,7 +377,6 @@ func (p *partition) written(b *Batch) {
 	if resume {
 		p.r.pausesChanged()
 	}
-	p.r.underBudget()
 }
 
 // queueSmallLocked reports whether the queue has room again after a pause.

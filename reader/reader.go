@@ -110,6 +110,11 @@ type Reader struct {
 	durable map[TopicPartition]kgo.EpochOffset // durable in Postgres, to mirror to Kafka
 	mirror  map[TopicPartition]int64           // last offset the Kafka group accepted
 	dirty   map[TopicPartition]bool
+
+	// wakeMu guards the poll loop's wake-up; a leaf lock, taken under
+	// Reader.mu or partition.mu or alone, so that a partition can wake the
+	// loop while it holds its own lock (accountLocked).
+	wakeMu  sync.Mutex
 	wakeFn  context.CancelFunc // interrupts the current poll; nil while not polling
 	wakeDue bool               // wake came while not polling: skip the next wait
 
@@ -363,18 +368,18 @@ func (r *Reader) Run(ctx context.Context) error {
 	}()
 	for {
 		pollCtx, wake := context.WithTimeout(ctx, time.Second)
-		r.mu.Lock()
+		r.wakeMu.Lock()
 		if r.wakeDue {
 			r.wakeDue = false
 			wake() // return what is buffered at once
 		} else {
 			r.wakeFn = wake
 		}
-		r.mu.Unlock()
+		r.wakeMu.Unlock()
 		var fs kgo.Fetches
 		if r.waitForBudget() {
-			// Over the budget nothing is polled until a write frees some
-			// (written wakes this poll), rather than every partition
+			// Over the budget nothing is polled until some is freed (the
+			// partition that frees it wakes this poll), rather than every partition
 			// pausing: the client keeps what it fetched, at most one fetch
 			// a broker, as it fetches again only once its buffered records
 			// are all taken, and hands it over at once when the budget
@@ -388,9 +393,9 @@ func (r *Reader) Run(ctx context.Context) error {
 		} else {
 			fs = r.cl.PollRecords(pollCtx, r.cfg.BatchMaxRows)
 		}
-		r.mu.Lock()
+		r.wakeMu.Lock()
 		r.wakeFn = nil
-		r.mu.Unlock()
+		r.wakeMu.Unlock()
 		wake()
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return nil
@@ -494,8 +499,8 @@ func (r *Reader) pausesChanged() {
 }
 
 // waitForBudget reports whether the partitions together hold
-// MaxBufferedBytes or more, so that the poll loop must wait for a write
-// (underBudget) instead of polling. Every partition stops fetching then,
+// MaxBufferedBytes or more, so that the poll loop must wait until some is
+// freed (underBudget) instead of polling. Every partition stops fetching then,
 // not only those that just received records: with a thousand partitions
 // each would otherwise bring one more fetch's worth, a thousand times the
 // budget.
@@ -504,9 +509,9 @@ func (r *Reader) waitForBudget() bool {
 		return false
 	}
 	r.overBudget.Store(true)
-	// A write that freed the budget before the flag was set did not wake
-	// this loop: look again after setting it (underBudget looks at the
-	// flag after the total, so one of the two sees the other).
+	// Bytes freed before the flag was set did not wake this loop: look
+	// again after setting it (accountLocked changes the total before
+	// underBudget looks at the flag, so one of the two sees the other).
 	if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) {
 		r.overBudget.Store(false)
 		return false
@@ -515,7 +520,8 @@ func (r *Reader) waitForBudget() bool {
 }
 
 // underBudget wakes the poll loop if it waits for the budget and the total
-// is under it now. Writes call it after they release their records.
+// is under it now. accountLocked calls it whenever a partition holds less:
+// a write, a halt, a stop or a revoke.
 func (r *Reader) underBudget() {
 	if r.overBudget.Load() && r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) && r.overBudget.CompareAndSwap(true, false) {
 		r.wake()
@@ -524,14 +530,14 @@ func (r *Reader) underBudget() {
 
 // wake interrupts the current poll so the poll loop applies seeks promptly.
 func (r *Reader) wake() {
-	r.mu.Lock()
+	r.wakeMu.Lock()
 	if r.wakeFn != nil {
 		r.wakeFn()
 		r.wakeFn = nil
 	} else {
 		r.wakeDue = true
 	}
-	r.mu.Unlock()
+	r.wakeMu.Unlock()
 }
 
 // applySeeks runs in the poll goroutine before AllowRebalance, where
