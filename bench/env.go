@@ -169,10 +169,7 @@ func (e *env) resetTable(ctx context.Context, t schema.Table, create bool) error
 			}
 		}
 	}
-	if _, err := e.conn.Exec(ctx, "CHECKPOINT"); err != nil {
-		return fmt.Errorf("CHECKPOINT: %w", err)
-	}
-	return nil
+	return checkpoint(ctx, e.conn)
 }
 
 // dropTable drops t and the bench groups' offsets kept by the bridge.
