@@ -230,7 +230,7 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
 - **Tables.** *typed*: 10 columns, 8 from the JSON value (bigint, text, text, numeric(12,2), varchar(3), text, timestamptz,
   jsonb) and kafka_partition, kafka_offset; append mode, no primary key (the bridge's --config sink). *zero-config*: the
   bridge's default table (topic, partition, offset, timestamp, key bytea, headers jsonb, value jsonb; primary key on
-  topic, partition, offset). Each run drops the table, creates it (the bridge creates its own), then runs CHECKPOINT.
+  partition, offset, topic). Each run drops the table, creates it (the bridge creates its own), then runs CHECKPOINT.
 - **Repetitions.** Every repetition runs, for the typed table and then for the zero-config table: the ceiling on 1 and on
   2 connections, kafka2pg, baseline (b), baseline (a). A contender's × ceiling pairs it with the ceiling of its own
   block, and kafka2pg ÷ baseline pairs the runs of the same block, so host drift between repetitions (about ±20% over

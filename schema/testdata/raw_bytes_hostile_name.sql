@@ -6,5 +6,5 @@ CREATE TABLE IF NOT EXISTS "public"."evil""; DROP TABLE x; --" (
     "kafka_key" bytea,
     "kafka_headers" jsonb,
     "value" bytea,
-    PRIMARY KEY ("kafka_topic", "kafka_partition", "kafka_offset")
+    PRIMARY KEY ("kafka_partition", "kafka_offset", "kafka_topic")
 )

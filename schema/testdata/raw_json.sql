@@ -6,5 +6,5 @@ CREATE TABLE IF NOT EXISTS "orders" (
     "kafka_key" bytea,
     "kafka_headers" jsonb,
     "value" jsonb,
-    PRIMARY KEY ("kafka_topic", "kafka_partition", "kafka_offset")
+    PRIMARY KEY ("kafka_partition", "kafka_offset", "kafka_topic")
 )

@@ -6,5 +6,5 @@ CREATE TABLE IF NOT EXISTS "sales"."Orders-2026" (
     "kafka_key" bytea,
     "kafka_headers" jsonb,
     "value" text,
-    PRIMARY KEY ("kafka_topic", "kafka_partition", "kafka_offset")
+    PRIMARY KEY ("kafka_partition", "kafka_offset", "kafka_topic")
 )
