@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/scalereport"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // The scale suite of issue 9: scale*_test.go. Each test has a smoke size
@@ -165,19 +166,20 @@ func reportScale(t testing.TB, e scalereport.Entry) {
 	}
 }
 
-// createTimedRawTable creates the zero-config table of the scenario with
-// one more column, written_at, that COPY leaves to its default: now(), the
-// start of the row's transaction. Rows of one transaction share it, so
-// distinct written_at values of a partition are its write transactions.
+// createTimedRawTable creates the zero-config table of the scenario
+// (schema.RawTable, as the bridge would) with one more column, written_at,
+// that COPY leaves to its default: now(), the start of the row's
+// transaction. Rows of one transaction share it, so distinct written_at
+// values of a partition are its write transactions.
 func createTimedRawTable(t testing.TB, db *pgxpool.Pool, table string) {
 	t.Helper()
-	ddl := `CREATE TABLE ` + tableName(table) + ` (
-    kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
-    kafka_timestamp timestamptz, kafka_key bytea, kafka_headers jsonb, value jsonb,
-    written_at timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (kafka_topic, kafka_partition, kafka_offset))`
-	if _, err := db.Exec(t.Context(), ddl); err != nil {
-		t.Fatalf("%s: %v", ddl, err)
+	for _, stmt := range []string{
+		schema.RawTable("public", table, schema.ValueJSON).CreateSQL(),
+		`ALTER TABLE ` + tableName(table) + ` ADD COLUMN written_at timestamptz NOT NULL DEFAULT now()`,
+	} {
+		if _, err := db.Exec(t.Context(), stmt); err != nil {
+			t.Fatalf("%s: %v", stmt, err)
+		}
 	}
 }
 
