@@ -172,6 +172,39 @@ func (e *env) resetTable(ctx context.Context, t schema.Table, create bool) error
 	return checkpoint(ctx, e.conn)
 }
 
+// checkpoint runs CHECKPOINT and returns once pg_stat_bgwriter counts it.
+// The checkpointer wakes the waiting backend before it reports its
+// statistics, so a read right after CHECKPOINT returns can miss it (seen
+// on a loaded machine), and a run reading its start figures then would
+// count the bench's own checkpoint as one Postgres took during the run.
+func checkpoint(ctx context.Context, conn *pgx.Conn) error {
+	before, err := readCheckpointStats(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Exec(ctx, "CHECKPOINT"); err != nil {
+		return fmt.Errorf("CHECKPOINT (the bench runs it before every run; it needs superuser or the pg_checkpoint role): %w", err)
+	}
+	const patience = 10 * time.Second
+	for deadline := time.Now().Add(patience); ; {
+		st, err := readCheckpointStats(ctx, conn)
+		if err != nil {
+			return err
+		}
+		if st.count > before.count {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("CHECKPOINT returned but pg_stat_bgwriter still counts %d checkpoints %v later (were the statistics reset?)", st.count, patience)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
 // dropTable drops t and the bench groups' offsets kept by the bridge.
 func (e *env) dropTable(ctx context.Context, t schema.Table) error {
 	if _, err := e.conn.Exec(ctx, "DROP TABLE IF EXISTS "+t.QualifiedName()); err != nil {

@@ -173,9 +173,10 @@ func reportScale(t testing.TB, e scalereport.Entry) {
 // values of a partition are its write transactions.
 func createTimedRawTable(t testing.TB, db *pgxpool.Pool, table string) {
 	t.Helper()
+	raw := schema.RawTable("public", table, schema.ValueJSON)
 	for _, stmt := range []string{
-		schema.RawTable("public", table, schema.ValueJSON).CreateSQL(),
-		`ALTER TABLE ` + tableName(table) + ` ADD COLUMN written_at timestamptz NOT NULL DEFAULT now()`,
+		raw.CreateSQL(),
+		`ALTER TABLE ` + raw.QualifiedName() + ` ADD COLUMN written_at timestamptz NOT NULL DEFAULT now()`,
 	} {
 		if _, err := db.Exec(t.Context(), stmt); err != nil {
 			t.Fatalf("%s: %v", stmt, err)

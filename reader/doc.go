@@ -25,12 +25,13 @@
 // Memory: one budget (Config.MaxBufferedBytes) across all partitions counts
 // the records held, queued or being written, as key and value plus
 // recordOverhead each. A full queue pauses its partition; over the budget
-// the poll loop stops polling until a partition frees some (the
-// client, which fetches again only once its buffered records are taken,
-// then holds at most one fetch a broker, and keeps it: pausing would drop
-// it). Partitions only flip their own paused flag; the poll loop alone calls the
-// client's Pause/ResumeFetchPartitions, reconciling the client with the
-// flags before each AllowRebalance (reconcilePauses).
+// the poll loop stops polling until a partition frees some (waitForBudget;
+// the client then holds at most one fetch a broker, and keeps it). Every
+// change of a partition's share goes through accountLocked, which wakes the
+// waiting loop when the share falls. Partitions only flip their own paused
+// flag; the poll loop alone calls the client's Pause/ResumeFetchPartitions,
+// reconciling the client with the flags before each AllowRebalance
+// (reconcilePauses).
 //
 // Fairness (fair.go): every fetch lists every partition, least recently
 // served first (fetch sessions are off), and unless the user set
@@ -39,7 +40,7 @@
 //
 // Lock order: Reader.mu before partition.mu; Reader.share.mu is taken
 // under Reader.mu (assignments) or alone (the fetch hook), never before it;
-// Reader.wakeMu is a leaf, taken under either or alone. The package imports franz-go,
-// never ingest: cmd/kafka2pg connects the two with the ClaimFunc and
-// WriteFunc.
+// Reader.wakeMu is a leaf, taken under either or alone. The package imports
+// franz-go, never ingest: cmd/kafka2pg connects the two with the ClaimFunc
+// and WriteFunc.
 package reader

@@ -108,10 +108,11 @@ func (p *partition) noteLogEnd(end int64) {
 }
 
 // enqueue appends polled records and pauses the partition when its queue is
-// full (the reader's budget holds back the poll instead: waitForBudget). Records before the expected position
-// (re-delivered after a seek) and records that arrive while halted or closing
-// are dropped: they are refetched from the durable position. The poll loop
-// calls it and reconciles the client's pauses afterwards.
+// full (the reader's budget holds back the poll instead: waitForBudget).
+// Records before the expected position (re-delivered after a seek) and
+// records that arrive while halted or closing are dropped: they are
+// refetched from the durable position. The poll loop calls it and
+// reconciles the client's pauses afterwards.
 func (p *partition) enqueue(rs []*kgo.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -144,7 +144,7 @@ type Reader struct {
 	}
 
 	// buffered is the record bytes all partitions hold (queued or being
-	// written); overBudget is set while the poll loop waits for writes to
+	// written); overBudget is set while the poll loop waits for partitions to
 	// bring it under MaxBufferedBytes.
 	buffered   atomic.Int64
 	overBudget atomic.Bool
@@ -378,17 +378,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		r.wakeMu.Unlock()
 		var fs kgo.Fetches
 		if r.waitForBudget() {
-			// Over the budget nothing is polled until some is freed (the
-			// partition that frees it wakes this poll), rather than every partition
-			// pausing: the client keeps what it fetched, at most one fetch
-			// a broker, as it fetches again only once its buffered records
-			// are all taken, and hands it over at once when the budget
-			// frees. Pausing dropped those records (franz-go strips a
-			// paused partition's buffered records and fetches them again
-			// after the resume): a typed drain had fetched, decompressed
-			// and decoded 1,105,645 records when it had read 980,266, and
-			// the queues refilled only once writes had freed half the
-			// budget.
+			// Woken by the partition that frees budget, or by the timeout.
 			<-pollCtx.Done()
 		} else {
 			fs = r.cl.PollRecords(pollCtx, r.cfg.BatchMaxRows)
@@ -500,10 +490,16 @@ func (r *Reader) pausesChanged() {
 
 // waitForBudget reports whether the partitions together hold
 // MaxBufferedBytes or more, so that the poll loop must wait until some is
-// freed (underBudget) instead of polling. Every partition stops fetching then,
-// not only those that just received records: with a thousand partitions
-// each would otherwise bring one more fetch's worth, a thousand times the
-// budget.
+// freed (underBudget) instead of polling. Every partition stops fetching
+// then, not only those that just received records: with a thousand
+// partitions each would otherwise bring one more fetch's worth, a thousand
+// times the budget. Waiting, rather than pausing every partition, keeps
+// what the client fetched (at most one fetch a broker: it fetches again
+// only once its buffered records are all taken) and hands it over as soon
+// as the budget frees. Pausing dropped it: franz-go strips a paused
+// partition's buffered records and fetches them again after the resume,
+// and a typed drain had fetched, decompressed and decoded 1,105,645
+// records when it had read 980,266.
 func (r *Reader) waitForBudget() bool {
 	if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) {
 		return false
@@ -528,7 +524,9 @@ func (r *Reader) underBudget() {
 	}
 }
 
-// wake interrupts the current poll so the poll loop applies seeks promptly.
+// wake interrupts the current poll, or the wait for budget, so that the
+// poll loop goes round at once: to apply seeks and pause changes, or to
+// poll again once budget is freed.
 func (r *Reader) wake() {
 	r.wakeMu.Lock()
 	if r.wakeFn != nil {
