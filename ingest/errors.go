@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
@@ -79,3 +80,16 @@ func lockTimeout(err error) bool {
 	var pgErr *pgconn.PgError
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
+
+// DiscardsSession reports whether a Postgres error means its session can
+// no longer write and must not go back to the pool: SQLSTATE 25006 (the
+// session is read-only: a standby, or a database set to
+// default_transaction_read_only when the session began, which a reset does
+// not change for open sessions), class 08 (connection exceptions) and 57P
+// (the server is shutting down or cannot connect now).
+func DiscardsSession(e *pgconn.PgError) bool {
+	return e.Code == readOnlyTransaction || strings.HasPrefix(e.Code, "08") || strings.HasPrefix(e.Code, "57P")
+}
+
+// readOnlyTransaction is SQLSTATE 25006 read_only_sql_transaction.
+const readOnlyTransaction = "25006"

@@ -55,13 +55,13 @@ func isUTF8Name(name string) bool {
 	return name == "utf8" || name == "unicode"
 }
 
-// newPool is pgxpool.New with kafka2pg's session parameters.
+// newPool is pgxpool.New with kafka2pg's session parameters and transport.
 func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
-	if err := sessionParams(&cfg.ConnConfig.Config, app); err != nil {
+	if err := configureConn(&cfg.ConnConfig.Config, app); err != nil {
 		return nil, err
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)

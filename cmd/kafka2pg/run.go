@@ -140,7 +140,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.MaxConns = o.pgMaxConns
-	if err := sessionParams(&pcfg.ConnConfig.Config, "kafka2pg"); err != nil {
+	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg"); err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.AfterConnect = registerCodecs
