@@ -37,11 +37,40 @@ environment as KAFKA2PG_<FLAG_IN_UPPER_SNAKE_CASE> (e.g. KAFKA2PG_PG_URL);
 the Postgres URL also comes from DATABASE_URL.
 `
 
+// Exit codes of a hard stop (a second signal): 128 plus the signal's
+// number, as a shell reports a process a signal killed.
+const (
+	exitInterrupted = 130 // SIGINT
+	exitTerminated  = 143 // SIGTERM
+)
+
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	go hardStop(sigs, stop, os.Stderr, os.Exit)
 	code := dispatch(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	signal.Stop(sigs)
 	stop()
 	os.Exit(code)
+}
+
+// hardStop is shutdown as net/http and benthos do it: the first signal
+// cancels the context (graceful: stop fetching, flush within
+// --shutdown-timeout, commit, leave the group); a second one exits at once
+// with 130 (SIGINT) or 143 (SIGTERM). Nothing is half-written then: the
+// open transactions roll back when Postgres sees their connections close.
+func hardStop(sigs <-chan os.Signal, graceful context.CancelFunc, stderr io.Writer, exit func(int)) {
+	first := <-sigs
+	fmt.Fprintf(stderr, "kafka2pg: %v: stopping gracefully (flushing within --shutdown-timeout); send it again to stop at once\n", first)
+	graceful()
+	second := <-sigs
+	code := exitTerminated
+	if second == os.Interrupt {
+		code = exitInterrupted
+	}
+	fmt.Fprintf(stderr, "kafka2pg: second %v: stopping now; open transactions roll back, nothing half-written is kept\n", second)
+	exit(code)
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
