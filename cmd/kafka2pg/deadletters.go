@@ -31,6 +31,10 @@ with their new error. Give replay the same --table, --pg-schema and
 `
 
 func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		fmt.Fprint(stdout, deadLettersUsage)
+		return exitOK
+	}
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay") {
 		fmt.Fprint(stderr, deadLettersUsage)
 		return exitUsage

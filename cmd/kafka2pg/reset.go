@@ -39,6 +39,9 @@ func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 		return exitUsage
 	}
 	switch args[0] {
+	case "-h", "--help", "help":
+		fmt.Fprint(stdout, offsetsUsage)
+		return exitOK
 	case "show":
 		return statusCommand(ctx, "offsets show", args[1:], stdout, stderr)
 	case "reset":
