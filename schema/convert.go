@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"encoding/json"
+	"math"
 	"net/netip"
 	"reflect"
 	"strconv"
@@ -294,6 +295,11 @@ func convertFloat(v jsonValue, bits int, typeName string) (float64, *convError) 
 	f, err := strconv.ParseFloat(lit, bits)
 	if err != nil {
 		return 0, convErrorf(KindOutOfRange, "%s is out of the range of %s: use numeric", describe(v), typeName)
+	}
+	if f == 0 && strings.HasPrefix(strings.TrimSpace(v.text), "-") {
+		// The decimal has no negative zero, but floating point has, and
+		// Postgres keeps it (float8send of '-0' is 0x8000000000000000).
+		f = math.Copysign(0, -1)
 	}
 	return f, nil
 }

@@ -8,6 +8,7 @@ import (
 	"io"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -609,6 +610,9 @@ func decodeJSON(b []byte) (any, error) {
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
+		if tooDeep(err) {
+			return nil, &decodeError{KindTooDeep, "nests objects and arrays deeper than " + strconv.Itoa(maxNestingDepth) + " levels, the decoder's limit: flatten it before it is produced, or store it with --value-format text"}
+		}
 		return nil, &decodeError{KindInvalidJSON, "is not JSON: " + err.Error()}
 	}
 	if _, err := dec.Token(); err != io.EOF {
@@ -625,4 +629,11 @@ func decodeJSON(b []byte) (any, error) {
 		}
 	}
 	return v, nil
+}
+
+// tooDeep reports whether encoding/json refused a document for its nesting
+// alone: it is valid JSON, so its dead letter says so (KindTooDeep).
+func tooDeep(err error) bool {
+	var se *json.SyntaxError
+	return errors.As(err, &se) && strings.Contains(se.Error(), "exceeded max depth")
 }

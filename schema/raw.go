@@ -287,6 +287,9 @@ func checkJSONSlow(v []byte) (kind string, err error) {
 		if err == nil {
 			err = errors.New("not a JSON document")
 		}
+		if tooDeep(err) {
+			return KindTooDeep, fmt.Errorf("the value nests objects and arrays deeper than %d levels, the decoder's limit: %w", maxNestingDepth, err)
+		}
 		return KindInvalidJSON, fmt.Errorf("the value is not JSON: %w", err)
 	}
 	if bytes.Contains(v, []byte(`\u`)) {
