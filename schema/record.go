@@ -29,10 +29,10 @@ type Header struct {
 
 // Error kinds of a DecodeError, stored in kafka2pg.dead_letters.error_kind.
 const (
-	KindInvalidJSON  = "invalid_json"
+	KindInvalidJSON = "invalid_json"
 	// KindTooDeep is valid JSON nested deeper than the decoder's limit
 	// (10,000 objects and arrays, encoding/json's).
-	KindTooDeep = "too_deep"
+	KindTooDeep      = "too_deep"
 	KindInvalidUTF8  = "invalid_utf8"
 	KindNULByte      = "nul_byte"
 	KindUnsupported  = "unsupported_value"
