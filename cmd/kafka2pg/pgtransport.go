@@ -15,9 +15,9 @@ import (
 // that stops answering without a reset (a hung pooler, a load balancer or a
 // NAT that dropped its state, a host that went away) must fail, not hang:
 // a connect has a deadline, idle connections are probed by TCP keepalives,
-// and unacknowledged data fails the connection after tcpUserTimeout. The
-// writes' own deadlines (ingest.Config.WriteTimeout) cover a server that
-// acknowledges but never answers.
+// and unacknowledged data fails the connection after tcpUserTimeout. A
+// server that acknowledges but never answers is not covered: that needs a
+// deadline on each write transaction, which does not exist yet.
 const (
 	// defaultConnectTimeout bounds each host's connect, TLS and
 	// authentication when the URL sets no connect_timeout; with several
