@@ -6,14 +6,9 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-)
 
-// Position is a partition's durable position after a claim.
-type Position struct {
-	Epoch       int64 // the claimer's epoch; Write needs it
-	NextOffset  int64 // -1: nothing written yet, apply the start policy
-	LeaderEpoch int32 // of the last written record, -1 if unknown
-}
+	"github.com/kafka2pg/kafka2pg/stream"
+)
 
 const claimSQL = `
 INSERT INTO kafka2pg.offsets AS o (consumer_group, topic, partition)
@@ -40,7 +35,7 @@ const maxClaimAttempts = 3
 // their epochs, and returns their durable positions. Rows are created when
 // missing. If an open transaction holds a row for longer than
 // ClaimLockTimeout, its backend is terminated and the claim tries again.
-func (w *Writer) Claim(ctx context.Context, topic string, partitions []int32) (map[int32]Position, error) {
+func (w *Writer) Claim(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
 	var lastErr error
 	for range maxClaimAttempts {
 		pos, err := w.claimOnce(ctx, topic, partitions)
@@ -58,8 +53,8 @@ func (w *Writer) Claim(ctx context.Context, topic string, partitions []int32) (m
 	return nil, fmt.Errorf("claim %s %v: the offsets rows stayed locked: %w", topic, partitions, lastErr)
 }
 
-func (w *Writer) claimOnce(ctx context.Context, topic string, partitions []int32) (map[int32]Position, error) {
-	out := make(map[int32]Position, len(partitions))
+func (w *Writer) claimOnce(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
+	out := make(map[int32]stream.Position, len(partitions))
 	err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 		timeout := fmt.Sprintf("%dms", w.cfg.ClaimLockTimeout.Milliseconds())
 		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", timeout); err != nil {
@@ -70,7 +65,7 @@ func (w *Writer) claimOnce(ctx context.Context, topic string, partitions []int32
 			return err
 		}
 		var p int32
-		var pos Position
+		var pos stream.Position
 		_, err = pgx.ForEachRow(rows, []any{&p, &pos.NextOffset, &pos.Epoch, &pos.LeaderEpoch}, func() error {
 			out[p] = pos
 			return nil

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Cross-partition batches (Config.TableWriters): each append table has a
@@ -42,7 +43,7 @@ type lane struct {
 // pending is a batch waiting in a lane. Its done channel receives the
 // outcome, or, for the waiter that is handed the slot, the batches to write.
 type pending struct {
-	b    *Batch
+	b    *stream.Batch
 	sink Sink
 	done chan laneOutcome // cap 1
 }
@@ -76,7 +77,7 @@ func (w *Writer) laneOf(table string) *lane {
 
 // writeInLane writes b alone when its table has a free slot, or else waits
 // to be written with the table's other waiting batches.
-func (w *Writer) writeInLane(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) writeInLane(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
 	l := w.laneOf(sink.Table.QualifiedName())
 	l.mu.Lock()
 	if l.busy < w.cfg.TableWriters {
@@ -295,7 +296,7 @@ type multiSource struct {
 }
 
 // record returns the next record and its batch; nil when none is left.
-func (s *multiSource) record() (*schema.Record, *pending) {
+func (s *multiSource) record() (*stream.Record, *pending) {
 	for s.bi < len(s.ps) {
 		p := s.ps[s.bi]
 		if s.ri >= len(p.b.Records) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // writeConcurrently writes batches of size rows for each partition, every
@@ -26,9 +27,9 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 		pos := claim(t, w, p)
 		wg.Go(func() {
 			for first := int64(0); first < batches*size; first += size {
-				b := &ingest.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + size, LeaderEpoch: -1, LogEndOffset: -1}
+				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + size, LeaderEpoch: -1, LogEndOffset: -1}
 				for o := first; o < first+size; o++ {
-					b.Records = append(b.Records, schema.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0), Value: value(p, o)})
+					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0), Value: value(p, o)})
 				}
 				res, err := w.Write(ctx, b)
 				if err != nil {
@@ -112,7 +113,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	// Hold the one slot with a transaction on partition 9, so the next
 	// batches wait and are combined.
 	slow := claim(t, w, 9)
-	pos := map[int32]ingest.Position{}
+	pos := map[int32]stream.Position{}
 	for p := range int32(4) {
 		pos[p] = claim(t, w, p)
 	}
@@ -153,7 +154,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	wg.Wait()
 	for p, err := range results {
 		if p == 2 {
-			if !errors.Is(err, ingest.ErrFenced) {
+			if !errors.Is(err, stream.ErrFenced) {
 				t.Errorf("partition 2: %v, want ErrFenced", err)
 			}
 			continue

@@ -7,7 +7,7 @@
 //     next_offset is not past the batch's first offset (the monotonic guard:
 //     offsets may legitimately skip after compaction and transaction markers).
 //     It must touch exactly one row, or the transaction rolls back and Write
-//     returns ErrFenced. It runs first, so the row lock serializes writers of
+//     returns stream.ErrFenced. It runs first, so the row lock serializes writers of
 //     a partition and a fenced writer copies nothing.
 //  2. binary COPY of the rows (CopyFrom, copy.go: pgx's protocol with an
 //     encoder chosen per column), built lazily from the records: a mapper

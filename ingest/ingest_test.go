@@ -15,6 +15,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 const topic = "orders"
@@ -45,7 +46,7 @@ func writerOn(t *testing.T, pool *pgxpool.Pool, group string) *ingest.Writer {
 	return w
 }
 
-func claim(t *testing.T, w *ingest.Writer, p int32) ingest.Position {
+func claim(t *testing.T, w *ingest.Writer, p int32) stream.Position {
 	t.Helper()
 	pos, err := w.Claim(context.Background(), topic, []int32{p})
 	if err != nil {
@@ -54,10 +55,10 @@ func claim(t *testing.T, w *ingest.Writer, p int32) ingest.Position {
 	return pos[p]
 }
 
-func batch(p int32, epoch, first, next int64) *ingest.Batch {
-	b := &ingest.Batch{Topic: topic, Partition: p, Epoch: epoch, FirstOffset: first, NextOffset: next, LeaderEpoch: 0}
+func batch(p int32, epoch, first, next int64) *stream.Batch {
+	b := &stream.Batch{Topic: topic, Partition: p, Epoch: epoch, FirstOffset: first, NextOffset: next, LeaderEpoch: 0}
 	for o := first; o < next; o++ {
-		b.Records = append(b.Records, schema.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0),
+		b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0),
 			Key: []byte("k"), Value: []byte(`{"n":` + strconv.FormatInt(o, 10) + `}`)})
 	}
 	return b
@@ -96,8 +97,8 @@ func TestTwoWritersOnOnePartitionOneIsFenced(t *testing.T) {
 		t.Fatalf("B resumes at %d, want 100", b.NextOffset)
 	}
 	_, err := w.Write(ctx, batch(0, a.Epoch, 100, 200))
-	var fe *ingest.FencedError
-	if !errors.Is(err, ingest.ErrFenced) || !errors.As(err, &fe) || fe.StoredEpoch != b.Epoch {
+	var fe *stream.FencedError
+	if !errors.Is(err, stream.ErrFenced) || !errors.As(err, &fe) || fe.StoredEpoch != b.Epoch {
 		t.Fatalf("A's write after B's claim = %v, want ErrFenced naming epoch %d", err, b.Epoch)
 	}
 	if _, err := w.Write(ctx, batch(0, b.Epoch, 100, 200)); err != nil {
@@ -123,7 +124,7 @@ func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
 	}
 	// The same epoch re-sending an overlapping span (an ambiguous commit
 	// retried blindly) must not land twice.
-	if _, err := w.Write(ctx, batch(3, c.Epoch, 5, 15)); !errors.Is(err, ingest.ErrFenced) {
+	if _, err := w.Write(ctx, batch(3, c.Epoch, 5, 15)); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("overlapping rewrite = %v, want ErrFenced", err)
 	}
 	// Offsets skip after compaction and transaction markers: a gap is fine.
@@ -131,7 +132,7 @@ func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
 		t.Fatalf("write after a gap: %v", err)
 	}
 	// A span of markers only advances the offset.
-	if _, err := w.Write(ctx, &ingest.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, FirstOffset: 20, NextOffset: 22}); err != nil {
+	if _, err := w.Write(ctx, &stream.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, FirstOffset: 20, NextOffset: 22}); err != nil {
 		t.Fatalf("marker-only span: %v", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders WHERE kafka_partition = 3`); n != 18 {
@@ -179,7 +180,7 @@ func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
 	claim(t, w, 1)
 	bad := batch(1, c.Epoch, 5, 6)
 	bad.Records[0].Value = []byte("nope")
-	if _, err := w.Write(ctx, bad); !errors.Is(err, ingest.ErrFenced) {
+	if _, err := w.Write(ctx, bad); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("write = %v, want ErrFenced", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 2 {
@@ -230,7 +231,7 @@ func TestRacingOwnersWriteEveryOffsetOnce(t *testing.T) {
 				for next < end {
 					stop := min(next+97, end)
 					if _, err := w.Write(ctx, batch(7, c.Epoch, next, stop)); err != nil {
-						if !errors.Is(err, ingest.ErrFenced) {
+						if !errors.Is(err, stream.ErrFenced) {
 							t.Error(err)
 							return
 						}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func writerWith(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config) *ingest.Writer {
@@ -115,7 +116,7 @@ func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
 	b := batch(0, c.Epoch, 0, 20)
 	b.Records[12].Value = []byte("not json") // a later bad record: the first one decides
 	_, err := w.Write(ctx, b)
-	var stop *ingest.StopError
+	var stop *stream.StopError
 	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != "check_violation" {
 		t.Fatalf("Write = %v, want a StopError at offset 7 (check_violation)", err)
 	}
@@ -191,7 +192,7 @@ func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
 	}
 	pool.Reset() // new connections see the setting
 	_, err := w.Write(ctx, batch(0, c.Epoch, 0, 5))
-	if err == nil || !ingest.Retryable(err) || errors.Is(err, ingest.ErrFenced) {
+	if err == nil || !ingest.Retryable(err) || errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("Write on a read-only database = %v, want a retryable error", err)
 	}
 	conn, err := pool.Acquire(ctx)
@@ -222,7 +223,7 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 	c := claim(t, w, 0)
 	b := batch(0, c.Epoch, 0, 10)
 	b.Records[8].Value = []byte("still not json")
-	b.Records[9].Headers = []schema.Header{{Key: "trace", Value: []byte{1, 2}}}
+	b.Records[9].Headers = []stream.Header{{Key: "trace", Value: []byte{1, 2}}}
 	if _, err := w.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +318,7 @@ func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
 	}
 	// A fenced batch is rolled back: no notification.
 	claim(t, w, 2)
-	if _, err := w.Write(ctx, batch(2, c.Epoch, 5, 8)); !errors.Is(err, ingest.ErrFenced) {
+	if _, err := w.Write(ctx, batch(2, c.Epoch, 5, 8)); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("Write = %v, want ErrFenced", err)
 	}
 	sctx, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)

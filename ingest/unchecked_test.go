@@ -10,6 +10,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // checkedOnly hides RawMapper's AppendRowUnchecked: a writer with it checks
@@ -17,9 +18,9 @@ import (
 // jsonb makes to Postgres.
 type checkedOnly struct{ m schema.RawMapper }
 
-func (c checkedOnly) Row(r *schema.Record, dst []any) ([]any, error) { return c.m.Row(r, dst) }
+func (c checkedOnly) Row(r *stream.Record, dst []any) ([]any, error) { return c.m.Row(r, dst) }
 
-func (c checkedOnly) AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
+func (c checkedOnly) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
 	return c.m.AppendRow(r, dst, oids, enc)
 }
 

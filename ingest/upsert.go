@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Upsert mode. The fast path copies the batch into a temporary staging
@@ -31,7 +32,7 @@ const (
 
 // upsertOp is one record's effect: a row to upsert or a key to delete.
 type upsertOp struct {
-	rec    *schema.Record
+	rec    *stream.Record
 	values []any // all columns, or only the key columns when del
 	del    bool
 }
@@ -48,7 +49,7 @@ func keyIndexes(t schema.Table, key []string) []int {
 // upsertOps maps the batch's records to operations; bad records are set
 // aside. A tombstone without DeleteOnTombstone is passed to the mapper like
 // any record (which decides whether it is a bad record).
-func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []badRecord, error) {
+func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []badRecord, error) {
 	km := sink.Mapper.(KeyMapper)
 	ops := make([]upsertOp, 0, len(records))
 	var bad []badRecord
@@ -79,7 +80,7 @@ func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []ba
 	return ops, bad, nil
 }
 
-func badRecordOf(r *schema.Record, err error) badRecord {
+func badRecordOf(r *stream.Record, err error) badRecord {
 	kind := schema.KindInvalidValue
 	if de, ok := err.(*schema.DecodeError); ok {
 		kind = de.Kind
@@ -135,7 +136,7 @@ func stageSQL(t schema.Table) string {
 	return fmt.Sprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DROP", stageTable, strings.Join(defs, ", "))
 }
 
-func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
 	ops, bad, err := w.upsertOps(b.Records, sink)
 	if err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
@@ -190,7 +191,7 @@ func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, e
 
 // upsertIsolated applies the batch one operation at a time, in offset
 // order, each under a savepoint.
-func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
 	ops, bad, err := w.upsertOps(b.Records, sink)
 	if err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
@@ -283,7 +284,7 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Resul
 		if err := tx.Commit(ctx); err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 		}
-		return Result{Rows: res.Rows}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
+		return Result{Rows: res.Rows}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
 	}
 	return w.finish(ctx, tx, b, sink, bad, res)
 }

@@ -19,13 +19,14 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // RowMapper builds the row of one record, appending to dst[:0]. A record that
 // cannot become a row returns an error wrapping schema.ErrBadRecord; any other
 // error aborts the batch.
 type RowMapper interface {
-	Row(r *schema.Record, dst []any) ([]any, error)
+	Row(r *stream.Record, dst []any) ([]any, error)
 }
 
 // Sink is where the records of one topic go.
@@ -56,11 +57,11 @@ type Upsert struct {
 // then never builds the row's values.
 type RowAppender interface {
 	RowMapper
-	AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+	AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
 }
 
 // appendFunc is a RowAppender's AppendRow.
-type appendFunc = func(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+type appendFunc = func(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
 
 // appendFuncOf is the AppendRow one COPY uses: with scratch space of its
 // own when the appender offers it (schema.JSONMapper.AppendRowFunc), so
@@ -90,9 +91,9 @@ func copyAppender(mapper RowMapper, unchecked RowAppender) appendFunc {
 // tombstones and builds the key of one, for the delete.
 type KeyMapper interface {
 	RowMapper
-	IsTombstone(r *schema.Record) bool
+	IsTombstone(r *stream.Record) bool
 	// KeyRow returns the key columns' values, in Upsert.Key order.
-	KeyRow(r *schema.Record) ([]any, error)
+	KeyRow(r *stream.Record) ([]any, error)
 }
 
 // Config configures a Writer. The zero value of each optional field means
@@ -116,7 +117,7 @@ type Config struct {
 	// MaxRecordBytes): OnErrorDeadLetter (default) stores it in
 	// kafka2pg.dead_letters in the batch's transaction; OnErrorStop commits
 	// the records before it and stops the partition (Write returns a
-	// *StopError); OnErrorSkip logs and counts it.
+	// *stream.StopError); OnErrorSkip logs and counts it.
 	OnError string
 	// MaxRecordBytes makes a record whose key and value are larger a bad
 	// record (KindTooLarge). 0 means no limit.
@@ -146,28 +147,6 @@ const (
 	OnErrorStop       = "stop"
 	OnErrorSkip       = "skip"
 )
-
-// Batch is a span of consecutive offsets of one partition, written in one
-// transaction.
-type Batch struct {
-	Topic     string
-	Partition int32
-	// Epoch is the writer's epoch from Claim.
-	Epoch int64
-	// FirstOffset is the offset the span starts at (its first record, data or
-	// control). NextOffset is the offset after its last record: the durable
-	// next_offset after the commit.
-	FirstOffset int64
-	NextOffset  int64
-	// LeaderEpoch is the Kafka leader epoch of the last record, -1 if unknown.
-	LeaderEpoch int32
-	// LogEndOffset is the partition's end offset as last seen by the reader
-	// (-1: unknown); stored for kafka2pg.partition_status.
-	LogEndOffset int64
-	// Records are the data records of the span in offset order; transaction
-	// markers are not records here, they only widen the span.
-	Records []schema.Record
-}
 
 // Result says what a committed Write stored.
 type Result struct {
@@ -272,10 +251,10 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 	"key", "value", "headers", "target_table", "error_kind", "error_message"}
 
 // Write stores b in one transaction: the fenced offset advance, the rows, the
-// dead letters. It returns a *FencedError (errors.Is ErrFenced) when another
+// dead letters. It returns a *stream.FencedError (errors.Is stream.ErrFenced) when another
 // writer owns the partition; then nothing was written. With OnError "stop",
 // a bad record makes Write commit only the records before it and return a
-// *StopError. Any other error leaves the outcome of the transaction unknown
+// *stream.StopError. Any other error leaves the outcome of the transaction unknown
 // if it came from COMMIT: re-claim and resume from the durable position,
 // never retry blindly.
 //
@@ -289,7 +268,7 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 // A mapper whose table follows a changing schema (a TableMapper) may refuse
 // a record with schema.ErrTableChanged; Write then evolves the table to the
 // mapper's new Table and writes the batch again.
-func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
+func (w *Writer) Write(ctx context.Context, b *stream.Batch) (Result, error) {
 	sink, err := w.sinkFor(ctx, b.Topic)
 	if err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
@@ -305,7 +284,7 @@ func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 
 // writeChanging writes b in its own transaction, following the changes of
 // a TableMapper's table.
-func (w *Writer) writeChanging(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
 	for changes := 0; ; changes++ {
 		var err error
 		if tm, ok := sink.Mapper.(TableMapper); ok && !sameColumns(tm.Table(), sink.Table) {
@@ -333,7 +312,7 @@ func (w *Writer) writeChanging(ctx context.Context, b *Batch, sink Sink) (Result
 // change comes from a new schema version the batch's records carry.
 const maxTableChanges = 16
 
-func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
 	if sink.Upsert != nil {
 		res, err := w.upsertFast(ctx, b, sink)
 		if !errors.Is(err, errIsolate) {
@@ -357,14 +336,14 @@ func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error)
 var errIsolate = errors.New("isolate bad rows")
 
 // begin starts the batch's transaction and runs the fence.
-func (w *Writer) begin(ctx context.Context, b *Batch) (pgx.Tx, func(), error) {
+func (w *Writer) begin(ctx context.Context, b *stream.Batch) (pgx.Tx, func(), error) {
 	tx, rollback, _, err := w.beginCopy(ctx, b, nil)
 	return tx, rollback, err
 }
 
 // beginCopy is begin that, when into is set, also reads the types of the
 // COPY target's columns in the fence's round trip (fenceAndTypes).
-func (w *Writer) beginCopy(ctx context.Context, b *Batch, into *schema.Table) (pgx.Tx, func(), []uint32, error) {
+func (w *Writer) beginCopy(ctx context.Context, b *stream.Batch, into *schema.Table) (pgx.Tx, func(), []uint32, error) {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("write %s/%d: begin: %w", b.Topic, b.Partition, err)
@@ -461,7 +440,7 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Tab
 // writeFast copies the rows as the mapping builds them; with unchecked set
 // (uncheckedFor), through it. errRecheck: Postgres refused a row of the
 // unchecked COPY. errIsolate: go the isolating path.
-func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked RowAppender) (Result, error) {
+func (w *Writer) writeFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender) (Result, error) {
 	tx, rollback, oids, err := w.beginCopy(ctx, b, &sink.Table)
 	if err != nil {
 		return Result{}, err
@@ -501,7 +480,7 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked R
 
 // writeIsolated redoes a batch whose fast path met bad rows: it finds every
 // row Postgres refuses, then applies OnError.
-func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
 	rows, bad, err := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
 	if err != nil {
 		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
@@ -554,7 +533,7 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 		if err := tx.Commit(ctx); err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 		}
-		return Result{Rows: len(prefix)}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
+		return Result{Rows: len(prefix)}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
 			Kind: first.kind, Err: first.err}
 	}
 	return w.finish(ctx, tx, b, sink, bad, res)
@@ -572,7 +551,7 @@ func NotifyChannel(t schema.Table) string {
 	return ch
 }
 
-func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, rows int) error {
+func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, rows int) error {
 	if !w.cfg.Notify || rows == 0 {
 		return nil
 	}
@@ -588,7 +567,7 @@ func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, row
 
 // finish ends a batch's transaction: the bad records by OnError, the
 // notification, COMMIT.
-func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad []badRecord, res Result) (Result, error) {
+func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res Result) (Result, error) {
 	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
 		return Result{}, err
 	}
@@ -605,7 +584,7 @@ func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad
 
 // handleBad dead-letters (or, with OnError "skip", only logs) bad records
 // inside the batch's transaction.
-func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad []badRecord, res *Result) error {
+func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res *Result) error {
 	if len(bad) == 0 {
 		return nil
 	}
@@ -638,8 +617,8 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, 
 }
 
 // fenced reads what the offsets row holds, for a message that says why.
-func (w *Writer) fenced(ctx context.Context, tx pgx.Tx, b *Batch) error {
-	fe := &FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset, StoredEpoch: -1, StoredOffset: -1}
+func (w *Writer) fenced(ctx context.Context, tx pgx.Tx, b *stream.Batch) error {
+	fe := &stream.FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset, StoredEpoch: -1, StoredOffset: -1}
 	_ = tx.QueryRow(ctx, `SELECT epoch, coalesce(next_offset, -1) FROM kafka2pg.offsets
 		WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition).
 		Scan(&fe.StoredEpoch, &fe.StoredOffset)
@@ -647,7 +626,7 @@ func (w *Writer) fenced(ctx context.Context, tx pgx.Tx, b *Batch) error {
 }
 
 type badRecord struct {
-	rec  *schema.Record
+	rec  *stream.Record
 	kind string
 	err  error
 }
@@ -659,7 +638,7 @@ func (b badRecord) refusedByMapping() bool { return b.kind != KindTooLarge }
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
 type rowSource struct {
-	records []schema.Record
+	records []stream.Record
 	mapper  RowMapper
 	// append writes a row straight into the COPY: the mapper's AppendRow
 	// when it is a RowAppender, or the unchecked one (unchecked.go), for
@@ -674,7 +653,7 @@ type rowSource struct {
 
 // newRowSource is the source of a COPY of records; unchecked, when set,
 // appends the rows in place of the mapper (uncheckedFor).
-func newRowSource(records []schema.Record, mapper RowMapper, unchecked RowAppender, maxBytes int) *rowSource {
+func newRowSource(records []stream.Record, mapper RowMapper, unchecked RowAppender, maxBytes int) *rowSource {
 	return &rowSource{records: records, mapper: mapper, maxBytes: maxBytes, append: copyAppender(mapper, unchecked)}
 }
 
@@ -725,7 +704,7 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 
 // mapRecord builds the row of r into dst, or says why r is a bad record. An
 // error is not about the record: it aborts the batch.
-func mapRecord(r *schema.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
+func mapRecord(r *stream.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
 	if bad := tooLarge(r, maxBytes); bad != nil {
 		return nil, bad, nil
 	}
@@ -738,7 +717,7 @@ func mapRecord(r *schema.Record, m RowMapper, maxBytes int, dst []any) ([]any, *
 }
 
 // tooLarge is r as a bad record when its key and value are over maxBytes.
-func tooLarge(r *schema.Record, maxBytes int) *badRecord {
+func tooLarge(r *stream.Record, maxBytes int) *badRecord {
 	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
 		return &badRecord{rec: r, kind: KindTooLarge,
 			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}
@@ -748,7 +727,7 @@ func tooLarge(r *schema.Record, maxBytes int) *badRecord {
 
 // classify sorts a mapping error: a bad record (the error wraps
 // schema.ErrBadRecord), or an error that is not about the record.
-func classify(r *schema.Record, err error) (*badRecord, error) {
+func classify(r *stream.Record, err error) (*badRecord, error) {
 	if !errors.Is(err, schema.ErrBadRecord) {
 		return nil, err
 	}

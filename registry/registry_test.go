@@ -19,6 +19,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/registry"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func newClient(t *testing.T, url string) *registry.Client {
@@ -174,8 +175,8 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 	for i, v := range values {
 		// Each batch has a record of the new version and one of the first.
-		b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: int64(2 * i), NextOffset: int64(2*i + 2), LeaderEpoch: -1, LogEndOffset: -1,
-			Records: []schema.Record{
+		b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: int64(2 * i), NextOffset: int64(2*i + 2), LeaderEpoch: -1, LogEndOffset: -1,
+			Records: []stream.Record{
 				{Topic: "orders", Offset: int64(2 * i), Value: encode(t, ids[i], orderVersions[i], v)},
 				{Topic: "orders", Offset: int64(2*i + 1), Value: encode(t, ids[0], orderVersions[0], map[string]any{"id": int64(100 + i), "name": "old", "qty": int32(i)})},
 			}}
@@ -223,8 +224,8 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 
 	// A schema id the registry does not know is dead-lettered, not dropped.
-	b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 10, NextOffset: 11, LeaderEpoch: -1, LogEndOffset: -1,
-		Records: []schema.Record{{Topic: "orders", Offset: 10, Value: encode(t, 999, orderVersions[0], map[string]any{"id": int64(9), "name": "x", "qty": int32(1)})}}}
+	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 10, NextOffset: 11, LeaderEpoch: -1, LogEndOffset: -1,
+		Records: []stream.Record{{Topic: "orders", Offset: 10, Value: encode(t, 999, orderVersions[0], map[string]any{"id": int64(9), "name": "x", "qty": int32(1)})}}}
 	if res, err := w.Write(ctx, b); err != nil || res.DeadLetters != 1 {
 		t.Fatalf("unknown schema id: %+v, %v", res, err)
 	}
@@ -289,14 +290,14 @@ func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
-		Records: []schema.Record{
+	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
+		Records: []stream.Record{
 			{Topic: "orders", Offset: 0, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(1), "name": "a", "qty": int32(1)})},
 			{Topic: "orders", Offset: 1, Value: encode(t, 205, orderVersions[4], map[string]any{"id": int64(2), "name": int64(2), "qty": int64(2), "email": nil, "country": "x"})},
 			{Topic: "orders", Offset: 2, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(3), "name": "c", "qty": int32(3)})},
 		}}
 	_, err = w.Write(ctx, b)
-	var stop *ingest.StopError
+	var stop *stream.StopError
 	if !errors.As(err, &stop) || stop.Offset != 1 || stop.Kind != schema.KindSchemaIncompatible {
 		t.Fatalf("Write: %v, want a StopError at offset 1 of kind schema_incompatible", err)
 	}

@@ -18,7 +18,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // bridgeMetrics are the program's metrics, on a registry it owns (never the
@@ -98,11 +98,11 @@ func newBridgeMetrics() *bridgeMetrics {
 func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
 
 // observeWrite records one WriteFunc call.
-func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schema.Record, res ingest.Result, err error) {
+func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []stream.Record, res ingest.Result, err error) {
 	if err != nil {
-		var stop *ingest.StopError
+		var stop *stream.StopError
 		switch {
-		case errors.Is(err, ingest.ErrFenced):
+		case errors.Is(err, stream.ErrFenced):
 			m.writeErrors.WithLabelValues("fenced").Inc()
 		case errors.As(err, &stop):
 			m.writeErrors.WithLabelValues("stopped").Inc()

@@ -22,6 +22,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -187,51 +188,48 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	// 1.5 MB (a sixth of what a drain allocates, measured with the
 	// allocs profile), and under a backlog the memory limit, not GOGC,
 	// paces the garbage collector, so every byte allocated is GC work.
-	var recSlices sync.Pool // of *[]schema.Record
+	var recSlices sync.Pool // of *[]stream.Record
 	write := func(ctx context.Context, b *reader.Batch) error {
-		rp, _ := recSlices.Get().(*[]schema.Record)
+		rp, _ := recSlices.Get().(*[]stream.Record)
 		if rp == nil {
-			rp = new([]schema.Record)
+			rp = new([]stream.Record)
 		}
 		defer func() {
 			clear(*rp) // drop the references to the records' memory
 			recSlices.Put(rp)
 		}()
 		if cap(*rp) < len(b.Records) {
-			*rp = make([]schema.Record, len(b.Records))
+			*rp = make([]stream.Record, len(b.Records))
 		}
 		*rp = (*rp)[:len(b.Records)]
 		recs := *rp
 		for i, r := range b.Records {
-			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
+			recs[i] = stream.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
 			switch r.Attrs.TimestampType() {
 			case 0:
-				recs[i].TimestampType = schema.TimestampCreateTime
+				recs[i].TimestampType = stream.TimestampCreateTime
 			case 1:
-				recs[i].TimestampType = schema.TimestampLogAppendTime
+				recs[i].TimestampType = stream.TimestampLogAppendTime
 			}
 			if len(r.Headers) > 0 {
-				hs := make([]schema.Header, len(r.Headers))
+				hs := make([]stream.Header, len(r.Headers))
 				for j, h := range r.Headers {
-					hs[j] = schema.Header{Key: h.Key, Value: h.Value}
+					hs[j] = stream.Header{Key: h.Key, Value: h.Value}
 				}
 				recs[i].Headers = hs
 			}
 		}
-		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
+		res, err := w.Write(ctx, &stream.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
 			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
 		m.observeWrite(w.TableName(b.Topic), b, recs, res, err)
 		rowsWritten.Add(int64(res.Rows))
 		deadLettered.Add(int64(res.DeadLetters))
-		var stop *ingest.StopError
+		var stop *stream.StopError
 		switch {
-		case errors.Is(err, ingest.ErrFenced):
+		case errors.Is(err, stream.ErrFenced):
 			return fmt.Errorf("%w: %w", reader.ErrFenced, err)
 		case errors.As(err, &stop):
-			return &reader.StopError{NextOffset: stop.Offset, Reason: fmt.Sprintf(
-				"bad record at %s/%d offset %d stopped the partition (--on-error=stop): %s: %v; "+
-					"fix the table or the data, or run with --on-error=dead-letter, then restart",
-				stop.Topic, stop.Partition, stop.Offset, stop.Kind, stop.Err)}
+			return &reader.StopError{NextOffset: stop.Offset, Reason: stop.Error()}
 		}
 		return err
 	}
