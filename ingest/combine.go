@@ -211,13 +211,11 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 		_ = tx.Rollback(rctx)
 	}()
 	for _, p := range order {
-		b := p.b
-		tag, err := tx.Exec(ctx, advanceSQL, w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset)
-		if err != nil {
-			return Result{}, fmt.Errorf("advance next_offset of %s/%d: %w", b.Topic, b.Partition, err)
-		}
-		if tag.RowsAffected() != 1 {
-			return Result{}, errIsolate // fenced: the ordinary path says which and why
+		if err := w.offs.Advance(ctx, tx, p.b); err != nil {
+			if errors.Is(err, stream.ErrFenced) {
+				return Result{}, errIsolate // the ordinary path reports it for its partition
+			}
+			return Result{}, fmt.Errorf("fence %s/%d: %w", p.b.Topic, p.b.Partition, err)
 		}
 	}
 	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order)), append: make([]appendFunc, len(order))}

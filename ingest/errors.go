@@ -51,12 +51,6 @@ func Retryable(err error) bool {
 	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, net.ErrClosed)
 }
 
-// lockTimeout is SQLSTATE 55P03 lock_not_available.
-func lockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
-}
-
 // DiscardsSession reports whether a Postgres error means its session can
 // no longer write and must not go back to the pool: SQLSTATE 25006 (the
 // session is read-only: a standby, or a database set to

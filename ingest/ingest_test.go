@@ -73,18 +73,6 @@ func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 	return n
 }
 
-func TestClaimCreatesTheRowAndBumpsTheEpoch(t *testing.T) {
-	w, _ := newWriter(t, "g")
-	first := claim(t, w, 0)
-	if first.NextOffset != -1 || first.Epoch != 1 {
-		t.Fatalf("first claim = %+v, want next_offset -1 (nothing stored) and epoch 1", first)
-	}
-	second := claim(t, w, 0)
-	if second.Epoch != 2 {
-		t.Fatalf("second claim epoch = %d, want 2", second.Epoch)
-	}
-}
-
 func TestTwoWritersOnOnePartitionOneIsFenced(t *testing.T) {
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
@@ -185,36 +173,6 @@ func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 2 {
 		t.Errorf("dead letters after a fenced write = %d, want still 2", n)
-	}
-}
-
-func TestClaimTerminatesAZombieHoldingThePartition(t *testing.T) {
-	w, pool := newWriter(t, "g")
-	ctx := context.Background()
-	c := claim(t, w, 0)
-	// A zombie: a writer that advanced the row and then froze mid-batch.
-	zombie, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer zombie.Release()
-	tx, err := zombie.Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = 50 WHERE partition = 0 AND epoch = $1`, c.Epoch); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	pos := claim(t, w, 0) // waits ClaimLockTimeout (300ms), then terminates the zombie
-	if pos.NextOffset != -1 || pos.Epoch != c.Epoch+1 {
-		t.Fatalf("claim after the zombie = %+v, want nothing stored and epoch %d", pos, c.Epoch+1)
-	}
-	if waited := time.Since(start); waited < 250*time.Millisecond {
-		t.Errorf("claim returned after %v: it should have waited for the lock first", waited)
-	}
-	if err := tx.Commit(ctx); err == nil {
-		t.Fatal("the zombie's transaction committed; it should have been terminated")
 	}
 }
 

@@ -274,8 +274,7 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 				first = x
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $4, updated_at = now()
-			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, firstBad); err != nil {
+		if err := w.offs.Rewind(ctx, tx, b, firstBad); err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, firstBad, err)
 		}
 		if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {

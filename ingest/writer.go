@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/offsets"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -171,6 +172,7 @@ type Result struct {
 // Writer writes batches. Safe for concurrent use.
 type Writer struct {
 	pool *pgxpool.Pool
+	offs *offsets.Store
 	cfg  Config
 	log  *slog.Logger
 
@@ -209,14 +211,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if cfg.CombineMaxRows <= 0 {
 		cfg.CombineMaxRows = 100000
 	}
-	if cfg.ClaimLockTimeout <= 0 {
-		cfg.ClaimLockTimeout = 10 * time.Second
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
+	offs, err := offsets.New(pool, offsets.Config{Group: cfg.Group, ClaimLockTimeout: cfg.ClaimLockTimeout, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -236,14 +239,6 @@ func validateSink(topic string, sink Sink) error {
 	}
 	return nil
 }
-
-const advanceSQL = `
-UPDATE kafka2pg.offsets
-SET next_offset = $5, leader_epoch = $6, updated_at = now(), committed_at = now(),
-    log_end_offset = CASE WHEN $8::bigint >= 0 THEN greatest($8::bigint, $5) ELSE log_end_offset END,
-    log_end_offset_at = CASE WHEN $8::bigint >= 0 THEN now() ELSE log_end_offset_at END
-WHERE consumer_group = $1 AND topic = $2 AND partition = $3
-  AND epoch = $4 AND (next_offset IS NULL OR next_offset <= $7)`
 
 var deadLetterTable = pgx.Identifier{"kafka2pg", "dead_letters"}
 
@@ -354,24 +349,21 @@ func (w *Writer) beginCopy(ctx context.Context, b *stream.Batch, into *schema.Ta
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}
-	args := []any{w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset}
-	var tag pgconn.CommandTag
 	var oids []uint32
 	if into == nil {
-		if tag, err = tx.Exec(ctx, advanceSQL, args...); err != nil {
-			err = fmt.Errorf("advance next_offset: %w", err)
-		}
+		err = w.offs.Advance(ctx, tx, b)
 	} else {
-		tag, oids, err = fenceAndTypes(ctx, tx, args, *into)
+		var tag pgconn.CommandTag
+		if tag, oids, err = fenceAndTypes(ctx, tx, w.offs.AdvanceStatement(b), *into); err == nil {
+			err = w.offs.CheckAdvance(ctx, tx, b, tag)
+		}
 	}
 	if err != nil {
 		rollback()
+		if errors.Is(err, stream.ErrFenced) {
+			return nil, nil, nil, err
+		}
 		return nil, nil, nil, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	if tag.RowsAffected() != 1 {
-		err := w.fenced(ctx, tx, b)
-		rollback()
-		return nil, nil, nil, err
 	}
 	return tx, rollback, oids, nil
 }
@@ -383,15 +375,15 @@ func (w *Writer) beginCopy(ctx context.Context, b *stream.Batch, into *schema.Ta
 // ALTER TABLE can change the types before the COPY. A describe of its own
 // would cost every batch one more round trip: 2-3x the p99 latency at
 // 80,000 records/s on this machine.
-func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Table) (pgconn.CommandTag, []uint32, error) {
+func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t schema.Table) (pgconn.CommandTag, []uint32, error) {
 	// The fence is a statement prepared once per connection (pgx keeps it
 	// by name), so the pipeline only binds it.
-	fence, err := tx.Conn().Prepare(ctx, "kafka2pg_advance", advanceSQL)
+	fence, err := tx.Conn().Prepare(ctx, advance.Name, advance.SQL)
 	if err != nil {
 		return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: prepare: %w", err)
 	}
-	params := make([][]byte, len(fenceArgs))
-	for i, a := range fenceArgs {
+	params := make([][]byte, len(advance.Args))
+	for i, a := range advance.Args {
 		if params[i], err = tx.Conn().TypeMap().Encode(fence.ParamOIDs[i], pgtype.TextFormatCode, a, nil); err != nil {
 			return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: parameter %d: %w", i+1, err)
 		}
@@ -523,8 +515,7 @@ func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) 
 		}
 		// The fence above holds the row lock; move next_offset back to the
 		// bad record, so nothing past it is committed.
-		if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $4, updated_at = now()
-			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, first.rec.Offset); err != nil {
+		if err := w.offs.Rewind(ctx, tx, b, first.rec.Offset); err != nil {
 			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
 		}
 		if err := w.notify(ctx, tx, b, sink, len(prefix)); err != nil {
@@ -614,15 +605,6 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink
 		res.DeadLetterKinds = append(res.DeadLetterKinds, x.kind)
 	}
 	return nil
-}
-
-// fenced reads what the offsets row holds, for a message that says why.
-func (w *Writer) fenced(ctx context.Context, tx pgx.Tx, b *stream.Batch) error {
-	fe := &stream.FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset, StoredEpoch: -1, StoredOffset: -1}
-	_ = tx.QueryRow(ctx, `SELECT epoch, coalesce(next_offset, -1) FROM kafka2pg.offsets
-		WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition).
-		Scan(&fe.StoredEpoch, &fe.StoredOffset)
-	return fe
 }
 
 type badRecord struct {
