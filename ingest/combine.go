@@ -49,7 +49,7 @@ type pending struct {
 }
 
 type laneOutcome struct {
-	res  Result
+	res  outcome
 	err  error
 	lead []*pending // set when this waiter now owns the slot and writes these
 }
@@ -77,7 +77,7 @@ func (w *Writer) laneOf(table string) *lane {
 
 // writeInLane writes b alone when its table has a free slot, or else waits
 // to be written with the table's other waiting batches.
-func (w *Writer) writeInLane(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
+func (w *Writer) writeInLane(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	l := w.laneOf(sink.Table.QualifiedName())
 	l.mu.Lock()
 	if l.busy < w.cfg.TableWriters {
@@ -99,7 +99,7 @@ func (w *Writer) writeInLane(ctx context.Context, b *stream.Batch, sink Sink) (R
 		if i := slices.Index(l.waiting, p); i >= 0 {
 			l.waiting = slices.Delete(l.waiting, i, i+1)
 			l.mu.Unlock()
-			return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, ctx.Err())
+			return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, ctx.Err())
 		}
 		l.mu.Unlock()
 		o = <-p.done // taken already: its transaction decides
@@ -109,7 +109,7 @@ func (w *Writer) writeInLane(ctx context.Context, b *stream.Batch, sink Sink) (R
 	}
 	// This waiter owns a slot now and writes the batches handed to it
 	// (its own among them) in one transaction.
-	var res Result
+	var res outcome
 	var err error
 	results := w.writeCombined(ctx, o.lead)
 	for i, q := range o.lead {
@@ -167,7 +167,7 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 	if errors.Is(err, errRecheck) {
 		one()
 		for i := range out {
-			out[i].res.Rechecked = true
+			out[i].res.rechecked = true
 		}
 		return out
 	}
@@ -180,11 +180,11 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 			continue
 		}
 		r := res
-		r.Rows, r.Combined = len(p.b.Records), len(ps)
+		r.rows, r.combined = len(p.b.Records), len(ps)
 		if i > 0 {
 			// One COPY and one COMMIT: timed once, so duration histograms
 			// count each statement once.
-			r.CopyDuration, r.CommitDuration = 0, 0
+			r.copyDuration, r.commitDuration = 0, 0
 		}
 		out[i] = laneOutcome{res: r}
 	}
@@ -196,14 +196,14 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 // in a cycle), the rows in one COPY, the notifications, COMMIT. errIsolate
 // means: nothing was committed, write the batches one by one; errRecheck
 // the same, after Postgres refused a row written unchecked.
-func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) {
+func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (outcome, error) {
 	order := slices.Clone(ps)
 	slices.SortFunc(order, func(x, y *pending) int {
 		return cmp.Or(cmp.Compare(x.b.Topic, y.b.Topic), cmp.Compare(x.b.Partition, y.b.Partition))
 	})
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("begin: %w", err)
+		return outcome{}, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -213,9 +213,9 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 	for _, p := range order {
 		if err := w.offs.Advance(ctx, tx, p.b); err != nil {
 			if errors.Is(err, stream.ErrFenced) {
-				return Result{}, errIsolate // the ordinary path reports it for its partition
+				return outcome{}, errIsolate // the ordinary path reports it for its partition
 			}
-			return Result{}, fmt.Errorf("fence %s/%d: %w", p.b.Topic, p.b.Partition, err)
+			return outcome{}, fmt.Errorf("fence %s/%d: %w", p.b.Topic, p.b.Partition, err)
 		}
 	}
 	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order)), append: make([]appendFunc, len(order))}
@@ -226,7 +226,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 	t := order[0].sink.Table
 	copyStart := time.Now()
 	n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
-	res := Result{CopyDuration: time.Since(copyStart)}
+	res := outcome{copyDuration: time.Since(copyStart)}
 	if src.err != nil {
 		err = src.err
 	}
@@ -241,30 +241,30 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 				recheck = errRecheck
 			}
 		}
-		return Result{}, recheck
+		return outcome{}, recheck
 	}
 	if src.bad {
 		if src.badTopic != "" {
 			w.checked(src.badTopic, order[0].sink.Mapper, true)
 		}
-		return Result{}, errIsolate
+		return outcome{}, errIsolate
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+		return outcome{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
 	}
 	if want := src.rows; int(n) != want {
-		return Result{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
+		return outcome{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
 	}
 	for _, p := range order {
 		if err := w.notify(ctx, tx, p.b, p.sink, len(p.b.Records)); err != nil {
-			return Result{}, err
+			return outcome{}, err
 		}
 	}
 	commitStart := time.Now()
 	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
+		return outcome{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
 	}
-	res.CommitDuration = time.Since(commitStart)
+	res.commitDuration = time.Since(commitStart)
 	for i, p := range order {
 		if src.unchecked[i] == nil {
 			w.checked(p.b.Topic, p.sink.Mapper, false)

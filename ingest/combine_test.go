@@ -23,6 +23,7 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 	var wg sync.WaitGroup
 	var shared atomic.Int64
 	errs := make(chan error, partitions)
+	tr := trace(w)
 	for p := range partitions {
 		pos := claim(t, w, p)
 		wg.Go(func() {
@@ -31,7 +32,7 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 				for o := first; o < first+size; o++ {
 					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0), Value: value(p, o)})
 				}
-				res, err := w.Write(ctx, b)
+				res, err := tr.write(ctx, w, b)
 				if err != nil {
 					errs <- fmt.Errorf("partition %d batch at %d: %w", p, first, err)
 					return
@@ -112,6 +113,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
 	// Hold the one slot with a transaction on partition 9, so the next
 	// batches wait and are combined.
+	tr := trace(w)
 	slow := claim(t, w, 9)
 	pos := map[int32]stream.Position{}
 	for p := range int32(4) {
@@ -132,7 +134,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if _, err := w.Write(ctx, batch(9, slow.Epoch, 0, 10)); err != nil {
+		if err := w.Write(ctx, batch(9, slow.Epoch, 0, 10)); err != nil {
 			t.Errorf("partition 9: %v", err)
 		}
 	})
@@ -143,7 +145,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	combined := make([]int, 4)
 	for p := range int32(4) {
 		wg.Go(func() {
-			res, err := w.Write(ctx, batch(p, pos[p].Epoch, 0, 10))
+			res, err := tr.write(ctx, w, batch(p, pos[p].Epoch, 0, 10))
 			results[p], combined[p] = err, res.Combined
 		})
 	}

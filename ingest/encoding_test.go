@@ -50,7 +50,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	b := batch(0, claim(t, w, 0).Epoch, 0, 3)
 	b.Records[1].Value = []byte(`{"n":"中"}`)
 	b.Records[1].Headers = []stream.Header{{Key: "clé", Value: []byte("中")}}
-	res, err := w.Write(ctx, b)
+	res, err := trace(w).write(ctx, w, b)
 	if err != nil || res.Rows != 2 || res.DeadLetters != 1 {
 		t.Fatalf("write: %+v, %v; want 2 rows and 1 dead letter", res, err)
 	}

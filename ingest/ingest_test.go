@@ -77,19 +77,19 @@ func TestTwoWritersOnOnePartitionOneIsFenced(t *testing.T) {
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	a := claim(t, w, 0)
-	if _, err := w.Write(ctx, batch(0, a.Epoch, 0, 100)); err != nil {
+	if err := w.Write(ctx, batch(0, a.Epoch, 0, 100)); err != nil {
 		t.Fatal(err)
 	}
 	b := claim(t, w, 0) // B takes over: A is fenced from now on
 	if b.NextOffset != 100 {
 		t.Fatalf("B resumes at %d, want 100", b.NextOffset)
 	}
-	_, err := w.Write(ctx, batch(0, a.Epoch, 100, 200))
+	err := w.Write(ctx, batch(0, a.Epoch, 100, 200))
 	var fe *stream.FencedError
 	if !errors.Is(err, stream.ErrFenced) || !errors.As(err, &fe) || fe.StoredEpoch != b.Epoch {
 		t.Fatalf("A's write after B's claim = %v, want ErrFenced naming epoch %d", err, b.Epoch)
 	}
-	if _, err := w.Write(ctx, batch(0, b.Epoch, 100, 200)); err != nil {
+	if err := w.Write(ctx, batch(0, b.Epoch, 100, 200)); err != nil {
 		t.Fatalf("B's write: %v", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 200 {
@@ -107,20 +107,20 @@ func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	c := claim(t, w, 3)
-	if _, err := w.Write(ctx, batch(3, c.Epoch, 0, 10)); err != nil {
+	if err := w.Write(ctx, batch(3, c.Epoch, 0, 10)); err != nil {
 		t.Fatal(err)
 	}
 	// The same epoch re-sending an overlapping span (an ambiguous commit
 	// retried blindly) must not land twice.
-	if _, err := w.Write(ctx, batch(3, c.Epoch, 5, 15)); !errors.Is(err, stream.ErrFenced) {
+	if err := w.Write(ctx, batch(3, c.Epoch, 5, 15)); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("overlapping rewrite = %v, want ErrFenced", err)
 	}
 	// Offsets skip after compaction and transaction markers: a gap is fine.
-	if _, err := w.Write(ctx, batch(3, c.Epoch, 12, 20)); err != nil {
+	if err := w.Write(ctx, batch(3, c.Epoch, 12, 20)); err != nil {
 		t.Fatalf("write after a gap: %v", err)
 	}
 	// A span of markers only advances the offset.
-	if _, err := w.Write(ctx, &stream.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, FirstOffset: 20, NextOffset: 22}); err != nil {
+	if err := w.Write(ctx, &stream.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, FirstOffset: 20, NextOffset: 22}); err != nil {
 		t.Fatalf("marker-only span: %v", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders WHERE kafka_partition = 3`); n != 18 {
@@ -138,7 +138,7 @@ func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
 	b := batch(1, c.Epoch, 0, 5)
 	b.Records[1].Value = []byte(`{"broken":`)
 	b.Records[3].Value = []byte(`{"nul":"\u0000"}`)
-	res, err := w.Write(ctx, b)
+	res, err := trace(w).write(ctx, w, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -168,7 +168,7 @@ func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
 	claim(t, w, 1)
 	bad := batch(1, c.Epoch, 5, 6)
 	bad.Records[0].Value = []byte("nope")
-	if _, err := w.Write(ctx, bad); !errors.Is(err, stream.ErrFenced) {
+	if err := w.Write(ctx, bad); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("write = %v, want ErrFenced", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 2 {
@@ -188,7 +188,7 @@ func TestRacingOwnersWriteEveryOffsetOnce(t *testing.T) {
 				next := max(c.NextOffset, 0)
 				for next < end {
 					stop := min(next+97, end)
-					if _, err := w.Write(ctx, batch(7, c.Epoch, next, stop)); err != nil {
+					if err := w.Write(ctx, batch(7, c.Epoch, next, stop)); err != nil {
 						if !errors.Is(err, stream.ErrFenced) {
 							t.Error(err)
 							return

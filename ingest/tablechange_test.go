@@ -106,7 +106,7 @@ func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
 				for o := first; o < first+20; o++ {
 					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Value: value(p, o)})
 				}
-				if _, err := w.Write(ctx, b); err != nil {
+				if err := w.Write(ctx, b); err != nil {
 					errs <- fmt.Errorf("partition %d batch at %d: %w", p, first, err)
 					return
 				}
@@ -152,7 +152,7 @@ func TestAMapperErrorThatIsNotAboutTheRecordIsNeverDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := batch(0, pos[0].Epoch, 0, 10)
-	if _, err := w2.Write(ctx, b); err == nil || !errors.Is(err, m.err) {
+	if err := w2.Write(ctx, b); err == nil || !errors.Is(err, m.err) {
 		t.Fatalf("Write: %v, want the mapper's error", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 0 {

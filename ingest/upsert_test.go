@@ -91,7 +91,7 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := pos[0].Epoch
-	if _, err := w.Write(ctx, accountBatch(e, 0,
+	if err := w.Write(ctx, accountBatch(e, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"b", `{"name":"Bob","balance":5}`},
 		op{"a", `{"name":"Ann","balance":12}`}, // later wins within the batch
@@ -104,7 +104,7 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 	if got := tableState(t, pool); got != "a=Ann:12 b=Bob:5" {
 		t.Fatalf("after batch 1: %q", got)
 	}
-	if _, err := w.Write(ctx, accountBatch(e, 6,
+	if err := w.Write(ctx, accountBatch(e, 6,
 		op{"b", ""},                          // delete
 		op{"b", `{"name":"Bo","balance":7}`}, // and back, later: exists
 		op{"a", `{"name":null,"balance":null}`},
@@ -129,7 +129,7 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Write(ctx, accountBatch(pos[0].Epoch, 0,
+	res, err := trace(w).write(ctx, w, accountBatch(pos[0].Epoch, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"a", `{"name":"Ann","balance":-5}`}, // refused: the row keeps the previous good version
 		op{"b", `{"name":"Bob","balance":3}`},

@@ -140,6 +140,9 @@ type Config struct {
 	CombineMaxRows int
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
+	// Tracer, when set, is told what every Write did (rows, dead letters,
+	// durations), for metrics and progress. Optional.
+	Tracer Tracer
 }
 
 // The OnError policies.
@@ -148,26 +151,6 @@ const (
 	OnErrorStop       = "stop"
 	OnErrorSkip       = "skip"
 )
-
-// Result says what a committed Write stored.
-type Result struct {
-	Rows            int
-	DeadLetters     int
-	DeadLetterKinds []string // error kind of each dead letter
-	Skipped         int      // bad records only logged (OnError "skip")
-	CopyDuration    time.Duration
-	CommitDuration  time.Duration
-	Isolated        bool // Postgres refused rows: the batch was redone isolating them
-	// Rechecked: Postgres refused a row of the batch written without the
-	// mapping's checks (unchecked.go), and the batch was written again
-	// with them.
-	Rechecked bool
-	// Combined is how many batches shared this batch's transaction (see
-	// Config.TableWriters); 0 when it had one of its own. The first of
-	// them carries the transaction's CopyDuration and CommitDuration, the
-	// others zero.
-	Combined int
-}
 
 // Writer writes batches. Safe for concurrent use.
 type Writer struct {
@@ -245,13 +228,15 @@ var deadLetterTable = pgx.Identifier{"kafka2pg", "dead_letters"}
 var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_offset", "kafka_timestamp",
 	"key", "value", "headers", "target_table", "error_kind", "error_message"}
 
-// Write stores b in one transaction: the fenced offset advance, the rows, the
-// dead letters. It returns a *stream.FencedError (errors.Is stream.ErrFenced) when another
-// writer owns the partition; then nothing was written. With OnError "stop",
-// a bad record makes Write commit only the records before it and return a
-// *stream.StopError. Any other error leaves the outcome of the transaction unknown
-// if it came from COMMIT: re-claim and resume from the durable position,
-// never retry blindly.
+// Write stores b in one transaction: the fenced offset advance, the rows,
+// the dead letters. It returns a *stream.FencedError (errors.Is
+// stream.ErrFenced) when another writer owns the partition; then nothing
+// was written. With OnError "stop", a bad record makes Write commit only
+// the records before it and return a *stream.StopError. Any other error
+// leaves the outcome of the transaction unknown if it came from COMMIT:
+// claim again and resume from the durable position, never retry blindly.
+// Write keeps nothing of b after it returns; Config.Tracer hears what it
+// did.
 //
 // The fast path copies the rows as the mapping builds them. If Postgres
 // refuses a row (a data exception or a constraint, SQLSTATE classes 22 and
@@ -263,13 +248,21 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 // A mapper whose table follows a changing schema (a TableMapper) may refuse
 // a record with schema.ErrTableChanged; Write then evolves the table to the
 // mapper's new Table and writes the batch again.
-func (w *Writer) Write(ctx context.Context, b *stream.Batch) (Result, error) {
+func (w *Writer) Write(ctx context.Context, b *stream.Batch) error {
+	res, err := w.writeBatch(ctx, b)
+	if w.cfg.Tracer != nil {
+		w.trace(ctx, b, res, err)
+	}
+	return err
+}
+
+func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, error) {
 	sink, err := w.sinkFor(ctx, b.Topic)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	if b.NextOffset <= b.FirstOffset {
-		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
+		return outcome{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
 	if w.cfg.TableWriters > 0 && combinable(sink) {
 		return w.writeInLane(ctx, b, sink)
@@ -279,12 +272,12 @@ func (w *Writer) Write(ctx context.Context, b *stream.Batch) (Result, error) {
 
 // writeChanging writes b in its own transaction, following the changes of
 // a TableMapper's table.
-func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
+func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	for changes := 0; ; changes++ {
 		var err error
 		if tm, ok := sink.Mapper.(TableMapper); ok && !sameColumns(tm.Table(), sink.Table) {
 			if sink, err = w.changeTable(ctx, b.Topic, sink, tm.Table()); err != nil {
-				return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+				return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 			}
 		}
 		res, err := w.write(ctx, b, sink)
@@ -307,7 +300,7 @@ func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) 
 // change comes from a new schema version the batch's records carry.
 const maxTableChanges = 16
 
-func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
+func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	if sink.Upsert != nil {
 		res, err := w.upsertFast(ctx, b, sink)
 		if !errors.Is(err, errIsolate) {
@@ -323,7 +316,7 @@ func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (Result,
 	if errors.Is(err, errIsolate) {
 		res, err = w.writeIsolated(ctx, b, sink)
 	}
-	res.Rechecked = rechecked
+	res.rechecked = rechecked
 	return res, err
 }
 
@@ -432,18 +425,18 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t 
 // writeFast copies the rows as the mapping builds them; with unchecked set
 // (uncheckedFor), through it. errRecheck: Postgres refused a row of the
 // unchecked COPY. errIsolate: go the isolating path.
-func (w *Writer) writeFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender) (Result, error) {
+func (w *Writer) writeFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender) (outcome, error) {
 	tx, rollback, oids, err := w.beginCopy(ctx, b, &sink.Table)
 	if err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
 	defer rollback()
 	src := newRowSource(b.Records, sink.Mapper, unchecked, w.cfg.MaxRecordBytes)
-	var res Result
+	var res outcome
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
 		n, err := copyTyped(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), oids, src)
-		res.CopyDuration = time.Since(copyStart)
+		res.copyDuration = time.Since(copyStart)
 		if src.err != nil {
 			// The mapping failed, not Postgres (which only reports that
 			// the COPY was cancelled): say why, keeping ErrTableChanged.
@@ -451,56 +444,56 @@ func (w *Writer) writeFast(ctx context.Context, b *stream.Batch, sink Sink, unch
 		}
 		if rowError(err) && unchecked != nil {
 			w.recheck(b.Topic)
-			return Result{}, errRecheck
+			return outcome{}, errRecheck
 		}
 		if unchecked == nil {
 			w.checked(b.Topic, sink.Mapper, slices.ContainsFunc(src.bad, badRecord.refusedByMapping))
 		}
 		if rowError(err) {
-			return Result{}, errIsolate
+			return outcome{}, errIsolate
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+			return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 		}
-		res.Rows = int(n)
+		res.rows = int(n)
 	}
 	if len(src.bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return Result{}, errIsolate // commit only what comes before the first bad record
+		return outcome{}, errIsolate // commit only what comes before the first bad record
 	}
 	return w.finish(ctx, tx, b, sink, src.bad, res)
 }
 
 // writeIsolated redoes a batch whose fast path met bad rows: it finds every
 // row Postgres refuses, then applies OnError.
-func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) (Result, error) {
+func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	rows, bad, err := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	tx, rollback, err := w.begin(ctx, b)
 	if err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
 	defer rollback()
 	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_batch"); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
 	}
 	copyStart := time.Now()
 	refused, copied, err := copyIsolating(ctx, tx, sink.Table, rows)
 	copyDuration := time.Since(copyStart)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+		return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 	}
 	bad = append(bad, refused...)
 	slices.SortFunc(bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
 
-	res := Result{Rows: copied, CopyDuration: copyDuration, Isolated: true}
+	res := outcome{rows: copied, copyDuration: copyDuration, isolated: true}
 	if w.cfg.OnError == OnErrorStop && len(bad) > 0 {
 		first := bad[0]
 		// Undo everything, then keep only the rows before the first bad
 		// record (all good: the first bad one is the earliest).
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_batch"); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: rollback to savepoint: %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: rollback to savepoint: %w", b.Topic, b.Partition, err)
 		}
 		var prefix [][]any
 		for _, r := range rows {
@@ -510,21 +503,21 @@ func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) 
 		}
 		if len(prefix) > 0 {
 			if _, err := CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
-				return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+				return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 			}
 		}
 		// The fence above holds the row lock; move next_offset back to the
 		// bad record, so nothing past it is committed.
 		if err := w.offs.Rewind(ctx, tx, b, first.rec.Offset); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
+			return outcome{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
 		}
 		if err := w.notify(ctx, tx, b, sink, len(prefix)); err != nil {
-			return Result{}, err
+			return outcome{}, err
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 		}
-		return Result{Rows: len(prefix)}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
+		return outcome{rows: len(prefix)}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
 			Kind: first.kind, Err: first.err}
 	}
 	return w.finish(ctx, tx, b, sink, bad, res)
@@ -558,24 +551,24 @@ func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Si
 
 // finish ends a batch's transaction: the bad records by OnError, the
 // notification, COMMIT.
-func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res Result) (Result, error) {
+func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res outcome) (outcome, error) {
 	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
-	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-		return Result{}, err
+	if err := w.notify(ctx, tx, b, sink, res.rows); err != nil {
+		return outcome{}, err
 	}
 	commitStart := time.Now()
 	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
-	res.CommitDuration = time.Since(commitStart)
+	res.commitDuration = time.Since(commitStart)
 	return res, nil
 }
 
 // handleBad dead-letters (or, with OnError "skip", only logs) bad records
 // inside the batch's transaction.
-func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res *Result) error {
+func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res *outcome) error {
 	if len(bad) == 0 {
 		return nil
 	}
@@ -585,7 +578,7 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink
 			w.log.Warn("bad record skipped (--on-error=skip)", "topic", x.rec.Topic, "partition", x.rec.Partition,
 				"offset", x.rec.Offset, "table", table, "kind", x.kind, "error", x.err.Error())
 		}
-		res.Skipped = len(bad)
+		res.skipped = len(bad)
 		return nil
 	}
 	text := letterTextFor(tx.Conn().PgConn()) // the database may not hold every character (encoding.go)
@@ -600,9 +593,9 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink
 	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
 	}
-	res.DeadLetters = len(rows)
+	res.deadLetters = len(rows)
 	for _, x := range bad {
-		res.DeadLetterKinds = append(res.DeadLetterKinds, x.kind)
+		res.deadLetterKinds = append(res.deadLetterKinds, x.kind)
 	}
 	return nil
 }
