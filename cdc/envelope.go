@@ -106,7 +106,7 @@ func (d *Decoder) Decode(rec *schema.Record, ch *Change) error {
 			done = true
 		default:
 			topLevel = true
-			if v == nil && (string(key) == "after" || string(key) == "before") {
+			if v == nil && (string(key) == "after" || string(key) == "before") && r.peek() != 'n' {
 				var err error
 				if v, err = d.versionOf(rec, nil); err != nil {
 					return err
@@ -403,7 +403,10 @@ func (d *Decoder) delete(rec *schema.Record, rs *rowState, v *version, l *layout
 // readSource reads the envelope's source block, leniently: a field of an
 // unexpected kind is left zero rather than refusing the change.
 func readSource(r *reader, s *Source) {
-	if r.null() || r.peek() != '{' {
+	if r.null() {
+		return
+	}
+	if r.peek() != '{' {
 		r.skip()
 		return
 	}
@@ -451,7 +454,10 @@ func readSource(r *reader, s *Source) {
 }
 
 func readTransaction(r *reader, t *Transaction) {
-	if r.null() || r.peek() != '{' {
+	if r.null() {
+		return
+	}
+	if r.peek() != '{' {
 		r.skip()
 		return
 	}

@@ -30,6 +30,10 @@ func (t *table) readRow(r *reader, v *version, vals []any, unavail []bool, only 
 	}
 	r.object()
 	next := 0 // fields usually come in schema order
+	var (
+		badField string
+		badErr   *convError
+	)
 	for first := true; ; first = false {
 		key, ok := r.member(first)
 		if !ok {
@@ -53,16 +57,25 @@ func (t *table) readRow(r *reader, v *version, vals []any, unavail []bool, only 
 			r.skip()
 			continue
 		}
+		start, depth := r.i, r.depth
 		x, cerr := f.decode(r)
-		if cerr != nil {
-			return f.s.Field, cerr
+		if cerr != nil && r.err == nil {
+			// A value its column cannot take: keep the first such error
+			// and read on from after the value, so the rest of the
+			// record is still checked as JSON.
+			if badErr == nil {
+				badField, badErr = f.s.Field, cerr
+			}
+			r.i, r.depth = start, depth
+			r.skip()
+			continue
 		}
 		vals[j] = x
 	}
 	if r.err != nil {
 		return "", &convError{kind: r.err.kind, msg: "the value " + r.err.msg}
 	}
-	return "", nil
+	return badField, badErr
 }
 
 func containsInt(s []int, x int) bool {
