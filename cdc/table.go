@@ -188,7 +188,7 @@ type table struct {
 	keys      sync.Map // string(key schema JSON) → []string (key field names) or error
 	folded    bool     // a version was folded (under mu)
 	phOnce    sync.Once
-	ph        [][]byte // placeholders()
+	ph        [][]byte  // placeholders()
 	states    sync.Pool // of *rowState
 }
 
