@@ -24,7 +24,7 @@ const (
 	// minDateDays is 4714-11-24 BC, the first day Postgres' date holds;
 	// maxDateDays 5874897-12-31, the last (days since 1970-01-01).
 	minDateDays = -2440588
-	maxDateDays = 2145031948
+	maxDateDays = 2145042905
 	// minTimestampMicros is 4714-11-24 00:00:00 BC. Every int64 count of
 	// microseconds after it is within Postgres' range (which ends in 294276).
 	minTimestampMicros = -210866803200000000
