@@ -15,7 +15,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -25,12 +24,14 @@ import (
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, _, code, ok := loadRunOptions("run", args, stderr,
-		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n")
+	o, _, code, ok := loadRunOptions("run", runHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
+	for _, n := range o.oldNames {
+		log.Warn(n)
+	}
 	if err := runBridge(ctx, o, log, nil); err != nil {
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		return exitError
@@ -40,20 +41,14 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // loadRunOptions reads run's flags, the environment and the config file, in
 // that order of precedence, and checks all of it, mappings included, before
-// anything connects; `run` and `check` share it. usage is a format with one
-// %s for the flag list. On failure it has printed why (naming the command)
-// and returns the exit code.
-func loadRunOptions(command string, args []string, stderr io.Writer, usage string) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
-	fs := newRunFlagSet(stderr)
+// anything connects; `run` and `check` share it. On failure it has printed
+// why (naming the command) and returns the exit code.
+func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	fs := newFlagSet(command)
 	o = &runOptions{}
 	defineRunFlags(fs, o)
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, fs.FlagUsages()) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, nil, exitOK, false
-		}
-		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", command, err, command)
-		return nil, nil, exitUsage, false
+	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
+		return nil, nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
@@ -62,9 +57,6 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 	invalid := func(err error) (*runOptions, map[string]ingest.Sink, int, bool) {
 		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
 		return nil, nil, exitUsage, false
-	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		return invalid(err)
 	}
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, fs)
@@ -76,6 +68,7 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		}
 		o.sinks = cfg.sinks
 	}
+	o.oldNames = oldNameNotices(fs)
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
 	}
@@ -87,13 +80,6 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		return invalid(err)
 	}
 	return o, sinks, exitOK, true
-}
-
-func newRunFlagSet(stderr io.Writer) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	return fs
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -120,7 +106,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
 		return err
 	}
-	if !o.noMigrate {
+	if o.migrate {
 		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
