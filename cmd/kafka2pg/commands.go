@@ -20,8 +20,8 @@ type command struct {
 	// for the help and the reference; the command itself binds the same
 	// definitions to its options.
 	define func(fs *pflag.FlagSet)
-	// configKeys: the command reads --config, whose keys are its flags.
-	configKeys bool
+	// hidden: not in the usage, nor in the reference.
+	hidden bool
 }
 
 // flagSet is the command's flags, old spellings included.
@@ -35,8 +35,8 @@ func (c command) flagSet() *pflag.FlagSet {
 // commands lists every command with flags, in the order of the usage.
 func commands() []command {
 	return []command{
-		{name: "run", help: runHelp, define: func(fs *pflag.FlagSet) { defineRunFlags(fs, &runOptions{}) }, configKeys: true},
-		{name: "check", help: checkHelp, define: func(fs *pflag.FlagSet) { defineRunFlags(fs, &runOptions{}) }, configKeys: true},
+		{name: "run", help: runHelp, define: func(fs *pflag.FlagSet) { defineRunFlags(fs, &runOptions{}) }},
+		{name: "check", help: checkHelp, define: func(fs *pflag.FlagSet) { defineRunFlags(fs, &runOptions{}) }},
 		{name: "infer", help: inferHelp, define: func(fs *pflag.FlagSet) { defineInferFlags(fs, &inferOptions{}) }},
 		{name: "migrate", help: migrateHelp, define: func(fs *pflag.FlagSet) { defineMigrateFlags(fs, &migrateFlags{}) }},
 		{name: "status", help: statusHelp("status"), define: func(fs *pflag.FlagSet) { defineOffsetsFlags(fs, &offsetsFlags{}) }},
@@ -45,6 +45,7 @@ func commands() []command {
 		{name: "dead-letters list", help: deadLettersListHelp, define: func(fs *pflag.FlagSet) { defineDeadLettersFlags(fs, "list", &deadLettersFlags{}) }},
 		{name: "dead-letters replay", help: deadLettersReplayHelp, define: func(fs *pflag.FlagSet) { defineDeadLettersFlags(fs, "replay", &deadLettersFlags{}) }},
 		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demoFlags{}) }},
+		{name: "docs", help: docsHelp, define: func(fs *pflag.FlagSet) { defineDocsFlags(fs, new(string)) }, hidden: true},
 	}
 }
 
