@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -94,6 +95,24 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 		return rows == 20_000 && dead == 7 && lagOK && lag == 0 && durable == float64(totalDurable(ends)),
 			fmt.Sprintf("rows %v, dead letters %v, lag %v (reported %v), durable %v of %d", rows, dead, lag, lagOK, durable, totalDurable(ends))
 	})
+	// The start line names the table plainly; setting the memory limit
+	// and GOGC is debug detail.
+	logText, err := os.ReadFile(b.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var startLine string
+	for line := range strings.SplitSeq(string(logText), "\n") {
+		if strings.Contains(line, `msg="kafka2pg running"`) {
+			startLine = line
+		}
+	}
+	if want := fmt.Sprintf("tables.%s=public.%s ", s.topic, s.table); !strings.Contains(startLine, want) || strings.Contains(startLine, "map[") {
+		t.Errorf("start line %q, want %q in it and no Go map", startLine, want)
+	}
+	if os.Getenv(logLevelEnv) == "" && (strings.Contains(string(logText), "GOGC set") || strings.Contains(string(logText), "soft memory limit set")) {
+		t.Errorf("the memory limit and GOGC lines are logged at info:\n%s", logText)
+	}
 	_, body := scrape(base + "/metrics")
 	for _, name := range []string{"kafka2pg_ingest_batches_total", "kafka2pg_ingest_batch_rows_count", "kafka2pg_ingest_copy_duration_seconds_count",
 		"kafka2pg_ingest_commit_duration_seconds_count", "kafka2pg_end_to_end_latency_seconds_count", "kafka2pg_build_info",

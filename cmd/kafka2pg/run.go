@@ -6,9 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -111,16 +114,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 			return err
 		}
 	}
-	if o.memoryLimitN > 0 {
-		debug.SetMemoryLimit(o.memoryLimitN)
-		log.Info("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
-	}
-	if o.memoryLimitAuto {
-		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
-		debug.SetMemoryLimit(limit)
-		log.Info("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
-	}
-	tuneGC(log)
+	setMemoryLimit(o, log)
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
@@ -276,8 +270,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		g.Go(func() error { return srv.serve(gctx) })
 	}
-	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", o.reader.Topics,
-		"tables", tableNames(sinks), "start", o.reader.Start.String())
+	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", strings.Join(o.reader.Topics, ","),
+		tableNames(sinks), "start", o.reader.Start.String())
 	err = g.Wait()
 	rd.Close() // flush, commit to the group, leave
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -288,12 +282,15 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	return nil
 }
 
-func tableNames(sinks map[string]ingest.Sink) map[string]string {
-	out := make(map[string]string, len(sinks))
-	for t, s := range sinks {
-		out[t] = s.Table.QualifiedName()
+// tableNames is the sinks' tables as one log attribute per topic, each
+// schema.table without SQL quotes: tables.orders=public.orders in text,
+// "tables":{"orders":"public.orders"} in JSON.
+func tableNames(sinks map[string]ingest.Sink) slog.Attr {
+	attrs := make([]any, 0, len(sinks))
+	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
+		attrs = append(attrs, slog.String(topic, plainTableName(sinks[topic].Table.QualifiedName())))
 	}
-	return out
+	return slog.Group("tables", attrs...)
 }
 
 // retry runs fn until it succeeds or ctx ends, with capped backoff, as long
@@ -348,6 +345,21 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 	}
 }
 
+// setMemoryLimit applies --memory-limit and tunes GOGC under it. Its lines
+// are at debug level: they say what the flags asked for, nothing to act on.
+func setMemoryLimit(o *runOptions, log *slog.Logger) {
+	if o.memoryLimitN > 0 {
+		debug.SetMemoryLimit(o.memoryLimitN)
+		log.Debug("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
+	}
+	if o.memoryLimitAuto {
+		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
+		debug.SetMemoryLimit(limit)
+		log.Debug("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
+	}
+	tuneGC(log)
+}
+
 // autoMemoryLimit is --memory-limit auto: Go's soft memory limit from the
 // record budget and the partitions owned. The budget bounds the records held
 // (with their overhead); a fetch being decoded, the batches being encoded
@@ -388,7 +400,7 @@ func tuneGC(log *slog.Logger) {
 		return
 	}
 	debug.SetGCPercent(gcPercentUnderLimit)
-	log.Info("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
+	log.Debug("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
 }
 
 // registerCodecs is the AfterConnect of every pool that COPYs rows (run,
