@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -81,7 +82,7 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 	b := s.start(t, "metrics", append([]string{"--metrics-addr=" + addr}, fastGroupFlags...)...)
 	base := "http://" + addr
 	ends := s.kafka.EndOffsets(t, s.topic)
-	table := fmt.Sprintf(`table="\"public\".\"%s\""`, s.table)
+	table := fmt.Sprintf(`table="public.%s"`, s.table)
 	pollUntil(t, time.Minute, "metrics to show every row, the dead letters and zero lag", func() (bool, string) {
 		requireRunning(t, b)
 		code, body := scrape(base + "/metrics")
@@ -126,6 +127,12 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 	if v, _ := metricSum(body, "kafka2pg_ingest_rechecked_batches_total", table); v < 1 {
 		t.Errorf("kafka2pg_ingest_rechecked_batches_total = %v, want at least 1: the bad records were checked before Postgres saw them", v)
 	}
+	// A counter that never counted exists at zero (a table's skipped
+	// records, with --on-error=dead-letter).
+	if v, ok := metricSum(body, "kafka2pg_ingest_skipped_records_total", table); !ok || v != 0 {
+		t.Errorf("kafka2pg_ingest_skipped_records_total{%s} = %v (present %v), want 0, present", table, v, ok)
+	}
+	checkMetricsPage(t, body)
 	if v, _ := metricSum(body, "kafka2pg_end_to_end_latency_seconds_count"); v != 20_007 {
 		t.Errorf("end-to-end latency observations = %v, want one per committed record, rows and dead letters (20007)", v)
 	}
@@ -141,4 +148,41 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 	}
 	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)
+}
+
+// checkMetricsPage checks a live /metrics page against docs/METRICS.md,
+// which is generated from the registry: every kafka2pg_* family the bridge
+// exports is listed there with its type; no producer metric; histogram
+// bounds are round numbers.
+func checkMetricsPage(t *testing.T, body string) {
+	t.Helper()
+	documented := map[string]string{}
+	for line := range strings.SplitSeq(string(readRepoFile(t, "docs/METRICS.md")), "\n") {
+		if f := strings.Split(line, "|"); len(f) > 3 && strings.HasPrefix(strings.TrimSpace(f[1]), "`kafka2pg_") {
+			documented[strings.Trim(strings.TrimSpace(f[1]), "`")] = strings.TrimSpace(f[2])
+		}
+	}
+	for name, typ := range exportedMetrics(body) {
+		if !strings.HasPrefix(name, "kafka2pg_") {
+			continue
+		}
+		if strings.Contains(name, "produce") {
+			t.Errorf("%s: a producer's metric on a consumer's page", name)
+		}
+		if got, ok := documented[name]; !ok || got != typ {
+			t.Errorf("%s (%s) is exported but docs/METRICS.md says %q: run make docs", name, typ, got)
+		}
+	}
+	if _, ok := exportedMetrics(body)["kafka2pg_kafka_buffered_fetch_records"]; !ok {
+		t.Error("kafka2pg_kafka_buffered_fetch_records is not exported")
+	}
+	// Round: two significant digits at most (0.25, 1e+06), never
+	// 372.5290298461914 or 1.048576e+06.
+	for _, m := range regexp.MustCompile(`le="([0-9.e+-]+)"`).FindAllStringSubmatch(body, -1) {
+		mantissa, _, _ := strings.Cut(m[1], "e")
+		if digits := strings.Trim(strings.ReplaceAll(mantissa, ".", ""), "0"); len(digits) > 2 {
+			t.Errorf("histogram bound le=%q is not a round number", m[1])
+			break
+		}
+	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -21,9 +22,10 @@ import (
 // referencePages are the generated pages, file name → renderer.
 var referencePages = []struct {
 	file   string
-	render func() (string, error)
+	render func(context.Context) (string, error)
 }{
-	{"CONFIGURATION.md", func() (string, error) { return configurationReference(), nil }},
+	{"CONFIGURATION.md", func(context.Context) (string, error) { return configurationReference(), nil }},
+	{"METRICS.md", metricsReference},
 }
 
 var docsHelp = &commandHelp{
@@ -37,7 +39,7 @@ func defineDocsFlags(fs *pflag.FlagSet, dir *string) {
 	fs.StringVar(dir, "dir", "docs", "directory to write the pages in")
 }
 
-func docsCommand(args []string, stdout, stderr io.Writer) int {
+func docsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	fs := newFlagSet("docs")
 	dir := new(string)
 	defineDocsFlags(fs, dir)
@@ -45,7 +47,7 @@ func docsCommand(args []string, stdout, stderr io.Writer) int {
 		return code
 	}
 	for _, p := range referencePages {
-		text, err := p.render()
+		text, err := p.render(ctx)
 		if err == nil {
 			err = os.WriteFile(filepath.Join(*dir, p.file), []byte(text), 0o644)
 		}

@@ -12,7 +12,7 @@ import (
 // a default, a section or a metric changed without `make docs` fails here.
 func TestReferencePagesAreCurrent(t *testing.T) {
 	for _, p := range referencePages {
-		want, err := p.render()
+		want, err := p.render(t.Context())
 		if err != nil {
 			t.Fatalf("render %s: %v", p.file, err)
 		}

@@ -99,7 +99,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 	case "offsets":
 		return offsetsCommand(ctx, args[1:], stdout, stderr)
 	case "docs": // hidden: make docs
-		return docsCommand(args[1:], stdout, stderr)
+		return docsCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "kafka2pg %s\n", version)
 		return exitOK

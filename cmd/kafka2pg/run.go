@@ -161,6 +161,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return out, nil
 	}
 	m := newBridgeMetrics()
+	m.initTables(sinks)
 	var rowsWritten, deadLettered atomic.Int64
 	// The batches' records as ingest takes them, in slices reused from
 	// batch to batch: a batch of 10,000 records would otherwise allocate
