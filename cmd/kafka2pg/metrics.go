@@ -135,8 +135,9 @@ func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
 
 // observeWrite records one WriteFunc call.
 func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schema.Record, res ingest.Result, err error) {
-	table = plainTableName(table)
-	m.initTable(table)
+	if table = plainTableName(table); table != "" { // "": a topic_regex topic whose sink a failed write did not resolve
+		m.initTable(table)
+	}
 	if err != nil {
 		var stop *ingest.StopError
 		switch {
