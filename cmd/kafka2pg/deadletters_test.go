@@ -80,7 +80,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE clicks DROP CONSTRAINT has_user`); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--table", "clicks")
+	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--pg-table", "clicks")
 	if code != exitOK || !strings.Contains(out, "replayed 1 dead letter(s)") || !strings.Contains(out, "1 still refused") {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
 	}

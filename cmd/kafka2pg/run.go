@@ -6,15 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -24,12 +26,14 @@ import (
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, _, code, ok := loadRunOptions("run", args, stderr,
-		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n")
+	o, _, code, ok := loadRunOptions("run", runHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
+	for _, n := range o.oldNames {
+		log.Warn(n)
+	}
 	if err := runBridge(ctx, o, log, nil); err != nil {
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		return exitError
@@ -39,20 +43,14 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // loadRunOptions reads run's flags, the environment and the config file, in
 // that order of precedence, and checks all of it, mappings included, before
-// anything connects; `run` and `check` share it. usage is a format with one
-// %s for the flag list. On failure it has printed why (naming the command)
-// and returns the exit code.
-func loadRunOptions(command string, args []string, stderr io.Writer, usage string) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
-	fs := newRunFlagSet(stderr)
+// anything connects; `run` and `check` share it. On failure it has printed
+// why (naming the command) and returns the exit code.
+func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	fs := newFlagSet(command)
 	o = &runOptions{}
 	defineRunFlags(fs, o)
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, fs.FlagUsages()) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, nil, exitOK, false
-		}
-		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", command, err, command)
-		return nil, nil, exitUsage, false
+	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
+		return nil, nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
@@ -61,9 +59,6 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 	invalid := func(err error) (*runOptions, map[string]ingest.Sink, int, bool) {
 		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
 		return nil, nil, exitUsage, false
-	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		return invalid(err)
 	}
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, fs)
@@ -75,6 +70,7 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		}
 		o.sinks = cfg.sinks
 	}
+	o.oldNames = oldNameNotices(fs)
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
 	}
@@ -86,13 +82,6 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		return invalid(err)
 	}
 	return o, sinks, exitOK, true
-}
-
-func newRunFlagSet(stderr io.Writer) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	return fs
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -119,21 +108,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
 		return err
 	}
-	if !o.noMigrate {
+	if o.migrate {
 		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
 	}
-	if o.memoryLimitN > 0 {
-		debug.SetMemoryLimit(o.memoryLimitN)
-		log.Info("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
-	}
-	if o.memoryLimitAuto {
-		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
-		debug.SetMemoryLimit(limit)
-		log.Info("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
-	}
-	tuneGC(log)
+	setMemoryLimit(o, log)
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
@@ -157,6 +137,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	m := newBridgeMetrics()
+	m.initTables(sinks)
 	var written writeCounters
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
 		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
@@ -225,8 +206,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		g.Go(func() error { return srv.serve(gctx) })
 	}
-	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", o.reader.Topics,
-		"tables", tableNames(sinks), "start", o.reader.Start.String())
+	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", strings.Join(o.reader.Topics, ","),
+		tableNames(sinks), "start", o.reader.Start.String())
 	err = g.Wait()
 	rd.Close() // flush, commit to the group, leave
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -237,12 +218,15 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	return nil
 }
 
-func tableNames(sinks map[string]ingest.Sink) map[string]string {
-	out := make(map[string]string, len(sinks))
-	for t, s := range sinks {
-		out[t] = s.Table.QualifiedName()
+// tableNames is the sinks' tables as one log attribute per topic, each
+// schema.table without SQL quotes: tables.orders=public.orders in text,
+// "tables":{"orders":"public.orders"} in JSON.
+func tableNames(sinks map[string]ingest.Sink) slog.Attr {
+	attrs := make([]any, 0, len(sinks))
+	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
+		attrs = append(attrs, slog.String(topic, plainTableName(sinks[topic].Table.QualifiedName())))
 	}
-	return out
+	return slog.Group("tables", attrs...)
 }
 
 // retry runs fn until it succeeds or ctx ends, with capped backoff, as long
@@ -323,6 +307,21 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 	}
 }
 
+// setMemoryLimit applies --memory-limit and tunes GOGC under it. Its lines
+// are at debug level: they say what the flags asked for, nothing to act on.
+func setMemoryLimit(o *runOptions, log *slog.Logger) {
+	if o.memoryLimitN > 0 {
+		debug.SetMemoryLimit(o.memoryLimitN)
+		log.Debug("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
+	}
+	if o.memoryLimitAuto {
+		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
+		debug.SetMemoryLimit(limit)
+		log.Debug("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
+	}
+	tuneGC(log)
+}
+
 // autoMemoryLimit is --memory-limit auto: Go's soft memory limit from the
 // record budget and the partitions owned. The budget bounds the records held
 // (with their overhead); a fetch being decoded, the batches being encoded
@@ -363,7 +362,7 @@ func tuneGC(log *slog.Logger) {
 		return
 	}
 	debug.SetGCPercent(gcPercentUnderLimit)
-	log.Info("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
+	log.Debug("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
 }
 
 // registerCodecs is the AfterConnect of every pool that COPYs rows (run,
