@@ -53,6 +53,8 @@ lint:
 	fi
 	echo "==> $(GO) vet ./..."
 	$(GO) vet ./...
+	echo "==> $(GO) -C deploy/kubernetes vet ./..."
+	$(GO) -C deploy/kubernetes vet ./...
 
 # test runs every step even when one fails, then prints a summary and fails
 # if any step did.
@@ -78,6 +80,9 @@ test: build
 	results=()
 	echo "Postgres: $$KAFKA2PG_TEST_PG_URL"
 	step "go test ./..." $(GO) test -count=1 -timeout 30m ./...
+	# deploy/kubernetes is a module of its own (the Kubernetes API types stay
+	# out of kafka2pg's go.mod), so ./... above does not reach it.
+	step "go test (deploy/kubernetes)" $(GO) -C deploy/kubernetes test -count=1 ./...
 	step "go test -race (reader, ingest)" $(GO) test -count=1 -race -timeout 20m ./reader/... ./ingest/...
 	# Every fuzz target, briefly (FUZZTIME each); the seeds run in go test above.
 	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do
