@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -16,7 +17,8 @@ const (
 	exitUsage = 2 // bad flags or configuration: nothing was written
 )
 
-// version is set with -ldflags "-X main.version=..." by release builds.
+// version is set with -ldflags "-X main.version=..." by make build and the
+// Dockerfile; main resolves "dev" further (resolveVersion).
 var version = "dev"
 
 const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactly once.
@@ -48,6 +50,7 @@ const (
 )
 
 func main() {
+	version = resolveVersion(version, debug.ReadBuildInfo)
 	ctx, stop := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
