@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
 func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -276,17 +278,9 @@ func printPlan(w io.Writer, group string, plan []resetStep, before []*partitionS
 // applyReset moves every partition of the plan in one transaction, bumping
 // the epochs so that whoever owns them now is fenced.
 func applyReset(ctx context.Context, pool *pgxpool.Pool, group string, plan []resetStep) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		for _, p := range plan {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO kafka2pg.offsets AS o (consumer_group, topic, partition, next_offset, epoch)
-				VALUES ($1, $2, $3, $4, 1)
-				ON CONFLICT (consumer_group, topic, partition)
-				DO UPDATE SET next_offset = EXCLUDED.next_offset, epoch = o.epoch + 1, leader_epoch = -1, updated_at = now()`,
-				group, p.topic, p.partition, p.to); err != nil {
-				return fmt.Errorf("reset %s/%d to %d: %w", p.topic, p.partition, p.to, err)
-			}
-		}
-		return nil
-	})
+	moves := make([]offsets.Move, len(plan))
+	for i, p := range plan {
+		moves[i] = offsets.Move{Topic: p.topic, Partition: p.partition, NextOffset: p.to}
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return offsets.Reset(ctx, tx, group, moves) })
 }
