@@ -76,10 +76,10 @@ LIMIT $5
 FOR UPDATE SKIP LOCKED`
 
 func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64, limit int) (n int, res ReplayResult, lastID int64, err error) {
-	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+	_, err = w.inBatchTx(ctx, txSpec{}, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		rows, err := tx.Query(ctx, selectDeadLettersSQL, afterID, f.Group, f.Topic, f.IDs, limit)
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		type item struct {
 			id  int64
@@ -100,7 +100,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 			return nil
 		})
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		n = len(items)
 		if n > 0 {
@@ -120,7 +120,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 			values, b, err := mapRecord(rec, sink.Mapper, w.cfg.MaxRecordBytes, nil)
 			switch {
 			case err != nil:
-				return err
+				return outcome{}, err
 			case b != nil:
 				bad = append(bad, *b)
 			default:
@@ -131,7 +131,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 		for topic, rows := range byTopic {
 			refused, _, err := copyIsolating(ctx, tx, w.cfg.Sinks[topic].Table, rows)
 			if err != nil {
-				return fmt.Errorf("replay into %s: %w", w.cfg.Sinks[topic].Table.QualifiedName(), err)
+				return outcome{}, fmt.Errorf("replay into %s: %w", w.cfg.Sinks[topic].Table.QualifiedName(), err)
 			}
 			bad = append(bad, refused...)
 			isBad := map[*stream.Record]bool{}
@@ -145,17 +145,17 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 			}
 		}
 		if _, err := tx.Exec(ctx, `DELETE FROM kafka2pg.dead_letters WHERE id = ANY($1)`, done); err != nil {
-			return err
+			return outcome{}, err
 		}
 		text := letterTextFor(tx.Conn().PgConn()) // as handleBad writes them
 		for _, b := range bad {
 			if _, err := tx.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_kind = $2, error_message = $3 WHERE id = $1`,
 				ids[b.rec], b.kind, text.message(b.err.Error())); err != nil {
-				return err
+				return outcome{}, err
 			}
 		}
 		res.Replayed, res.StillBad = len(done), len(bad)
-		return nil
+		return outcome{}, nil
 	})
 	if err != nil {
 		return 0, ReplayResult{}, 0, fmt.Errorf("replay dead letters: %w", err)
