@@ -23,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: help build pg-up pg-down lint test demo clean clean-all kafka-up kafka-down test-real-kafka test-security faults chart bench scale test-registry
+.PHONY: help build pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers test-real-kafka test-security faults chart bench scale test-registry
 
 ## help            list the targets (the "## " lines of this Makefile)
 help:
@@ -104,7 +104,9 @@ clean:
 
 ## clean-all       clean, and stop and delete the throwaway Postgres and Kafka
 clean-all: clean
+	scripts/connect-down.sh --all || true
 	scripts/kafka-down.sh || true
+	scripts/pg-source-down.sh || true
 	scripts/pg-down.sh
 
 # A real Apache Kafka cluster on 127.0.0.1 (jars from Maven Central, cached in
@@ -118,6 +120,20 @@ kafka-up:
 ## kafka-down      stop that Kafka
 kafka-down:
 	@scripts/kafka-down.sh
+
+# A Kafka Connect worker (distributed mode, REST on a free loopback port)
+# with the Debezium JDBC sink and the Debezium PostgreSQL source connector,
+# against the cluster of kafka-up (started when not running): jars from
+# Maven Central, cached in ~/.m2 and .tmp/connect. Prints its REST URL.
+# scripts/pg-source-up.sh starts a second Postgres with wal_level=logical,
+# the source database of a Debezium PostgreSQL connector.
+## connect-up      start a Kafka Connect worker with the Debezium connectors; print its REST URL
+connect-up:
+	@scripts/connect-up.sh
+
+## connect-down    stop that worker
+connect-down:
+	@scripts/connect-down.sh
 
 # test-real-kafka runs the end-to-end suite (integration/) again, against a
 # real Apache Kafka: KAFKA2PG_TEST_BROKERS when set, else the cluster of
