@@ -14,6 +14,7 @@
 # and started again (this script, again) resumes them. The worker's
 # defaults: JsonConverter with schemas for keys and values, offsets
 # committed every 60 s, any consumer.override.* allowed.
+# `connect-up.sh --fetch` only fetches the jars (exit 1 when Maven cannot).
 #
 # Environment:
 #   CONNECT_INSTANCE         the worker's name (default "worker"): several
@@ -22,6 +23,8 @@
 #   CONNECT_HEAP_OPTS        the heap (default -Xms256m -Xmx2g, as Kafka's
 #                            connect-distributed.sh)
 #   CONNECT_OFFSET_FLUSH_MS  offset.flush.interval.ms (default 60000)
+#   CONNECT_WORKER_PROPS     more worker settings, one key=value a line,
+#                            e.g. consumer.session.timeout.ms=10000
 #   CONNECT_START_TIMEOUT    seconds to wait for the REST API (default 120)
 #   CONNECT_MVN_ARGS         extra Maven flags, e.g. -o (offline)
 # Needs Java 17+, curl, and Maven for the first fetch of the jars (about
@@ -46,6 +49,14 @@ set -euo pipefail
 prog=connect-up
 # shellcheck source=connect/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/../connect/lib.sh"
+
+if [ "${1:-}" = --fetch ]; then
+	check_java
+	connect_lock 900
+	ensure_jars
+	log "jars in $connect_runtime and $connect_plugins"
+	exit 0
+fi
 
 wait_secs=${CONNECT_START_TIMEOUT:-120}
 flush_ms=${CONNECT_OFFSET_FLUSH_MS:-60000}
@@ -79,6 +90,9 @@ write_config() {
 		"$connect_src/worker.properties.in" >"$inst_config.new"
 	if grep -v '^#' "$inst_config.new" | grep -q '@[A-Z_]*@'; then
 		die "unreplaced @NAME@ left in $inst_config.new"
+	fi
+	if [ -n "${CONNECT_WORKER_PROPS:-}" ]; then
+		printf '\n# CONNECT_WORKER_PROPS\n%s\n' "$CONNECT_WORKER_PROPS" >>"$inst_config.new"
 	fi
 	mv "$inst_config.new" "$inst_config"
 }
