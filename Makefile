@@ -248,16 +248,18 @@ bench: build
 # Maven Central through scripts/connect-up.sh) on one broker
 # (KAFKA2PG_TEST_BROKERS, else the cluster of kafka-up, started when not
 # running) and one Postgres: the same RECORDS Kafka Connect JSON records
-# (default 200000 per topic), REPS interleaved repetitions (default 3) of
+# (default 150000 per topic), REPS interleaved repetitions (default 3) of
 # append with the sink's defaults, append batched, upsert with new keys and
 # upsert with 90% updates, then two kill -9 of each system and the
 # duplicates counted with SQL. Writes bench/peers.md and bench/peers.svg.
-# About 13 minutes on the idle 2-core box (it takes both cores: run it
-# alone); RECORDS=1000000 for the issue's size, about 45 minutes.
+# About 10 minutes on an idle 2-core box, most of it the JDBC sink's (it
+# takes both cores: run it alone; bench/peers.md says how long its run took
+# and the load beside it); RECORDS=1000000 for the issue's size, about 30
+# minutes idle.
 ## bench-peers     kafka2pg against the Debezium JDBC sink (Kafka Connect); bench/peers.md
 bench-peers: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
-	$(GO) -C tools run ./benchpeers -pg-url "$$url" -records $(or $(RECORDS),200000) -reps $(or $(REPS),3) \
+	$(GO) -C tools run ./benchpeers -pg-url "$$url" -records $(or $(RECORDS),150000) -reps $(or $(REPS),3) \
 		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/peers.md" -chart "$(CURDIR)/bench/peers.svg"
 
 # bench-peers-smoke checks that the harness runs both systems on 2,000

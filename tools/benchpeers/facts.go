@@ -36,7 +36,7 @@ func machineFacts(o options) facts {
 	f := facts{started: time.Now(), goVersion: runtime.Version(), nproc: runtime.NumCPU(), loadBefore: loadAverage(),
 		command: o.command, offsetFlush: o.offsetFlush}
 	f.commit = output(o.repo, "git", "describe", "--tags", "--always", "--dirty")
-	f.kafka2pg = output(o.repo, o.bin, "version")
+	f.kafka2pg = strings.TrimPrefix(output(o.repo, o.bin, "version"), "kafka2pg ")
 	f.kernel = output("", "uname", "-sr")
 	if b, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(b)

@@ -73,14 +73,15 @@ type options struct {
 	command     string
 }
 
-// defaultRecords keeps the default run within about 15 minutes on a
-// 2-core machine: the JDBC sink takes most of it (9-16k rows/s).
-const defaultRecords = 250_000
+// defaultRecords keeps the default run at about 10 minutes on an idle
+// 2-core machine: the JDBC sink takes most of it (10-15k rows/s, and a
+// worker started for each of its runs).
+const defaultRecords = 150_000
 
 func main() {
 	var o options
 	smoke := false
-	flag.IntVar(&o.records, "records", defaultRecords, "records per topic (every scenario reads one of two topics of this many); the issue's figures used 1000000 (about 40 minutes)")
+	flag.IntVar(&o.records, "records", defaultRecords, "records per topic (every scenario reads one of two topics of this many); the issue's figures used 1000000 (about 30 minutes on an idle machine)")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario on both systems, interleaved")
 	flag.StringVar(&o.scenarios, "scenarios", "", "scenarios to run, comma-separated (default all: "+strings.Join(scenarioKeys(), ",")+")")
 	flag.BoolVar(&o.probe, "probe", true, "run the kill -9 duplicate probe")

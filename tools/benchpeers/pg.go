@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -76,14 +77,32 @@ func (d *db) count(ctx context.Context, table string) (int64, error) {
 	return d.scalar(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize())
 }
 
-// progress is how many records are in table: its rows, or with updates
-// (where rows are keys) the highest seq + 1, which is close, since a sink
-// reads its partitions at about the same pace.
-func (d *db) progress(ctx context.Context, table string, updates bool) (int64, error) {
-	if updates {
-		return d.scalar(ctx, "SELECT coalesce(max(seq) + 1, 0) FROM "+pgx.Identifier{table}.Sanitize())
+// progress is how many records are in table. Without updates that is its
+// row count. With updates (rows are keys) it is, summed over the
+// partitions, the position in its partition of the highest seq of the
+// partition's rows: the last record a sink wrote from a partition is in
+// the table as its key's row (no later record of that key came, and no
+// other partition has the key), and a sink writes a partition in order.
+func (d *db) progress(ctx context.Context, table string, data dataset) (int64, error) {
+	if !data.updates {
+		return d.count(ctx, table)
 	}
-	return d.count(ctx, table)
+	rows, err := d.conn.Query(ctx, fmt.Sprintf("SELECT id %% %d, max(seq) FROM %s GROUP BY 1", partitions, pgx.Identifier{table}.Sanitize()))
+	if err != nil {
+		return 0, fmt.Errorf("read the progress of %s: %w", table, err)
+	}
+	seqs := data.partitionSeqs()
+	var n int64
+	var p, maxSeq int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &maxSeq}, func() error {
+		// The records of p up to maxSeq: its position + 1.
+		n += int64(sort.Search(len(seqs[p]), func(i int) bool { return seqs[p][i] > maxSeq }))
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("read the progress of %s: %w", table, err)
+	}
+	return n, nil
 }
 
 // lastRowsIn counts the rows of an upsert table that hold the last record

@@ -160,6 +160,16 @@ func (d dataset) meanRecordBytes() float64 {
 	return float64(total) / float64(max(n, 1))
 }
 
+// partitionSeqs lists, per partition, the seq of its records in order.
+func (d dataset) partitionSeqs() [][]int64 {
+	out := make([][]int64, partitions)
+	for i := range d.n {
+		p := partition(d.id(i))
+		out[p] = append(out[p], int64(i))
+	}
+	return out
+}
+
 // finalState is what the table holds once every record of d is applied: in
 // upsert mode one row per key, the last record of that key; in append mode
 // one row per record.

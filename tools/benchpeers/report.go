@@ -105,8 +105,8 @@ func markdown(o options, rep *report) string {
 
 	if len(rep.probes) > 0 {
 		w("## The kill -9 probe\n\n")
-		w("Each system in append mode on the %s records (the JDBC sink with its defaults, offsets committed every %s, Kafka Connect's default), killed with SIGKILL when a third and when two thirds of the records were in the table, and started again each time (kafka2pg: the same command; the JDBC sink: the worker, which resumes its connector from the offsets it committed). Once every record was in, SQL counted `count(*) - count(DISTINCT seq)`. Both used a consumer session timeout of %s so that a killed member's partitions move sooner; it changes how long the probe takes, not what it counts.\n\n",
-			num(float64(o.records), 0), o.offsetFlush, probeSessionTimeout)
+		w("Each system in append mode on the %s records (the JDBC sink with its defaults, offsets committed every %s; Kafka Connect's default is 60 s), killed with SIGKILL when a third and when two thirds of the records were in the table, and started again each time (kafka2pg: the same command; the JDBC sink: the worker, which resumes its connector from the offsets it committed). Once every record was in, SQL counted `count(*) - count(DISTINCT seq)`. Both used a consumer session timeout of %s so that a killed member's partitions move sooner; it changes how long the probe takes, not what it counts.\n\n",
+			num(float64(o.records), 0), secs(o.offsetFlush), secs(probeSessionTimeout))
 		w("| system | rows in the table at the kills | rows at the end | duplicates | lost | wall |\n|---|---|---|---|---|---|\n")
 		for _, r := range rep.probes {
 			kills := make([]string, len(r.Kills))
@@ -157,6 +157,8 @@ func markdown(o options, rep *report) string {
 	w("\n  batch.size alone would not batch more than 500: Connect hands a put() at most max.poll.records records (500), and the sink flushes at the end of each put(), so the batch scenarios raise `consumer.override.max.poll.records` with it.\n")
 	return b.String()
 }
+
+func secs(d time.Duration) string { return num(d.Seconds(), 0) + " s" }
 
 func spreadCell(s spread, digits int) string {
 	if s.lo == s.hi {

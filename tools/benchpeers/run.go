@@ -103,7 +103,7 @@ type result struct {
 }
 
 // rate is the steady rows/s: the records after the first batch over the
-// time from the first row to the last.
+// time from the first row to the last;
 // NaN when the first batch held them all.
 func (r result) rate() float64 {
 	if int64(r.Records) <= r.AtFirst {
@@ -173,7 +173,7 @@ func (h *harness) measure(ctx context.Context, sys system, sc scenario, rep int)
 		if ok, err := h.db.hasRows(ctx, table); err != nil || ok {
 			first = time.Now()
 			if err == nil {
-				r.AtFirst, err = h.db.progress(ctx, table, sc.data.updates)
+				r.AtFirst, err = h.db.progress(ctx, table, sc.data)
 			}
 			return ok, err
 		}
