@@ -50,7 +50,10 @@ func machineFacts(o options) facts {
 	}
 	if b, err := os.ReadFile("/proc/meminfo"); err == nil {
 		line, _, _ := strings.Cut(string(b), "\n")
-		f.memory = strings.Join(strings.Fields(strings.TrimPrefix(line, "MemTotal:")), " ")
+		var kb float64
+		if _, err := fmt.Sscanf(line, "MemTotal: %f kB", &kb); err == nil {
+			f.memory = fmt.Sprintf("%.1f GiB of memory", kb/(1<<20))
+		}
 	}
 	return f
 }

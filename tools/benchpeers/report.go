@@ -80,7 +80,7 @@ func markdown(o options, rep *report) string {
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	f := rep.facts
 	w("# kafka2pg against the Debezium JDBC sink\n\n")
-	w("Written by `make bench-peers` (tools/benchpeers) on %s, in %s. **One run on a shared 2-core machine**: other work ran beside it (load average %s before, %s after), so take the ratios, not the absolute figures, and expect them to move between runs.\n\n",
+	w("Written by `make bench-peers` (tools/benchpeers) on %s, in %s. **One run on a shared 2-core machine**: other work ran beside it (load average %s before, %s after), which slows both systems, and the JDBC sink's long runs more surely than kafka2pg's short ones; compare runs made at a similar load.\n\n",
 		f.started.UTC().Format("2006-01-02 15:04 UTC"), f.finished.Sub(f.started).Round(time.Second), f.loadBefore, f.loadAfter)
 	w("![rows/s per scenario](%s)\n\n", filepath.Base(o.chart))
 	w("Both systems read the same %s Kafka Connect JSON records (schema + payload, 12 fields, %.0f bytes each with the key) from the same topic of %d partitions on one broker, and write them to the same table definition in one Postgres, one system at a time. Medians of %d interleaved repetitions, the range in brackets.\n\n",
@@ -128,8 +128,8 @@ func markdown(o options, rep *report) string {
 	w("\n")
 
 	w("## What ran\n\n")
-	w("- Command: `%s` (from `make bench-peers`; `make bench-peers RECORDS=1000000` for the issue's size, about 40 minutes).\n", f.command)
-	w("- Machine: %d CPUs (%s), %s, %s; Go %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
+	w("- Command: `%s` (from `make bench-peers`; `make bench-peers RECORDS=1000000` for the issue's size, about 30 minutes on an idle machine).\n", f.command)
+	w("- Machine: %d CPUs (%s), %s, %s; %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
 	w("- kafka2pg %s (checkout %s), its defaults (`--batch-max-rows 10000`, two table writers), a typed sink of `payload.*`:\n\n", f.kafka2pg, f.commit)
 	w("```yaml\n%s```\n\n", kafka2pgConfig("TOPIC", "peers_kafka2pg", false))
 	w("  and `mode: upsert`, `key: [id]` for the upsert scenarios.\n")
