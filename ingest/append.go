@@ -63,7 +63,7 @@ func (w *Writer) appendIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 	if err != nil {
 		return outcome{}, err
 	}
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_batch"); err != nil {
 			return outcome{}, fmt.Errorf("savepoint: %w", err)

@@ -17,7 +17,10 @@ import (
 func BenchmarkWrite(b *testing.B) {
 	const rows = 1000
 	w, _ := newWriter(b, "g")
-	ctx := context.Background()
+	// Cancellable, as the reader's is: pgx then watches it during every
+	// statement.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
 	pos, err := w.Claim(ctx, topic, []int32{0})
 	if err != nil {
 		b.Fatal(err)

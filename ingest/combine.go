@@ -193,8 +193,14 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 }
 
 // combinedError is the error of a combined transaction as the write of b
-// returns it.
+// returns it: a *DeadlineError names b's partition.
 func combinedError(b *stream.Batch, err error) error {
+	var late *DeadlineError
+	if errors.As(err, &late) {
+		e := *late
+		e.Topic, e.Partition = b.Topic, b.Partition
+		return &e
+	}
 	return fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 }
 

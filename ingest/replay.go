@@ -76,7 +76,8 @@ LIMIT $5
 FOR UPDATE SKIP LOCKED`
 
 func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64, limit int) (n int, res ReplayResult, lastID int64, err error) {
-	_, err = w.inBatchTx(ctx, txSpec{}, func(ctx context.Context, tx *batchTx) (outcome, error) {
+	// Letters are isolated as a batch's bad rows are.
+	_, err = w.inBatchTx(ctx, txSpec{rows: limit, isolating: true}, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		rows, err := tx.Query(ctx, selectDeadLettersSQL, afterID, f.Group, f.Topic, f.IDs, limit)
 		if err != nil {
 			return outcome{}, err

@@ -51,7 +51,13 @@ type txSpec struct {
 	// trip (fenceAndTypes), for a COPY that encodes by type (batchTx.oids).
 	// One batch only.
 	describe bool
-	opts     pgx.TxOptions
+	// isolating: the body copies rows set by set under savepoints, or
+	// applies them one by one; it gets twice the deadline.
+	isolating bool
+	// rows counts what the transaction writes besides its batches'
+	// records (a replay's letters), for the deadline.
+	rows int
+	opts pgx.TxOptions
 }
 
 // batchTx is the transaction inBatchTx hands its body.
@@ -59,52 +65,83 @@ type batchTx struct {
 	pgx.Tx
 	// oids are the column types of the sink's table, read with the fence
 	// (txSpec.describe).
-	oids []uint32
+	oids  []uint32
+	state *txState
 }
+
+// at says what the transaction waits on from now: what a DeadlineError
+// names, and InFlight shows.
+func (tx *batchTx) at(s Step) { tx.state.step.Store(uint32(s)) }
 
 // inBatchTx runs one write transaction: BEGIN, the fence of every batch,
 // the body, the dead letters of the body's bad records, the NOTIFYs,
 // COMMIT. It rolls back on any error, and when the body asks for a redo;
 // a body with outcome.stop set is committed, and inBatchTx returns the
-// stop. A COMMIT that failed may have committed: the caller claims again,
-// which re-reads the durable position.
+// stop.
+//
+// The transaction has a deadline (Writer.deadline), from the pool's
+// Acquire to COMMIT; the ctx given to the body carries it. A transaction
+// that passes it is cancelled, and its connection closed, never returned
+// to the pool: pgx closes a connection whose statement it cancels
+// mid-flight, and the rollback, under the same expired ctx, closes one
+// that was between statements. inBatchTx then returns a *DeadlineError. A
+// COMMIT that failed, by the deadline or not, may have committed: the
+// caller claims again, which re-reads the durable position.
 func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx context.Context, tx *batchTx) (outcome, error)) (res outcome, err error) {
-	tx := &batchTx{}
-	if tx.Tx, err = w.pool.BeginTx(ctx, spec.opts); err != nil {
-		return outcome{}, fmt.Errorf("begin: %w", err)
+	rows := spec.rows
+	for _, b := range spec.batches {
+		rows += len(b.Records)
 	}
-	// The one rollback, a no-op after COMMIT; after a cancel it still
-	// must run.
+	d := w.deadline(rows, spec.isolating)
+	tctx, cancel := context.WithTimeoutCause(ctx, d, errWriteDeadline)
+	defer cancel()
+	st := w.track(spec.batches, d)
+	defer w.untrack(spec.batches, st)
 	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
+		if err != nil && context.Cause(tctx) == errWriteDeadline {
+			err = w.passedDeadline(spec.batches, st, d, err)
+		}
 	}()
 
-	if tx.oids, err = w.fence(ctx, tx, spec); err != nil {
+	tx := &batchTx{state: st}
+	if tx.Tx, err = w.pool.BeginTx(tctx, spec.opts); err != nil {
+		return outcome{}, fmt.Errorf("begin: %w", err)
+	}
+	// The one rollback, a no-op after COMMIT. Under tctx: once the
+	// deadline has passed, or the caller cancelled, pgx closes the
+	// connection instead of waiting for an answer, and the server aborts
+	// the transaction when the session ends.
+	defer tx.Rollback(tctx)
+
+	tx.at(StepFence)
+	if tx.oids, err = w.fence(tctx, tx, spec); err != nil {
 		return outcome{}, err
 	}
-	if res, err = body(ctx, tx); err != nil || res.redo != 0 {
+	tx.at(StepCopy)
+	if res, err = body(tctx, tx); err != nil || res.redo != 0 {
 		return res, err
 	}
 	if len(res.bad) > 0 {
-		if err := w.handleBad(ctx, tx, spec.sink, res.bad, &res); err != nil {
+		tx.at(StepDeadLetters)
+		if err := w.handleBad(tctx, tx, spec.sink, res.bad, &res); err != nil {
 			return outcome{}, err
 		}
 	}
 	if w.cfg.Notify {
+		tx.at(StepNotify)
 		for _, b := range spec.batches {
 			n := res.rows
 			if len(spec.batches) > 1 {
 				n = len(b.Records) // a combined transaction commits whole batches only
 			}
-			if err := w.notify(ctx, tx, b, spec.sink, n); err != nil {
+			if err := w.notify(tctx, tx, b, spec.sink, n); err != nil {
 				return outcome{}, err
 			}
 		}
 	}
+	tx.at(StepCommit)
 	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
+	if err := tx.Commit(tctx); err != nil {
 		return outcome{}, fmt.Errorf("commit (outcome unknown, re-read the offsets): %w", err)
 	}
 	res.commitDuration = time.Since(commitStart)
@@ -138,10 +175,11 @@ func (w *Writer) fence(ctx context.Context, tx *batchTx, spec txSpec) ([]uint32,
 }
 
 // named prefixes err with the write of b, unless it names the write
-// already (a *stream.FencedError, a *stream.StopError).
+// already (a *stream.FencedError, a *stream.StopError, a *DeadlineError).
 func named(b *stream.Batch, err error) error {
 	var stop *stream.StopError
-	if err == nil || errors.Is(err, stream.ErrFenced) || errors.As(err, &stop) {
+	var late *DeadlineError
+	if err == nil || errors.Is(err, stream.ErrFenced) || errors.As(err, &stop) || errors.As(err, &late) {
 		return err
 	}
 	return fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
@@ -153,8 +191,9 @@ func named(b *stream.Batch, err error) error {
 // (ACCESS SHARE, no privilege needed) until the transaction ends, so no
 // ALTER TABLE can change the types before the COPY. A describe of its own
 // would cost every batch one more round trip, which at high rates doubles
-// the tail latency.
-func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t schema.Table) (pgconn.CommandTag, []uint32, error) {
+// the tail latency. Once the fence has answered, the transaction waits on
+// the COPY's table (StepCopy): a lock held on it blocks the describe.
+func fenceAndTypes(ctx context.Context, tx *batchTx, advance offsets.Statement, t schema.Table) (pgconn.CommandTag, []uint32, error) {
 	// The fence is a statement prepared once per connection (pgx keeps it
 	// by name), so the pipeline only binds it.
 	fence, err := tx.Conn().Prepare(ctx, advance.Name, advance.SQL)
@@ -169,6 +208,9 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t 
 	}
 	p := tx.Conn().PgConn().StartPipeline(ctx)
 	p.SendQueryStatement(fence, params, nil, nil)
+	// The server sends the fence's answer before it parses the describe,
+	// which may wait for a lock: the step then shows where it waits.
+	p.SendFlushRequest()
 	p.SendPrepare("", describeSQL(t.Ident(), t.ColumnNames()), nil)
 	if err := p.Sync(); err != nil {
 		_ = p.Close()
@@ -191,6 +233,7 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t 
 				_ = p.Close()
 				return tag, nil, fmt.Errorf("advance next_offset: %w", err)
 			}
+			tx.at(StepCopy)
 		case *pgconn.StatementDescription:
 			oids = make([]uint32, len(r.Fields))
 			for i, f := range r.Fields {

@@ -223,7 +223,7 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflict)
 	del := fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
 
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		firstBad := int64(-1)
 		if len(bad) > 0 {

@@ -110,6 +110,19 @@ type Config struct {
 	// transaction on the offsets row before terminating its backend.
 	// Default 10s.
 	ClaimLockTimeout time.Duration
+	// WriteTimeout bounds a write transaction of up to WriteTimeoutRows
+	// rows, from the pool's Acquire to COMMIT; one of more rows (a
+	// combined transaction) gets proportionally more, and one that
+	// isolates bad rows twice as much. A transaction past its deadline is
+	// cancelled and its connection closed, never returned to the pool;
+	// Write returns a *DeadlineError. A claim gets WriteTimeout beyond its
+	// lock waits (3 × ClaimLockTimeout at most). The sessions of the pool
+	// should let statements run that long: see Config.StatementTimeout.
+	// Default 2m.
+	WriteTimeout time.Duration
+	// WriteTimeoutRows is the size of the batches WriteTimeout is meant
+	// for: the reader's batch size. Default 10,000.
+	WriteTimeoutRows int
 	// OnError says what happens to a record that cannot be written (it does
 	// not fit its column, Postgres refuses the row, it is over
 	// MaxRecordBytes): OnErrorDeadLetter (default) stores it in
@@ -162,6 +175,11 @@ type Writer struct {
 	changed  map[string]Sink          // sinks whose TableMapper changed the table
 	lanes    map[string]*lane         // by qualified table name, with TableWriters
 	checks   map[string]*atomic.Int32 // by topic: batches to write checked (unchecked.go)
+
+	// flightMu guards flights, the write transactions in flight
+	// (deadline.go); it is never held with mu.
+	flightMu sync.Mutex
+	flights  map[flightKey]*txState
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -179,27 +197,49 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		}
 	}
 	switch cfg.OnError {
-	case "":
-		cfg.OnError = OnErrorDeadLetter
-	case OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
+	case "", OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
 	default:
 		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
 	}
 	if cfg.TableWriters < 0 {
 		return nil, fmt.Errorf("--table-writers is %d: use 0 (off) or the number of transactions that may write one table at once", cfg.TableWriters)
 	}
-	if cfg.CombineMaxRows <= 0 {
-		cfg.CombineMaxRows = 100000
+	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
+		return nil, fmt.Errorf("ingest: Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
+			cfg.WriteTimeout, cfg.WriteTimeoutRows, cfg.ClaimLockTimeout)
 	}
+	cfg = cfg.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	offs, err := offsets.New(pool, offsets.Config{Group: cfg.Group, ClaimLockTimeout: cfg.ClaimLockTimeout, Logger: log})
+	cfg.Logger = log
+	offs, err := offsets.New(pool, cfg.offsetsConfig())
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
+	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
+		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}}, nil
+}
+
+// withDefaults is cfg with the default of every optional field left zero.
+func (cfg Config) withDefaults() Config {
+	if cfg.OnError == "" {
+		cfg.OnError = OnErrorDeadLetter
+	}
+	if cfg.CombineMaxRows <= 0 {
+		cfg.CombineMaxRows = 100000
+	}
+	if cfg.ClaimLockTimeout <= 0 {
+		cfg.ClaimLockTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 2 * time.Minute
+	}
+	if cfg.WriteTimeoutRows <= 0 {
+		cfg.WriteTimeoutRows = 10000
+	}
+	return cfg
 }
 
 func validateSink(topic string, sink Sink) error {

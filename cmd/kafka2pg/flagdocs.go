@@ -76,6 +76,14 @@ var flagDetails = map[string]string{
 	"retry-backoff-max": "Failed writes are retried with a backoff that doubles up to this cap, as long as the " +
 		"error is connectivity or server trouble; a partition in backoff shows in " +
 		"`kafka2pg_reader_partitions_halted`.",
+	"pg-write-timeout": "The deadline of one write transaction of up to `--batch-max-rows` rows, from taking a " +
+		"connection to COMMIT. A transaction of more rows gets proportionally more (a combined one, " +
+		"`--table-writers`: 100,000 rows at most, 10 × at the defaults), and one that isolates bad rows twice as " +
+		"much. Past it the transaction is cancelled and its connection closed, never reused; the partition logs a " +
+		"WARN naming the step it waited on (begin, fence, copy, dead letters, notify, commit), counts a write " +
+		"error of cause `timeout`, claims again and retries: a COMMIT past its deadline may have committed, and " +
+		"the claim reads back what did. A claim gets it too, beyond its lock waits (3 × `--claim-lock-timeout`). " +
+		"A lock held on a target table makes writes wait up to the deadline, then retry.",
 	"claim-lock-timeout": "A new owner of a partition first waits this long for the previous owner's open " +
 		"transaction on it (a member that was cut off mid-write), then terminates that session; the fence " +
 		"makes its commit fail either way.",

@@ -38,6 +38,7 @@ type runOptions struct {
 	createTables    bool
 	migrate         bool // --migrate; --no-migrate is its old, inverted spelling
 	claimLockWait   time.Duration
+	pgWriteTimeout  time.Duration
 	onError         string
 	notify          bool
 	maxRecordBytes  int
@@ -102,6 +103,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
 	fs.BoolVar(&o.migrate, "migrate", true, "migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
+	fs.DurationVar(&o.pgWriteTimeout, "pg-write-timeout", 2*time.Minute, "deadline of a full batch's write transaction")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "address of /metrics and the probes; '': off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
@@ -164,6 +166,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.claimLockWait <= 0 {
 		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	}
+	if o.pgWriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.pgWriteTimeout))
 	}
 	if o.progressEvery < 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))

@@ -16,8 +16,8 @@ import (
 // NAT that dropped its state, a host that went away) must fail, not hang:
 // a connect has a deadline, idle connections are probed by TCP keepalives,
 // and unacknowledged data fails the connection after tcpUserTimeout. A
-// server that acknowledges but never answers is not covered: that needs a
-// deadline on each write transaction, which does not exist yet.
+// server that acknowledges but never answers is the write deadline's
+// (--pg-write-timeout, ingest.Config.WriteTimeout).
 const (
 	// defaultConnectTimeout bounds each host's connect, TLS and
 	// authentication when the URL sets no connect_timeout; with several

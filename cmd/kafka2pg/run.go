@@ -140,6 +140,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	m.initTables(sinks)
 	var written writeCounters
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
+		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: o.reader.BatchMaxRows,
 		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
 		Tracer: writeTracers{m, &written}})
 	if err != nil {
