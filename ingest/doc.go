@@ -66,6 +66,11 @@
 // WriteTimeout. Writer.InFlight lists the writes in progress with their
 // deadlines and steps, for readiness checks.
 //
+// Postgres' own timeouts must not end a statement before the deadline
+// would: the sessions of the pool should run with statement_timeout (and
+// lock_timeout) at least Config.StatementTimeout, as cmd/kafka2pg sets them
+// when a connection starts.
+//
 // # Observing writes
 //
 // Write returns only an error. What it stored (rows, dead letters and their

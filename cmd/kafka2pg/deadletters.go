@@ -79,7 +79,7 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage
 	}
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters"); err != nil {
+	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", ingest.Config{}.StatementTimeout()); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", err)
 		return exitUsage
 	}

@@ -83,7 +83,13 @@ var flagDetails = map[string]string{
 		"WARN naming the step it waited on (begin, fence, copy, dead letters, notify, commit), counts a write " +
 		"error of cause `timeout`, claims again and retries: a COMMIT past its deadline may have committed, and " +
 		"the claim reads back what did. A claim gets it too, beyond its lock waits (3 × `--claim-lock-timeout`). " +
-		"A lock held on a target table makes writes wait up to the deadline, then retry.",
+		"A lock held on a target table makes writes wait up to the deadline, then retry. kafka2pg's sessions " +
+		"start with `statement_timeout` and `lock_timeout` at the longest of these deadlines (20m at the " +
+		"defaults, a combined transaction's; 4m with `--table-writers 0`), unless `--pg-url` sets them (`?statement_timeout=10min`, or in " +
+		"`options`), so that a database's or role's defaults meant for interactive queries cannot cancel its " +
+		"statements. Behind PgBouncer, which refuses startup parameters it does not know, list both in its " +
+		"`ignore_startup_parameters` (the server's defaults then apply). A role's `transaction_timeout` " +
+		"(PostgreSQL 17) must exceed the deadline too.",
 	"claim-lock-timeout": "A new owner of a partition first waits this long for the previous owner's open " +
 		"transaction on it (a member that was cut off mid-write), then terminates that session; the fence " +
 		"makes its commit fail either way.",

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -112,6 +113,14 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.caughtUpPeriod = 200 * time.Millisecond
+}
+
+// writerConfig is the writer's configuration the flags set; run adds the
+// sinks, the logger and the tracer.
+func (o *runOptions) writerConfig() ingest.Config {
+	return ingest.Config{Group: o.reader.Group, ClaimLockTimeout: o.claimLockWait,
+		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: o.reader.BatchMaxRows,
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters}
 }
 
 // validate checks what the reader does not; every message names the flag.

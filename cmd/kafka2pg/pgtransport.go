@@ -33,11 +33,13 @@ const (
 )
 
 // configureConn is what every kafka2pg connection to Postgres gets: the
-// session parameters (sessionParams) and the transport (pgTransport).
-func configureConn(cc *pgconn.Config, app string) error {
+// session parameters (sessionParams), statement_timeout and lock_timeout
+// at statementTimeout (sessionTimeouts), and the transport (pgTransport).
+func configureConn(cc *pgconn.Config, app string, statementTimeout time.Duration) error {
 	if err := sessionParams(cc, app); err != nil {
 		return err
 	}
+	sessionTimeouts(cc, statementTimeout)
 	pgTransport(cc)
 	return nil
 }
