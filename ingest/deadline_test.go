@@ -304,3 +304,58 @@ func TestAClaimOnAFrozenBackendFailsAtItsDeadline(t *testing.T) {
 		t.Fatalf("claim on a new connection: %v", err)
 	}
 }
+
+// A combined transaction (TableWriters) past its deadline fails every batch
+// in it, each with a DeadlineError naming its own partition.
+func TestACombinedTransactionPastItsDeadlineFailsEachOfItsBatches(t *testing.T) {
+	url, pool := pgtest.MigratedPool(t)
+	w, err := ingest.New(pool, ingest.Config{Group: "g", WriteTimeout: testWriteTimeout, TableWriters: 1,
+		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	if err := w.EnsureTables(ctx, true); err != nil {
+		t.Fatal(err)
+	}
+	locker := admin(t, url)
+	if _, err := locker.Exec(ctx, `BEGIN; LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	// Partition 0 takes the table's one writer slot and waits on the
+	// lock; 1 and 2 wait in the lane, then share the next transaction.
+	epochs := map[int32]int64{}
+	for p := range int32(3) {
+		epochs[p] = claim(t, w, p).Epoch
+	}
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	wg.Go(func() { errs[0] = w.Write(ctx, batch(0, epochs[0], 0, 100)) })
+	poll(t, "partition 0 writes", func() bool { return len(w.InFlight()) == 1 })
+	for p := int32(1); p < 3; p++ {
+		wg.Go(func() { errs[p] = w.Write(ctx, batch(p, epochs[p], 0, 100)) })
+	}
+	poll(t, "partitions 1 and 2 wait in the lane", func() bool { return ingest.LaneWaiting(w, `"public"."orders"`) == 2 })
+	poll(t, "partitions 1 and 2 write in one transaction", func() bool {
+		f := w.InFlight()
+		return len(f) == 2 && f[0].Partition == 1 && f[1].Partition == 2 && f[0].Began == f[1].Began
+	})
+	wg.Wait()
+	for p, err := range errs {
+		var de *ingest.DeadlineError
+		if !errors.As(err, &de) || de.Partition != int32(p) || de.Topic != topic {
+			t.Errorf("partition %d: %v, want a DeadlineError naming it", p, err)
+		}
+	}
+	if _, err := locker.Exec(ctx, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	for p := range int32(3) {
+		if err := w.Write(ctx, batch(p, claim(t, w, p).Epoch, 0, 100)); err != nil {
+			t.Fatalf("partition %d after the lock went: %v", p, err)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 300 {
+		t.Errorf("%d rows, want 300", n)
+	}
+}
