@@ -48,6 +48,7 @@ type runOptions struct {
 	memoryLimitN    int64  // a size, parsed by validate
 	memoryLimitAuto bool   // auto, and GOMEMLIMIT is not set
 	progressEvery   time.Duration
+	badLogEvery     time.Duration // --dead-letter-log-interval
 	logFormat       string
 	logLevel        string
 	caughtUpPeriod  time.Duration
@@ -106,6 +107,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft limit of the process's memory (Go's GC works harder near it): auto (3 × --max-buffered-bytes + 256KiB per partition owned, at least 128MiB; GOMEMLIMIT wins when set), off, or a size such as 400MiB")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr (CPU, heap, goroutines of the running bridge)")
 	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged (0: never)")
+	fs.DurationVar(&o.badLogEvery, "dead-letter-log-interval", 10*time.Second, "a table's dead letters (or skipped records) are logged in one line per this long, with counts by kind; an ERROR when every record of several batches in a row was bad")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
 	o.caughtUpPeriod = 200 * time.Millisecond
@@ -163,6 +165,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.claimLockWait <= 0 {
 		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	}
+	if o.badLogEvery <= 0 {
+		errs = append(errs, fmt.Errorf("--dead-letter-log-interval is %s: use a positive duration such as 10s", o.badLogEvery))
 	}
 	if o.progressEvery < 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))

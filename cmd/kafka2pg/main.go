@@ -14,6 +14,9 @@ const (
 	exitOK    = 0
 	exitError = 1 // the bridge failed at run time
 	exitUsage = 2 // bad flags or configuration: nothing was written
+	// exitBadRecords: run --until-caught-up caught up, but records of the
+	// run became dead letters (or were skipped): a cron job must notice.
+	exitBadRecords = 3
 )
 
 // version is set with -ldflags "-X main.version=..." by release builds.

@@ -26,16 +26,37 @@ import (
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	o, _, code, ok := loadRunOptions("run", args, stderr,
-		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n")
+		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\n"+
+			"Every flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n\n"+
+			"Exit 0: stopped cleanly (or, with --until-caught-up, caught up); 1: failed; 2: bad flags or configuration;\n"+
+			"3: --until-caught-up caught up, but records of the run became dead letters or were skipped.\n")
 	if !ok {
 		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
-	if err := runBridge(ctx, o, log, nil); err != nil {
+	err := runBridge(ctx, o, log, nil)
+	var bad *badRecordsError
+	switch {
+	case errors.As(err, &bad):
+		log.Error("records of this run became dead letters or were skipped: exit 3", "dead_letters", bad.deadLetters,
+			"skipped", bad.skipped, "exit_code", exitBadRecords,
+			"fix", "kafka2pg dead-letters list shows why; fix the table or the mapping, then kafka2pg dead-letters replay --config ...")
+		return exitBadRecords
+	case err != nil:
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		return exitError
 	}
 	return exitOK
+}
+
+// badRecordsError is runBridge's outcome with --until-caught-up when it
+// caught up but records of the run became dead letters or were skipped.
+type badRecordsError struct {
+	deadLetters, skipped int64
+}
+
+func (e *badRecordsError) Error() string {
+	return fmt.Sprintf("caught up with %d dead letter(s) and %d skipped record(s) during the run", e.deadLetters, e.skipped)
 }
 
 // loadRunOptions reads run's flags, the environment and the config file, in
@@ -110,7 +131,9 @@ type progressFunc func(reader.Stats)
 
 // runBridge runs the bridge until ctx ends (graceful stop: the in-flight
 // batches are written, durable offsets are committed to the group) or, with
-// --until-caught-up, until it has caught up. It returns nil on a clean stop.
+// --until-caught-up, until it has caught up. It returns nil on a clean stop,
+// and a *badRecordsError when --until-caught-up caught up but records of
+// the run became dead letters or were skipped.
 func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) error {
 	// TLS and SASL trouble never heals: stop before touching Postgres.
 	secOpts, err := o.kafkaSecurity.Options()
@@ -158,7 +181,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log})
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
+		BadRecordLogInterval: o.badLogEvery})
 	if err != nil {
 		return err
 	}
@@ -181,7 +205,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return out, nil
 	}
 	m := newBridgeMetrics()
-	var rowsWritten, deadLettered atomic.Int64
+	var rowsWritten, deadLettered, skipped atomic.Int64
 	// The batches' records as ingest takes them, in slices reused from
 	// batch to batch: a batch of 10,000 records would otherwise allocate
 	// 1.5 MB (a sixth of what a drain allocates, measured with the
@@ -223,6 +247,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		m.observeWrite(w.TableName(b.Topic), b, recs, res, err)
 		rowsWritten.Add(int64(res.Rows))
 		deadLettered.Add(int64(res.DeadLetters))
+		skipped.Add(int64(res.Skipped))
 		var stop *ingest.StopError
 		switch {
 		case errors.Is(err, ingest.ErrFenced):
@@ -298,7 +323,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	st := rd.Stats()
-	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors)
+	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors,
+		"dead_letters", deadLettered.Load(), "skipped", skipped.Load())
+	if o.untilCaughtUp && deadLettered.Load()+skipped.Load() > 0 {
+		return &badRecordsError{deadLetters: deadLettered.Load(), skipped: skipped.Load()}
+	}
 	return nil
 }
 
