@@ -11,23 +11,21 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 const deadLettersUsage = `Usage:
   kafka2pg dead-letters list   --pg-url URL [--kafka-group G] [--topic T] [--since 2026-11-30T09:00:00Z|1h] [--limit N] [--json]
-  kafka2pg dead-letters replay --pg-url URL [--kafka-group G] [--topic T] [--id N ...] [--table NAME] [--value-format json|text|bytes]
+  kafka2pg dead-letters replay --config FILE | [run's flags] [--table NAME] [--topic T] [--kind K] [--since T] [--id N ...]
+                               [--limit N] [--dry-run]
 
-replay runs the dead letters through the current mapping (after you fixed the
-table or the flags): those that fit now are written to their table and
-removed from kafka2pg.dead_letters in the same transaction; the others stay,
-with their new error. Give replay the same --table, --pg-schema and
---value-format as the bridge's run.
+replay runs each dead letter through the sink that wrote it, after you fixed
+the table or the configuration: give it run's --config (or run's flags), and
+the letters that fit now are written to their table and removed from
+kafka2pg.dead_letters in the same transaction; the others stay, with their
+new error. See 'kafka2pg dead-letters replay --help'.
 `
 
 func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -39,38 +37,25 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprint(stderr, deadLettersUsage)
 		return exitUsage
 	}
-	action := args[0]
-	fs := pflag.NewFlagSet("dead-letters "+action, pflag.ContinueOnError)
+	if args[0] == "replay" {
+		return replayCommand(ctx, args[1:], stdout, stderr)
+	}
+	fs := pflag.NewFlagSet("dead-letters list", pflag.ContinueOnError)
 	fs.SetOutput(stderr)
 	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
 	var pgURLFile string
 	definePGURLFileFlag(fs, &pgURLFile)
 	group := fs.String("kafka-group", "", "only dead letters of this consumer group")
 	topic := fs.String("topic", "", "only dead letters of this topic")
-	var (
-		since, valueFormat, table, pgSchema string
-		limit, batchSize, maxRecordBytes    int
-		asJSON                              bool
-		ids                                 []int64
-	)
-	if action == "list" {
-		fs.StringVar(&since, "since", "", "only dead letters created since this RFC 3339 time, or this long ago (e.g. 1h)")
-		fs.IntVar(&limit, "limit", 50, "at most this many, newest first")
-		fs.BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
-	} else {
-		fs.Int64SliceVar(&ids, "id", nil, "only these dead letters (repeat or comma-separate)")
-		fs.StringVar(&table, "table", "", "target table (default: the topic name, sanitized), as in run")
-		fs.StringVar(&pgSchema, "pg-schema", "public", "schema of the target tables, as in run")
-		fs.StringVar(&valueFormat, "value-format", "json", "json, text or bytes, as in run")
-		bytesVar(fs, &maxRecordBytes, "max-record-bytes", 64<<20, "as in run")
-		fs.IntVar(&batchSize, "batch-size", 1000, "dead letters per transaction")
-	}
+	since := fs.String("since", "", "only dead letters created since this RFC 3339 time, or this long ago (e.g. 1h)")
+	limit := fs.Int("limit", 50, "at most this many, newest first")
+	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
 	fs.Usage = func() { fmt.Fprintf(stderr, "%s\n%s", deadLettersUsage, fs.FlagUsages()) }
 	if err := fs.Parse(args[1:]); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			return exitOK
 		}
-		fmt.Fprintf(stderr, "kafka2pg dead-letters %s: %v (see 'kafka2pg dead-letters %s --help')\n", action, err, action)
+		fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v (see 'kafka2pg dead-letters list --help')\n", err)
 		return exitUsage
 	}
 	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
@@ -85,86 +70,27 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintln(stderr, "kafka2pg dead-letters: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)")
 		return exitUsage
 	}
-	pcfg, err := pgxpool.ParseConfig(*pgURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
-		return exitUsage
+	f := ingest.ListFilter{Group: *group, Topic: *topic, Limit: *limit}
+	if *since != "" {
+		t, err := parseSince(*since, time.Now())
+		if err != nil {
+			fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v\n", err)
+			return exitUsage
+		}
+		f.Since = t
 	}
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters"); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", err)
-		return exitUsage
-	}
-	pcfg.AfterConnect = registerCodecs // replay copies like run does
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, err := newPool(ctx, *pgURL, "kafka2pg-dead-letters")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage
 	}
 	defer pool.Close()
-
-	if action == "list" {
-		f := ingest.ListFilter{Group: *group, Topic: *topic, Limit: limit}
-		if since != "" {
-			t, err := parseSince(since, time.Now())
-			if err != nil {
-				fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v\n", err)
-				return exitUsage
-			}
-			f.Since = t
-		}
-		list, err := ingest.ListDeadLetters(ctx, pool, f)
-		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
-			return exitError
-		}
-		printDeadLetters(stdout, list, asJSON)
-		return exitOK
-	}
-
-	format, err := schema.ParseValueFormat(valueFormat)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: --value-format: %v\n", err)
-		return exitUsage
-	}
-	topics := []string{*topic}
-	if *topic == "" {
-		topics, err = deadLetterTopics(ctx, pool, *group)
-		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
-			return exitError
-		}
-	}
-	if len(topics) == 0 {
-		fmt.Fprintln(stdout, "no dead letters to replay")
-		return exitOK
-	}
-	sinks := map[string]ingest.Sink{}
-	for _, t := range topics {
-		name := table
-		if name == "" {
-			name = schema.TableNameForTopic(t)
-		}
-		sinks[t] = ingest.Sink{Table: schema.RawTable(pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
-	}
-	w, err := ingest.New(pool, ingest.Config{Group: "replay", Sinks: sinks, MaxRecordBytes: maxRecordBytes})
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: %v\n", err)
-		return exitUsage
-	}
-	if err := w.EnsureTables(ctx, false); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: %v\n", redactErr(err))
-		return exitError
-	}
-	res, err := w.Replay(ctx, ingest.ReplayFilter{Group: *group, Topic: *topic, IDs: ids}, batchSize)
+	list, err := ingest.ListDeadLetters(ctx, pool, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
 		return exitError
 	}
-	fmt.Fprintf(stdout, "replayed %d dead letter(s) into their tables; %d still refused (kept, with their new error)", res.Replayed, res.StillBad)
-	if res.Skipped > 0 {
-		fmt.Fprintf(stdout, "; %d skipped (no table for their topic)", res.Skipped)
-	}
-	fmt.Fprintln(stdout)
+	printDeadLetters(stdout, list, *asJSON)
 	return exitOK
 }
 
@@ -177,14 +103,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("--since %q is neither an RFC 3339 time (2026-11-30T09:00:00Z) nor a duration (90m)", s)
-}
-
-func deadLetterTopics(ctx context.Context, pool *pgxpool.Pool, group string) ([]string, error) {
-	rows, err := pool.Query(ctx, `SELECT DISTINCT topic FROM kafka2pg.dead_letters WHERE $1 = '' OR consumer_group = $1 ORDER BY 1`, group)
-	if err != nil {
-		return nil, fmt.Errorf("list dead-letter topics: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func printDeadLetters(w io.Writer, list []ingest.DeadLetter, asJSON bool) {

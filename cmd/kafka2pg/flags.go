@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -52,6 +53,13 @@ type runOptions struct {
 	logFormat       string
 	logLevel        string
 	caughtUpPeriod  time.Duration
+
+	// A command that does not consume (runLoad.offline) leaves Kafka's
+	// brokers, group and topics optional; onlyTopics and onlyTable are the
+	// --topic and --table it was given, which select what it works on.
+	offline    bool
+	onlyTopics []string
+	onlyTable  string
 }
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
@@ -205,7 +213,19 @@ func (o *runOptions) validate() error {
 			}
 		}
 	}
-	if err := o.reader.Validate(); err != nil {
+	rc := o.reader
+	if o.offline {
+		// Left out, they are not needed: fill in what passes the reader's
+		// checks of the rest.
+		if len(rc.Brokers) == 0 {
+			rc.Brokers = []string{"offline:9092"}
+		}
+		rc.Group = cmp.Or(rc.Group, "offline")
+		if len(rc.Topics) == 0 {
+			rc.Topics = []string{"offline"}
+		}
+	}
+	if err := rc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.kafkaSecurity.Validate(); err != nil {

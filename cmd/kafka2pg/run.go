@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -65,9 +66,35 @@ func (e *badRecordsError) Error() string {
 // %s for the flag list. On failure it has printed why (naming the command)
 // and returns the exit code.
 func loadRunOptions(command string, args []string, stderr io.Writer, usage string) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	return loadCommandOptions(command, args, stderr, usage, runLoad{})
+}
+
+// runLoad is what a command that takes run's flags and config file adds to
+// them (dead-letters replay, offsets reset: they must find the tables the
+// bridge writes exactly as run does).
+type runLoad struct {
+	// flags defines the command's own flags beside run's. The config file
+	// may set run's flags only.
+	flags func(fs *pflag.FlagSet)
+	// offline: the command does not consume. Kafka's brokers, group and
+	// topics may be left out; with sinks in --config, --topic and --table
+	// select among them (runOptions.onlyTopics, onlyTable) instead of naming
+	// what to consume.
+	offline bool
+}
+
+// loadCommandOptions is loadRunOptions for a command that adds load to
+// run's flags.
+func loadCommandOptions(command string, args []string, stderr io.Writer, usage string, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
 	fs := newRunFlagSet(stderr)
-	o = &runOptions{}
+	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
+	keys := fs // the flags the config file may set
+	if load.flags != nil {
+		keys = newRunFlagSet(io.Discard)
+		defineRunFlags(keys, &runOptions{})
+		load.flags(fs)
+	}
 	fs.Usage = func() { fmt.Fprintf(stderr, usage, fs.FlagUsages()) }
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
@@ -88,7 +115,7 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		return invalid(err)
 	}
 	if o.configPath != "" {
-		cfg, err := loadConfig(o.configPath, fs)
+		cfg, err := loadConfig(o.configPath, keys)
 		if err == nil {
 			err = cfg.apply(fs)
 		}
@@ -96,6 +123,12 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 			return invalid(err)
 		}
 		o.sinks = cfg.sinks
+	}
+	if o.offline {
+		o.onlyTopics, o.onlyTable = slices.Clone(o.reader.Topics), o.table
+		if len(o.sinks) > 0 {
+			o.reader.Topics, o.table = nil, ""
+		}
 	}
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
