@@ -40,11 +40,7 @@ func TestReplayWritesEachDeadLetterIntoTheTableOfItsOwnSink(t *testing.T) {
 		}
 	}
 	for _, topic := range []string{appendTopic, upsertTopic} {
-		var rs []*kgo.Record
-		for i := range n {
-			rs = append(rs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, `{"id":%d,"qty":%d}`, i, i%7)})
-		}
-		s.kafka.Produce(t, rs...)
+		produceIDs(t, s, topic, n)
 	}
 	s.produce(t, n) // the zero-config topic: the ledger's records, ids 1 to n
 	config := writeConfig(t, fmt.Sprintf(`kafka-brokers: [%s]
@@ -165,6 +161,17 @@ sinks:
 	zeroEnds := s.kafka.EndOffsets(t, s.topic)
 	assertExactlyOnce(t, s.db, s.table, s.topic, zeroEnds)
 	assertMatchesLedger(t, s.db, s.table, s.topic, s.ledger, zeroEnds)
+}
+
+// produceIDs produces n records to topic, keys k0... and values
+// {"id":i,"qty":i%7}.
+func produceIDs(t testing.TB, s *scenario, topic string, n int) {
+	t.Helper()
+	var rs []*kgo.Record
+	for i := range n {
+		rs = append(rs, &kgo.Record{Topic: topic, Key: fmt.Appendf(nil, "k%d", i), Value: fmt.Appendf(nil, `{"id":%d,"qty":%d}`, i, i%7)})
+	}
+	s.kafka.Produce(t, rs...)
 }
 
 // checkName is the name of the one CHECK constraint of table.
