@@ -142,14 +142,13 @@ func planRewind(ctx context.Context, q rowQueryer, o *runOptions, topic string, 
 	return t, nil
 }
 
-// rewoundWhere is the condition on t's rows that records of topic's
-// partition at or past an offset wrote: $1 topic, $2 partition, $3 offset.
-func (t rewindTarget) rewoundWhere() string {
-	w := fmt.Sprintf("%s = $2 AND %s >= $3", t.partCol, t.offCol)
-	if t.topicCol != "" {
-		w = fmt.Sprintf("%s = $1 AND ", t.topicCol) + w
+// rewound is the condition on t's rows that the records of topic's
+// partition at or past from wrote, with its arguments.
+func (t rewindTarget) rewound(topic string, partition int32, from int64) (where string, args []any) {
+	if t.topicCol == "" {
+		return fmt.Sprintf("%s = $1 AND %s >= $2", t.partCol, t.offCol), []any{partition, from}
 	}
-	return w
+	return fmt.Sprintf("%s = $1 AND %s = $2 AND %s >= $3", t.topicCol, t.partCol, t.offCol), []any{topic, partition, from}
 }
 
 // rowQueryer is what the reset's reads need: a pgx.Tx or a pool.
@@ -162,7 +161,8 @@ type rowQueryer interface {
 // group that the records of topic's partition at or past from wrote.
 func countRewound(ctx context.Context, q rowQueryer, t rewindTarget, group, topic string, partition int32, from int64) (rows, letters int64, err error) {
 	if t.mode == rewindDelete {
-		if err := q.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", t.table, t.rewoundWhere()), topic, partition, from).Scan(&rows); err != nil {
+		where, args := t.rewound(topic, partition, from)
+		if err := q.QueryRow(ctx, fmt.Sprintf("SELECT count(*) FROM %s WHERE %s", t.table, where), args...).Scan(&rows); err != nil {
 			return 0, 0, fmt.Errorf("count the rows of %s/%d at or past offset %d in %s: %w", topic, partition, from, t.table, err)
 		}
 	}
@@ -176,7 +176,8 @@ func countRewound(ctx context.Context, q rowQueryer, t rewindTarget, group, topi
 // counts, and returns how many of each it deleted.
 func deleteRewound(ctx context.Context, tx pgx.Tx, t rewindTarget, group, topic string, partition int32, from int64) (rows, letters int64, err error) {
 	if t.mode == rewindDelete {
-		tag, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", t.table, t.rewoundWhere()), topic, partition, from)
+		where, args := t.rewound(topic, partition, from)
+		tag, err := tx.Exec(ctx, fmt.Sprintf("DELETE FROM %s WHERE %s", t.table, where), args...)
 		if err != nil {
 			return 0, 0, fmt.Errorf("delete the rows of %s/%d at or past offset %d from %s: %w", topic, partition, from, t.table, err)
 		}

@@ -73,8 +73,26 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 	if got, _ := planRewind(t.Context(), pool, o, "unknown", sinks["unknown"], false, true, nil); got.mode != rewindRefused || !strings.Contains(got.why, "--config") {
 		t.Errorf("a topic without a sink: %+v, want refused, naming --config", got)
 	}
-	zero, _ := planRewind(t.Context(), pool, o, "zero", sinks["zero"], true, true, nil)
-	if w := zero.rewoundWhere(); w != `"kafka_topic" = $1 AND "kafka_partition" = $2 AND "kafka_offset" >= $3` {
-		t.Errorf("the zero-config table's rewound rows: %s", w)
+	// The rows each table would lose: the zero-config table's by topic,
+	// the typed one's without.
+	for _, c := range []struct {
+		topic string
+		rows  int64
+	}{{"zero", 2}, {"typed", 1}} {
+		if _, err := pool.Exec(t.Context(), `INSERT INTO typed VALUES (1, 0, 6), (2, 0, 7), (3, 1, 9);
+			INSERT INTO zero (kafka_topic, kafka_partition, kafka_offset) VALUES ('zero', 0, 7), ('zero', 0, 8), ('other', 0, 9), ('zero', 1, 9)`); err != nil {
+			t.Fatal(err)
+		}
+		target, err := planRewind(t.Context(), pool, o, c.topic, sinks[c.topic], true, true, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rows, letters, err := countRewound(t.Context(), pool, target, "g", c.topic, 0, 7)
+		if err != nil || rows != c.rows || letters != 0 {
+			t.Errorf("%s: rows of partition 0 at or past offset 7: %d rows, %d letters (%v); want %d and 0", c.topic, rows, letters, err, c.rows)
+		}
+		if _, err := pool.Exec(t.Context(), `TRUNCATE typed, zero`); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
