@@ -27,11 +27,11 @@ const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactl
 Usage:
   kafka2pg run      --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]
   kafka2pg check    --config FILE [run's flags]   (checks Kafka and Postgres, prints the DDL; writes nothing)
-  kafka2pg infer    --kafka-brokers H:P --topic T [--sample N] [--mode upsert --key-path P]   (prints a sink config)
+  kafka2pg infer    --kafka-brokers H:P --topic T [--pg-url URL] [--sample N] [--mode upsert --key-path P]   (prints a sink config)
   kafka2pg migrate  up|down|version --pg-url URL
   kafka2pg status   --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--json]
-  kafka2pg offsets  show|reset --pg-url URL --kafka-brokers H:P --kafka-group G [--to ...] [--yes]
-  kafka2pg dead-letters list|replay --pg-url URL [flags]
+  kafka2pg offsets  show|reset --pg-url URL --kafka-brokers H:P --kafka-group G [--config FILE] [--to ...] [--yes]
+  kafka2pg dead-letters list|replay --pg-url URL [--config FILE] [flags]
   kafka2pg demo     [--pg-url URL]   (an in-process Kafka, sample events, queries)
   kafka2pg version
 
