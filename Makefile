@@ -23,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: help build pg-up pg-down lint test demo clean clean-all kafka-up kafka-down test-real-kafka test-security faults chart bench scale test-registry
+.PHONY: help docs build pg-up pg-down lint test demo clean clean-all kafka-up kafka-down test-real-kafka test-security faults chart bench scale test-registry
 
 ## help            list the targets (the "## " lines of this Makefile)
 help:
@@ -33,6 +33,10 @@ help:
 ## build           compile bin/kafka2pg, stamped with the git version
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/kafka2pg
+
+## docs            regenerate docs/CONFIGURATION.md and docs/METRICS.md from the flags and metrics
+docs:
+	$(GO) run ./cmd/kafka2pg docs --dir docs
 
 ## pg-up           start the throwaway Postgres of the tests and the demo; print its URL
 pg-up:

@@ -265,7 +265,7 @@ func TestEnsureTablesNamesAMissingColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = writerOn(t, pool, "g").EnsureTables(ctx, true)
-	if err == nil || !strings.Contains(err.Error(), `"value"`) || !strings.Contains(err.Error(), "--table") {
+	if err == nil || !strings.Contains(err.Error(), `"value"`) || !strings.Contains(err.Error(), "--pg-table") {
 		t.Fatalf("EnsureTables = %v, want an error naming the missing column and the fix", err)
 	}
 	if _, err := pool.Exec(ctx, `DROP TABLE orders`); err != nil {

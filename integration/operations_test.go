@@ -86,7 +86,7 @@ func TestStatusAndOffsetsResetWhileABridgeRuns(t *testing.T) {
 
 	// The plan alone changes nothing.
 	code, out := cli(t, "offsets", "reset", "--pg-url", s.pgURL, "--kafka-brokers", s.kafka.Brokers(), "--kafka-group", s.group,
-		"--table", s.table, "--to", after.Format(time.RFC3339))
+		"--pg-table", s.table, "--to", after.Format(time.RFC3339))
 	if code != 0 || !strings.Contains(out, "--yes") || !strings.Contains(out, "ROWS TO DELETE") {
 		t.Fatalf("reset without --yes: exit %d\n%s", code, out)
 	}
@@ -97,7 +97,7 @@ func TestStatusAndOffsetsResetWhileABridgeRuns(t *testing.T) {
 	// Re-ingest from the middle, under the running bridge: the reset
 	// deletes the rows the records read again write, in its transaction.
 	code, out = cli(t, "offsets", "reset", "--pg-url", s.pgURL, "--kafka-brokers", s.kafka.Brokers(), "--kafka-group", s.group,
-		"--table", s.table, "--to", after.Format(time.RFC3339), "--yes")
+		"--pg-table", s.table, "--to", after.Format(time.RFC3339), "--yes")
 	if code != 0 || !strings.Contains(out, "3 partition(s) moved, 2000 row(s) and 0 dead letter(s)") {
 		t.Fatalf("reset --yes: exit %d\n%s", code, out)
 	}

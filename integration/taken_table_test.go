@@ -43,10 +43,10 @@ func TestInferCheckAndRunCatchATableTheZeroConfigSinkTook(t *testing.T) {
 		}
 	}
 	// With --table naming the taken table, infer fails and names a free one.
-	code, out := cli(t, append(append([]string{"infer"}, inferArgs...), "--pg-url", s.pgURL, "--table", taken)...)
+	code, out := cli(t, append(append([]string{"infer"}, inferArgs...), "--pg-url", s.pgURL, "--pg-table", taken)...)
 	t.Logf("infer --table %s: exit %d\n%s", taken, code, out)
-	if code != 1 || !strings.Contains(out, `"kafka_topic", "kafka_partition", "kafka_offset" are NOT NULL`) || !strings.Contains(out, "--table "+taken+"_typed") {
-		t.Errorf("infer --table %s: exit %d, want 1 naming \"kafka_topic\" and --table %s_typed", taken, code, taken)
+	if code != 1 || !strings.Contains(out, `"kafka_topic", "kafka_partition", "kafka_offset" are NOT NULL`) || !strings.Contains(out, "--pg-table "+taken+"_typed") {
+		t.Errorf("infer --table %s: exit %d, want 1 naming \"kafka_topic\" and --pg-table %s_typed", taken, code, taken)
 	}
 
 	// Without the database infer cannot know, and names the table after
@@ -71,7 +71,7 @@ func TestInferCheckAndRunCatchATableTheZeroConfigSinkTook(t *testing.T) {
 	// Run the trap anyway: every record becomes a dead letter.
 	const interval = time.Second
 	b := startBridge(t, "trap", "run", "--config", path, "--pg-url", s.pgURL, "--until-caught-up", "--metrics-addr=",
-		"--kafka-fetch-max-wait", "250ms", "--batch-max-rows", "100", "--dead-letter-log-interval", interval.String())
+		"--kafka-fetch-max-wait", "250ms", "--batch-max-rows", "100", "--log-dead-letters", interval.String())
 	b.requireExit(t, 3, 3*time.Minute)
 	ran := time.Since(b.started)
 	var letters, kafkaTopicReasons int

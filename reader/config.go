@@ -70,7 +70,7 @@ type Config struct {
 	// group (--kafka-commit-interval, default 1s).
 	CommitInterval time.Duration
 
-	// Start is where a partition with no stored position begins (--start).
+	// Start is where a partition with no stored position begins (--kafka-start).
 	Start StartPolicy
 
 	// OnDataLoss says what happens when retention deleted records before

@@ -78,7 +78,7 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 	}{
 		{registry.Config{}, "--schema-registry-url is empty"},
 		{registry.Config{URLs: []string{"localhost:8081"}}, "must start with http://"},
-		{registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}, "--schema-registry-tls-key go together"},
+		{registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}, "--schema-registry-tls-key-file go together"},
 		{registry.Config{URLs: []string{"http://x"}, Password: "p"}, "without --schema-registry-user"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.says) {

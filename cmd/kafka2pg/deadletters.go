@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -16,17 +15,24 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 )
 
-const deadLettersUsage = `Usage:
-  kafka2pg dead-letters list   --pg-url URL [--kafka-group G] [--topic T] [--since 2026-11-30T09:00:00Z|1h] [--limit N] [--json]
-  kafka2pg dead-letters replay --config FILE | [run's flags] [--table NAME] [--topic T] [--kind K] [--since T] [--id N ...]
-                               [--limit N] [--dry-run]
+// deadLettersFlags are the flags of dead-letters list; replay takes run's
+// (replay.go).
+type deadLettersFlags struct {
+	pgURL, pgURLFile string
+	group, topic     string
+	since            string
+	limit            int
+	asJSON           bool
+}
 
-replay runs each dead letter through the sink that wrote it, after you fixed
-the table or the configuration: give it run's --config (or run's flags), and
-the letters that fit now are written to their table and removed from
-kafka2pg.dead_letters in the same transaction; the others stay, with their
-new error. See 'kafka2pg dead-letters replay --help'.
-`
+func defineDeadLettersFlags(fs *pflag.FlagSet, f *deadLettersFlags) {
+	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
+	fs.StringVar(&f.group, "kafka-group", "", "only dead letters of this consumer group")
+	fs.StringVar(&f.topic, "topic", "", "only dead letters of this topic")
+	fs.StringVar(&f.since, "since", "", "only those since this RFC 3339 time, or this long ago (1h)")
+	fs.IntVar(&f.limit, "limit", 50, "at most this many, newest first")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON lines instead of a table")
+}
 
 func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
@@ -40,46 +46,23 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 	if args[0] == "replay" {
 		return replayCommand(ctx, args[1:], stdout, stderr)
 	}
-	fs := pflag.NewFlagSet("dead-letters list", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
-	var pgURLFile string
-	definePGURLFileFlag(fs, &pgURLFile)
-	group := fs.String("kafka-group", "", "only dead letters of this consumer group")
-	topic := fs.String("topic", "", "only dead letters of this topic")
-	since := fs.String("since", "", "only dead letters created since this RFC 3339 time, or this long ago (e.g. 1h)")
-	limit := fs.Int("limit", 50, "at most this many, newest first")
-	asJSON := fs.Bool("json", false, "print JSON lines instead of a table")
-	fs.Usage = func() { fmt.Fprintf(stderr, "%s\n%s", deadLettersUsage, fs.FlagUsages()) }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v (see 'kafka2pg dead-letters list --help')\n", err)
-		return exitUsage
+	const name = "dead-letters list"
+	fs := newFlagSet(name)
+	var fl deadLettersFlags
+	defineDeadLettersFlags(fs, &fl)
+	if code, ok := parsePGCommand(name, deadLettersListHelp, fs, args[1:], stdout, stderr, &fl.pgURL, &fl.pgURLFile); !ok {
+		return code
 	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: %v\n", err)
-		return exitUsage
-	}
-	if err := readPGURLFile(pgURL, pgURLFile); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: %v\n", err)
-		return exitUsage
-	}
-	if *pgURL == "" {
-		fmt.Fprintln(stderr, "kafka2pg dead-letters: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)")
-		return exitUsage
-	}
-	f := ingest.ListFilter{Group: *group, Topic: *topic, Limit: *limit}
-	if *since != "" {
-		t, err := parseSince(*since, time.Now())
+	f := ingest.ListFilter{Group: fl.group, Topic: fl.topic, Limit: fl.limit}
+	if fl.since != "" {
+		t, err := parseSince(fl.since, time.Now())
 		if err != nil {
 			fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v\n", err)
 			return exitUsage
 		}
 		f.Since = t
 	}
-	pool, err := newPool(ctx, *pgURL, "kafka2pg-dead-letters")
+	pool, err := newPool(ctx, fl.pgURL, "kafka2pg-dead-letters")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage
@@ -90,7 +73,7 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
 		return exitError
 	}
-	printDeadLetters(stdout, list, *asJSON)
+	printDeadLetters(stdout, list, fl.asJSON)
 	return exitOK
 }
 

@@ -12,6 +12,10 @@
 // cancels it, then the reader is closed, which writes the queued batches,
 // commits the durable offsets to the group and leaves it.
 //
-// Commands: run, migrate, demo, version. Exit codes: 0 clean stop, 1 a
-// run-time failure, 2 bad flags or configuration (nothing was written).
+// Commands: run, check, infer, migrate, status, offsets, dead-letters,
+// demo, version, and the hidden docs that writes docs/CONFIGURATION.md and
+// docs/METRICS.md. commands.go holds every command's help and flag
+// sections, help.go prints them, aliases.go keeps renamed flags working.
+// Exit codes: 0 clean stop, 1 a run-time failure, 2 bad flags or
+// configuration (nothing was written).
 package main

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -43,57 +42,52 @@ type offsetsFlags struct {
 	asJSON     bool
 }
 
+// defineOffsetsFlags defines the flags of status and offsets show.
 func defineOffsetsFlags(fs *pflag.FlagSet, f *offsetsFlags) {
-	fs.StringSliceVar(&f.brokers, "kafka-brokers", nil, "Kafka brokers, host:port[,host:port] (adds end offsets, lag, the group's Kafka offsets and owners)")
-	fs.StringVar(&f.group, "kafka-group", "", "consumer group (default: every group in kafka2pg.offsets)")
+	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
+	fs.StringSliceVar(&f.brokers, "kafka-brokers", nil, "brokers: adds end offsets, lag, Kafka offsets and owners")
+	fs.StringVar(&f.group, "kafka-group", "", "only this consumer group (default: every group)")
 	fs.StringSliceVar(&f.topics, "topic", nil, "only these topics")
 	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions")
-	fs.StringVar(&f.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
-	definePGURLFileFlag(fs, &f.pgURLFile)
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 }
 
-func parseOffsetsFlags(name string, fs *pflag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK, false
-		}
-		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", name, err, name)
+// definePGURLFlags defines --pg-url and --pg-url-file.
+func definePGURLFlags(fs *pflag.FlagSet, url, file *string) {
+	fs.StringVar(url, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
+	definePGURLFileFlag(fs, file)
+}
+
+// parsePGCommand parses the flags of a command that reads Postgres: it
+// fails when no URL is given, after reading --pg-url-file.
+func parsePGCommand(name string, help *commandHelp, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer, url, file *string) (code int, ok bool) {
+	if code, ok := parseFlags(name, help, fs, args, stdout, stderr); !ok {
+		return code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q (see 'kafka2pg %s --help')\n", name, fs.Arg(0), name)
 		return exitUsage, false
 	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+	if err := readPGURLFile(url, *file); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg %s: %v\n", name, err)
 		return exitUsage, false
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q\n", name, fs.Arg(0))
-		return exitUsage, false
-	}
-	if pg, file := fs.Lookup("pg-url"), fs.Lookup("pg-url-file"); pg != nil && file != nil && file.Value.String() != "" {
-		url := pg.Value.String()
-		if err := readPGURLFile(&url, file.Value.String()); err != nil {
-			fmt.Fprintf(stderr, "kafka2pg %s: %v\n", name, err)
-			return exitUsage, false
-		}
-		_ = fs.Set("pg-url", url)
-	}
-	if pg := fs.Lookup("pg-url"); pg != nil && pg.Value.String() == "" {
+	if *url == "" {
 		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)\n", name)
 		return exitUsage, false
 	}
-	return 0, true
+	for _, n := range oldNameNotices(fs) {
+		fmt.Fprintf(stderr, "kafka2pg %s: %s\n", name, n)
+	}
+	return exitOK, true
 }
 
 // statusCommand: kafka2pg status (and offsets show, which is the same view).
 func statusCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name)
 	var f offsetsFlags
 	defineOffsetsFlags(fs, &f)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kafka2pg %s --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--topic T] [--json]\n\n%s", name, fs.FlagUsages())
-	}
-	if code, ok := parseOffsetsFlags(name, fs, args, stderr); !ok {
+	if code, ok := parsePGCommand(name, statusHelp(name), fs, args, stdout, stderr, &f.pgURL, &f.pgURLFile); !ok {
 		return code
 	}
 	pool, err := newPool(ctx, f.pgURL, "kafka2pg-offsets")

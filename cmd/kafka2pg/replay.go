@@ -17,31 +17,6 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 )
 
-const replayUsage = `Usage: kafka2pg dead-letters replay --config FILE [--pg-url URL] [filters] [--dry-run]
-       kafka2pg dead-letters replay --pg-url URL [--kafka-group G] [--topic T] [--table NAME] [--value-format F] [filters] [--dry-run]
-
-Runs each dead letter through the sink that wrote it, after you fixed the
-table or the configuration. Give replay what you give run: the same --config
-(or the same --topic, --table, --pg-schema and --value-format). A dead letter
-is replayed only through the sink of its topic that writes its target table
-(kafka2pg.dead_letters.target_table), never into another table; one whose
-table no sink of the configuration writes is kept, and named, and replay
-exits 1.
-
-One transaction per batch (--batch-size): the rows written and the removal
-of their dead letters commit together, so a replay stopped at any point and
-run again replays each dead letter exactly once. A dead letter refused again
-stays, with its new error. Offsets do not move. --dry-run changes nothing
-and prints what would go where.
-
-Filters: --kafka-group (the config's group), --topic, --table (a target
-table: orders, sales.orders or "sales"."orders"), --kind, --since, --id,
---limit. Exit 0: done (some may still be refused); 1: dead letters were kept
-because no sink writes their table, or the replay failed; 2: bad flags.
-
-Run's flags (the config file may set these; only those above matter here):
-%s`
-
 // replayFlags are replay's own flags, beside run's.
 type replayFlags struct {
 	ids       []int64
@@ -52,13 +27,13 @@ type replayFlags struct {
 	dryRun    bool
 }
 
-func (f *replayFlags) define(fs *pflag.FlagSet) {
-	fs.Int64SliceVar(&f.ids, "id", nil, "replay only these dead letters (repeat or comma-separate)")
-	fs.StringSliceVar(&f.kinds, "kind", nil, "replay only dead letters of these error kinds, e.g. check_violation (repeat or comma-separate)")
-	fs.StringVar(&f.since, "since", "", "replay only dead letters created since this RFC 3339 time, or this long ago (e.g. 1h)")
-	fs.IntVar(&f.limit, "limit", 0, "replay at most this many dead letters, oldest first (0: all)")
+func defineReplayFlags(fs *pflag.FlagSet, f *replayFlags) {
+	fs.BoolVar(&f.dryRun, "dry-run", false, "change nothing: print what would go where")
+	fs.StringSliceVar(&f.kinds, "kind", nil, "only dead letters of these error kinds (check_violation)")
+	fs.StringVar(&f.since, "since", "", "only those since this RFC 3339 time, or this long ago (1h)")
+	fs.Int64SliceVar(&f.ids, "id", nil, "only these dead letters (repeat or comma-separate)")
+	fs.IntVar(&f.limit, "limit", 0, "at most this many, oldest first; 0: all")
 	fs.IntVar(&f.batchSize, "batch-size", 1000, "dead letters per transaction")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "change nothing: print what would go where, by target table")
 }
 
 // replayLetterLines is how many dead letters a replay lists one by one.
@@ -66,7 +41,8 @@ const replayLetterLines = 20
 
 func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var rf replayFlags
-	o, _, code, ok := loadCommandOptions("dead-letters replay", args, stderr, replayUsage, runLoad{flags: rf.define, offline: true})
+	o, _, code, ok := loadCommandOptions("dead-letters replay", deadLettersReplayHelp, args, stdout, stderr,
+		runLoad{flags: func(fs *pflag.FlagSet) { defineReplayFlags(fs, &rf) }, offline: true})
 	if !ok {
 		return code
 	}
@@ -256,7 +232,7 @@ func printReplay(w io.Writer, res ingest.ReplayResult, dryRun bool) {
 				t.Kept, strings.Join(t.Topics, ", "))
 			continue
 		}
-		fmt.Fprintf(w, "kept %d dead letter(s) of %s (topic %s): no sink of this configuration writes that table, so they were left as they are; give replay the --config (or --table) of the run whose sink writes %s\n",
+		fmt.Fprintf(w, "kept %d dead letter(s) of %s (topic %s): no sink of this configuration writes that table, so they were left as they are; give replay the --config (or --pg-table) of the run whose sink writes %s\n",
 			t.Kept, t.Table, strings.Join(t.Topics, ", "), t.Table)
 	}
 }

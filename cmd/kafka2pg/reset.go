@@ -19,28 +19,6 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 )
 
-const offsetsUsage = `Usage:
-  kafka2pg offsets show  --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--topic T] [--partition P] [--json]
-  kafka2pg offsets reset --pg-url URL --kafka-brokers H:P --kafka-group G --to earliest|latest|<offset>|<RFC3339 time>
-                         [--config FILE | --table NAME] [--topic T] [--partition P] [--yes]
-
-reset moves the durable next_offset in Postgres, the source of truth, and
-bumps each partition's epoch: running bridges are fenced, re-claim and
-continue from the new offset (a partition being written re-claims three
---kafka-heartbeat-interval after its fenced write, an idle one learns of
-the fence within --fence-check-interval first). It then mirrors the offsets to the Kafka group (Kafka
-accepts that only while the group has no members; otherwise the bridges
-mirror them as they re-claim). Without --yes it only prints the plan.
-
-Moving back is exactly once too: the same transaction deletes what the
-records read again wrote before, the rows of an append table with partition
-and offset columns (the zero-config table has them) and the dead letters,
-so each record ends up once. Give reset the run's --config (or --table) so
-it finds the tables. An upsert table, or one with a unique index, needs no
-deletion; any other table would get duplicates, and reset refuses to move
-back unless --allow-duplicates.
-`
-
 func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, offsetsUsage)
@@ -59,7 +37,8 @@ func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	return exitUsage
 }
 
-// resetFlags are reset's own flags, beside run's.
+// resetFlags are reset's own flags, beside run's (reset takes run's flags
+// and config file, so that it finds the tables as run does).
 type resetFlags struct {
 	to              string
 	partitions      []int32
@@ -68,18 +47,18 @@ type resetFlags struct {
 	allowDuplicates bool
 }
 
-func (f *resetFlags) define(fs *pflag.FlagSet) {
-	fs.StringVar(&f.to, "to", "", "earliest, latest, an offset, or an RFC 3339 time (the first record at or after it)")
+func defineResetFlags(fs *pflag.FlagSet, f *resetFlags) {
+	fs.StringVar(&f.to, "to", "", "earliest, latest, an offset, or an RFC 3339 time")
 	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions")
 	fs.BoolVar(&f.yes, "yes", false, "apply the plan (without it, only print it)")
-	fs.BoolVar(&f.deleteRows, "delete-rewound-rows", true, "moving back, delete in the same transaction the rows and dead letters the records read again wrote (where the table's partition and offset columns find them)")
-	fs.BoolVar(&f.allowDuplicates, "allow-duplicates", false, "move back even where the records read again would be written a second time (a table without partition and offset columns or a unique index)")
+	fs.BoolVar(&f.deleteRows, "delete-rewound-rows", true, "moving back, delete the rows read again, same transaction")
+	fs.BoolVar(&f.allowDuplicates, "allow-duplicates", false, "move back where rows read again cannot be deleted")
 }
 
 func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var rf resetFlags
-	o, _, code, ok := loadCommandOptions("offsets reset", args, stderr, offsetsUsage+"\nFlags (run's, so that reset finds the tables as run does, and its own):\n%s",
-		runLoad{flags: rf.define, offline: true})
+	o, _, code, ok := loadCommandOptions("offsets reset", resetHelp, args, stdout, stderr,
+		runLoad{flags: func(fs *pflag.FlagSet) { defineResetFlags(fs, &rf) }, offline: true})
 	if !ok {
 		return code
 	}
@@ -152,7 +131,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitError
 	}
 	if len(o.sinks) == 0 && o.onlyTable == "" {
-		fmt.Fprintln(stdout, "no --config or --table: each topic's table is taken to be its zero-config table, named after the topic; if the bridge runs with a config or --table, give reset the same")
+		fmt.Fprintln(stdout, "no --config or --pg-table: each topic's table is taken to be its zero-config table, named after the topic; if the bridge runs with a config or --pg-table, give reset the same")
 	}
 	refused := printPlan(stdout, group, plan, before, rewinds, rf.allowDuplicates)
 	if refused > 0 && !rf.allowDuplicates {

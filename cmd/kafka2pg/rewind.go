@@ -70,7 +70,7 @@ func offsetColumns(o *runOptions, topic string, sink ingest.Sink) (topicCol, par
 func planRewind(ctx context.Context, q rowQueryer, o *runOptions, topic string, sink ingest.Sink, found, deleteRows bool, gathered []string) (rewindTarget, error) {
 	if !found {
 		return rewindTarget{mode: rewindRefused, why: fmt.Sprintf("no sink of this configuration reads topic %q, so reset cannot tell which table holds its rows: "+
-			"give reset the run's --config (or its --table), or --allow-duplicates", topic)}, nil
+			"give reset the run's --config (or its --pg-table), or --allow-duplicates", topic)}, nil
 	}
 	t := rewindTarget{table: sink.Table.QualifiedName()}
 	have, err := readCatalogColumns(ctx, q, t.table)

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"runtime/debug"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -26,15 +28,14 @@ import (
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, _, code, ok := loadRunOptions("run", args, stderr,
-		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\n"+
-			"Every flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n\n"+
-			"Exit 0: stopped cleanly (or, with --until-caught-up, caught up); 1: failed; 2: bad flags or configuration;\n"+
-			"3: --until-caught-up caught up, but records of the run became dead letters or were skipped.\n")
+	o, _, code, ok := loadRunOptions("run", runHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
+	for _, n := range o.oldNames {
+		log.Warn(n)
+	}
 	err := runBridge(ctx, o, log, nil)
 	var bad *badRecordsError
 	switch {
@@ -62,11 +63,10 @@ func (e *badRecordsError) Error() string {
 
 // loadRunOptions reads run's flags, the environment and the config file, in
 // that order of precedence, and checks all of it, mappings included, before
-// anything connects; `run` and `check` share it. usage is a format with one
-// %s for the flag list. On failure it has printed why (naming the command)
-// and returns the exit code.
-func loadRunOptions(command string, args []string, stderr io.Writer, usage string) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
-	return loadCommandOptions(command, args, stderr, usage, runLoad{})
+// anything connects; `run` and `check` share it. On failure it has printed
+// why (naming the command) and returns the exit code.
+func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	return loadCommandOptions(command, help, args, stdout, stderr, runLoad{})
 }
 
 // runLoad is what a command that takes run's flags and config file adds to
@@ -77,31 +77,27 @@ type runLoad struct {
 	// may set run's flags only.
 	flags func(fs *pflag.FlagSet)
 	// offline: the command does not consume. Kafka's brokers, group and
-	// topics may be left out; with sinks in --config, --topic and --table
-	// select among them (runOptions.onlyTopics, onlyTable) instead of naming
-	// what to consume.
+	// topics may be left out; with sinks in --config, --topic and
+	// --pg-table select among them (runOptions.onlyTopics, onlyTable)
+	// instead of naming what to consume.
 	offline bool
 }
 
 // loadCommandOptions is loadRunOptions for a command that adds load to
 // run's flags.
-func loadCommandOptions(command string, args []string, stderr io.Writer, usage string, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
-	fs := newRunFlagSet(stderr)
+func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	fs := newFlagSet(command)
 	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
 	keys := fs // the flags the config file may set
 	if load.flags != nil {
-		keys = newRunFlagSet(io.Discard)
+		keys = newFlagSet(command)
 		defineRunFlags(keys, &runOptions{})
+		addFlagAliases(keys)
 		load.flags(fs)
 	}
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, fs.FlagUsages()) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, nil, exitOK, false
-		}
-		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", command, err, command)
-		return nil, nil, exitUsage, false
+	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
+		return nil, nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
@@ -110,9 +106,6 @@ func loadCommandOptions(command string, args []string, stderr io.Writer, usage s
 	invalid := func(err error) (*runOptions, map[string]ingest.Sink, int, bool) {
 		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
 		return nil, nil, exitUsage, false
-	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		return invalid(err)
 	}
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, keys)
@@ -124,6 +117,7 @@ func loadCommandOptions(command string, args []string, stderr io.Writer, usage s
 		}
 		o.sinks = cfg.sinks
 	}
+	o.oldNames = oldNameNotices(fs)
 	if o.offline {
 		o.onlyTopics, o.onlyTable = slices.Clone(o.reader.Topics), o.table
 		if len(o.sinks) > 0 {
@@ -141,13 +135,6 @@ func loadCommandOptions(command string, args []string, stderr io.Writer, usage s
 		return invalid(err)
 	}
 	return o, sinks, exitOK, true
-}
-
-func newRunFlagSet(stderr io.Writer) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	return fs
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -176,21 +163,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
 		return err
 	}
-	if !o.noMigrate {
+	if o.migrate {
 		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
 	}
-	if o.memoryLimitN > 0 {
-		debug.SetMemoryLimit(o.memoryLimitN)
-		log.Info("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
-	}
-	if o.memoryLimitAuto {
-		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
-		debug.SetMemoryLimit(limit)
-		log.Info("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
-	}
-	tuneGC(log)
+	setMemoryLimit(o, log)
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
@@ -238,6 +216,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return out, nil
 	}
 	m := newBridgeMetrics()
+	m.initTables(sinks)
 	var rowsWritten, deadLettered, skipped atomic.Int64
 	// The batches' records as ingest takes them, in slices reused from
 	// batch to batch: a batch of 10,000 records would otherwise allocate
@@ -348,8 +327,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		g.Go(func() error { return srv.serve(gctx) })
 	}
-	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", o.reader.Topics,
-		"tables", tableNames(sinks), "start", o.reader.Start.String())
+	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", strings.Join(o.reader.Topics, ","),
+		tableNames(sinks), "start", o.reader.Start.String())
 	err = g.Wait()
 	rd.Close() // flush, commit to the group, leave
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -364,12 +343,15 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	return nil
 }
 
-func tableNames(sinks map[string]ingest.Sink) map[string]string {
-	out := make(map[string]string, len(sinks))
-	for t, s := range sinks {
-		out[t] = s.Table.QualifiedName()
+// tableNames is the sinks' tables as one log attribute per topic, each
+// schema.table without SQL quotes: tables.orders=public.orders in text,
+// "tables":{"orders":"public.orders"} in JSON.
+func tableNames(sinks map[string]ingest.Sink) slog.Attr {
+	attrs := make([]any, 0, len(sinks))
+	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
+		attrs = append(attrs, slog.String(topic, plainTableName(sinks[topic].Table.QualifiedName())))
 	}
-	return out
+	return slog.Group("tables", attrs...)
 }
 
 // retry runs fn until it succeeds or ctx ends, with capped backoff, as long
@@ -424,6 +406,21 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 	}
 }
 
+// setMemoryLimit applies --memory-limit and tunes GOGC under it. Its lines
+// are at debug level: they say what the flags asked for, nothing to act on.
+func setMemoryLimit(o *runOptions, log *slog.Logger) {
+	if o.memoryLimitN > 0 {
+		debug.SetMemoryLimit(o.memoryLimitN)
+		log.Debug("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
+	}
+	if o.memoryLimitAuto {
+		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
+		debug.SetMemoryLimit(limit)
+		log.Debug("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
+	}
+	tuneGC(log)
+}
+
 // autoMemoryLimit is --memory-limit auto: Go's soft memory limit from the
 // record budget and the partitions owned. The budget bounds the records held
 // (with their overhead); a fetch being decoded, the batches being encoded
@@ -464,7 +461,7 @@ func tuneGC(log *slog.Logger) {
 		return
 	}
 	debug.SetGCPercent(gcPercentUnderLimit)
-	log.Info("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
+	log.Debug("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
 }
 
 // registerCodecs is the AfterConnect of every pool that COPYs rows (run,

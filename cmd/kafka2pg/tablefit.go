@@ -144,7 +144,7 @@ func typedName(name string) string {
 // (the zero-config table of the topic, whose kafka_topic is NOT NULL)
 // makes infer pick <table>_typed, and a new default group with it (the
 // offsets of the table's own group would skip what it already read); with
-// --table given, or when <table>_typed is taken too, it fails naming a name
+// --pg-table given, or when <table>_typed is taken too, it fails naming a name
 // to choose. What it found goes into the header (o.tableNote) and stderr.
 func (o *inferOptions) renderAvoidingTakenTables(ctx context.Context, render func() (string, ingest.Sink, error), stderr io.Writer) (string, error) {
 	cc, err := pgx.ParseConfig(o.pgURL)
@@ -190,7 +190,7 @@ func (o *inferOptions) renderAvoidingTakenTables(ctx context.Context, render fun
 			if o.tableGiven {
 				base = typedName(o.table)
 			}
-			return "", fmt.Errorf("%s: choose a table that does not exist yet with --table (e.g. --table %s)", strings.Join(taken, "; "), freeName(ctx, conn, sink.Table.Schema, base))
+			return "", fmt.Errorf("%s: choose a table that does not exist yet with --pg-table (e.g. --pg-table %s)", strings.Join(taken, "; "), freeName(ctx, conn, sink.Table.Schema, base))
 		}
 		what := "other columns"
 		if rawShaped(have) {
