@@ -86,17 +86,9 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stdout, "no dead letters match")
 		return exitOK
 	}
-	if len(o.sinks) == 0 && len(o.reader.Topics) == 0 {
-		// Zero-config, as run with --topic T for each topic of the
-		// letters.
-		o.reader.Topics = slices.Sorted(maps.Keys(selected))
-	}
-	if err := o.connectRegistry(ctx); err != nil {
-		return fail(exitError, "%v", redactErr(err))
-	}
-	all, err := buildSinks(o)
+	all, err := offlineSinks(ctx, o, slices.Sorted(maps.Keys(selected)))
 	if err != nil {
-		return fail(exitUsage, "%v", err)
+		return fail(exitError, "%v", redactErr(err))
 	}
 	// Only the sinks whose tables have letters to replay are prepared
 	// (evolved, when the sink says so): the others are none of replay's

@@ -307,13 +307,7 @@ func planRewinds(ctx context.Context, pool *pgxpool.Pool, o *runOptions, plan []
 			topics = append(topics, p.topic)
 		}
 	}
-	if len(o.sinks) == 0 {
-		o.reader.Topics = topics // zero-config: as run with --topic for each
-	}
-	if err := o.connectRegistry(ctx); err != nil {
-		return nil, err
-	}
-	sinks, err := buildSinks(o)
+	sinks, err := offlineSinks(ctx, o, topics)
 	if err != nil {
 		return nil, err
 	}
