@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // lineRecorder is a slog.Handler that keeps every record.
@@ -47,7 +47,7 @@ func attr(rec slog.Record, key string) string {
 func badBatch(kind string, first, n int) []badRecord {
 	out := make([]badRecord, n)
 	for i := range out {
-		r := &schema.Record{Topic: "orders", Partition: 0, Offset: int64(first + i)}
+		r := &stream.Record{Topic: "orders", Partition: 0, Offset: int64(first + i)}
 		out[i] = badRecord{rec: r, kind: kind, err: errors.New(`null value in column "kafka_topic" violates not-null constraint`)}
 	}
 	return out

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Replay runs dead letters through the sinks that wrote them, after the
@@ -98,7 +99,7 @@ const (
 type DeadLetter struct {
 	ID           int64
 	Group        string
-	Record       schema.Record
+	Record       stream.Record
 	TargetTable  string
 	ErrorKind    string
 	ErrorMessage string
@@ -177,7 +178,7 @@ LIMIT $8`
 // letter is a dead letter being replayed.
 type letter struct {
 	ReplayLetter
-	rec schema.Record
+	rec stream.Record
 }
 
 // replayBatch replays up to limit letters after afterID in one
@@ -271,8 +272,8 @@ func (w *Writer) replaySink(topic, table string) (Sink, bool, error) {
 // replayInto writes the letters of one sink in tx and sets their
 // outcomes; with dryRun it only maps them.
 func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters []*letter, dryRun bool) error {
-	records := make([]schema.Record, len(letters))
-	byRec := make(map[*schema.Record]*letter, len(letters))
+	records := make([]stream.Record, len(letters))
+	byRec := make(map[*stream.Record]*letter, len(letters))
 	for i, l := range letters {
 		records[i] = l.rec
 		byRec[&records[i]] = l

@@ -24,8 +24,8 @@ import (
 // broker and the database, and prints the DDL run would execute. It writes
 // nothing: Kafka is asked for metadata only (no group, no topic creation),
 // and Postgres is read in one READ ONLY transaction that is rolled back.
-// migrations.Version is not used, because golang-migrate creates its
-// history table when it is missing; the table is read directly instead.
+// The migration history is read with migrations.ReadState, which writes
+// nothing.
 
 // checkTimeout bounds each side of the check.
 const checkTimeout = 30 * time.Second
@@ -198,25 +198,17 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 }
 
-// checkMigrations reads golang-migrate's history table (in the current
-// schema, where migrations.Up keeps it) without creating it.
+// checkMigrations reads the migration history (migrations.ReadState)
+// without creating or moving it.
 func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, migrate bool) error {
-	var history *string
-	err := tx.QueryRow(ctx, `SELECT CASE WHEN to_regclass(format('%I.%I', current_schema(), $1::text)) IS NOT NULL
-		THEN format('%I.%I', current_schema(), $1::text) END`, migrations.HistoryTable).Scan(&history)
+	state, err := migrations.ReadState(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("read the kafka2pg schema version: %w", err)
 	}
-	var version int64
-	var dirty, applied bool
-	if history != nil {
-		err := tx.QueryRow(ctx, "SELECT version, dirty FROM "+*history+" LIMIT 1").Scan(&version, &dirty)
-		switch {
-		case err == nil:
-			applied = true
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read the kafka2pg schema version: %w", err)
-		}
+	version, dirty, applied := state.Version, state.Dirty, state.Applied
+	if state.Legacy {
+		r.line("note", "kafka2pg schema: the migration history is in %s, where earlier releases kept it; run (with --migrate) or kafka2pg migrate up moves it to %s",
+			state.Table, pgx.Identifier{migrations.Schema, migrations.HistoryTable}.Sanitize())
 	}
 	switch {
 	case applied && dirty:

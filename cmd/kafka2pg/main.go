@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -19,7 +20,8 @@ const (
 	exitBadRecords = 3
 )
 
-// version is set with -ldflags "-X main.version=..." by release builds.
+// version is set with -ldflags "-X main.version=..." by make build and the
+// Dockerfile; main resolves "dev" further (resolveVersion).
 var version = "dev"
 
 const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactly once.
@@ -51,6 +53,7 @@ const (
 )
 
 func main() {
+	version = resolveVersion(version, debug.ReadBuildInfo)
 	ctx, stop := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
 func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -405,24 +406,6 @@ func printPlan(w io.Writer, group string, plan []resetStep, before []*partitionS
 	return refused
 }
 
-// resetOffsetSQL moves one partition's durable position and bumps its
-// epoch, so that whoever owns it now is fenced: $1 group, $2 topic, $3
-// partition, $4 the new next_offset.
-const resetOffsetSQL = `
-INSERT INTO kafka2pg.offsets AS o (consumer_group, topic, partition, next_offset, epoch)
-VALUES ($1, $2, $3, $4, 1)
-ON CONFLICT (consumer_group, topic, partition)
-DO UPDATE SET next_offset = EXCLUDED.next_offset, epoch = o.epoch + 1, leader_epoch = -1, updated_at = now()`
-
-// resetOffset runs resetOffsetSQL in tx. Its row lock waits for a writer's
-// open transaction on the partition, and holds the partition until tx ends.
-func resetOffset(ctx context.Context, tx pgx.Tx, group, topic string, partition int32, to int64) error {
-	if _, err := tx.Exec(ctx, resetOffsetSQL, group, topic, partition, to); err != nil {
-		return fmt.Errorf("reset %s/%d to %d: %w", topic, partition, to, err)
-	}
-	return nil
-}
-
 // deletedCounts is what a reset deleted.
 type deletedCounts struct{ rows, letters int64 }
 
@@ -434,12 +417,14 @@ type deletedCounts struct{ rows, letters int64 }
 // commit after (its fence finds the new epoch).
 func applyReset(ctx context.Context, pool *pgxpool.Pool, group string, plan []resetStep, rewinds map[string]*rewind) (deletedCounts, error) {
 	var d deletedCounts
+	moves := make([]offsets.Move, len(plan))
+	for i, p := range plan {
+		moves[i] = offsets.Move{Topic: p.topic, Partition: p.partition, NextOffset: p.to}
+	}
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		d = deletedCounts{}
-		for _, p := range plan {
-			if err := resetOffset(ctx, tx, group, p.topic, p.partition, p.to); err != nil {
-				return err
-			}
+		if err := offsets.Reset(ctx, tx, group, moves); err != nil {
+			return err
 		}
 		for _, p := range plan {
 			r := rewinds[stepKey(p.topic, p.partition)]

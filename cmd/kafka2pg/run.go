@@ -12,7 +12,6 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -191,9 +190,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
+	m := newBridgeMetrics()
+	m.initTables(sinks)
+	var written writeCounters
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
 		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
-		BadRecordLogInterval: o.badLogEvery})
+		BadRecordLogInterval: o.badLogEvery, Tracer: writeTracers{m, &written}})
 	if err != nil {
 		return err
 	}
@@ -204,74 +206,6 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 
-	claim := func(ctx context.Context, topic string, partitions []int32) (map[int32]reader.Claim, error) {
-		pos, err := w.Claim(ctx, topic, partitions)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[int32]reader.Claim, len(pos))
-		for p, c := range pos {
-			out[p] = reader.Claim{Epoch: c.Epoch, NextOffset: c.NextOffset, LeaderEpoch: c.LeaderEpoch}
-		}
-		return out, nil
-	}
-	m := newBridgeMetrics()
-	m.initTables(sinks)
-	var rowsWritten, deadLettered, skipped atomic.Int64
-	// The batches' records as ingest takes them, in slices reused from
-	// batch to batch: a batch of 10,000 records would otherwise allocate
-	// 1.5 MB (a sixth of what a drain allocates, measured with the
-	// allocs profile), and under a backlog the memory limit, not GOGC,
-	// paces the garbage collector, so every byte allocated is GC work.
-	var recSlices sync.Pool // of *[]schema.Record
-	write := func(ctx context.Context, b *reader.Batch) error {
-		rp, _ := recSlices.Get().(*[]schema.Record)
-		if rp == nil {
-			rp = new([]schema.Record)
-		}
-		defer func() {
-			clear(*rp) // drop the references to the records' memory
-			recSlices.Put(rp)
-		}()
-		if cap(*rp) < len(b.Records) {
-			*rp = make([]schema.Record, len(b.Records))
-		}
-		*rp = (*rp)[:len(b.Records)]
-		recs := *rp
-		for i, r := range b.Records {
-			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
-			switch r.Attrs.TimestampType() {
-			case 0:
-				recs[i].TimestampType = schema.TimestampCreateTime
-			case 1:
-				recs[i].TimestampType = schema.TimestampLogAppendTime
-			}
-			if len(r.Headers) > 0 {
-				hs := make([]schema.Header, len(r.Headers))
-				for j, h := range r.Headers {
-					hs[j] = schema.Header{Key: h.Key, Value: h.Value}
-				}
-				recs[i].Headers = hs
-			}
-		}
-		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
-			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
-		m.observeWrite(w.TableName(b.Topic), b, recs, res, err)
-		rowsWritten.Add(int64(res.Rows))
-		deadLettered.Add(int64(res.DeadLetters))
-		skipped.Add(int64(res.Skipped))
-		var stop *ingest.StopError
-		switch {
-		case errors.Is(err, ingest.ErrFenced):
-			return fmt.Errorf("%w: %w", reader.ErrFenced, err)
-		case errors.As(err, &stop):
-			return &reader.StopError{NextOffset: stop.Offset, Reason: fmt.Sprintf(
-				"bad record at %s/%d offset %d stopped the partition (--on-error=stop): %s: %v; "+
-					"fix the table or the data, or run with --on-error=dead-letter, then restart",
-				stop.Topic, stop.Partition, stop.Offset, stop.Kind, stop.Err)}
-		}
-		return err
-	}
 	rcfg := o.reader
 	rcfg.Logger = log
 	if o.memoryLimitAuto {
@@ -279,12 +213,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
-	rd, err := reader.New(rcfg, claim, write)
+	rd, err := reader.New(rcfg, w)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	rd.SetEpochFunc(w.Epochs)
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
@@ -316,7 +249,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	if o.progressEvery > 0 || progress != nil {
 		g.Go(func() error {
-			progressLoop(gctx, rd, log, o.progressEvery, progress, &rowsWritten, &deadLettered)
+			progressLoop(gctx, rd, log, o.progressEvery, progress, &written)
 			return nil
 		})
 	}
@@ -336,9 +269,9 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	st := rd.Stats()
 	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors,
-		"dead_letters", deadLettered.Load(), "skipped", skipped.Load())
-	if o.untilCaughtUp && deadLettered.Load()+skipped.Load() > 0 {
-		return &badRecordsError{deadLetters: deadLettered.Load(), skipped: skipped.Load()}
+		"dead_letters", written.deadLetters.Load(), "skipped", written.skipped.Load())
+	if o.untilCaughtUp && written.deadLetters.Load()+written.skipped.Load() > 0 {
+		return &badRecordsError{deadLetters: written.deadLetters.Load(), skipped: written.skipped.Load()}
 	}
 	return nil
 }
@@ -376,9 +309,37 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) 
 	}
 }
 
-func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, rows, deadLetters *atomic.Int64) {
+// The writer is the reader's Store and, for the fence check, its
+// EpochReader: an assertion, so that a changed signature cannot turn the
+// check off unnoticed.
+var (
+	_ reader.Store       = (*ingest.Writer)(nil)
+	_ reader.EpochReader = (*ingest.Writer)(nil)
+)
+
+// writeCounters count what the writer committed, for the progress log and
+// the exit code of --until-caught-up.
+type writeCounters struct{ rows, deadLetters, skipped atomic.Int64 }
+
+func (c *writeCounters) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
+	c.rows.Add(int64(t.Rows))
+	c.deadLetters.Add(int64(t.DeadLetters))
+	c.skipped.Add(int64(t.Skipped))
+}
+
+// writeTracers tells each of its tracers of every write.
+type writeTracers []ingest.Tracer
+
+func (ts writeTracers) TraceBatchEnd(ctx context.Context, t ingest.BatchTrace) {
+	for _, tr := range ts {
+		tr.TraceBatchEnd(ctx, t)
+	}
+}
+
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	rows, deadLetters := &written.rows, &written.deadLetters
 	last, lastRows, lastLog := rd.Stats(), rows.Load(), time.Now()
 	for {
 		select {
