@@ -148,6 +148,10 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 	if res.stop != nil {
 		return res, res.stop
 	}
+	for _, b := range spec.batches {
+		// Counted once committed, so a batch written again is counted once.
+		w.bad.note(spec.sink.Table.QualifiedName(), len(b.Records), res.bad, w.cfg.OnError == OnErrorSkip)
+	}
 	return res, nil
 }
 
