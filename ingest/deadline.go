@@ -227,6 +227,10 @@ func (w *Writer) passedDeadline(batches []*stream.Batch, st *txState, d time.Dur
 		attrs = append(attrs, "combined", len(batches))
 	}
 	attrs = append(attrs, "step", de.Step.String(), "waited", de.Waited.Round(time.Millisecond), "deadline", d, "error", err.Error())
-	w.log.Warn("write passed its deadline: cancelled, its connection closed; the partition claims again and retries", attrs...)
+	msg := "write passed its deadline: cancelled, its connection closed; the partition claims again and retries"
+	if len(batches) == 0 {
+		msg = "transaction passed its deadline: cancelled, its connection closed"
+	}
+	w.log.Warn(msg, attrs...)
 	return de
 }
