@@ -126,7 +126,7 @@ test: build
 	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do
 		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
 	done
-	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/
+	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) -C tools test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/
 	# The tools module; its bench-peers smoke skips without KAFKA2PG_TEST_BROKERS.
 	step "go test ./... in tools/ (bench-peers smoke on KAFKA2PG_TEST_BROKERS)" $(GO) -C tools test -count=1 -timeout 10m ./...
 	step "lint (gofmt, go vet)" $(SUBMAKE) lint
@@ -277,12 +277,13 @@ chart: build
 # baselines on both tables, REPS times interleaved (default 3), then the
 # latency at half the measured rate and the peak RSS draining a backlog of
 # BACKLOG records (default 5000000; 0 skips it), in one run against one
-# Postgres, and writes bench/results.md and bench/results.svg (issue 10;
+# Postgres, and writes bench/results.md and bench/results.svg (tools/bench;
 # about 8-9 minutes on an idle 2-core box).
 ## bench           throughput against raw COPY and INSERT baselines, latency, memory; bench/results.md
 bench: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
-	$(GO) run ./bench -pg-url "$$url" -reps $(or $(REPS),3) -backlog $(or $(BACKLOG),5000000) -out bench/results.md -chart bench/results.svg
+	$(GO) -C tools run ./bench -pg-url "$$url" -reps $(or $(REPS),3) -backlog $(or $(BACKLOG),5000000) \
+		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/results.md" -chart "$(CURDIR)/bench/results.svg"
 
 # bench-peers measures kafka2pg against the Debezium JDBC sink on Kafka
 # Connect (tools/benchpeers; the worker and the connectors' jars come from

@@ -39,7 +39,7 @@ func TestBenchSmoke(t *testing.T) {
 	if pgURL == "" {
 		t.Fatal("KAFKA2PG_BENCH_SMOKE=1 needs KAFKA2PG_TEST_PG_URL or KAFKA2PG_PG_URL")
 	}
-	bin := cmp.Or(os.Getenv("KAFKA2PG_BIN"), filepath.Join("..", "bin", "kafka2pg"))
+	bin := cmp.Or(os.Getenv("KAFKA2PG_BIN"), filepath.Join("..", "..", "bin", "kafka2pg"))
 	dir := t.TempDir()
 	ctx, cancel := context.WithTimeout(t.Context(), 4*time.Minute)
 	defer cancel()

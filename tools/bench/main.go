@@ -2,7 +2,10 @@
 // against two baselines in the style of the incumbents, in one run against
 // one Postgres, and writes the figures side by side (make bench):
 //
-//	go run ./bench -pg-url "$PG" -reps 3 -backlog 5000000 -out bench/results.md -chart bench/results.svg
+//	cd tools && go run ./bench -pg-url "$PG" -reps 3 -backlog 5000000
+//
+// which writes ../bench/results.md and ../bench/results.svg, where the
+// README links them.
 //
 // A run is -reps repetitions, and each repetition measures, for the typed
 // table and then for the zero-config table, back to back: the ceiling
@@ -87,9 +90,9 @@ func main() {
 	flag.DurationVar(&o.latencyFor, "latency", 20*time.Second, "how long the latency scenario produces at half the measured rate (0 skips it)")
 	flag.IntVar(&o.backlog, "backlog", 0, "records of the backlog (peak RSS) scenario; 0 skips it (make bench runs 5,000,000)")
 	flag.StringVar(&o.pgURL, "pg-url", cmp.Or(os.Getenv("KAFKA2PG_PG_URL"), os.Getenv("DATABASE_URL")), "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL; make bench passes scripts/pg-url.sh)")
-	flag.StringVar(&o.bin, "bin", "bin/kafka2pg", "the kafka2pg binary (make build)")
-	flag.StringVar(&o.out, "out", "bench/results.md", "Markdown results to write")
-	flag.StringVar(&o.chart, "chart", "bench/results.svg", "SVG chart to write")
+	flag.StringVar(&o.bin, "bin", "../bin/kafka2pg", "the kafka2pg binary (make build; the default is relative to tools/)")
+	flag.StringVar(&o.out, "out", "../bench/results.md", "Markdown results to write")
+	flag.StringVar(&o.chart, "chart", "../bench/results.svg", "SVG chart to write")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency scenario; 0: half the zero-config rate measured (the target's rate); fix it to compare two binaries")
 	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables to measure, comma-separated (one of them for A/B runs of the bridge alone)")
 	baselines := flag.Bool("baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
