@@ -229,8 +229,8 @@ test-security: build
 # (KAFKA2PG_FAULTS=1) with exclusive use of a throwaway Postgres and real
 # Kafka clusters: every case on one node, then leader failover on three
 # nodes; then it renders docs/RELIABILITY.md from the cases' results
-# (FAULTS_REPORT, JSON lines). It stops the Kafka cluster at the end, and
-# fails if any case failed.
+# (FAULTS_REPORT, JSON lines) with tools/report. It stops the Kafka
+# cluster at the end, and fails if any case failed.
 FAULTS_REPORT ?= .tmp/faults/results.jsonl
 ## faults          the full fault matrix; renders docs/RELIABILITY.md
 faults: build
@@ -260,7 +260,7 @@ faults: build
 	scripts/kafka-down.sh
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"
-	$(GO) run ./internal/faultreport/cmd -in "$$KAFKA2PG_FAULTS_REPORT" -out docs/RELIABILITY.md \
+	$(GO) -C tools run ./report faults -in "$$KAFKA2PG_FAULTS_REPORT" -out "$(CURDIR)/docs/RELIABILITY.md" \
 		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for every case but 4b, three nodes for 4b)" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
@@ -316,13 +316,13 @@ bench-peers-smoke: build
 	$(GO) -C tools test -count=1 -timeout 10m -run '^TestPeersSmoke$$' -v ./benchpeers/
 
 # scale runs the scale suite of integration/scale*_test.go at full size
-# (KAFKA2PG_SCALE=1, issue 9): the 1,000-partition run on kfake, then the
+# (KAFKA2PG_SCALE=1): the 1,000-partition run on kfake, then the
 # rebalance write gaps, the throughput matrix, the recovery times and
 # pg_partman on a real Kafka (KAFKA2PG_TEST_BROKERS, else the cluster of
 # scripts/kafka-up.sh, started when not running and left running); then it
 # renders docs/SCALING.md and docs/img/scaling-*.svg from what the tests
-# measured (SCALE_REPORT, JSON lines), and fails if a test failed. The
-# matrix compares the default with --table-writers 2; SCALE_VARIANTS adds
+# measured (SCALE_REPORT, JSON lines) with tools/report, and fails if a
+# test failed. The matrix compares the default with --table-writers 2; SCALE_VARIANTS adds
 # columns: make scale SCALE_VARIANTS='big=--batch-max-rows 20000;one-conn=--pg-max-conns 1'.
 # About 6-10 minutes on an idle 2-core box.
 SCALE_REPORT ?= .tmp/scale/results.jsonl
@@ -350,8 +350,8 @@ scale: build
 	kafka_version=$$(. .tmp/kafka/env 2>/dev/null && echo "$$KAFKA_VERSION" || echo unknown)
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/SCALING.md"
-	$(GO) run ./internal/scalereport/cmd -in "$$KAFKA2PG_SCALE_REPORT" -out docs/SCALING.md \
-		-throughput-svg docs/img/scaling-throughput.svg -lag-svg docs/img/scaling-lag.svg \
+	$(GO) -C tools run ./report scale -in "$$KAFKA2PG_SCALE_REPORT" -out "$(CURDIR)/docs/SCALING.md" \
+		-throughput-svg "$(CURDIR)/docs/img/scaling-throughput.svg" -lag-svg "$(CURDIR)/docs/img/scaling-lag.svg" \
 		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh, one node) for the multi-instance runs; kfake (franz-go's in-process Kafka, in the test process) for the many-partitions run" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm), one machine for everything" \
 		-setup "whole run: $$((SECONDS - started)) s; load average at the end: $$(cut -d' ' -f1-3 /proc/loadavg)" || failed=1

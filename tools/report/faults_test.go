@@ -1,41 +1,27 @@
-package faultreport
+package main
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 func TestAppendReadRender(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "results.jsonl")
-	results := []Result{
+	results := []testreport.FaultResult{
 		{Case: "10", Name: "data loss", Produced: 5, Rows: 5, Result: "PASS", Trials: 1},
 		{Case: "2", Name: "pg | stop", Produced: 7, Rows: 7, Result: "PASS", Trials: 3, Notes: "readyz 503"},
 		{Case: "4b", Name: "failover", Produced: 3, Rows: 3, Result: "PASS"},
 		{Case: "4", Name: "restart", Produced: 3, Rows: 3, Result: "PASS"},
 	}
-	for _, r := range results {
-		if err := Append(path, r); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	got, err := Read(f)
-	if err != nil {
-		t.Fatal(err)
-	}
+	got := appendAndRead(t, results, "fault", nil)
 	if len(got) != len(results) {
-		t.Fatalf("Read: %d results, want %d", len(got), len(results))
+		t.Fatalf("read back %d results, want %d", len(got), len(results))
 	}
 	var page strings.Builder
-	if err := Render(&page, got, Meta{Generated: time.Unix(0, 0)}); err != nil {
-		t.Fatalf("Render: %v\n%s", err, page.String())
+	if err := renderFaults(&page, got, pageMeta{Generated: time.Unix(0, 0)}); err != nil {
+		t.Fatalf("renderFaults: %v\n%s", err, page.String())
 	}
 	s := page.String()
 	order := []string{"| 2 | pg \\| stop", "| 4 | restart", "| 4b | failover", "| 10 | data loss"}
@@ -55,32 +41,32 @@ func TestAppendReadRender(t *testing.T) {
 func TestRenderFailsOnInconsistentCounts(t *testing.T) {
 	for _, tc := range []struct {
 		name string
-		r    Result
+		r    testreport.FaultResult
 	}{
-		{"a lost record", Result{Case: "1", Produced: 5, Rows: 4, Lost: 1, Result: "PASS"}},
-		{"a duplicate", Result{Case: "1", Produced: 5, Rows: 6, Duplicate: 1, Result: "PASS"}},
-		{"an aborted record that landed", Result{Case: "7", Produced: 5, Rows: 6, Unexpected: 1, Result: "PASS"}},
-		{"a case that failed", Result{Case: "3", Produced: 5, Rows: 5, Result: "FAIL"}},
+		{"a lost record", testreport.FaultResult{Case: "1", Produced: 5, Rows: 4, Lost: 1, Result: "PASS"}},
+		{"a duplicate", testreport.FaultResult{Case: "1", Produced: 5, Rows: 6, Duplicate: 1, Result: "PASS"}},
+		{"an aborted record that landed", testreport.FaultResult{Case: "7", Produced: 5, Rows: 6, Unexpected: 1, Result: "PASS"}},
+		{"a case that failed", testreport.FaultResult{Case: "3", Produced: 5, Rows: 5, Result: "FAIL"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var page strings.Builder
-			err := Render(&page, []Result{tc.r}, Meta{})
+			err := renderFaults(&page, []testreport.FaultResult{tc.r}, pageMeta{})
 			if err == nil {
-				t.Fatalf("Render: no error for %+v", tc.r)
+				t.Fatalf("renderFaults: no error for %+v", tc.r)
 			}
 			if !strings.Contains(page.String(), "**FAIL**") {
 				t.Errorf("the row is not marked FAIL:\n%s", page.String())
 			}
 		})
 	}
-	if err := Render(&strings.Builder{}, nil, Meta{}); err == nil {
-		t.Error("Render: no error without results")
+	if err := renderFaults(&strings.Builder{}, nil, pageMeta{}); err == nil {
+		t.Error("renderFaults: no error without results")
 	}
 }
 
 func TestReadNamesTheBadLine(t *testing.T) {
-	_, err := Read(strings.NewReader("{\"case\":\"1\"}\n\nnot json\n"))
+	_, err := decodeLines[testreport.FaultResult](strings.NewReader("{\"case\":\"1\"}\n\nnot json\n"), "fault", nil)
 	if err == nil || !strings.Contains(err.Error(), "line 3") {
-		t.Fatalf("Read: %v, want an error naming line 3", err)
+		t.Fatalf("decodeLines: %v, want an error naming line 3", err)
 	}
 }

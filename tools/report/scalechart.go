@@ -1,4 +1,4 @@
-package scalereport
+package main
 
 import (
 	"bufio"
@@ -10,16 +10,17 @@ import (
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/internal/metricschart"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // barColors are the variants' colors, in column order.
 var barColors = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"}
 
-// WriteThroughputSVG draws the throughput matrix as grouped bars: one
+// writeThroughputSVG draws the throughput matrix as grouped bars: one
 // group per cell (1, 2, 3 instances; 8, 64, 512 partitions), one bar per
 // variant, rows/s on a shared y axis from zero. Written by hand, like
 // package metricschart: no plotting dependency.
-func WriteThroughputSVG(w io.Writer, entries []Entry, notes []string) error {
+func writeThroughputSVG(w io.Writer, entries []testreport.ScaleEntry, notes []string) error {
 	ts := throughputs(entries)
 	if len(ts) == 0 {
 		return errors.New("throughput chart: no throughput results")
@@ -115,12 +116,12 @@ func WriteThroughputSVG(w io.Writer, entries []Entry, notes []string) error {
 	return bw.Flush()
 }
 
-// WriteLagSVG draws the max and mean lag over time of the largest
+// writeLagSVG draws the max and mean lag over time of the largest
 // many-partitions run, with package metricschart.
-func WriteLagSVG(w io.Writer, entries []Entry, notes []string) error {
-	var best *Entry
+func writeLagSVG(w io.Writer, entries []testreport.ScaleEntry, notes []string) error {
+	var best *testreport.ScaleEntry
 	for i, e := range entries {
-		if e.Kind == KindPartitions && e.Partitions != nil &&
+		if e.Kind == testreport.KindPartitions && e.Partitions != nil &&
 			(best == nil || e.Partitions.Topics*e.Partitions.PartitionsPerTopic >= best.Partitions.Topics*best.Partitions.PartitionsPerTopic) {
 			best = &entries[i]
 		}

@@ -1,32 +1,12 @@
-// Package scalereport records what kafka2pg's scale tests measure
-// (integration/scale*_test.go) and renders it as docs/SCALING.md and its
-// charts, the way package faultreport renders docs/RELIABILITY.md.
-//
-// Each measurement appends one JSON line ([Entry]) to the file named by the
-// KAFKA2PG_SCALE_REPORT environment variable; `go run
-// ./internal/scalereport/cmd` turns the file into the page and the SVGs.
-// Every figure in an Entry was measured by a test against the real bridge
-// binary (SQL over what it wrote, or its own /metrics); Render only prints
-// and charts them, and says so when a section has no measurement.
-//
-// No goroutines; no I/O beyond Append, Read and the writers it is given.
-package scalereport
+package testreport
 
-import (
-	"bufio"
-	"encoding/json"
-	"fmt"
-	"io"
-	"os"
-	"strings"
-	"time"
-)
+import "time"
 
-// EnvFile names the environment variable with the path of the JSON-lines
+// ScaleEnv names the environment variable with the path of the JSON-lines
 // file that scale tests append to. Unset, tests record nothing.
-const EnvFile = "KAFKA2PG_SCALE_REPORT"
+const ScaleEnv = "KAFKA2PG_SCALE_REPORT"
 
-// Kinds of Entry.
+// Kinds of ScaleEntry.
 const (
 	KindThroughput = "throughput" // Throughput is set
 	KindRebalance  = "rebalance"  // Rebalance is set
@@ -35,9 +15,11 @@ const (
 	KindPartman    = "partman"    // Note says what was proven
 )
 
-// Entry is one measurement. Exactly one of the pointers is set, the one
-// Kind names (none for KindPartman).
-type Entry struct {
+// ScaleEntry is one measurement of a scale test. Exactly one of the
+// pointers is set, the one Kind names (none for KindPartman). Every figure
+// was measured by a test against the real bridge binary (SQL over what it
+// wrote, or its own /metrics).
+type ScaleEntry struct {
 	Kind     string    `json:"kind"`
 	Test     string    `json:"test"`   // the Go test that measured it
 	Broker   string    `json:"broker"` // "kfake" or "Apache Kafka, 1 node(s)"
@@ -122,76 +104,4 @@ type Partitions struct {
 	LagT    []float64 `json:"lag_t"`
 	LagMax  []float64 `json:"lag_max"`
 	LagMean []float64 `json:"lag_mean"`
-}
-
-// Append writes e as one JSON line at the end of the file at path, creating
-// it when missing. Whole lines from concurrent appenders do not interleave
-// (O_APPEND, one write).
-func Append(path string, e Entry) error {
-	line, err := json.Marshal(e)
-	if err != nil {
-		return fmt.Errorf("append scale result to %s: %w", path, err)
-	}
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("append scale result: %w", err)
-	}
-	if _, err := f.Write(append(line, '\n')); err != nil {
-		f.Close()
-		return fmt.Errorf("append scale result to %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("append scale result to %s: %w", path, err)
-	}
-	return nil
-}
-
-// Read parses a JSON-lines file of entries. Blank lines are skipped; a line
-// that does not parse, or whose kind does not match its content, is an
-// error naming its number.
-func Read(r io.Reader) ([]Entry, error) {
-	var out []Entry
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 16*1024*1024)
-	for n := 1; sc.Scan(); n++ {
-		line := strings.TrimSpace(sc.Text())
-		if line == "" {
-			continue
-		}
-		var e Entry
-		if err := json.Unmarshal([]byte(line), &e); err != nil {
-			return nil, fmt.Errorf("read scale results: line %d: %w", n, err)
-		}
-		if err := e.check(); err != nil {
-			return nil, fmt.Errorf("read scale results: line %d: %w", n, err)
-		}
-		out = append(out, e)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read scale results: %w", err)
-	}
-	return out, nil
-}
-
-// check says whether the entry's payload is the one its kind names.
-func (e Entry) check() error {
-	var ok bool
-	switch e.Kind {
-	case KindThroughput:
-		ok = e.Throughput != nil
-	case KindRebalance:
-		ok = e.Rebalance != nil
-	case KindRecovery:
-		ok = e.Recovery != nil
-	case KindPartitions:
-		ok = e.Partitions != nil
-	case KindPartman:
-		ok = true
-	default:
-		return fmt.Errorf("unknown kind %q", e.Kind)
-	}
-	if !ok {
-		return fmt.Errorf("kind %q without its %s object", e.Kind, e.Kind)
-	}
-	return nil
 }
