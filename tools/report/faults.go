@@ -42,7 +42,7 @@ func renderFaults(w io.Writer, results []testreport.FaultResult, meta pageMeta) 
 	slices.SortFunc(rows, func(a, b testreport.FaultResult) int { return compareCase(a.Case, b.Case) })
 
 	var b strings.Builder
-	writeHeader(&b, "Reliability: the fault matrix", "make faults", "internal/faultreport", "results", meta)
+	writeHeader(&b, "Reliability: the fault matrix", "make faults", "tools/report", "results", meta)
 	b.WriteString(`
 Every case runs the real kafka2pg binary against a real PostgreSQL and ends
 with SQL over the target table: each record that Kafka holds for the bridge

@@ -19,7 +19,7 @@ func renderScale(w io.Writer, entries []testreport.ScaleEntry, meta pageMeta) er
 		return errors.New("render scale report: no results")
 	}
 	var b strings.Builder
-	writeHeader(&b, "Scaling kafka2pg", "make scale", "internal/scalereport", "measurements", meta)
+	writeHeader(&b, "Scaling kafka2pg", "make scale", "tools/report", "measurements", meta)
 	b.WriteString(`
 Every figure below was measured in this run by a test in
 integration/scale*_test.go, against the real kafka2pg binary, a real
