@@ -271,7 +271,7 @@ faults: build
 ## chart           redraw docs/img/metrics.svg from a live bridge
 chart: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
-	$(GO) run ./internal/metricschart/cmd -bin $(BIN) -pg-url "$$url" -out docs/img/metrics.svg
+	$(GO) -C tools run ./metricschart -bin "$(CURDIR)/$(BIN)" -pg-url "$$url" -out "$(CURDIR)/docs/img/metrics.svg"
 
 # bench measures kafka2pg against the binary COPY ceiling and two INSERT
 # baselines on both tables, REPS times interleaved (default 3), then the

@@ -14,8 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kafka2pg/kafka2pg/internal/livebridge"
-	"github.com/kafka2pg/kafka2pg/internal/metricschart"
+	"github.com/kafka2pg/kafka2pg/tools/internal/livebridge"
 )
 
 // scrapeInterval is how often the bench looks at the bridge's progress:
@@ -157,7 +156,7 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 			if err != nil {
 				continue // not listening yet
 			}
-			if fetched, _ := metricschart.Sum(body, "kafka2pg_reader_records_total"); fetched > 0 {
+			if fetched, _ := livebridge.Sum(body, "kafka2pg_reader_records_total"); fetched > 0 {
 				firstAt = at
 			}
 		case lastAt.IsZero():
@@ -175,7 +174,7 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 				b.stop()
 				return result{}, fmt.Errorf("read /metrics after the last commit: %w", err)
 			}
-			if rows, _ := metricschart.Sum(body, "kafka2pg_ingest_rows_total"); rows < float64(n) {
+			if rows, _ := livebridge.Sum(body, "kafka2pg_ingest_rows_total"); rows < float64(n) {
 				continue
 			}
 			if lat = parseHistogram(body, "kafka2pg_end_to_end_latency_seconds"); lat == nil {

@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kafka2pg/kafka2pg/internal/livebridge"
+	"github.com/kafka2pg/kafka2pg/tools/internal/livebridge"
 )
 
 // kafka2pgSystem runs the built binary, one process per run, with its

@@ -9,8 +9,8 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/kafka2pg/kafka2pg/internal/metricschart"
 	"github.com/kafka2pg/kafka2pg/internal/testreport"
+	"github.com/kafka2pg/kafka2pg/tools/internal/svgchart"
 )
 
 // barColors are the variants' colors, in column order.
@@ -19,7 +19,7 @@ var barColors = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd"}
 // writeThroughputSVG draws the throughput matrix as grouped bars: one
 // group per cell (1, 2, 3 instances; 8, 64, 512 partitions), one bar per
 // variant, rows/s on a shared y axis from zero. Written by hand, like
-// package metricschart: no plotting dependency.
+// package svgchart: no plotting dependency.
 func writeThroughputSVG(w io.Writer, entries []testreport.ScaleEntry, notes []string) error {
 	ts := throughputs(entries)
 	if len(ts) == 0 {
@@ -68,7 +68,7 @@ func writeThroughputSVG(w io.Writer, entries []testreport.ScaleEntry, notes []st
 			}
 		}
 	}
-	ticks := metricschart.NiceTicks(top)
+	ticks := svgchart.NiceTicks(top)
 	top = ticks[len(ticks)-1]
 	const (
 		width, left, right = 960, 78, 20
@@ -117,7 +117,7 @@ func writeThroughputSVG(w io.Writer, entries []testreport.ScaleEntry, notes []st
 }
 
 // writeLagSVG draws the max and mean lag over time of the largest
-// many-partitions run, with package metricschart.
+// many-partitions run, with package svgchart.
 func writeLagSVG(w io.Writer, entries []testreport.ScaleEntry, notes []string) error {
 	var best *testreport.ScaleEntry
 	for i, e := range entries {
@@ -130,16 +130,16 @@ func writeLagSVG(w io.Writer, entries []testreport.ScaleEntry, notes []string) e
 		return errors.New("lag chart: no lag samples")
 	}
 	p := best.Partitions
-	var maxPts, meanPts []metricschart.Point
+	var maxPts, meanPts []svgchart.Point
 	for i, t := range p.LagT {
-		maxPts = append(maxPts, metricschart.Point{T: t, V: p.LagMax[i]})
-		meanPts = append(meanPts, metricschart.Point{T: t, V: p.LagMean[i]})
+		maxPts = append(maxPts, svgchart.Point{T: t, V: p.LagMax[i]})
+		meanPts = append(meanPts, svgchart.Point{T: t, V: p.LagMean[i]})
 	}
-	c := metricschart.Chart{
+	c := svgchart.Chart{
 		Title:  fmt.Sprintf("Lag per partition while one process drains %d partitions (%s)", p.Topics*p.PartitionsPerTopic, best.Broker),
 		Notes:  notes,
 		XLabel: "seconds since the process started",
-		Panels: []metricschart.Panel{
+		Panels: []svgchart.Panel{
 			{Title: "max lag over the partitions (end offset − next_offset in kafka2pg.offsets)", YLabel: "records", Color: "#d62728", Points: maxPts},
 			{Title: "mean lag over the partitions", YLabel: "records", Color: "#1f77b4", Points: meanPts},
 		},

@@ -1,4 +1,12 @@
-package metricschart
+// Package svgchart draws the tools' charts as self-contained SVG, written
+// by hand (no plotting dependency, no scripts, no external fonts or
+// images): time series in stacked panels (the README's chart of a live
+// bridge's /metrics, the scale page's lag), with the axis ticks and rates
+// they need.
+//
+// It does no I/O beyond the io.Writer it is given and starts no
+// goroutines. It imports only the standard library.
+package svgchart
 
 import (
 	"bufio"

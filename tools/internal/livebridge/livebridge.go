@@ -1,9 +1,11 @@
 // Package livebridge holds what programs that run the built kafka2pg binary
-// as a subprocess and read its /metrics share (the bench and the metrics
-// chart): a free loopback address for --metrics-addr, an environment without
-// KAFKA2PG_* variables so that only the flags configure the bridge, a GET
-// that fails on a non-200 answer, and a log buffer safe for exec's copying
-// goroutines. No goroutines of its own; imports nothing of ours.
+// as a subprocess and read its /metrics share (the bench, the peers bench
+// and the metrics chart): a free loopback address for --metrics-addr, an
+// environment without KAFKA2PG_* variables so that only the flags
+// configure the bridge, a GET that fails on a non-200 answer, a log buffer
+// safe for exec's copying goroutines, and Sum, which reads a metric out of
+// the Prometheus text exposition. No goroutines of its own; imports nothing
+// of ours.
 package livebridge
 
 import (

@@ -1,4 +1,4 @@
-package metricschart
+package livebridge
 
 import (
 	"strconv"

@@ -1,7 +1,7 @@
 // Command metricschart runs kafka2pg under a real workload and draws what its
 // /metrics said, every 250 ms, as docs/img/metrics.svg:
 //
-//	go run ./internal/metricschart/cmd -bin bin/kafka2pg -pg-url "$PG" -out docs/img/metrics.svg
+//	cd tools && go run ./metricschart -bin ../bin/kafka2pg -pg-url "$PG" -out ../docs/img/metrics.svg
 //
 // The workload: an in-process Kafka (kfake) with one topic; a backlog
 // produced before the bridge starts; the bridge (the binary given with -bin,
@@ -24,7 +24,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"github.com/kafka2pg/kafka2pg/internal/livebridge"
 	"math"
 	"net/http"
 	"os"
@@ -42,7 +41,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/internal/metricschart"
+	"github.com/kafka2pg/kafka2pg/tools/internal/livebridge"
+	"github.com/kafka2pg/kafka2pg/tools/internal/svgchart"
 )
 
 // options are the command's flags.
@@ -67,9 +67,9 @@ const (
 
 func main() {
 	var o options
-	flag.StringVar(&o.bin, "bin", "bin/kafka2pg", "the kafka2pg binary to run (make build)")
+	flag.StringVar(&o.bin, "bin", "../bin/kafka2pg", "the kafka2pg binary to run (make build; the default is relative to tools/)")
 	flag.StringVar(&o.pgURL, "pg-url", cmp.Or(os.Getenv("KAFKA2PG_PG_URL"), os.Getenv("DATABASE_URL")), "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
-	flag.StringVar(&o.out, "out", "docs/img/metrics.svg", "SVG file to write")
+	flag.StringVar(&o.out, "out", "../docs/img/metrics.svg", "SVG file to write")
 	flag.StringVar(&o.commit, "commit", "", "commit named in the header (default: git describe of the work tree)")
 	flag.IntVar(&o.partitions, "partitions", 6, "partitions of the topic")
 	flag.IntVar(&o.backlog, "backlog", 500_000, "records produced before the bridge starts")
@@ -238,8 +238,8 @@ func scrapeUntilCaughtUp(ctx context.Context, url string, interval time.Duration
 			continue // not listening yet
 		}
 		s := sample{t: at, lag: math.NaN()}
-		s.rows, _ = metricschart.Sum(body, "kafka2pg_ingest_rows_total")
-		if lag, ok := metricschart.Sum(body, "kafka2pg_reader_partition_lag_records"); ok {
+		s.rows, _ = livebridge.Sum(body, "kafka2pg_ingest_rows_total")
+		if lag, ok := livebridge.Sum(body, "kafka2pg_reader_partition_lag_records"); ok {
 			s.lag = lag
 		}
 		samples = append(samples, s)
@@ -257,15 +257,15 @@ func scrapeUntilCaughtUp(ctx context.Context, url string, interval time.Duration
 	}
 }
 
-func buildChart(o options, samples []sample, produced int64, pgVersion string, burstAt time.Duration) *metricschart.Chart {
+func buildChart(o options, samples []sample, produced int64, pgVersion string, burstAt time.Duration) *svgchart.Chart {
 	// The counter is 0 when the process starts, before /metrics answers.
-	rows := []metricschart.Point{{T: 0, V: 0}}
-	var lag []metricschart.Point
+	rows := []svgchart.Point{{T: 0, V: 0}}
+	var lag []svgchart.Point
 	for _, s := range samples {
-		rows = append(rows, metricschart.Point{T: s.t, V: s.rows})
-		lag = append(lag, metricschart.Point{T: s.t, V: s.lag})
+		rows = append(rows, svgchart.Point{T: s.t, V: s.rows})
+		lag = append(lag, svgchart.Point{T: s.t, V: s.lag})
 	}
-	rate := metricschart.Rate(rows, 1)
+	rate := svgchart.Rate(rows, 1)
 	peakRate, peakLag := 0.0, 0.0
 	for _, p := range rate {
 		peakRate = max(peakRate, p.V)
@@ -276,7 +276,7 @@ func buildChart(o options, samples []sample, produced int64, pgVersion string, b
 		}
 	}
 	fmt.Printf("peak %.0f rows/s, peak lag %.0f records, %d records\n", peakRate, peakLag, produced)
-	return &metricschart.Chart{
+	return &svgchart.Chart{
 		Title: "kafka2pg under load: rows committed per second and lag, from its own /metrics",
 		Notes: []string{
 			fmt.Sprintf("%s JSON records to %d partitions: a backlog of %s before the bridge started, then %s records/s for %s,",
@@ -287,11 +287,11 @@ func buildChart(o options, samples []sample, produced int64, pgVersion string, b
 				o.interval, time.Now().UTC().Format("2006-01-02"), o.commit, runtime.NumCPU()),
 		},
 		XLabel: "seconds since the bridge started",
-		Panels: []metricschart.Panel{
+		Panels: []svgchart.Panel{
 			{Title: "rows/s committed: rate of kafka2pg_ingest_rows_total", YLabel: "rows/s", Color: "#1f77b4", Points: rate},
 			{Title: "lag: sum of kafka2pg_reader_partition_lag_records over partitions", YLabel: "records", Color: "#d62728", Points: lag},
 		},
-		Markers: []metricschart.Marker{
+		Markers: []svgchart.Marker{
 			{T: burstAt.Seconds(), Label: fmt.Sprintf("burst of %s", thousands(int64(o.burst)))},
 			{T: o.duration.Seconds(), Label: "producer stops"},
 		},
