@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"runtime"
 	"strings"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/stream"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // pollMaxRecords caps a baseline's poll: 5,000 rows × 10 columns keeps a
@@ -53,8 +55,8 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 	args := make([]any, 0, pollMaxRecords*len(cols))
 
 	runtime.GC()
-	rssOK := resetPeakRSS()
-	oth0, cpu0, pg0, broker0, t0 := e.othersCPU(), selfCPU(), e.pg.cpu(), e.brokerCPU(), time.Now()
+	rssOK := procfs.ResetPeakRSS()
+	oth0, cpu0, pg0, broker0, t0 := e.othersCPU(), selfCPU(), e.pg.CPU(), e.brokerCPU(), time.Now()
 	var firstAt, lastAt time.Time
 	done := 0
 	for done < n {
@@ -108,7 +110,7 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 		done += len(recs)
 		lastAt = now
 	}
-	cpu, pgCPU, oth, brokerCPU := selfCPU()-cpu0, e.pg.cpu()-pg0, e.othersCPU()-oth0, e.brokerCPU()-broker0
+	cpu, pgCPU, oth, brokerCPU := selfCPU()-cpu0, e.pg.CPU()-pg0, e.othersCPU()-oth0, e.brokerCPU()-broker0
 	name := "baselineB"
 	if perRecord {
 		name = "baselineA"
@@ -116,7 +118,7 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 	r := result{Kind: name, Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: done,
 		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: brokerCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(), P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
 	if rssOK {
-		r.PeakRSS = peakRSS(procSelf)
+		r.PeakRSS = procfs.PeakRSS(os.Getpid())
 	}
 	if r.TableRows, err = e.count(ctx, t); err != nil {
 		return result{}, err

@@ -74,7 +74,7 @@ func TestBenchSmoke(t *testing.T) {
 				t.Errorf("%s on %s: %d runs, want %d", kind, table, len(s.runs), reps)
 				continue
 			}
-			if r := s.ratio(); !positive(r.lo) || !positive(r.hi) || r.n != reps {
+			if r := s.ratio(); !positive(r.Lo) || !positive(r.Hi) || r.N != reps {
 				t.Errorf("%s × ceiling: %+v, want %d finite positive ratios", s.runs[0].title(), r, reps)
 			}
 		}
@@ -82,7 +82,7 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s ran on %d records, want %d", s.runs[0].title(), s.runs[0].Records, records)
 		}
 		for _, base := range []string{"baselineA", "baselineB"} {
-			if r := rep.pairedRatio(rep.series("bridge", table), rep.series(base, table)); !positive(r.lo) || r.n != reps {
+			if r := rep.pairedRatio(rep.series("bridge", table), rep.series(base, table)); !positive(r.Lo) || r.N != reps {
 				t.Errorf("kafka2pg ÷ %s on %s: %+v, want %d finite positive ratios", base, table, r, reps)
 			}
 		}
@@ -166,16 +166,6 @@ func TestQuantileIsNearestRank(t *testing.T) {
 	}
 	if got := quantile(nil, 0.5); !math.IsNaN(got) {
 		t.Errorf("quantile of nothing = %v, want NaN", got)
-	}
-}
-
-func TestSpreadIgnoresNaNAndAveragesTheMiddleTwo(t *testing.T) {
-	s := spreadOf([]float64{4, math.NaN(), 1, 3, 2})
-	if s.med != 2.5 || s.lo != 1 || s.hi != 4 || s.n != 4 {
-		t.Errorf("spreadOf = %+v, want median 2.5, range 1–4, n 4", s)
-	}
-	if got := s.format(1); got != "2.5 (1.0–4.0)" {
-		t.Errorf("format = %q", got)
 	}
 }
 

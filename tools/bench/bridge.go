@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/kafka2pg/kafka2pg/tools/internal/livebridge"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // scrapeInterval is how often the bench looks at the bridge's progress:
@@ -61,7 +62,7 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 	b.cmd.Env = livebridge.Env(os.Environ())
 	b.cmd.Stdout, b.cmd.Stderr = &b.log, &b.log
 	b.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	b.oth0, b.pg0, b.broker0, b.t0 = e.othersCPU(), e.pg.cpu(), e.brokerCPU(), time.Now()
+	b.oth0, b.pg0, b.broker0, b.t0 = e.othersCPU(), e.pg.CPU(), e.brokerCPU(), time.Now()
 	if err := b.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", e.bin, err)
 	}
@@ -72,7 +73,7 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 // pollRSS updates the peak with the child's VmHWM. Polled, because its
 // ru_maxrss would count this process's memory, shared with the child
 // between fork and exec.
-func (b *bridgeProc) pollRSS() { b.peak = max(b.peak, peakRSS(fmt.Sprint(b.cmd.Process.Pid))) }
+func (b *bridgeProc) pollRSS() { b.peak = max(b.peak, procfs.PeakRSS(b.cmd.Process.Pid)) }
 
 // scrape reads /metrics; an error means the bridge is not listening yet.
 func (b *bridgeProc) scrape(ctx context.Context) (string, error) {
@@ -99,7 +100,7 @@ func (b *bridgeProc) stop() {
 func (b *bridgeProc) finish(e *env, r *result) {
 	b.pollRSS()
 	b.stop()
-	pgCPU, oth, end := e.pg.cpu()-b.pg0, e.othersCPU()-b.oth0, time.Now()
+	pgCPU, oth, end := e.pg.CPU()-b.pg0, e.othersCPU()-b.oth0, time.Now()
 	r.PGCPU, r.PeakRSS, r.ClientCPU, r.OthersCores = pgCPU, b.peak, math.NaN(), math.NaN()
 	r.BrokerCPU = e.brokerCPU() - b.broker0
 	if ru, ok := b.cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {

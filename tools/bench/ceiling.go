@@ -15,6 +15,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // batchRows is the rows per transaction of the ceiling, as of the bridge
@@ -129,19 +130,19 @@ func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]resu
 
 		}
 		runtime.GC()
-		rssOK := resetPeakRSS()
-		oth0, cpu0, pg0, t0 := e.othersCPU(), selfCPU(), e.pg.cpu(), time.Now()
+		rssOK := procfs.ResetPeakRSS()
+		oth0, cpu0, pg0, t0 := e.othersCPU(), selfCPU(), e.pg.CPU(), time.Now()
 		g, gctx := errgroup.WithContext(ctx)
 		for i, c := range cs {
 			g.Go(func() error { return copyBatches(gctx, c, t, lanes[i]) })
 		}
 		err := g.Wait()
 		wall := time.Since(t0)
-		cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.cpu()-pg0, e.othersCPU()-oth0
+		cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.CPU()-pg0, e.othersCPU()-oth0
 		r := result{Kind: fmt.Sprintf("ceiling%d", conns), Table: kind, Records: n, Wall: wall, Active: wall, ActiveRows: n,
 			ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: math.NaN(), OthersCores: oth / wall.Seconds(), P50: math.NaN(), P99: math.NaN(), RecordBytes: e.recordBytes}
 		if rssOK {
-			r.PeakRSS = peakRSS(procSelf)
+			r.PeakRSS = procfs.PeakRSS(os.Getpid())
 		}
 		for _, c := range cs {
 			c.Close(ctx)
@@ -157,6 +158,3 @@ func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]resu
 	}
 	return out, e.dropTable(ctx, t)
 }
-
-// procSelf is the pid of this process for /proc paths.
-var procSelf = fmt.Sprint(os.Getpid())

@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // env is what every scenario of a run shares.
@@ -25,7 +26,7 @@ type env struct {
 	timeout     time.Duration
 	logf        func(format string, args ...any)
 	conn        *pgx.Conn // the bench's own: DDL, CHECKPOINT, counts
-	pg          pgServer
+	pg          procfs.Postgres
 	pgVersion   string
 	pgSettings  string // the settings that matter here, "name value, ..."
 	kafka       *kafka
@@ -57,9 +58,9 @@ func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
 		WHERE name IN ('checkpoint_timeout', 'fsync', 'max_wal_size', 'shared_buffers', 'synchronous_commit', 'wal_compression')`).Scan(&e.pgSettings); err != nil {
 		return nil, fmt.Errorf("read the Postgres settings: %w", err)
 	}
-	e.pg = findPostgres(ctx, e.conn)
-	if e.pg.why != "" {
-		o.logf("note: Postgres CPU is not measured: %s", e.pg.why)
+	e.pg = procfs.FindPostgres(ctx, e.conn)
+	if e.pg.Why != "" {
+		o.logf("note: Postgres CPU is not measured: %s", e.pg.Why)
 	}
 	brokers := strings.Split(o.brokers, ",")
 	e.kafkaName = "Kafka at " + o.brokers + " (KAFKA2PG_TEST_BROKERS)"

@@ -10,6 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
 
 // commitPollInterval is how often the latency scenario reads the bridge's
@@ -189,7 +191,7 @@ func runLatency(ctx context.Context, e *env, kind, topic string, rate float64, d
 	lr.Commits = len(widths)
 	lr.ResolutionMed, lr.ResolutionMax = quantile(widths, 0.5), quantile(widths, 1)
 	e.logf("%-36s %s records at %s/s (asked %s/s): p50 %s, p90 %s, p99 %s (≥ %s), max %s; commit times ±%s (max %s); RSS %s; %d Postgres checkpoints started (sync completed: %s)",
-		"kafka2pg latency (zero-config)", num(float64(n), 0), num(lr.rowsPerSec(), 0), num(rate, 0), secs(lr.P50), secs(lr.P90),
+		"kafka2pg latency (zero-config)", figures.Num(float64(n), 0), figures.Num(lr.rowsPerSec(), 0), figures.Num(rate, 0), secs(lr.P50), secs(lr.P90),
 		secs(lr.P99), secs(lr.P99Lower), secs(lr.Max), secs(lr.ResolutionMed), secs(lr.ResolutionMax), mib(lr.PeakRSS),
 		lr.Checkpoints, secs(lr.CheckpointSync.Seconds()))
 	return lr, e.dropTable(ctx, t)

@@ -47,6 +47,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // options are the command's flags.
@@ -224,7 +227,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, err
 	}
 	defer e.Close(ctx)
-	f.pgVersion, f.pgSettings, f.kafka, f.pgCPUNote, f.realKafka = e.pgVersion, e.pgSettings, e.kafkaName, e.pg.why, o.brokers != ""
+	f.pgVersion, f.pgSettings, f.kafka, f.pgCPUNote, f.realKafka = e.pgVersion, e.pgSettings, e.kafkaName, e.pg.Why, o.brokers != ""
 	rep := &report{recordBytes: e.recordBytes, reps: o.reps}
 	nA := min(max(o.records/o.baseADiv, partitions), baseAMax)
 	nB := max(o.records/o.baseBDiv, partitions)
@@ -286,7 +289,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 		if o.latencyFor > 0 {
 			rate, why := rep.latencyRate(i+1, o.latencyRate)
-			o.logf("== latency, repetition %d of %d: producing at %s records/s (%s) for %s", i+1, o.reps, num(rate, 0), why, o.latencyFor)
+			o.logf("== latency, repetition %d of %d: producing at %s records/s (%s) for %s", i+1, o.reps, figures.Num(rate, 0), why, o.latencyFor)
 			lr, err := runLatency(ctx, e, rawTable, topicFor("latency"), rate, o.latencyFor)
 			if err != nil {
 				return nil, err
@@ -296,7 +299,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 	}
 	if o.backlog > 0 {
-		o.logf("== backlog: draining %s records (zero-config)", num(float64(o.backlog), 0))
+		o.logf("== backlog: draining %s records (zero-config)", figures.Num(float64(o.backlog), 0))
 		r, err := contend(topicFor("backlog"), o.backlog, func(topic string) (result, error) {
 			return runBridge(ctx, e, rawTable, topic, o.backlog)
 		})
@@ -306,7 +309,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		r.Kind = "backlog"
 		rep.backlog = &r
 	}
-	f.loadAfter = loadAverage()
+	f.loadAfter = procfs.LoadAverage()
 	f.finished = time.Now()
 	rep.facts = f
 	var bad []string

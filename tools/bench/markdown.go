@@ -6,10 +6,16 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
 
 func writeResults(o options, rep *report) error {
-	if err := os.WriteFile(o.chart, []byte(chartSVG(rep)), 0o644); err != nil {
+	svg, err := chartSVG(rep)
+	if err != nil {
+		return fmt.Errorf("draw %s: %w", o.chart, err)
+	}
+	if err := os.WriteFile(o.chart, []byte(svg), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", o.chart, err)
 	}
 	if err := os.WriteFile(o.out, []byte(markdown(o, rep)), 0o644); err != nil {
@@ -53,7 +59,7 @@ func markdown(o options, rep *report) string {
 	w("| Kafka | %s |\n", f.kafka)
 	w("| repetitions | %d, each: the ceilings and the contenders of the typed table, then of the zero-config table |\n", rep.reps)
 	w("| records | %s per kafka2pg run and per ceiling, baseline (b) %s, baseline (a) %s; %.1f bytes per record (key + JSON value) |\n",
-		num(float64(f.records), 0), num(float64(rep.recordsOf("baselineB")), 0), num(float64(rep.recordsOf("baselineA")), 0), rep.recordBytes)
+		figures.Num(float64(f.records), 0), figures.Num(float64(rep.recordsOf("baselineB")), 0), figures.Num(float64(rep.recordsOf("baselineA")), 0), rep.recordBytes)
 	w("| load average (1, 5, 15 min) | before: %s; after: %s (the bench's own load included) |\n\n", f.loadBefore, f.loadAfter)
 	maxOthers := 0.0
 	for _, r := range rep.all() {
@@ -108,12 +114,12 @@ func markdown(o options, rep *report) string {
 			if kind == "bridge" {
 				title = "**" + title + "**"
 			}
-			w("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", title, len(s.runs), s.rate().format(0),
-				num(s.each(result.mbPerSec).med, 1), s.ratio().format(2),
-				num(s.each(func(r result) float64 { return r.perMillion(r.ClientCPU) }).med, 2),
-				num(s.each(func(r result) float64 { return r.perMillion(r.PGCPU) }).med, 2),
-				num(s.each(func(r result) float64 { return r.perMillion(r.BrokerCPU) }).med, 2), mib(peak),
-				secs(s.each(func(r result) float64 { return r.P50 }).med), secs(s.each(func(r result) float64 { return r.P99 }).med))
+			w("| %s | %d | %s | %s | %s | %s | %s | %s | %s | %s / %s |\n", title, len(s.runs), s.rate().Format(0),
+				figures.Num(s.each(result.mbPerSec).Med, 1), s.ratio().Format(2),
+				figures.Num(s.each(func(r result) float64 { return r.perMillion(r.ClientCPU) }).Med, 2),
+				figures.Num(s.each(func(r result) float64 { return r.perMillion(r.PGCPU) }).Med, 2),
+				figures.Num(s.each(func(r result) float64 { return r.perMillion(r.BrokerCPU) }).Med, 2), mib(peak),
+				secs(s.each(func(r result) float64 { return r.P50 }).Med), secs(s.each(func(r result) float64 { return r.P99 }).Med))
 		}
 	}
 
@@ -137,10 +143,10 @@ func markdown(o options, rep *report) string {
 		checkpoints := false
 		for _, l := range ls {
 			w("| %d | %s / %s | %s / %s | %s | %s / %s / **%s** / %s | %s | %s / %s | %s, %s, %s | %s | %s | %d (%s), %s |\n", l.Rep,
-				num(l.TargetRate, 0), num(l.rowsPerSec(), 0), num(float64(l.Records), 0), num(float64(l.TableRows), 0), num(float64(l.Commits), 0),
+				figures.Num(l.TargetRate, 0), figures.Num(l.rowsPerSec(), 0), figures.Num(float64(l.Records), 0), figures.Num(float64(l.TableRows), 0), figures.Num(float64(l.Commits), 0),
 				secs(l.P50), secs(l.P90), secs(l.P99), secs(l.Max), secs(l.P99Lower), secs(l.ResolutionMed), secs(l.ResolutionMax),
-				num(l.perMillion(l.ClientCPU), 2), num(l.perMillion(l.PGCPU), 2), num(l.perMillion(l.BrokerCPU), 2), mib(l.PeakRSS),
-				num(l.OthersCores, 2), l.Checkpoints, l.MaxWALSize, secs(l.CheckpointSync.Seconds()))
+				figures.Num(l.perMillion(l.ClientCPU), 2), figures.Num(l.perMillion(l.PGCPU), 2), figures.Num(l.perMillion(l.BrokerCPU), 2), mib(l.PeakRSS),
+				figures.Num(l.OthersCores, 2), l.Checkpoints, l.MaxWALSize, secs(l.CheckpointSync.Seconds()))
 			checkpoints = checkpoints || l.Checkpoints > 0
 		}
 		w("\nA checkpoint still running at the end of a window adds nothing to its sync time.\n\n")
@@ -157,11 +163,11 @@ func markdown(o options, rep *report) string {
 	w("%s\n\n", secBacklog)
 	if r := rep.backlog; r != nil {
 		w("The bridge (zero-config table, default flags) drained a topic pre-filled with %s records; its peak RSS is the "+
-			"VmHWM of its process.\n\n", num(float64(r.Records), 0))
+			"VmHWM of its process.\n\n", figures.Num(float64(r.Records), 0))
 		w("| records | rows/s | MB/s | **peak RSS** | CPU s / M rows: bridge | CPU s / M rows: Postgres | wall | rows in table | other processes, cores |\n")
 		w("|---|---|---|---|---|---|---|---|---|\n")
-		w("| %s | %s | %s | **%s** | %s | %s | %.1f s | %s | %s |\n\n", num(float64(r.Records), 0), num(r.rowsPerSec(), 0), num(r.mbPerSec(), 1),
-			mib(r.PeakRSS), num(r.perMillion(r.ClientCPU), 2), num(r.perMillion(r.PGCPU), 2), r.Wall.Seconds(), num(float64(r.TableRows), 0), num(r.OthersCores, 2))
+		w("| %s | %s | %s | **%s** | %s | %s | %.1f s | %s | %s |\n\n", figures.Num(float64(r.Records), 0), figures.Num(r.rowsPerSec(), 0), figures.Num(r.mbPerSec(), 1),
+			mib(r.PeakRSS), figures.Num(r.perMillion(r.ClientCPU), 2), figures.Num(r.perMillion(r.PGCPU), 2), r.Wall.Seconds(), figures.Num(float64(r.TableRows), 0), figures.Num(r.OthersCores, 2))
 	} else {
 		w("Not run: `make bench BACKLOG=5000000` (or `-backlog 5000000`) runs it.\n\n")
 	}
@@ -173,10 +179,10 @@ func markdown(o options, rep *report) string {
 	w("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, bl := range rep.blocks {
 		for _, r := range bl.results() {
-			w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f s | %s | %s |\n", bl.rep, r.title(), num(float64(r.Records), 0),
-				num(r.rowsPerSec(), 0), num(r.mbPerSec(), 1), num(r.rowsPerSec()/bl.best().rowsPerSec(), 2),
-				num(r.perMillion(r.ClientCPU), 2), num(r.perMillion(r.PGCPU), 2), num(r.perMillion(r.BrokerCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99),
-				r.Wall.Seconds(), num(float64(r.TableRows), 0), num(r.OthersCores, 2))
+			w("| %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f s | %s | %s |\n", bl.rep, r.title(), figures.Num(float64(r.Records), 0),
+				figures.Num(r.rowsPerSec(), 0), figures.Num(r.mbPerSec(), 1), figures.Num(r.rowsPerSec()/bl.best().rowsPerSec(), 2),
+				figures.Num(r.perMillion(r.ClientCPU), 2), figures.Num(r.perMillion(r.PGCPU), 2), figures.Num(r.perMillion(r.BrokerCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99),
+				r.Wall.Seconds(), figures.Num(float64(r.TableRows), 0), figures.Num(r.OthersCores, 2))
 		}
 	}
 	w("\n%s\n\n", secMethod)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
+	"github.com/kafka2pg/kafka2pg/tools/internal/records"
 )
 
 // partitions is the partition count of every bench topic.
@@ -27,11 +29,7 @@ const (
 )
 
 var (
-	events    = []string{"page_view", "add_to_cart", "checkout_started", "checkout_completed", "refund_requested"}
-	currency  = []string{"EUR", "USD", "GBP", "CHF"}
-	countries = []string{"DE", "FR", "US", "GB", "NL", "CH", "ES", "IT"}
 	pages     = []string{"/", "/pricing", "/docs/exactly-once", "/blog/copy-vs-insert", "/signup", "/cart"}
-	devices   = []string{"mobile", "desktop", "tablet"}
 	referrers = []string{"google", "newsletter", "direct", "partner-site", "social"}
 )
 
@@ -47,45 +45,18 @@ func recordValue(id int) []byte {
 	b := make([]byte, 0, 272)
 	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, int64(id), 10)
-	b = append(b, `,"user_id":"u`...)
-	b = appendPadded(b, id%100_000, 6)
-	b = appendStringField(b, `","event":`, events[id%len(events)])
-	b = append(b, `,"amount":`...)
-	b = strconv.AppendInt(b, int64(id%100_000), 10)
-	b = append(b, '.')
-	b = appendPadded(b, id%100, 2)
-	b = appendStringField(b, `,"currency":`, currency[id%len(currency)])
-	b = appendStringField(b, `,"country":`, countries[id%len(countries)])
+	b = records.AppendEventFields(b, id)
 	b = append(b, `,"ts":"`...)
 	b = tsBase.Add(time.Duration(id)*time.Millisecond).AppendFormat(b, time.RFC3339Nano)
-	b = appendStringField(b, `","props":{"page":`, pages[id%len(pages)])
-	b = appendStringField(b, `,"ref":`, referrers[id%len(referrers)])
-	b = appendStringField(b, `,"device":`, devices[id%len(devices)])
+	b = records.AppendString(b, `","props":{"page":`, pages[id%len(pages)])
+	b = records.AppendString(b, `,"ref":`, referrers[id%len(referrers)])
+	b = records.AppendString(b, `,"device":`, records.Devices[id%len(records.Devices)])
 	b = append(b, `,"session":"s`...)
-	b = appendPadded(b, id*7919%100_000_000, 8)
+	b = records.AppendPadded(b, id*7919%100_000_000, 8)
 	b = append(b, `","ab":"x`...)
-	b = appendPadded(b, id%1000, 3)
+	b = records.AppendPadded(b, id%1000, 3)
 	b = append(b, byte('a'+id%2), '"', '}', '}')
 	return b
-}
-
-// appendStringField appends prefix and s as a JSON string; the bench's
-// strings need no escape.
-func appendStringField(b []byte, prefix, s string) []byte {
-	b = append(b, prefix...)
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// appendPadded appends v (≥ 0) in decimal, zero-padded to width digits: %0*d.
-func appendPadded(b []byte, v, width int) []byte {
-	var digits [20]byte
-	d := strconv.AppendInt(digits[:0], int64(v), 10)
-	for range width - len(d) {
-		b = append(b, '0')
-	}
-	return append(b, d...)
 }
 
 // meanRecordBytes is the mean key+value size of records 0..n-1: the basis
@@ -99,7 +70,9 @@ func meanRecordBytes(n int) float64 {
 }
 
 // recordKey is the Kafka key of record id: "u" and id%100,000 in 6 digits.
-func recordKey(id int) []byte { return appendPadded(append(make([]byte, 0, 8), 'u'), id%100_000, 6) }
+func recordKey(id int) []byte {
+	return records.AppendPadded(append(make([]byte, 0, 8), 'u'), id%100_000, 6)
+}
 
 // partitionOf and offsetOf place record id: produced in id order with the
 // manual partitioner, partition p holds ids p, p+8, p+16, ... at offsets 0,
@@ -204,7 +177,7 @@ func (k *kafka) produceAt(ctx context.Context, topic string, rate float64, dur t
 	n := int(math.Ceil(rate * dur.Seconds()))
 	if size := prebuiltBytes(n); size > maxPrebuilt {
 		return 0, 0, fmt.Errorf("a latency window of %s at %s records/s holds %s records, %.1f GiB built beforehand, over the %d GiB the bench allows: shorten -latency",
-			dur, num(rate, 0), num(float64(n), 0), float64(size)/(1<<30), maxPrebuilt>>30)
+			dur, figures.Num(rate, 0), figures.Num(float64(n), 0), float64(size)/(1<<30), maxPrebuilt>>30)
 	}
 	recs := prebuild(n)
 	p := newProducing()

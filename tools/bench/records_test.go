@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/records"
 )
 
 // fmtRecordValue and fmtRecordKey are the fmt forms recordValue and
@@ -14,9 +16,9 @@ import (
 func fmtRecordValue(id int) []byte {
 	return fmt.Appendf(nil, `{"id":%d,"user_id":"u%06d","event":%q,"amount":%d.%02d,"currency":%q,"country":%q,"ts":%q,`+
 		`"props":{"page":%q,"ref":%q,"device":%q,"session":"s%08d","ab":"x%03d%c"}}`,
-		id, id%100_000, events[id%len(events)], id%100_000, id%100, currency[id%len(currency)], countries[id%len(countries)],
+		id, id%100_000, records.Events[id%len(records.Events)], id%100_000, id%100, records.Currencies[id%len(records.Currencies)], records.Countries[id%len(records.Countries)],
 		tsBase.Add(time.Duration(id)*time.Millisecond).Format(time.RFC3339Nano),
-		pages[id%len(pages)], referrers[id%len(referrers)], devices[id%len(devices)], id*7919%100_000_000, id%1000, 'a'+rune(id%2))
+		pages[id%len(pages)], referrers[id%len(referrers)], records.Devices[id%len(records.Devices)], id*7919%100_000_000, id%1000, 'a'+rune(id%2))
 }
 
 func fmtRecordKey(id int) []byte { return fmt.Appendf(nil, "u%06d", id%100_000) }

@@ -8,6 +8,9 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // result is one measured scenario.
@@ -72,27 +75,8 @@ func (r result) title() string {
 
 func (r result) summary() string {
 	return fmt.Sprintf("%s rows/s, %s MB/s, CPU s/M rows: client %s, Postgres %s, kfake %s, peak RSS %s, p50 %s, p99 %s",
-		num(r.rowsPerSec(), 0), num(r.mbPerSec(), 1), num(r.perMillion(r.ClientCPU), 2), num(r.perMillion(r.PGCPU), 2),
-		num(r.perMillion(r.BrokerCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99))
-}
-
-func num(v float64, prec int) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	s := fmt.Sprintf("%.*f", prec, v)
-	intPart, frac, _ := strings.Cut(s, ".")
-	var b strings.Builder
-	for i, c := range intPart {
-		if i > 0 && (len(intPart)-i)%3 == 0 && intPart[i-1] != '-' {
-			b.WriteByte(',')
-		}
-		b.WriteRune(c)
-	}
-	if frac != "" {
-		b.WriteString("." + frac)
-	}
-	return b.String()
+		figures.Num(r.rowsPerSec(), 0), figures.Num(r.mbPerSec(), 1), figures.Num(r.perMillion(r.ClientCPU), 2), figures.Num(r.perMillion(r.PGCPU), 2),
+		figures.Num(r.perMillion(r.BrokerCPU), 2), mib(r.PeakRSS), secs(r.P50), secs(r.P99))
 }
 
 func mib(b int64) string {
@@ -128,7 +112,7 @@ type facts struct {
 
 func machineFacts(_ context.Context, o options) facts {
 	return facts{started: time.Now(), nproc: runtime.NumCPU(), goVersion: runtime.Version(), commit: describeCommit(o.out, o.chart),
-		loadBefore: loadAverage(), bin: o.bin, records: o.records, reps: o.reps}
+		loadBefore: procfs.LoadAverage(), bin: o.bin, records: o.records, reps: o.reps}
 }
 
 // describeCommit names the work tree's commit: a short hash, with

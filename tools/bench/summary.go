@@ -3,47 +3,9 @@ package main
 import (
 	"fmt"
 	"math"
-	"slices"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
-
-// spread is the median and the range of one figure over the repetitions.
-type spread struct {
-	med, lo, hi float64
-	n           int
-}
-
-// spreadOf ignores NaNs; the median of an even count is the mean of the
-// middle two.
-func spreadOf(vs []float64) spread {
-	var s []float64
-	for _, v := range vs {
-		if !math.IsNaN(v) {
-			s = append(s, v)
-		}
-	}
-	if len(s) == 0 {
-		return spread{med: math.NaN(), lo: math.NaN(), hi: math.NaN()}
-	}
-	slices.Sort(s)
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return spread{med: med, lo: s[0], hi: s[len(s)-1], n: len(s)}
-}
-
-// format prints "med (lo–hi)", or med alone for one value.
-func (s spread) format(prec int) string {
-	return s.formatWith(func(v float64) string { return num(v, prec) })
-}
-
-// formatWith is format with f printing each value.
-func (s spread) formatWith(f func(float64) string) string {
-	if s.n <= 1 || s.lo == s.hi {
-		return f(s.med)
-	}
-	return fmt.Sprintf("%s (%s–%s)", f(s.med), f(s.lo), f(s.hi))
-}
 
 // series is one scenario (a kind on a table) over the repetitions, each run
 // with the ceiling of its own block.
@@ -69,36 +31,27 @@ func (rep *report) series(kind, table string) series {
 	return s
 }
 
-func (s series) each(f func(r result) float64) spread { return spreadOver(s.runs, f) }
+func (s series) each(f func(r result) float64) figures.Spread { return figures.SpreadOver(s.runs, f) }
 
-// spreadOver is the spread of f over xs.
-func spreadOver[T any](xs []T, f func(T) float64) spread {
-	vs := make([]float64, len(xs))
-	for i, x := range xs {
-		vs[i] = f(x)
-	}
-	return spreadOf(vs)
-}
-
-func (s series) rate() spread { return s.each(result.rowsPerSec) }
+func (s series) rate() figures.Spread { return s.each(result.rowsPerSec) }
 
 // ratio is the per-repetition paired ratio to the ceiling of the same block.
-func (s series) ratio() spread {
+func (s series) ratio() figures.Spread {
 	vs := make([]float64, len(s.runs))
 	for i, r := range s.runs {
 		vs[i] = r.rowsPerSec() / s.ceilings[i].rowsPerSec()
 	}
-	return spreadOf(vs)
+	return figures.SpreadOf(vs)
 }
 
 // pairedRatio is a's rows/s over b's, per repetition (runs of the same rep
 // pair up).
-func (rep *report) pairedRatio(a, b series) spread {
+func (rep *report) pairedRatio(a, b series) figures.Spread {
 	var vs []float64
 	for i := range min(len(a.runs), len(b.runs)) {
 		vs = append(vs, a.runs[i].rowsPerSec()/b.runs[i].rowsPerSec())
 	}
-	return spreadOf(vs)
+	return figures.SpreadOf(vs)
 }
 
 // target is one goal of issue 10 and what this run measured against it.
@@ -127,10 +80,10 @@ const latencyTarget = 0.250
 // repetitions, the range given.
 func (rep *report) targets() []target {
 	var out []target
-	ratioGoal := func(what string, s spread, goal float64) {
-		t := target{goal: fmt.Sprintf("%s ≥ %s×", what, num(goal, 2)), measured: s.format(sharp(s.med, goal, 2, num)) + "×", verdict: "not run"}
-		if s.n > 0 {
-			t.verdict = verdict(s.med >= goal)
+	ratioGoal := func(what string, s figures.Spread, goal float64) {
+		t := target{goal: fmt.Sprintf("%s ≥ %s×", what, figures.Num(goal, 2)), measured: s.Format(sharp(s.Med, goal, 2, figures.Num)) + "×", verdict: "not run"}
+		if s.N > 0 {
+			t.verdict = verdict(s.Med >= goal)
 		}
 		out = append(out, t)
 	}
@@ -146,8 +99,8 @@ func (rep *report) targets() []target {
 	if b := rep.backlog; b != nil {
 		peak, goal := float64(b.PeakRSS)/(1<<20), float64(rssTarget)/(1<<20)
 		mb := float64(b.PeakRSS) / 1e6
-		t.measured = fmt.Sprintf("%s MiB = %s MB (%s records, zero-config)", num(peak, sharp(peak, goal, 0, num)),
-			num(mb, sharp(mb, rssTarget/1e6, 0, num)), num(float64(b.Records), 0))
+		t.measured = fmt.Sprintf("%s MiB = %s MB (%s records, zero-config)", figures.Num(peak, sharp(peak, goal, 0, figures.Num)),
+			figures.Num(mb, sharp(mb, rssTarget/1e6, 0, figures.Num)), figures.Num(float64(b.Records), 0))
 		t.verdict = verdict(b.PeakRSS > 0 && b.PeakRSS <= rssTarget)
 		if b.Records < 5_000_000 {
 			t.verdict += " (smaller backlog)"
@@ -157,19 +110,19 @@ func (rep *report) targets() []target {
 	t = target{goal: "p99 record-to-commit latency at half the maximum rate, default flush settings ≤ 250 ms",
 		verdict: "not run", measured: "not run (-latency 0)"}
 	if ls := rep.latency; len(ls) > 0 {
-		each := func(f func(l latencyResult) float64) spread { return spreadOver(ls, f) }
+		each := func(f func(l latencyResult) float64) figures.Spread { return figures.SpreadOver(ls, f) }
 		p99 := each(func(l latencyResult) float64 { return l.P99 })
-		ms := func(v float64, digits int) string { return num(v*1000, digits) + " ms" }
+		ms := func(v float64, digits int) string { return figures.Num(v*1000, digits) + " ms" }
 		p99ms := func(v float64) string {
 			if v >= 1 {
 				return secs(v)
 			}
-			return ms(v, sharp(p99.med, latencyTarget, 0, ms))
+			return ms(v, sharp(p99.Med, latencyTarget, 0, ms))
 		}
-		t.measured = fmt.Sprintf("%s over %d windows (p50 %s, max %s) at %s records/s", p99.formatWith(p99ms), len(ls),
-			secs(each(func(l latencyResult) float64 { return l.P50 }).med), secs(each(func(l latencyResult) float64 { return l.Max }).hi),
-			each(func(l latencyResult) float64 { return l.rowsPerSec() }).format(0))
-		t.verdict = verdict(p99.med <= latencyTarget)
+		t.measured = fmt.Sprintf("%s over %d windows (p50 %s, max %s) at %s records/s", p99.FormatWith(p99ms), len(ls),
+			secs(each(func(l latencyResult) float64 { return l.P50 }).Med), secs(each(func(l latencyResult) float64 { return l.Max }).Hi),
+			each(func(l latencyResult) float64 { return l.rowsPerSec() }).Format(0))
+		t.verdict = verdict(p99.Med <= latencyTarget)
 		if ls[0].FixedRate {
 			t.verdict = "not judged (-latency-rate fixed the rate)"
 		}

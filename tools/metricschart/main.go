@@ -41,6 +41,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 	"github.com/kafka2pg/kafka2pg/tools/internal/livebridge"
 	"github.com/kafka2pg/kafka2pg/tools/internal/svgchart"
 )
@@ -280,9 +281,9 @@ func buildChart(o options, samples []sample, produced int64, pgVersion string, b
 		Title: "kafka2pg under load: rows committed per second and lag, from its own /metrics",
 		Notes: []string{
 			fmt.Sprintf("%s JSON records to %d partitions: a backlog of %s before the bridge started, then %s records/s for %s,",
-				thousands(produced), o.partitions, thousands(int64(o.backlog)), thousands(int64(o.rate)), o.duration),
+				figures.Num(float64(produced), 0), o.partitions, figures.Num(float64(o.backlog), 0), figures.Num(float64(o.rate), 0), o.duration),
 			fmt.Sprintf("with %s more at once at %s. One bridge with default flags; in-process Kafka (kfake); PostgreSQL %s on the same machine.",
-				thousands(int64(o.burst)), burstAt, pgVersion),
+				figures.Num(float64(o.burst), 0), burstAt, pgVersion),
 			fmt.Sprintf("/metrics scraped every %s; rows/s is the increase over the trailing second. %s, commit %s, %d CPUs.",
 				o.interval, time.Now().UTC().Format("2006-01-02"), o.commit, runtime.NumCPU()),
 		},
@@ -292,7 +293,7 @@ func buildChart(o options, samples []sample, produced int64, pgVersion string, b
 			{Title: "lag: sum of kafka2pg_reader_partition_lag_records over partitions", YLabel: "records", Color: "#d62728", Points: lag},
 		},
 		Markers: []svgchart.Marker{
-			{T: burstAt.Seconds(), Label: fmt.Sprintf("burst of %s", thousands(int64(o.burst)))},
+			{T: burstAt.Seconds(), Label: fmt.Sprintf("burst of %s", figures.Num(float64(o.burst), 0))},
 			{T: o.duration.Seconds(), Label: "producer stops"},
 		},
 	}
@@ -410,16 +411,4 @@ func describeCommit() string {
 		commit += " + uncommitted changes"
 	}
 	return commit
-}
-
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			b.WriteByte(',')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/internal/testreport"
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
 
 // renderScale writes docs/SCALING.md: the measured tables, in the order of the
@@ -96,7 +97,7 @@ func renderThroughput(b *strings.Builder, entries []testreport.ScaleEntry, meta 
 	}
 	names, flags := variants(ts)
 	fmt.Fprintf(b, "A backlog of %s records (about 215 bytes each, the zero-config table) drained by kafka2pg processes of one group, each cell with a fresh group and table, on %s. Rows/s is measured between 20%% and 80%% of the backlog durable in `kafka2pg.offsets`, so start-up, the first rebalances and the tail are left out. Each column is the same cells with other bridge flags:\n\n",
-		thousands(ts[0].Throughput.Records), ts[0].Broker)
+		figures.Num(float64(ts[0].Throughput.Records), 0), ts[0].Broker)
 	for _, n := range names {
 		f := strings.Join(flags[n], " ")
 		if f == "" {
@@ -140,7 +141,7 @@ func renderThroughput(b *strings.Builder, entries []testreport.ScaleEntry, meta 
 				for _, e := range ts {
 					t := e.Throughput
 					if t.Axis == axis && t.Variant == n && ((axis == "instances" && t.Instances == k) || (axis == "partitions" && t.Partitions == k)) {
-						cell = thousands(int64(t.RowsPerSec+0.5)) + failed(e)
+						cell = figures.Num(float64(int64(t.RowsPerSec+0.5)), 0) + failed(e)
 					}
 				}
 				fmt.Fprintf(b, " %s |", cell)
@@ -248,7 +249,7 @@ the samples taken while the mean lag was above a tenth of its start.
 	for _, e := range ps {
 		p := e.Partitions
 		fmt.Fprintf(b, "| %d%s | %d | %s | %s | %s | **%d MB** | %d MB | %d MiB | %.2f | %.2f | %s | %s |\n",
-			p.Topics*p.PartitionsPerTopic, failed(e), p.Tables, thousands(p.Records), e.Broker, thousands(int64(p.RowsPerSec+0.5)),
+			p.Topics*p.PartitionsPerTopic, failed(e), p.Tables, figures.Num(float64(p.Records), 0), e.Broker, figures.Num(float64(int64(p.RowsPerSec+0.5)), 0),
 			p.PeakRSSBytes>>20, p.RSSLimitBytes>>20, p.MaxBufferedBytes>>20, p.MaxOverMeanP50, p.MaxOverMeanMax,
 			seconds(p.FirstWriteMax), seconds(p.StallMax))
 		if p.PeakRSSBytes > p.RSSLimitBytes {
@@ -338,22 +339,4 @@ func seconds(s float64) string {
 		return fmt.Sprintf("%.2f s", s)
 	}
 	return fmt.Sprintf("%.1f s", s)
-}
-
-// thousands prints 1234567 as 1,234,567.
-func thousands(n int64) string {
-	s := fmt.Sprint(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	var out []byte
-	for i := range len(s) {
-		if i > 0 && (len(s)-i)%3 == 0 {
-			out = append(out, ',')
-		}
-		out = append(out, s[i])
-	}
-	if neg {
-		return "-" + string(out)
-	}
-	return string(out)
 }
