@@ -234,7 +234,7 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE orders DROP CONSTRAINT small`); err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Replay(ctx, ingest.ReplayFilter{Topic: topic}, 2) // small batches: several transactions
+	res, err := w.Replay(ctx, ingest.ReplayFilter{Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 2}) // small batches: several transactions
 	if err != nil {
 		t.Fatal(err)
 	}
