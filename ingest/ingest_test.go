@@ -22,7 +22,7 @@ const topic = "orders"
 
 // newWriter migrates a fresh database and returns a Writer into the
 // zero-config table "orders" with jsonb values.
-func newWriter(t *testing.T, group string) (*ingest.Writer, *pgxpool.Pool) {
+func newWriter(t testing.TB, group string) (*ingest.Writer, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
@@ -33,7 +33,7 @@ func newWriter(t *testing.T, group string) (*ingest.Writer, *pgxpool.Pool) {
 	return w, pool
 }
 
-func writerOn(t *testing.T, pool *pgxpool.Pool, group string) *ingest.Writer {
+func writerOn(t testing.TB, pool *pgxpool.Pool, group string) *ingest.Writer {
 	t.Helper()
 	w, err := ingest.New(pool, ingest.Config{
 		Group:            group,

@@ -190,10 +190,13 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 	if dryRun {
 		opts.AccessMode, query = pgx.ReadOnly, selectLettersSQL
 	}
-	err := pgx.BeginTxFunc(ctx, w.pool, opts, func(tx pgx.Tx) error {
+	// The transaction helper's, with a deadline as for a batch that
+	// isolates its rows: the letters are copied so.
+	spec := txSpec{rows: limit, isolating: true, opts: opts}
+	_, err := w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		rows, err := tx.Query(ctx, query, afterID, f.Group, f.Topics, f.Table, f.IDs, f.Kinds, f.Since, limit)
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		var letters []*letter
 		var headers []byte
@@ -212,7 +215,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 			return nil
 		})
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		// The letters of each sink, in id order.
 		bySink := map[string][]*letter{}
@@ -220,7 +223,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 		for _, l := range letters {
 			sink, ok, err := w.replaySink(l.Topic, l.Table)
 			if err != nil {
-				return err
+				return outcome{}, err
 			}
 			if !ok {
 				l.Outcome = KeptOutcome
@@ -231,18 +234,18 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 		}
 		for _, table := range slices.Sorted(maps.Keys(bySink)) {
 			if err := w.replayInto(ctx, tx, sinks[table], bySink[table], dryRun); err != nil {
-				return fmt.Errorf("replay into %s: %w", table, err)
+				return outcome{}, fmt.Errorf("replay into %s: %w", table, err)
 			}
 		}
 		if !dryRun {
 			if err := settleLetters(ctx, tx, letters); err != nil {
-				return err
+				return outcome{}, err
 			}
 		}
 		for _, l := range letters {
 			out = append(out, l.ReplayLetter)
 		}
-		return nil
+		return outcome{}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead letters: %w", err)

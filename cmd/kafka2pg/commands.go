@@ -110,7 +110,7 @@ var runSections = []helpSection{
 	kafkaSecuritySection,
 	registrySection,
 	{"Postgres", []string{
-		"pg-url", "pg-url-file", "pg-max-conns", "migrate", "claim-lock-timeout", "fence-check-interval"}},
+		"pg-url", "pg-url-file", "pg-max-conns", "migrate", "pg-write-timeout", "claim-lock-timeout", "fence-check-interval"}},
 	{"Tables and mapping", []string{
 		"config", "pg-schema", "pg-table", "value-format", "create-tables", "notify"}},
 	{"Batching and memory", []string{

@@ -76,6 +76,20 @@ var flagDetails = map[string]string{
 	"retry-backoff-max": "Failed writes are retried with a backoff that doubles up to this cap, as long as the " +
 		"error is connectivity or server trouble; a partition in backoff shows in " +
 		"`kafka2pg_reader_partitions_halted`.",
+	"pg-write-timeout": "The deadline of one write transaction of up to `--batch-max-rows` rows, from taking a " +
+		"connection to COMMIT. A transaction of more rows gets proportionally more (a combined one, " +
+		"`--table-writers`: 100,000 rows at most, 10 × at the defaults), and one that isolates bad rows twice as " +
+		"much. Past it the transaction is cancelled and its connection closed, never reused; the partition logs a " +
+		"WARN naming the step it waited on (begin, fence, copy, dead letters, notify, commit), counts a write " +
+		"error of cause `timeout`, claims again and retries: a COMMIT past its deadline may have committed, and " +
+		"the claim reads back what did. A claim gets it too, beyond its lock waits (3 × `--claim-lock-timeout`). " +
+		"A lock held on a target table makes writes wait up to the deadline, then retry. kafka2pg's sessions " +
+		"start with `statement_timeout` and `lock_timeout` at the longest of these deadlines (20m at the " +
+		"defaults, a combined transaction's; 4m with `--table-writers 0`), unless `--pg-url` sets them (`?statement_timeout=10min`, or in " +
+		"`options`), so that a database's or role's defaults meant for interactive queries cannot cancel its " +
+		"statements. Behind PgBouncer, which refuses startup parameters it does not know, list both in its " +
+		"`ignore_startup_parameters` (the server's defaults then apply). A role's `transaction_timeout` " +
+		"(PostgreSQL 17) must exceed the deadline too.",
 	"claim-lock-timeout": "A new owner of a partition first waits this long for the previous owner's open " +
 		"transaction on it (a member that was cut off mid-write), then terminates that session; the fence " +
 		"makes its commit fail either way.",

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -39,6 +40,7 @@ type runOptions struct {
 	createTables    bool
 	migrate         bool // --migrate; --no-migrate is its old, inverted spelling
 	claimLockWait   time.Duration
+	pgWriteTimeout  time.Duration
 	onError         string
 	notify          bool
 	maxRecordBytes  int
@@ -111,6 +113,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
 	fs.BoolVar(&o.migrate, "migrate", true, "migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
+	fs.DurationVar(&o.pgWriteTimeout, "pg-write-timeout", 2*time.Minute, "deadline of a full batch's write transaction")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "address of /metrics and the probes; '': off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
@@ -120,6 +123,15 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.caughtUpPeriod = 200 * time.Millisecond
+}
+
+// writerConfig is the writer's configuration the flags set; run adds the
+// sinks, the logger and the tracer.
+func (o *runOptions) writerConfig() ingest.Config {
+	return ingest.Config{Group: o.reader.Group, ClaimLockTimeout: o.claimLockWait,
+		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: o.reader.BatchMaxRows,
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters,
+		BadRecordLogInterval: o.badLogEvery}
 }
 
 // validate checks what the reader does not; every message names the flag.
@@ -174,6 +186,9 @@ func (o *runOptions) validate() error {
 	}
 	if o.claimLockWait <= 0 {
 		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	}
+	if o.pgWriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.pgWriteTimeout))
 	}
 	if o.badLogEvery <= 0 {
 		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.badLogEvery))

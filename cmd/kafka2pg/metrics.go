@@ -71,7 +71,7 @@ func newBridgeMetrics() *bridgeMetrics {
 		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
 		f(c)
 	}
-	for _, cause := range []string{"fenced", "postgres_unavailable", "other", "stopped"} {
+	for _, cause := range []string{"fenced", "timeout", "postgres_unavailable", "other", "stopped"} {
 		m.writeErrors.WithLabelValues(cause)
 	}
 	f(collectors.NewGoCollector())
@@ -143,11 +143,14 @@ func (m *bridgeMetrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	}
 	if err := t.Err; err != nil {
 		var stop *stream.StopError
+		var late *ingest.DeadlineError
 		switch {
 		case errors.Is(err, stream.ErrFenced):
 			m.writeErrors.WithLabelValues("fenced").Inc()
 		case errors.As(err, &stop):
 			m.writeErrors.WithLabelValues("stopped").Inc()
+		case errors.As(err, &late):
+			m.writeErrors.WithLabelValues("timeout").Inc()
 		case ingest.Retryable(err):
 			m.writeErrors.WithLabelValues("postgres_unavailable").Inc()
 		default:

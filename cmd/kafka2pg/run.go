@@ -173,7 +173,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.MaxConns = o.pgMaxConns
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg"); err != nil {
+	wcfg := o.writerConfig()
+	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg", wcfg.StatementTimeout()); err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.AfterConnect = registerCodecs
@@ -193,9 +194,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	m := newBridgeMetrics()
 	m.initTables(sinks)
 	var written writeCounters
-	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
-		BadRecordLogInterval: o.badLogEvery, Tracer: writeTracers{m, &written}})
+	wcfg.Sinks, wcfg.Resolve, wcfg.Logger, wcfg.Tracer = sinks, sinkResolver(o), log, writeTracers{m, &written}
+	w, err := ingest.New(pool, wcfg)
 	if err != nil {
 		return err
 	}
