@@ -14,6 +14,13 @@ import (
 // KindTooLarge is the error kind of a record over Config.MaxRecordBytes.
 const KindTooLarge = "too_large"
 
+// KindBatchTooLarge is the error kind of a record that could not be read
+// because its record batch decompresses to more than the reader may hold
+// (schema.Record.Unreadable). Its dead letter holds no key or value, and a
+// replay leaves it: the record is still in Kafka, to be read with a larger
+// --max-buffered-bytes after an offsets reset.
+const KindBatchTooLarge = "batch_too_large"
+
 // StopError is returned by Write with OnError "stop": the records before
 // Offset were committed (next_offset is Offset now), the record at Offset is
 // bad, and the partition must stop.

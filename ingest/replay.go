@@ -64,7 +64,7 @@ func (w *Writer) Replay(ctx context.Context, f ReplayFilter, batchSize int) (Rep
 }
 
 const selectDeadLettersSQL = `
-SELECT id, consumer_group, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value, headers
+SELECT id, error_kind, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value, headers
 FROM kafka2pg.dead_letters
 WHERE id > $1
   AND ($2 = '' OR consumer_group = $2)
@@ -81,13 +81,14 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 			return err
 		}
 		type item struct {
-			id  int64
-			rec schema.Record
+			id   int64
+			kind string
+			rec  schema.Record
 		}
 		var items []item
 		var headers []byte
 		var it item
-		_, err = pgx.ForEachRow(rows, []any{&it.id, new(string), &it.rec.Topic, &it.rec.Partition, &it.rec.Offset,
+		_, err = pgx.ForEachRow(rows, []any{&it.id, &it.kind, &it.rec.Topic, &it.rec.Partition, &it.rec.Offset,
 			&it.rec.Timestamp, &it.rec.Key, &it.rec.Value, &headers}, func() error {
 			hs, err := schema.ParseHeadersJSON(headers)
 			if err != nil {
@@ -111,6 +112,10 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 		for i := range items {
 			rec := &items[i].rec
 			ids[rec] = items[i].id
+			if items[i].kind == KindBatchTooLarge {
+				res.StillBad++ // never read: nothing to replay
+				continue
+			}
 			sink, ok := w.cfg.Sinks[rec.Topic]
 			if !ok {
 				res.Skipped++
@@ -153,7 +158,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 				return err
 			}
 		}
-		res.Replayed, res.StillBad = len(done), len(bad)
+		res.Replayed, res.StillBad = len(done), res.StillBad+len(bad)
 		return nil
 	})
 	if err != nil {
@@ -178,7 +183,7 @@ func ListDeadLetters(ctx context.Context, q interface {
 		f.Limit = 100
 	}
 	rows, err := q.Query(ctx, `
-		SELECT id, consumer_group, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value,
+		SELECT id, error_kind, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value,
 		       coalesce(target_table, ''), error_kind, error_message, created_at
 		FROM kafka2pg.dead_letters
 		WHERE ($1 = '' OR consumer_group = $1) AND ($2 = '' OR topic = $2) AND created_at >= $3
