@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -106,6 +107,10 @@ func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []
 		}
 		if ctx.Err() != nil {
 			return nil, err
+		}
+		if r.cfg.Permanent(err) && r.fatal.failed(fmt.Sprintf("claims in Postgres of topic %q", topic), err, "") {
+			r.wake()
+			return nil, err // Run returns the fatal error
 		}
 		r.log.Warn("claim failed; retrying", "topic", topic, "error", err.Error(), "backoff", backoff)
 		select {

@@ -51,6 +51,8 @@ type runOptions struct {
 	logFormat       string
 	logLevel        string
 	caughtUpPeriod  time.Duration
+	caughtUpTimeout time.Duration // --caught-up-timeout
+	readyStall      time.Duration // --ready-stall-timeout
 }
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
@@ -84,7 +86,8 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
 	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
-	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of the backoff between retries after Postgres errors")
+	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of a partition's backoff after failed writes: it doubles from 100ms with each failure in a row, with jitter, until a write commits")
+	fs.DurationVar(&rc.FatalRetryTimeout, "fatal-retry-timeout", 30*time.Second, "how long trouble that retrying cannot fix may last before run exits 1: credentials, ACLs or privileges Kafka or Postgres refuse, a topic that does not exist, a certificate that does not verify")
 	defineSecurityFlags(fs, &o.kafkaSecurity)
 	defineRegistryFlags(fs, &o.registry)
 
@@ -102,6 +105,8 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
+	fs.DurationVar(&o.caughtUpTimeout, "caught-up-timeout", 10*time.Minute, "with --until-caught-up: exit 1 when no write has committed for this long (Kafka or Postgres down, a partition stuck); 0: wait for ever")
+	fs.DurationVar(&o.readyStall, "ready-stall-timeout", 60*time.Second, "/readyz answers 503 when a partition with lag has committed no write for this long (a lock, a stalled connection); 0: no such check")
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics, /healthz and /readyz (empty: off); loopback by default, use :9187 to expose it")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft limit of the process's memory (Go's GC works harder near it): auto (3 × --max-buffered-bytes + 256KiB per partition owned, at least 128MiB; GOMEMLIMIT wins when set), off, or a size such as 400MiB")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr (CPU, heap, goroutines of the running bridge)")
@@ -163,6 +168,12 @@ func (o *runOptions) validate() error {
 	}
 	if o.claimLockWait <= 0 {
 		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	}
+	if o.caughtUpTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--caught-up-timeout is %s: use a positive duration such as 10m, or 0 to wait for ever", o.caughtUpTimeout))
+	}
+	if o.readyStall < 0 {
+		errs = append(errs, fmt.Errorf("--ready-stall-timeout is %s: use a positive duration such as 60s, or 0 to turn the check off", o.readyStall))
 	}
 	if o.progressEvery < 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))

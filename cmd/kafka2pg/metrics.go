@@ -36,6 +36,7 @@ type bridgeMetrics struct {
 	deadLetters         *prometheus.CounterVec // table, kind
 	skipped             *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
+	writeErrorCounts    causeCounts            // the same, for the progress line
 	endToEndSeconds     *batchHistogram
 	kafka               kafkaHooks
 	partitionsCollector *partitionCollector
@@ -67,7 +68,7 @@ func newBridgeMetrics() *bridgeMetrics {
 		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
 		f(c)
 	}
-	for _, cause := range []string{"fenced", "postgres_unavailable", "other", "stopped"} {
+	for _, cause := range writeErrorCauses {
 		m.writeErrors.WithLabelValues(cause)
 	}
 	f(collectors.NewGoCollector())
@@ -101,16 +102,12 @@ func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
 func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schema.Record, res ingest.Result, err error) {
 	if err != nil {
 		var stop *ingest.StopError
-		switch {
-		case errors.Is(err, ingest.ErrFenced):
-			m.writeErrors.WithLabelValues("fenced").Inc()
-		case errors.As(err, &stop):
-			m.writeErrors.WithLabelValues("stopped").Inc()
-		case ingest.Retryable(err):
-			m.writeErrors.WithLabelValues("postgres_unavailable").Inc()
-		default:
-			m.writeErrors.WithLabelValues("other").Inc()
+		cause := causeStopped
+		if !errors.As(err, &stop) {
+			cause = ingest.Cause(err)
 		}
+		m.writeErrors.WithLabelValues(cause).Inc()
+		m.writeErrorCounts.add(cause)
 		if stop == nil {
 			return
 		}
