@@ -10,9 +10,10 @@ import (
 // hold a thousand times its size (16 values of 50 MB of zeros take a few
 // KB with zstd), and franz-go decompresses a fetch's batches in its own
 // goroutines before any record reaches the reader's budget. So one batch
-// may decompress to at most MaxBufferedBytes (kgo.MaxDecompressBatchBytes;
-// the zstd decoder refuses a frame that declares a larger size before it
-// allocates, and stops one that grows past it): the client refuses a
+// may decompress to at most MaxBufferedBytes (boundedDecompressor:
+// franz-go's own decompressor bounded as kgo.MaxDecompressBatchBytes
+// bounds it, and a zstd batch that may be larger counted before it is
+// decoded, in constant memory): the client refuses a
 // larger one with *kgo.ErrDecompressTooLarge, naming its offsets, and the
 // reader hands those offsets on as unreadable (Batch.Unreadable), so that
 // the writer accounts for each of them in the fenced transaction, and moves

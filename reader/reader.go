@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -207,6 +208,10 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		fetchTrouble:   trouble.New(cfg.Logger, "kafka fetch failed; retrying", 0),
 		refusedTrouble: trouble.New(cfg.Logger, "kafka refuses the bridge; retrying until --fatal-retry-timeout, then stopping", 0),
 	}
+	dec, err := newBoundedDecompressor(min(cfg.MaxBufferedBytes, math.MaxInt32))
+	if err != nil {
+		return nil, err
+	}
 	names := cfg.Balancers
 	if cfg.GroupProtocol == "consumer" && names[0] == "cooperative-sticky" {
 		// KIP-848 assigns on the broker, incrementally by design; the
@@ -261,7 +266,7 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		kgo.DisableFetchSessions(),
 		kgo.WithHooks(batchSizes{r}, kafkaHealth{r}),
 		// Memory is counted after decompression (decompress.go).
-		kgo.MaxDecompressBatchBytes(cfg.MaxBufferedBytes),
+		kgo.WithDecompressor(dec),
 	}
 	if cfg.TopicsAreRegex {
 		opts = append(opts, kgo.ConsumeRegex())
