@@ -51,7 +51,7 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 			if ctx.Err() != nil {
 				r.log.Info("claim interrupted by a revoke or shutdown", "topic", topic)
 			} else {
-				r.log.Error("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
+				r.log.Warn("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
 			}
 			return nil, err
 		}
