@@ -230,8 +230,10 @@ func TestSigtermDuringAGroupJoinExitsWithinTheShutdownTimeout(t *testing.T) {
 	}
 	took := b.ended.Sub(sent)
 	t.Logf("B exited %s %v after SIGTERM during its group join", b.status(), took.Round(time.Millisecond))
-	if took > 5*time.Second {
-		t.Errorf("B took %v to exit after SIGTERM during a join, want within --shutdown-timeout (3s) and a moment", took)
+	// A member that never got its first assignment has nothing to flush or
+	// hand over: it gives its leave a second, not the whole deadline.
+	if took > 3*time.Second {
+		t.Errorf("B took %v to exit after SIGTERM during its first join, want within --shutdown-timeout (3s)", took)
 	}
 	if code := b.state.ExitCode(); code != 0 {
 		t.Errorf("B: %s, want exit status 0 (a graceful stop)", b.status())

@@ -19,8 +19,24 @@
 //
 // A failed write halts the partition: its queue is dropped, fetching pauses,
 // and the partition goroutine re-claims (re-reading Postgres, never retrying
-// blindly) with capped backoff, then the poll loop seeks to the durable
-// position. Callbacks of franz-go never block on the poll loop.
+// blindly) after the backoff of its failure streak (streak.go: it grows
+// with every failed write or claim in a row and resets when a write
+// commits), then the poll loop seeks to the durable position. Callbacks of
+// franz-go never block on the poll loop.
+//
+// Failures: what may heal (a broker down, Postgres unreachable) is retried
+// and logged rate-limited; what will not (credentials, ACLs and
+// privileges refused, a certificate that does not verify; see
+// Config.Permanent) is retried for Config.FatalRetryTimeout, then Run
+// returns a *FatalError (fatal.go). CheckTopics asks before the start
+// whether the topics exist and may be read.
+//
+// Stopping: after Run returns, Shutdown(ctx) flushes, commits the durable
+// offsets to the group and leaves it, every step within ctx; Close
+// abandons what is in flight (shutdown.go).
+//
+// A record batch that decompresses past MaxBufferedBytes is refused by the
+// client and handed on as a span of unreadable offsets (decompress.go).
 //
 // Memory: one budget (Config.MaxBufferedBytes) across all partitions counts
 // the records held, queued or being written, as key and value plus

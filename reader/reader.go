@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -89,7 +88,6 @@ func (e *StopError) Error() string { return e.Reason }
 // Stats are the reader's counters since start.
 type Stats struct {
 	Records, Bytes, Batches, Fenced, WriteErrors, Rebalances, FetchErrors int64
-
 	// SkippedRecords counts offsets lost to retention and skipped
 	// (--on-data-loss=skip).
 	SkippedRecords int64
@@ -208,7 +206,7 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 		fetchTrouble:   trouble.New(cfg.Logger, "kafka fetch failed; retrying", 0),
 		refusedTrouble: trouble.New(cfg.Logger, "kafka refuses the bridge; retrying until --fatal-retry-timeout, then stopping", 0),
 	}
-	dec, err := newBoundedDecompressor(min(cfg.MaxBufferedBytes, math.MaxInt32))
+	dec, err := newBoundedDecompressor(maxBatchBytes(&cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -376,6 +374,15 @@ func (r *Reader) Partitions() []PartitionStats {
 func (r *Reader) Settled() <-chan struct{} { return r.settled }
 
 func (r *Reader) markSettled() { r.settleOnce.Do(func() { close(r.settled) }) }
+
+func (r *Reader) isSettled() bool {
+	select {
+	case <-r.settled:
+		return true
+	default:
+		return false
+	}
+}
 
 // ownedPartitions returns the partitions owned now.
 func (r *Reader) ownedPartitions() []*partition {

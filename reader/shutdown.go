@@ -48,9 +48,12 @@ func (r *Reader) shutdown(ctx context.Context, flush bool) error {
 		errs = append(errs, err)
 	}
 	// Whatever ctx left, the last steps get a moment: the offsets are
-	// advisory (Postgres has them) but make lag tools right at once.
+	// advisory (Postgres has them) but make lag tools right at once. A
+	// member still joining for the first time gets that moment and no more:
+	// franz-go's leave waits for the join, which waits for the rest of the
+	// group, and this member owns nothing to hand over.
 	last := ctx
-	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < leaveGrace {
+	if dl, ok := ctx.Deadline(); !ok || time.Until(dl) < leaveGrace || !r.isSettled() {
 		var cancel context.CancelFunc
 		last, cancel = context.WithTimeout(context.WithoutCancel(ctx), leaveGrace)
 		defer cancel()
