@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Decoder decodes the Debezium change events of one source table (one
@@ -55,7 +56,7 @@ type envelope struct {
 // schema.ErrBadRecord) with its kind; a record that changes the table is
 // an error wrapping schema.ErrTableChanged, and deciding it again after
 // the table changed succeeds.
-func (d *Decoder) Decode(rec *schema.Record, ch *Change) error {
+func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 	ch.reset()
 	if rec.Value == nil {
 		return nil // a tombstone: the delete before it did the work
@@ -173,7 +174,7 @@ func (d *Decoder) Decode(rec *schema.Record, ch *Change) error {
 
 // versionOf compiles (or finds) the row schema of an envelope's schema
 // text; without one, the configured columns.
-func (d *Decoder) versionOf(rec *schema.Record, text []byte) (*version, error) {
+func (d *Decoder) versionOf(rec *stream.Record, text []byte) (*version, error) {
 	if text == nil {
 		if d.t.fixed == nil {
 			return nil, bad(rec, "", KindInvalidSchema, "the event has no Connect schema (schemas.enable=false) and the mapping configures no columns: configure the columns, or enable schemas on the converter")
@@ -299,7 +300,7 @@ func growBool(s []bool, n int) []bool {
 
 // fold merges the event's row schema into the table the first time the
 // table sees it; the first event also settles the key from the record key.
-func (d *Decoder) fold(rec *schema.Record, rs *rowState, v *version) (*layout, error) {
+func (d *Decoder) fold(rec *stream.Record, rs *rowState, v *version) (*layout, error) {
 	if !v.folded.Load() {
 		var key []string
 		if d.t.cur.Load().key == nil {
@@ -327,7 +328,7 @@ func (d *Decoder) fold(rec *schema.Record, rs *rowState, v *version) (*layout, e
 }
 
 // upsert finishes a c, r or u event.
-func (d *Decoder) upsert(rec *schema.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
 	if !env.hasAfter {
 		return bad(rec, "", schema.KindInvalidValue, "the %c event has no after", ch.Event)
 	}
@@ -373,7 +374,7 @@ func (d *Decoder) upsert(rec *schema.Record, rs *rowState, v *version, l *layout
 
 // delete finishes a d event: the key from the record key, else from
 // before.
-func (d *Decoder) delete(rec *schema.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
 	if len(l.key) == 0 {
 		return bad(rec, "", KindNoKey, "a delete from a table without key columns cannot be applied: give the source table a primary key, or name key columns in the mapping")
 	}
@@ -550,7 +551,7 @@ func sourceValue(f sourceField, s *Source, event byte, ch *Change) any {
 	return nil
 }
 
-func badRead(rec *schema.Record, r *reader) error {
+func badRead(rec *stream.Record, r *reader) error {
 	if r.err == nil {
 		return bad(rec, "", schema.KindInvalidJSON, "the value is not a JSON object")
 	}

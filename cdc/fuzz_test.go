@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // FuzzDecode: any key and value give a Change or an error, never a panic,
@@ -24,7 +25,7 @@ func FuzzDecode(f *testing.F) {
 			mustDecoder(t, Config{}),
 			mustDecoder(t, Config{Columns: []Column{{Name: "id", Type: "integer"}, {Name: "first_name", Type: "text"}}, Key: []string{"id"}}),
 		} {
-			rec := schema.Record{Key: key, Value: value}
+			rec := stream.Record{Key: key, Value: value}
 			var ch Change
 			for range 3 { // a table change, then the record again
 				err := d.Decode(&rec, &ch)
@@ -40,7 +41,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := schema.Record{Key: key, Value: value}
+		rec := stream.Record{Key: key, Value: value}
 		for range 3 {
 			if _, err := m.Row(&rec, nil); err == nil || !errors.Is(err, schema.ErrTableChanged) {
 				break

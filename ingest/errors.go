@@ -5,35 +5,13 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
-
-// ErrFenced means the partition's offsets row moved: another writer claimed
-// it (a new owner, an operator's offset reset) or already wrote past this
-// batch. Nothing of the batch was committed. The caller drops its local state
-// for the partition and re-claims.
-var ErrFenced = errors.New("fenced: another writer owns this partition")
-
-// FencedError carries what the offsets row held when a write was fenced.
-type FencedError struct {
-	Topic        string
-	Partition    int32
-	Epoch        int64 // the writer's epoch
-	FirstOffset  int64 // the batch's first offset
-	StoredEpoch  int64 // -1 when the row was not found
-	StoredOffset int64 // -1 when NULL or not found
-}
-
-func (e *FencedError) Error() string {
-	return fmt.Sprintf("write %s/%d: fenced: batch from offset %d with epoch %d, but the offsets row holds epoch %d and next_offset %d",
-		e.Topic, e.Partition, e.FirstOffset, e.Epoch, e.StoredEpoch, e.StoredOffset)
-}
-
-func (e *FencedError) Unwrap() error { return ErrFenced }
 
 // Retryable reports whether err is trouble of the connection or the server
 // (SQLSTATE classes 08, 53, 57, 58, serialization failures, deadlocks, lock
@@ -74,7 +52,7 @@ func Retryable(err error) bool {
 // Causes of a failed write, as Cause names them: the values of the cause
 // label of kafka2pg_ingest_write_errors_total.
 const (
-	CauseFenced     = "fenced"     // another owner holds the partition (ErrFenced)
+	CauseFenced     = "fenced"     // another owner holds the partition (stream.ErrFenced)
 	CauseTimeout    = "timeout"    // a deadline, statement_timeout or lock_timeout
 	CauseConnection = "connection" // the connection or the server: SQLSTATE 08, 53, 57P, 58, network errors
 	CauseReadOnly   = "read_only"  // SQLSTATE 25006: a standby, or a read-only database
@@ -88,7 +66,7 @@ const (
 func Cause(err error) string {
 	var pgErr *pgconn.PgError
 	switch {
-	case errors.Is(err, ErrFenced):
+	case errors.Is(err, stream.ErrFenced):
 		return CauseFenced
 	case refusedCertificate(err):
 		return CauseRefused
@@ -129,12 +107,6 @@ func refusedCertificate(err error) bool {
 	var hostname x509.HostnameError
 	var verify *tls.CertificateVerificationError
 	return errors.As(err, &unknownCA) || errors.As(err, &invalid) || errors.As(err, &hostname) || errors.As(err, &verify)
-}
-
-// lockTimeout is SQLSTATE 55P03 lock_not_available.
-func lockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // DiscardsSession reports whether a Postgres error means its session can

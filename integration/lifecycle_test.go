@@ -130,7 +130,7 @@ func TestARoleWithoutInsertIsFatalAndTheMessageNamesTheGrant(t *testing.T) {
 	u.User = url.UserPassword(role, password)
 	sc := *s
 	sc.pgURL = u.String()
-	b := sc.start(t, "no-insert", "--no-migrate", "--create-tables=false", "--fatal-retry-timeout", "2s")
+	b := sc.start(t, "no-insert", "--migrate=false", "--create-tables=false", "--fatal-retry-timeout", "2s")
 	took, out := requireExit(t, b, 1, time.Minute)
 	requireLogHas(t, out, "permission denied for table "+s.table, "GRANT SELECT, INSERT, UPDATE ON "+s.table+" TO "+role, "--fatal-retry-timeout")
 	if took < 2*time.Second {

@@ -3,6 +3,8 @@ package reader
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // A partition's failure streak: the failed writes and claims since its last
@@ -89,10 +91,15 @@ func (p *partition) noteUnreadable(s unreadSpan) bool {
 	return true
 }
 
-// takeUnreadLocked cuts the unreadable span into a batch of its own.
-func (p *partition) takeUnreadLocked() *Batch {
+// takeUnreadLocked cuts the unreadable span into a batch of its own: a
+// record for each offset, empty but for the reason it could not be read.
+func (p *partition) takeUnreadLocked() *stream.Batch {
 	s := p.unread
 	p.unread = nil
-	return &Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: s.first, NextOffset: s.next,
-		LeaderEpoch: s.leaderEpoch, LogEndOffset: p.logEnd, Unreadable: s.err}
+	b := &stream.Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: s.first, NextOffset: s.next,
+		LeaderEpoch: s.leaderEpoch, LogEndOffset: p.logEnd, Records: make([]stream.Record, 0, s.next-s.first)}
+	for off := s.first; off < s.next; off++ {
+		b.Records = append(b.Records, stream.Record{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: off, Unreadable: s.err})
+	}
+	return b
 }
