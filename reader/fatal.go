@@ -71,6 +71,10 @@ type fatalWatch struct {
 	done  chan struct{}        // closed when err is set
 }
 
+// streakQuiet is how long a subject must go without failing before its
+// next failure starts a new streak.
+const streakQuiet = time.Minute
+
 func newFatalWatch(timeout time.Duration) *fatalWatch {
 	return &fatalWatch{timeout: timeout, now: time.Now, since: make(map[string]time.Time), last: make(map[string]time.Time),
 		done: make(chan struct{})}
@@ -84,10 +88,12 @@ func (w *fatalWatch) failed(subject string, err error, fix string) bool {
 	defer w.mu.Unlock()
 	now := w.now()
 	first, ok := w.since[subject]
-	// A subject that was quiet for the timeout starts a new streak: some
-	// failures are reported now and then, and never followed by a sign of
-	// success.
-	if !ok || now.Sub(w.last[subject]) >= w.timeout {
+	// A subject quiet for a while starts a new streak: some failures are
+	// reported now and then and never followed by a sign of success. The
+	// while is longer than the client's own backoff between reports (a
+	// group join is retried every 5 s at most): a streak reported every
+	// few seconds must not start again at each report.
+	if !ok || now.Sub(w.last[subject]) >= max(w.timeout, streakQuiet) {
 		w.since[subject] = now
 		first = now
 	}

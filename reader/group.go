@@ -16,6 +16,7 @@ import (
 // Runs in franz-go's group goroutine; callbacks never run concurrently.
 func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	r.stats.rebalances.Add(1)
+	r.fatal.ok(r.groupSubject()) // joined: the group lets this member in
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for t, ps := range assigned {
