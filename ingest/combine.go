@@ -269,6 +269,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (outcome, error)
 		if src.unchecked[i] == nil {
 			w.checked(p.b.Topic, p.sink.Mapper, false)
 		}
+		w.bad.note(p.sink.Table.QualifiedName(), len(p.b.Records), nil, false)
 	}
 	return res, nil
 }

@@ -234,7 +234,7 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE orders DROP CONSTRAINT small`); err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Replay(ctx, ingest.ReplayFilter{Topic: topic}, 2) // small batches: several transactions
+	res, err := w.Replay(ctx, ingest.ReplayFilter{Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 2}) // small batches: several transactions
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -353,12 +353,12 @@ func TestUnreadableRecordsAreDeadLettersAStopOrLeftByAReplay(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE partition = 0`); n != 10 {
 		t.Errorf("next_offset = %d, want 10: every offset is a row or a dead letter", n)
 	}
-	rr, err := w.Replay(ctx, ingest.ReplayFilter{Topic: topic}, 10)
+	rr, err := w.Replay(ctx, ingest.ReplayFilter{Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rr.Replayed != 0 || rr.StillBad != 4 {
-		t.Errorf("replay %+v, want nothing replayed and 4 still bad: an unread record has no value to write", rr)
+	if rr.Replayed != 0 || rr.Kept != 4 {
+		t.Errorf("replay %+v, want nothing replayed and 4 kept: an unread record has no value to write", rr)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = $1`, ingest.KindBatchTooLarge); n != 4 {
 		t.Errorf("%d dead letters of kind %s after the replay, want 4", n, ingest.KindBatchTooLarge)

@@ -189,21 +189,11 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 	return w.finish(ctx, tx, b, sink, bad, res)
 }
 
-// upsertIsolated applies the batch one operation at a time, in offset
-// order, each under a savepoint.
-func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	ops, bad, err := w.upsertOps(b.Records, sink)
-	if err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	tx, rollback, err := w.begin(ctx, b)
-	if err != nil {
-		return outcome{}, err
-	}
-	defer rollback()
-	t := sink.Table
+// upsertOneSQL is the statements that apply one operation: the insert (of
+// every column, $1...) that updates the key's row when it exists, and the
+// delete of a key (its columns, $1...).
+func upsertOneSQL(t schema.Table, key []string) (insert, del string) {
 	cols := t.ColumnNames()
-	key := sink.Upsert.Key
 	var set, where []string
 	for _, c := range cols {
 		if !slices.Contains(key, c) {
@@ -222,9 +212,26 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 	for i := range cols {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
-	insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
+	insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
 		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflict)
-	del := fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
+	del = fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
+	return insert, del
+}
+
+// upsertIsolated applies the batch one operation at a time, in offset
+// order, each under a savepoint.
+func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
+	ops, bad, err := w.upsertOps(b.Records, sink)
+	if err != nil {
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
+	tx, rollback, err := w.begin(ctx, b)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer rollback()
+	t := sink.Table
+	insert, del := upsertOneSQL(t, sink.Upsert.Key)
 
 	firstBad := int64(-1)
 	if len(bad) > 0 {

@@ -140,6 +140,9 @@ type Config struct {
 	CombineMaxRows int
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
+	// BadRecordLogInterval is how often, at most, the log gets a line about
+	// one table's bad records (badlog.go). Default 10s.
+	BadRecordLogInterval time.Duration
 	// Tracer, when set, is told what every Write did (rows, dead letters,
 	// durations), for metrics and progress. Optional.
 	Tracer Tracer
@@ -158,6 +161,7 @@ type Writer struct {
 	offs *offsets.Store
 	cfg  Config
 	log  *slog.Logger
+	bad  *badLog
 
 	mu       sync.Mutex
 	create   bool                     // EnsureTables' create, for resolved sinks
@@ -202,7 +206,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
+	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -563,21 +567,18 @@ func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Si
 		return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
 	res.commitDuration = time.Since(commitStart)
+	w.bad.note(sink.Table.QualifiedName(), len(b.Records), bad, w.cfg.OnError == OnErrorSkip)
 	return res, nil
 }
 
-// handleBad dead-letters (or, with OnError "skip", only logs) bad records
-// inside the batch's transaction.
+// handleBad dead-letters (or, with OnError "skip", only counts) bad records
+// inside the batch's transaction; finish reports them in the log (badLog).
 func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res *outcome) error {
 	if len(bad) == 0 {
 		return nil
 	}
 	table := sink.Table.QualifiedName()
 	if w.cfg.OnError == OnErrorSkip {
-		for _, x := range bad {
-			w.log.Warn("bad record skipped (--on-error=skip)", "topic", x.rec.Topic, "partition", x.rec.Partition,
-				"offset", x.rec.Offset, "table", table, "kind", x.kind, "error", x.err.Error())
-		}
 		res.skipped = len(bad)
 		return nil
 	}
@@ -587,8 +588,6 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink
 		r, msg := x.rec, x.err.Error()
 		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, text.headers(r.Headers),
 			table, x.kind, text.message(msg)}
-		w.log.Warn("dead letter", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
-			"table", table, "kind", x.kind, "error", msg)
 	}
 	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)

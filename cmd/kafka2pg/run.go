@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -34,7 +35,15 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, n := range o.oldNames {
 		log.Warn(n)
 	}
-	if err := runBridge(ctx, o, log, nil); err != nil {
+	err := runBridge(ctx, o, log, nil)
+	var bad *badRecordsError
+	switch {
+	case errors.As(err, &bad):
+		log.Error("records of this run became dead letters or were skipped: exit 3", "dead_letters", bad.deadLetters,
+			"skipped", bad.skipped, "exit_code", exitBadRecords,
+			"fix", "kafka2pg dead-letters list shows why; fix the table or the mapping, then kafka2pg dead-letters replay --config ...")
+		return exitBadRecords
+	case err != nil:
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		if errors.As(err, new(*bindError)) {
 			return exitUsage
@@ -44,14 +53,51 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
+// badRecordsError is runBridge's outcome with --until-caught-up when it
+// caught up but records of the run became dead letters or were skipped.
+type badRecordsError struct {
+	deadLetters, skipped int64
+}
+
+func (e *badRecordsError) Error() string {
+	return fmt.Sprintf("caught up with %d dead letter(s) and %d skipped record(s) during the run", e.deadLetters, e.skipped)
+}
+
 // loadRunOptions reads run's flags, the environment and the config file, in
 // that order of precedence, and checks all of it, mappings included, before
 // anything connects; `run` and `check` share it. On failure it has printed
 // why (naming the command) and returns the exit code.
 func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	return loadCommandOptions(command, help, args, stdout, stderr, runLoad{})
+}
+
+// runLoad is what a command that takes run's flags and config file adds to
+// them (dead-letters replay, offsets reset: they must find the tables the
+// bridge writes exactly as run does).
+type runLoad struct {
+	// flags defines the command's own flags beside run's. The config file
+	// may set run's flags only.
+	flags func(fs *pflag.FlagSet)
+	// offline: the command does not consume. Kafka's brokers, group and
+	// topics may be left out; with sinks in --config, --topic and
+	// --pg-table select among them (runOptions.onlyTopics, onlyTable)
+	// instead of naming what to consume.
+	offline bool
+}
+
+// loadCommandOptions is loadRunOptions for a command that adds load to
+// run's flags.
+func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
 	fs := newFlagSet(command)
-	o = &runOptions{}
+	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
+	keys := fs // the flags the config file may set
+	if load.flags != nil {
+		keys = newFlagSet(command)
+		defineRunFlags(keys, &runOptions{})
+		addFlagAliases(keys)
+		load.flags(fs)
+	}
 	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
 		return nil, nil, code, false
 	}
@@ -64,7 +110,7 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 		return nil, nil, exitUsage, false
 	}
 	if o.configPath != "" {
-		cfg, err := loadConfig(o.configPath, fs)
+		cfg, err := loadConfig(o.configPath, keys)
 		if err == nil {
 			err = cfg.apply(fs)
 		}
@@ -74,6 +120,12 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 		o.sinks = cfg.sinks
 	}
 	o.oldNames = oldNameNotices(fs)
+	if o.offline {
+		o.onlyTopics, o.onlyTable = slices.Clone(o.reader.Topics), o.table
+		if len(o.sinks) > 0 {
+			o.reader.Topics, o.table = nil, ""
+		}
+	}
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
 	}
@@ -102,7 +154,9 @@ type progressFunc func(reader.Stats)
 // runBridge runs the bridge until ctx ends (graceful stop: the in-flight
 // batches are written within --shutdown-timeout, durable offsets are
 // committed to the group, the member leaves it) or, with --until-caught-up,
-// until it has caught up. It returns nil on a clean stop; a *bindError
+// until it has caught up. It returns nil on a clean stop; a
+// *badRecordsError when --until-caught-up caught up but records of the run
+// became dead letters or were skipped; a *bindError
 // when --metrics-addr cannot be listened on; a *reader.FatalError when
 // trouble that retrying cannot fix lasted --fatal-retry-timeout.
 //
@@ -173,7 +227,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	var written writeCounters
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
 		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
-		Tracer: writeTracers{m, &written}})
+		BadRecordLogInterval: o.badLogEvery, Tracer: writeTracers{m, &written}})
 	if err != nil {
 		return err
 	}
@@ -244,7 +298,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	stats := rd.Stats()
-	log.Info("kafka2pg stopped cleanly", "records", stats.Records, "batches", stats.Batches, "fenced", stats.Fenced, "write_errors", stats.WriteErrors)
+	log.Info("kafka2pg stopped cleanly", "records", stats.Records, "batches", stats.Batches, "fenced", stats.Fenced, "write_errors", stats.WriteErrors,
+		"dead_letters", written.deadLetters.Load(), "skipped", written.skipped.Load())
+	if o.untilCaughtUp && written.deadLetters.Load()+written.skipped.Load() > 0 {
+		return &badRecordsError{deadLetters: written.deadLetters.Load(), skipped: written.skipped.Load()}
+	}
 	return nil
 }
 
@@ -300,12 +358,14 @@ var (
 	_ reader.EpochReader = (*ingest.Writer)(nil)
 )
 
-// writeCounters count what the writer committed, for the progress log.
-type writeCounters struct{ rows, deadLetters atomic.Int64 }
+// writeCounters count what the writer committed, for the progress log and
+// the exit code of --until-caught-up.
+type writeCounters struct{ rows, deadLetters, skipped atomic.Int64 }
 
 func (c *writeCounters) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	c.rows.Add(int64(t.Rows))
 	c.deadLetters.Add(int64(t.DeadLetters))
+	c.skipped.Add(int64(t.Skipped))
 }
 
 // writeTracers tells each of its tracers of every write.
