@@ -126,7 +126,7 @@ test: build
 	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do
 		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
 	done
-	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/
+	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) -C tools test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/
 	# The tools module; its bench-peers smoke skips without KAFKA2PG_TEST_BROKERS.
 	step "go test ./... in tools/ (bench-peers smoke on KAFKA2PG_TEST_BROKERS)" $(GO) -C tools test -count=1 -timeout 10m ./...
 	step "lint (gofmt, go vet)" $(SUBMAKE) lint
@@ -229,8 +229,8 @@ test-security: build
 # (KAFKA2PG_FAULTS=1) with exclusive use of a throwaway Postgres and real
 # Kafka clusters: every case on one node, then leader failover on three
 # nodes; then it renders docs/RELIABILITY.md from the cases' results
-# (FAULTS_REPORT, JSON lines). It stops the Kafka cluster at the end, and
-# fails if any case failed.
+# (FAULTS_REPORT, JSON lines) with tools/report. It stops the Kafka
+# cluster at the end, and fails if any case failed.
 FAULTS_REPORT ?= .tmp/faults/results.jsonl
 ## faults          the full fault matrix; renders docs/RELIABILITY.md
 faults: build
@@ -260,7 +260,7 @@ faults: build
 	scripts/kafka-down.sh
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"
-	$(GO) run ./internal/faultreport/cmd -in "$$KAFKA2PG_FAULTS_REPORT" -out docs/RELIABILITY.md \
+	$(GO) -C tools run ./report faults -in "$$KAFKA2PG_FAULTS_REPORT" -out "$(CURDIR)/docs/RELIABILITY.md" \
 		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for every case but 4b, three nodes for 4b)" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
@@ -271,18 +271,19 @@ faults: build
 ## chart           redraw docs/img/metrics.svg from a live bridge
 chart: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
-	$(GO) run ./internal/metricschart/cmd -bin $(BIN) -pg-url "$$url" -out docs/img/metrics.svg
+	$(GO) -C tools run ./metricschart -bin "$(CURDIR)/$(BIN)" -pg-url "$$url" -out "$(CURDIR)/docs/img/metrics.svg"
 
 # bench measures kafka2pg against the binary COPY ceiling and two INSERT
 # baselines on both tables, REPS times interleaved (default 3), then the
 # latency at half the measured rate and the peak RSS draining a backlog of
 # BACKLOG records (default 5000000; 0 skips it), in one run against one
-# Postgres, and writes bench/results.md and bench/results.svg (issue 10;
+# Postgres, and writes bench/results.md and bench/results.svg (tools/bench;
 # about 8-9 minutes on an idle 2-core box).
 ## bench           throughput against raw COPY and INSERT baselines, latency, memory; bench/results.md
 bench: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
-	$(GO) run ./bench -pg-url "$$url" -reps $(or $(REPS),3) -backlog $(or $(BACKLOG),5000000) -out bench/results.md -chart bench/results.svg
+	$(GO) -C tools run ./bench -pg-url "$$url" -reps $(or $(REPS),3) -backlog $(or $(BACKLOG),5000000) \
+		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/results.md" -chart "$(CURDIR)/bench/results.svg"
 
 # bench-peers measures kafka2pg against the Debezium JDBC sink on Kafka
 # Connect (tools/benchpeers; the worker and the connectors' jars come from
@@ -315,13 +316,13 @@ bench-peers-smoke: build
 	$(GO) -C tools test -count=1 -timeout 10m -run '^TestPeersSmoke$$' -v ./benchpeers/
 
 # scale runs the scale suite of integration/scale*_test.go at full size
-# (KAFKA2PG_SCALE=1, issue 9): the 1,000-partition run on kfake, then the
+# (KAFKA2PG_SCALE=1): the 1,000-partition run on kfake, then the
 # rebalance write gaps, the throughput matrix, the recovery times and
 # pg_partman on a real Kafka (KAFKA2PG_TEST_BROKERS, else the cluster of
 # scripts/kafka-up.sh, started when not running and left running); then it
 # renders docs/SCALING.md and docs/img/scaling-*.svg from what the tests
-# measured (SCALE_REPORT, JSON lines), and fails if a test failed. The
-# matrix compares the default with --table-writers 2; SCALE_VARIANTS adds
+# measured (SCALE_REPORT, JSON lines) with tools/report, and fails if a
+# test failed. The matrix compares the default with --table-writers 2; SCALE_VARIANTS adds
 # columns: make scale SCALE_VARIANTS='big=--batch-max-rows 20000;one-conn=--pg-max-conns 1'.
 # About 6-10 minutes on an idle 2-core box.
 SCALE_REPORT ?= .tmp/scale/results.jsonl
@@ -349,8 +350,8 @@ scale: build
 	kafka_version=$$(. .tmp/kafka/env 2>/dev/null && echo "$$KAFKA_VERSION" || echo unknown)
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/SCALING.md"
-	$(GO) run ./internal/scalereport/cmd -in "$$KAFKA2PG_SCALE_REPORT" -out docs/SCALING.md \
-		-throughput-svg docs/img/scaling-throughput.svg -lag-svg docs/img/scaling-lag.svg \
+	$(GO) -C tools run ./report scale -in "$$KAFKA2PG_SCALE_REPORT" -out "$(CURDIR)/docs/SCALING.md" \
+		-throughput-svg "$(CURDIR)/docs/img/scaling-throughput.svg" -lag-svg "$(CURDIR)/docs/img/scaling-lag.svg" \
 		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh, one node) for the multi-instance runs; kfake (franz-go's in-process Kafka, in the test process) for the many-partitions run" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm), one machine for everything" \
 		-setup "whole run: $$((SECONDS - started)) s; load average at the end: $$(cut -d' ' -f1-3 /proc/loadavg)" || failed=1

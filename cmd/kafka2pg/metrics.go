@@ -77,9 +77,9 @@ func newBridgeMetrics() *bridgeMetrics {
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The process collector has the current RSS; the bound that matters for
-	// sizing (1,000 partitions in 512 MB) is the peak, which the kernel
-	// keeps and a scrape every 15 s would miss.
+	// The process collector has the current RSS; to size --memory-limit
+	// or a container's memory limit an operator needs the peak, which the
+	// kernel keeps and a scrape every 15 s would miss.
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_process_peak_resident_memory_bytes",
 		Help: "Peak resident set size of the process (VmHWM in /proc/self/status); absent where /proc is not."},
 		peakResidentBytes))

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // probeSessionTimeout is the consumers' session timeout in the kill -9
@@ -252,7 +254,7 @@ func (s *debeziumSystem) start(ctx context.Context, sc scenario, topic, table, n
 	if err != nil {
 		return nil, err
 	}
-	h := &debeziumRun{sys: s, name: name, table: table, want: sc.data.final(sc.upsert), upsert: sc.upsert, cpu0: processCPU(s.w.pid)}
+	h := &debeziumRun{sys: s, name: name, table: table, want: sc.data.final(sc.upsert), upsert: sc.upsert, cpu0: procfs.ProcessCPU(s.w.pid)}
 	if err := s.w.rest(ctx, http.MethodPut, "/connectors/"+name+"/config", cfg, nil); err != nil {
 		return nil, err
 	}
@@ -287,9 +289,9 @@ type debeziumRun struct {
 
 func (r *debeziumRun) pid() int { return r.sys.w.pid }
 
-func (r *debeziumRun) cpu() float64 { return r.pastCPU + processCPU(r.sys.w.pid) - r.cpu0 }
+func (r *debeziumRun) cpu() float64 { return r.pastCPU + procfs.ProcessCPU(r.sys.w.pid) - r.cpu0 }
 
-func (r *debeziumRun) peak() int64 { return max(r.pastPeak, peakRSS(r.sys.w.pid)) }
+func (r *debeziumRun) peak() int64 { return max(r.pastPeak, procfs.PeakRSS(r.sys.w.pid)) }
 
 // done tells whether every record is in the table. An upsert table is
 // checked by the last record of each partition (index lookups); an append

@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // facts say where and with what a run measured.
@@ -33,7 +35,7 @@ type facts struct {
 }
 
 func machineFacts(o options) facts {
-	f := facts{started: time.Now(), goVersion: runtime.Version(), nproc: runtime.NumCPU(), loadBefore: loadAverage(),
+	f := facts{started: time.Now(), goVersion: runtime.Version(), nproc: runtime.NumCPU(), loadBefore: procfs.LoadAverage(),
 		command: o.command, offsetFlush: o.offsetFlush}
 	f.commit = output(o.repo, "git", "describe", "--tags", "--always", "--dirty")
 	f.kafka2pg = strings.TrimPrefix(output(o.repo, o.bin, "version"), "kafka2pg ")

@@ -11,7 +11,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/kafka2pg/kafka2pg/internal/livebridge"
+	"github.com/kafka2pg/kafka2pg/tools/internal/livebridge"
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // kafka2pgSystem runs the built binary, one process per run, with its
@@ -92,9 +93,9 @@ func (r *kafka2pgRun) launch(ctx context.Context) error {
 
 func (r *kafka2pgRun) pid() int { return r.cmd.Process.Pid }
 
-func (r *kafka2pgRun) cpu() float64 { return r.pastCPU + processCPU(r.pid()) }
+func (r *kafka2pgRun) cpu() float64 { return r.pastCPU + procfs.ProcessCPU(r.pid()) }
 
-func (r *kafka2pgRun) peak() int64 { return max(r.pastPeak, peakRSS(r.pid())) }
+func (r *kafka2pgRun) peak() int64 { return max(r.pastPeak, procfs.PeakRSS(r.pid())) }
 
 func (r *kafka2pgRun) done(ctx context.Context) (bool, error) {
 	select {

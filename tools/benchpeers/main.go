@@ -49,6 +49,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // options are the command's flags.
@@ -238,10 +240,10 @@ func run(ctx context.Context, o options) (*report, error) {
 		WHERE name IN ('fsync', 'max_wal_size', 'shared_buffers', 'synchronous_commit')`).Scan(&f.pgSettings); err != nil {
 		return nil, fmt.Errorf("read the Postgres settings: %w", err)
 	}
-	pg := findPostgres(ctx, conn)
-	if pg.why != "" {
-		o.logf("note: Postgres CPU is not measured: %s", pg.why)
-		f.pgCPUNote = pg.why
+	pg := procfs.FindPostgres(ctx, conn)
+	if pg.Why != "" {
+		o.logf("note: Postgres CPU is not measured: %s", pg.Why)
+		f.pgCPUNote = pg.Why
 	}
 	tmp, err := os.MkdirTemp("", "kafka2pg-peers-")
 	if err != nil {
@@ -357,7 +359,7 @@ func run(ctx context.Context, o options) (*report, error) {
 			rep.probes = append(rep.probes, r)
 		}
 	}
-	rep.facts.loadAfter = loadAverage()
+	rep.facts.loadAfter = procfs.LoadAverage()
 	rep.facts.finished = time.Now()
 	for _, r := range rep.probes {
 		if r.System == k2p.label() && (r.Duplicates != 0 || r.Lost != 0) {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/records"
 )
 
 // partitions is the partition count of every topic of the run.
@@ -59,11 +61,7 @@ var envelopeSchema = func() string {
 }()
 
 var (
-	events    = []string{"page_view", "add_to_cart", "checkout_started", "checkout_completed", "refund_requested"}
-	currency  = []string{"EUR", "USD", "GBP", "CHF"}
-	countries = []string{"DE", "FR", "US", "GB", "NL", "CH", "ES", "IT"}
 	pages     = []string{"/", "/pricing", "/docs", "/blog", "/signup", "/cart"}
-	devices   = []string{"mobile", "desktop", "tablet"}
 	referrers = []string{"google.com", "news.example.com", "direct", "partner.example.org", "social.example.net"}
 )
 
@@ -107,45 +105,20 @@ func appendValue(b []byte, i int, id int64) []byte {
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, int64(i), 10)
-	b = append(b, `,"user_id":"u`...)
-	b = appendPadded(b, i%100_000, 6)
-	b = appendString(b, `","event":`, events[i%len(events)])
-	b = append(b, `,"amount":`...)
-	b = strconv.AppendInt(b, int64(i%100_000), 10)
-	b = append(b, '.')
-	b = appendPadded(b, i%100, 2)
-	b = appendString(b, `,"currency":`, currency[i%len(currency)])
-	b = appendString(b, `,"country":`, countries[i%len(countries)])
+	b = records.AppendEventFields(b, i)
 	b = append(b, `,"ts":`...)
 	b = strconv.AppendInt(b, tsBase+int64(i), 10)
-	b = appendString(b, `,"page":`, pages[i%len(pages)])
-	b = appendString(b, `,"referrer":`, referrers[i%len(referrers)])
-	b = appendString(b, `,"device":`, devices[i%len(devices)])
+	b = records.AppendString(b, `,"page":`, pages[i%len(pages)])
+	b = records.AppendString(b, `,"referrer":`, referrers[i%len(referrers)])
+	b = records.AppendString(b, `,"device":`, records.Devices[i%len(records.Devices)])
 	b = append(b, `,"session":"s`...)
-	b = appendPadded(b, i*7919%100_000_000, 8)
+	b = records.AppendPadded(b, i*7919%100_000_000, 8)
 	return append(b, `"}}`...)
 }
 
 // appendKey appends the record key: the id in decimal, read by the sink's
 // StringConverter (kafka2pg does not read it).
 func appendKey(b []byte, id int64) []byte { return strconv.AppendInt(b, id, 10) }
-
-func appendString(b []byte, prefix, s string) []byte {
-	b = append(b, prefix...)
-	b = append(b, '"')
-	b = append(b, s...)
-	return append(b, '"')
-}
-
-// appendPadded appends v (≥ 0) zero-padded to width digits.
-func appendPadded(b []byte, v, width int) []byte {
-	var digits [20]byte
-	d := strconv.AppendInt(digits[:0], int64(v), 10)
-	for range width - len(d) {
-		b = append(b, '0')
-	}
-	return append(b, d...)
-}
 
 // meanRecordBytes is the mean key+value size over the first n records.
 func (d dataset) meanRecordBytes() float64 {

@@ -3,12 +3,12 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
 
 // series are one system's results in one scenario.
@@ -22,22 +22,12 @@ func (rep *report) series(scenarioKey, system string) []result {
 	return out
 }
 
-func collect(rs []result, f func(result) float64) spread {
-	xs := make([]float64, 0, len(rs))
-	for _, r := range rs {
-		if v := f(r); !math.IsNaN(v) {
-			xs = append(xs, v)
-		}
-	}
-	return spreadOf(xs)
-}
-
 var systems = []string{"kafka2pg", "Debezium JDBC sink"}
 
 // summaryRow is one scenario's medians for both systems.
 type summaryRow struct {
 	sc                 scenario
-	rate, cpu, pg, rss [2]spread
+	rate, cpu, pg, rss [2]figures.Spread
 	runs               int
 }
 
@@ -48,10 +38,10 @@ func (rep *report) summary() []summaryRow {
 		for i, sys := range systems {
 			rs := rep.series(sc.key, sys)
 			row.runs = len(rs)
-			row.rate[i] = collect(rs, result.rate)
-			row.cpu[i] = collect(rs, func(r result) float64 { return r.perMillion(r.CPU) })
-			row.pg[i] = collect(rs, func(r result) float64 { return r.perMillion(r.PGCPU) })
-			row.rss[i] = collect(rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) })
+			row.rate[i] = figures.SpreadOver(rs, result.rate)
+			row.cpu[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.CPU) })
+			row.pg[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.PGCPU) })
+			row.rss[i] = figures.SpreadOver(rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) })
 		}
 		if row.runs > 0 {
 			rows = append(rows, row)
@@ -60,7 +50,7 @@ func (rep *report) summary() []summaryRow {
 	return rows
 }
 
-func (row summaryRow) ratio() float64 { return row.rate[0].med / row.rate[1].med }
+func (row summaryRow) ratio() float64 { return row.rate[0].Med / row.rate[1].Med }
 
 // writeResults writes the Markdown report and the chart.
 func writeResults(o options, rep *report) error {
@@ -72,7 +62,11 @@ func writeResults(o options, rep *report) error {
 	if err := os.WriteFile(o.out, []byte(markdown(o, rep)), 0o644); err != nil {
 		return err
 	}
-	return os.WriteFile(o.chart, []byte(chartSVG(rep)), 0o644)
+	svg, err := chartSVG(rep)
+	if err != nil {
+		return fmt.Errorf("draw %s: %w", o.chart, err)
+	}
+	return os.WriteFile(o.chart, []byte(svg), 0o644)
 }
 
 func markdown(o options, rep *report) string {
@@ -84,19 +78,19 @@ func markdown(o options, rep *report) string {
 		f.started.UTC().Format("2006-01-02 15:04 UTC"), f.finished.Sub(f.started).Round(time.Second), f.loadBefore, f.loadAfter)
 	w("![rows/s per scenario](%s)\n\n", filepath.Base(o.chart))
 	w("Both systems read the same %s Kafka Connect JSON records (schema + payload, 12 fields, %.0f bytes each with the key) from the same topic of %d partitions on one broker, and write them to the same table definition in one Postgres, one system at a time. Medians of %d interleaved repetitions, the range in brackets.\n\n",
-		num(float64(o.records), 0), f.recordBytes, partitions, rep.reps)
+		figures.Num(float64(o.records), 0), f.recordBytes, partitions, rep.reps)
 	w("| scenario | kafka2pg rows/s | Debezium JDBC sink rows/s | ratio | CPU s per 1M rows (kafka2pg vs JDBC sink) | Postgres CPU s per 1M rows | peak RSS |\n")
 	w("|---|---|---|---|---|---|---|\n")
 	for _, row := range rep.summary() {
 		w("| %s | %s | %s | %sx | %s vs %s | %s vs %s | %s vs %s MiB |\n", row.sc.title,
-			spreadCell(row.rate[0], 0), spreadCell(row.rate[1], 0), num(row.ratio(), 1),
-			num(row.cpu[0].med, 1), num(row.cpu[1].med, 1), num(row.pg[0].med, 1), num(row.pg[1].med, 1),
-			num(row.rss[0].med, 0), num(row.rss[1].med, 0))
+			row.rate[0].Format(0), row.rate[1].Format(0), figures.Num(row.ratio(), 1),
+			figures.Num(row.cpu[0].Med, 1), figures.Num(row.cpu[1].Med, 1), figures.Num(row.pg[0].Med, 1), figures.Num(row.pg[1].Med, 1),
+			figures.Num(row.rss[0].Med, 0), figures.Num(row.rss[1].Med, 0))
 	}
 	if len(rep.probes) == 2 {
 		k, d := rep.probes[0], rep.probes[1]
 		w("| two kill -9 mid-stream, append: duplicates (lost) | %s (%s) | %s (%s) | | | | |\n",
-			num(float64(k.Duplicates), 0), num(float64(k.Lost), 0), num(float64(d.Duplicates), 0), num(float64(d.Lost), 0))
+			figures.Num(float64(k.Duplicates), 0), figures.Num(float64(k.Lost), 0), figures.Num(float64(d.Duplicates), 0), figures.Num(float64(d.Lost), 0))
 	}
 	w("\n")
 	w("- **rows/s**: the steady rate, the records written after the first batch over the time from the first row in the table to the last (kafka2pg's last row: the commit that made its offsets reach the end). The start-up and the first batch (the JDBC sink's first batch runs on a cold JIT) are left out; the table of every run below gives the time to the first row and the rate from the start.\n")
@@ -106,15 +100,15 @@ func markdown(o options, rep *report) string {
 	if len(rep.probes) > 0 {
 		w("## The kill -9 probe\n\n")
 		w("Each system in append mode on the %s records (the JDBC sink with its defaults, offsets committed every %s; Kafka Connect's default is 60 s), killed with SIGKILL when a third and when two thirds of the records were in the table, and started again each time (kafka2pg: the same command; the JDBC sink: the worker, which resumes its connector from the offsets it committed). Once every record was in, SQL counted `count(*) - count(DISTINCT seq)`. Both used a consumer session timeout of %s so that a killed member's partitions move sooner; it changes how long the probe takes, not what it counts.\n\n",
-			num(float64(o.records), 0), secs(o.offsetFlush), secs(probeSessionTimeout))
+			figures.Num(float64(o.records), 0), secs(o.offsetFlush), secs(probeSessionTimeout))
 		w("| system | rows in the table at the kills | rows at the end | duplicates | lost | wall |\n|---|---|---|---|---|---|\n")
 		for _, r := range rep.probes {
 			kills := make([]string, len(r.Kills))
 			for i, k := range r.Kills {
-				kills[i] = num(float64(k), 0)
+				kills[i] = figures.Num(float64(k), 0)
 			}
-			w("| %s | %s | %s | %s | %s | %.0f s |\n", r.System, strings.Join(kills, ", "), num(float64(r.Rows), 0),
-				num(float64(r.Duplicates), 0), num(float64(r.Lost), 0), r.Wall.Seconds())
+			w("| %s | %s | %s | %s | %s | %.0f s |\n", r.System, strings.Join(kills, ", "), figures.Num(float64(r.Rows), 0),
+				figures.Num(float64(r.Duplicates), 0), figures.Num(float64(r.Lost), 0), r.Wall.Seconds())
 		}
 		w("\n")
 	}
@@ -122,8 +116,8 @@ func markdown(o options, rep *report) string {
 	w("## Every run\n\n")
 	w("| rep | scenario | system | rows/s | start to first row | records in then | first to last row | rows/s from the start | CPU s | Postgres CPU s | peak RSS MiB | rows |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.results {
-		w("| %d | %s | %s | %s | %.1f s | %s | %.1f s | %s | %.1f | %.1f | %.0f | %s |\n", r.Rep, r.Scenario, r.System, num(r.rate(), 0),
-			r.FirstRow.Seconds(), num(float64(r.AtFirst), 0), r.Active.Seconds(), num(r.wallRate(), 0), r.CPU, r.PGCPU, float64(r.PeakRSS)/(1<<20), num(float64(r.Rows), 0))
+		w("| %d | %s | %s | %s | %.1f s | %s | %.1f s | %s | %.1f | %.1f | %.0f | %s |\n", r.Rep, r.Scenario, r.System, figures.Num(r.rate(), 0),
+			r.FirstRow.Seconds(), figures.Num(float64(r.AtFirst), 0), r.Active.Seconds(), figures.Num(r.wallRate(), 0), r.CPU, r.PGCPU, float64(r.PeakRSS)/(1<<20), figures.Num(float64(r.Rows), 0))
 	}
 	w("\n")
 
@@ -158,35 +152,4 @@ func markdown(o options, rep *report) string {
 	return b.String()
 }
 
-func secs(d time.Duration) string { return num(d.Seconds(), 0) + " s" }
-
-func spreadCell(s spread, digits int) string {
-	if s.lo == s.hi {
-		return num(s.med, digits)
-	}
-	return fmt.Sprintf("%s (%s–%s)", num(s.med, digits), num(s.lo, digits), num(s.hi, digits))
-}
-
-// num formats v with digits decimals and thousands separators; NaN is "n/a".
-func num(v float64, digits int) string {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return "n/a"
-	}
-	s := fmt.Sprintf("%.*f", digits, math.Abs(v))
-	intPart, frac, _ := strings.Cut(s, ".")
-	var parts []string
-	for len(intPart) > 3 {
-		parts = append(parts, intPart[len(intPart)-3:])
-		intPart = intPart[:len(intPart)-3]
-	}
-	parts = append(parts, intPart)
-	slices.Reverse(parts)
-	out := strings.Join(parts, ",")
-	if frac != "" {
-		out += "." + frac
-	}
-	if v < 0 {
-		out = "-" + out
-	}
-	return out
-}
+func secs(d time.Duration) string { return figures.Num(d.Seconds(), 0) + " s" }

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
 // system is one of the two contenders.
@@ -129,7 +130,7 @@ func (r result) correct() bool {
 // harness is what every run shares.
 type harness struct {
 	db      *db
-	pg      pgServer
+	pg      procfs.Postgres
 	timeout time.Duration
 	logf    func(format string, args ...any)
 	// topics holds the topic of each dataset, filled once per harness run
@@ -161,7 +162,7 @@ func (h *harness) measure(ctx context.Context, sys system, sc scenario, rep int)
 	}
 	want := sc.data.final(sc.upsert)
 	r := result{Scenario: sc.key, System: sys.label(), Rep: rep, Records: sc.data.n, WantRows: want.rows, WantSeqSum: want.seqSum}
-	pg0, t0 := h.pg.cpu(), time.Now()
+	pg0, t0 := h.pg.CPU(), time.Now()
 	run, err := sys.start(ctx, sc, h.topics[sc.data.name], table, h.name(sys, sc.key), false)
 	if err != nil {
 		return r, err
@@ -188,7 +189,7 @@ func (h *harness) measure(ctx context.Context, sys system, sc scenario, rep int)
 		return r, h.failed(sys, sc, run, err)
 	}
 	last := time.Now()
-	r.CPU, r.PeakRSS, r.PGCPU = run.cpu(), run.peak(), h.pg.cpu()-pg0
+	r.CPU, r.PeakRSS, r.PGCPU = run.cpu(), run.peak(), h.pg.CPU()-pg0
 	r.FirstRow, r.Active, r.Wall = first.Sub(t0), last.Sub(first), last.Sub(t0)
 	if err := run.stop(ctx); err != nil {
 		return r, err
@@ -243,7 +244,7 @@ func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, e
 	}
 	n := int64(sc.data.n)
 	r := result{Scenario: "kill-probe", System: sys.label(), Rep: 1, Records: sc.data.n, WantRows: n, WantSeqSum: n * (n - 1) / 2}
-	pg0, t0 := h.pg.cpu(), time.Now()
+	pg0, t0 := h.pg.CPU(), time.Now()
 	run, err := sys.start(ctx, sc, h.topics[sc.data.name], table, h.name(sys, "probe"), true)
 	if err != nil {
 		return r, err
@@ -301,7 +302,7 @@ func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, e
 		return r, h.failed(sys, sc, run, err)
 	}
 	r.Wall = time.Since(t0)
-	r.CPU, r.PeakRSS, r.PGCPU = run.cpu(), run.peak(), h.pg.cpu()-pg0
+	r.CPU, r.PeakRSS, r.PGCPU = run.cpu(), run.peak(), h.pg.CPU()-pg0
 	r.Rows, r.Distinct, r.SeqSum = st.rows, st.distinct, st.seqSum
 	r.Duplicates, r.Lost = st.rows-st.distinct, n-st.distinct
 	h.logf("  %-18s kill -9 probe: %d rows for %d records: %d duplicates, %d lost, in %.0fs", sys.label(), r.Rows, n, r.Duplicates, r.Lost, r.Wall.Seconds())
@@ -309,19 +310,4 @@ func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, e
 		return r, err
 	}
 	return r, h.db.drop(ctx, table)
-}
-
-// median, min and max of xs (NaN when empty).
-type spread struct{ med, lo, hi float64 }
-
-func spreadOf(xs []float64) spread {
-	if len(xs) == 0 {
-		return spread{math.NaN(), math.NaN(), math.NaN()}
-	}
-	s := slices.Sorted(slices.Values(xs))
-	med := s[len(s)/2]
-	if len(s)%2 == 0 {
-		med = (s[len(s)/2-1] + s[len(s)/2]) / 2
-	}
-	return spread{med, s[0], s[len(s)-1]}
 }
