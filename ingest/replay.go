@@ -19,7 +19,8 @@ import (
 // target table; it is replayed only through the sink of its topic that
 // writes that very table, never into another one (a typed sink's letter
 // into the topic's zero-config table, say): a letter whose table no sink of
-// the configuration writes is kept as it is, and counted as Kept.
+// the configuration writes is kept as it is, and counted as Kept, as is a
+// letter of kind batch_too_large, which holds no record to write.
 //
 // One transaction per batch of letters: the rows that go in now and the
 // removal of their letters commit together, so a replay killed at any point
@@ -221,6 +222,10 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 		bySink := map[string][]*letter{}
 		sinks := map[string]Sink{}
 		for _, l := range letters {
+			if l.WasKind == KindBatchTooLarge {
+				l.Outcome = KeptOutcome // never read: no value to write; read it again from Kafka
+				continue
+			}
 			sink, ok, err := w.replaySink(l.Topic, l.Table)
 			if err != nil {
 				return outcome{}, err

@@ -438,7 +438,9 @@ type badRecord struct {
 
 // refusedByMapping: the mapping refused the record, not the size limit
 // (what keeps a topic's batches checked, unchecked.go).
-func (b badRecord) refusedByMapping() bool { return b.kind != KindTooLarge }
+func (b badRecord) refusedByMapping() bool {
+	return b.kind != KindTooLarge && b.kind != KindBatchTooLarge
+}
 
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
@@ -521,8 +523,12 @@ func mapRecord(r *stream.Record, m RowMapper, maxBytes int, dst []any) ([]any, *
 	return nil, bad, err
 }
 
-// tooLarge is r as a bad record when its key and value are over maxBytes.
+// tooLarge is r as a bad record when its key and value are over maxBytes,
+// or when it could not be read at all (its batch was too large).
 func tooLarge(r *stream.Record, maxBytes int) *badRecord {
+	if r.Unreadable != nil {
+		return &badRecord{rec: r, kind: KindBatchTooLarge, err: r.Unreadable}
+	}
 	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
 		return &badRecord{rec: r, kind: KindTooLarge,
 			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}
