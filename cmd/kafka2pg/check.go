@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -149,26 +151,26 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	defer cancel()
 	cc, err := pgx.ParseConfig(o.pgURL)
 	if err != nil {
-		r.line("FAIL", "postgres: --pg-url: %v", redactErr(err))
+		r.line("FAIL", "postgres: --pg-url: %v", redact.Err(err))
 		return
 	}
-	if err := configureConn(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
+	if err := pgsession.Configure(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
 		r.line("FAIL", "postgres: --pg-url: %v", err)
 		return
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		r.line("FAIL", "postgres: connect: %v", redactErr(err))
+		r.line("FAIL", "postgres: connect: %v", redact.Err(err))
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := encodingProblems(ctx, conn, o.reader.Group, sinks, regexProbes(o))
-	var nameErr *nameEncodingError
+	warn, err := pgsession.EncodingProblems(ctx, conn, o.reader.Group, sinks, regexProbes(o))
+	var nameErr *pgsession.NameError
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
 	case errors.As(err, &nameErr):
 		r.line("FAIL", "postgres: %v", err)
 	case err != nil:
-		r.line("FAIL", "postgres: check the database's encoding: %v", redactErr(err))
+		r.line("FAIL", "postgres: check the database's encoding: %v", redact.Err(err))
 		return
 	case warn != "":
 		r.line("warn", "postgres: %s", warn)
@@ -177,13 +179,13 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		r.line("FAIL", "postgres: begin a read-only transaction: %v", redactErr(err))
+		r.line("FAIL", "postgres: begin a read-only transaction: %v", redact.Err(err))
 		return
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // read only: nothing to keep
 	r.line("ok", "postgres: connected (read only)")
 	if err := checkMigrations(ctx, r, tx, o.migrate); err != nil {
-		r.line("FAIL", "postgres: %v", redactErr(err))
+		r.line("FAIL", "postgres: %v", redact.Err(err))
 		return
 	}
 	topics := make([]string, 0, len(sinks))
@@ -193,7 +195,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	slices.Sort(topics)
 	for _, topic := range topics {
 		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], o.createTables); err != nil {
-			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redactErr(err))
+			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redact.Err(err))
 		}
 	}
 }
@@ -325,7 +327,7 @@ func checkRegistry(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	if err := o.connectRegistry(ctx); err != nil {
-		r.line("FAIL", "schema registry: %v", redactErr(err))
+		r.line("FAIL", "schema registry: %v", redact.Err(err))
 		return 0
 	}
 	if o.registry.schemas == nil {
@@ -333,7 +335,7 @@ func checkRegistry(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	all, err := buildSinks(o)
 	if err != nil {
-		r.line("FAIL", "schema registry: %v", redactErr(err))
+		r.line("FAIL", "schema registry: %v", redact.Err(err))
 	}
 	n := 0
 	for topic, s := range all {

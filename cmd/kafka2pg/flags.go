@@ -17,6 +17,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -147,7 +148,7 @@ func (o *runOptions) validate() error {
 	} else if cc, err := pgconn.ParseConfig(o.pgURL); err == nil {
 		// (A URL that does not parse is reported, redacted, where run
 		// connects.)
-		if err := sessionParams(cc, ""); err != nil {
+		if err := pgsession.Params(cc, ""); err != nil {
 			errs = append(errs, fmt.Errorf("--pg-url: %w", err))
 		}
 	}

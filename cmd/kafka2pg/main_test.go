@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
 func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
@@ -81,11 +83,11 @@ func TestABadEnvironmentValueNamesTheVariable(t *testing.T) {
 
 func TestRedactHidesPasswords(t *testing.T) {
 	for _, s := range []string{"postgres://app:s3cret@db:5432/x", "host=db password=s3cret user=app"} {
-		if got := redactURL(s); strings.Contains(got, "s3cret") {
-			t.Errorf("redactURL(%q) = %q", s, got)
+		if got := redact.URL(s); strings.Contains(got, "s3cret") {
+			t.Errorf("redact.URL(%q) = %q", s, got)
 		}
 	}
-	err := redactErr(errFor("failed to connect to postgres://app:s3cret@db:5432/x: refused"))
+	err := redact.Err(errFor("failed to connect to postgres://app:s3cret@db:5432/x: refused"))
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("redactErr kept the password: %v", err)
 	}

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
@@ -81,9 +83,9 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitUsage
 	}
-	pool, err := newPool(ctx, o.pgURL, "kafka2pg-offsets")
+	pool, err := pgsession.NewPool(ctx, o.pgURL, "kafka2pg-offsets")
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redact.Err(err))
 		return exitUsage
 	}
 	defer pool.Close()
@@ -103,7 +105,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(topics) == 0 {
 		states, err := loadStates(ctx, pool, offsetsFlags{group: group})
 		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+			fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 			return exitError
 		}
 		for _, s := range states {
@@ -123,12 +125,12 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	before, err := loadStates(ctx, pool, offsetsFlags{group: group, topics: topics})
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	rewinds, err := planRewinds(ctx, pool, o, plan, before, rf.deleteRows)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", redact.Err(err))
 		return exitError
 	}
 	if len(o.sinks) == 0 && o.onlyTable == "" {
@@ -145,7 +147,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	deleted, err := applyReset(ctx, pool, group, plan, rewinds)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	fmt.Fprintf(stdout, "\nPostgres: %d partition(s) moved", len(plan))

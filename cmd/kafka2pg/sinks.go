@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -54,20 +55,11 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	return sinks, errors.Join(errs...)
 }
 
-// regexProbe is a topic_regex sink built for a sample topic, for the
-// checks at start. Kafka names topics in ASCII ([a-zA-Z0-9._-]), so the
-// names a matching topic's sink gets differ from the probe's in ASCII
-// only: a character the database's encoding lacks is in the probe's too.
-type regexProbe struct {
-	regex, table string // the sink's topic_regex and table template
-	sink         ingest.Sink
-}
-
 // regexProbes are the config's topic_regex sinks built for a sample topic;
 // those whose columns come from the schema registry are left out (their
 // columns are known once a topic's subject is read).
-func regexProbes(o *runOptions) []regexProbe {
-	var out []regexProbe
+func regexProbes(o *runOptions) []pgsession.Probe {
+	var out []pgsession.Probe
 	for _, sc := range o.sinks {
 		if sc.TopicRegex == "" {
 			continue
@@ -77,7 +69,7 @@ func regexProbes(o *runOptions) []regexProbe {
 			if table == "" {
 				table = "${topic}"
 			}
-			out = append(out, regexProbe{regex: sc.TopicRegex, table: table, sink: s})
+			out = append(out, pgsession.Probe{Regex: sc.TopicRegex, Table: table, Sink: s})
 		}
 	}
 	return out
