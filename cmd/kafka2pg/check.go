@@ -44,7 +44,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if n := checkRegistry(ctx, r, o, sinks); n > 0 {
 		r.line("ok", "schema registry: the subjects of %d avro/protobuf sink(s) fold into tables", n)
 	}
-	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.reader.Group)
+	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.cfg.Kafka.Group)
 	checkKafka(ctx, r, o)
 	checkPostgres(ctx, r, o, sinks)
 	if r.failed > 0 {
@@ -89,24 +89,24 @@ func (r *checkReport) statements(stmts []string) {
 func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	brokers := strings.Join(o.reader.Brokers, ",")
-	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, checkTimeout/2); err != nil {
+	brokers := strings.Join(o.cfg.Kafka.Brokers, ",")
+	if err := o.cfg.KafkaSecurity.CheckBrokers(ctx, o.cfg.Kafka.Brokers, checkTimeout/2); err != nil {
 		r.line("FAIL", "kafka %s: %v", brokers, err)
 		return
 	}
-	opts, err := o.kafkaSecurity.Options()
+	opts, err := o.cfg.KafkaSecurity.Options()
 	if err != nil {
 		r.line("FAIL", "kafka %s: %v", brokers, err)
 		return
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(o.reader.Brokers...), kgo.ClientID(o.reader.ClientID))...)
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(o.cfg.Kafka.Brokers...), kgo.ClientID(o.cfg.Kafka.ClientID))...)
 	if err != nil {
 		r.line("FAIL", "kafka %s: create client: %v", brokers, err)
 		return
 	}
 	defer cl.Close()
-	topics := slices.Sorted(slices.Values(o.reader.Topics))
-	if o.reader.TopicsAreRegex {
+	topics := slices.Sorted(slices.Values(o.cfg.Kafka.Topics))
+	if o.cfg.Kafka.TopicsAreRegex {
 		all, err := kadm.NewClient(cl).ListTopics(ctx)
 		if err != nil {
 			r.line("FAIL", "kafka %s: list topics: %v", brokers, err)
@@ -149,7 +149,7 @@ func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
 func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map[string]ingest.Sink) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	cc, err := pgx.ParseConfig(o.pgURL)
+	cc, err := pgx.ParseConfig(o.cfg.PostgresURL)
 	if err != nil {
 		r.line("FAIL", "postgres: --pg-url: %v", redact.Err(err))
 		return
@@ -164,7 +164,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := pgsession.EncodingProblems(ctx, conn, o.reader.Group, sinks, regexProbes(o))
+	warn, err := pgsession.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, sinks, regexProbes(o))
 	var nameErr *pgsession.NameError
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
 	case errors.As(err, &nameErr):
@@ -184,7 +184,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // read only: nothing to keep
 	r.line("ok", "postgres: connected (read only)")
-	if err := checkMigrations(ctx, r, tx, o.migrate); err != nil {
+	if err := checkMigrations(ctx, r, tx, !o.cfg.SkipMigrations); err != nil {
 		r.line("FAIL", "postgres: %v", redact.Err(err))
 		return
 	}
@@ -194,7 +194,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	slices.Sort(topics)
 	for _, topic := range topics {
-		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], o.createTables); err != nil {
+		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], !o.cfg.SkipCreateTables); err != nil {
 			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redact.Err(err))
 		}
 	}

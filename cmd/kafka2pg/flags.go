@@ -16,49 +16,36 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
-// runOptions is everything `kafka2pg run` is told.
+// runOptions is everything `kafka2pg run` is told: the bridge's
+// configuration, which the flags set field by field (defineRunFlags), and
+// what the command itself does with the rest (the sinks, the HTTP server,
+// the memory limit, the logs).
 type runOptions struct {
-	reader reader.Config
-	start  string
+	cfg   bridge.Config
+	start string // --kafka-start, parsed into cfg.Kafka.Start by validate
 
-	pgURL           string
 	configPath      string          // --config
 	sinks           []sinkConfig    // from the config file
 	pgURLFile       string          // --pg-url-file, read by resolvePGURL
-	kafkaSecurity   reader.Security // --kafka-tls-*, --kafka-sasl-*
 	registry        registryOptions // --schema-registry-*, and the client connectRegistry makes
 	pgSchema        string
-	pgMaxConns      int32
-	tableWriters    int
 	table           string
 	valueFormat     string
-	createTables    bool
-	migrate         bool // --migrate; --no-migrate is its old, inverted spelling
-	claimLockWait   time.Duration
-	pgWriteTimeout  time.Duration
-	onError         string
-	notify          bool
-	maxRecordBytes  int
-	untilCaughtUp   bool
 	metricsAddr     string
 	pprof           bool
 	memoryLimit     string // --memory-limit: auto, off or a size such as 256MiB
 	memoryLimitN    int64  // a size, parsed by validate
 	memoryLimitAuto bool   // auto, and GOMEMLIMIT is not set
-	progressEvery   time.Duration
-	badLogEvery     time.Duration // --log-dead-letters
 	logFormat       string
 	logLevel        string
-	caughtUpPeriod  time.Duration
-	oldNames        []string      // notices of the old flag names given (aliases.go)
-	caughtUpTimeout time.Duration // --caught-up-timeout
-	readyStall      time.Duration // --ready-stall-timeout
+	oldNames        []string // notices of the old flag names given (aliases.go)
 
 	// A command that does not consume (runLoad.offline) leaves Kafka's
 	// brokers, group and topics optional; onlyTopics and onlyTable are the
@@ -69,7 +56,7 @@ type runOptions struct {
 }
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
-	rc := &o.reader
+	rc := &o.cfg.Kafka
 	fs.StringVar(&o.configPath, "config", "", "YAML file of sinks (topics → typed tables) and flags as keys")
 	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "bootstrap brokers, host:port[,host:port]")
 	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets kept in Postgres")
@@ -101,51 +88,53 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions look for a newer epoch")
 	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "longest backoff of a partition's failed writes")
 	fs.DurationVar(&rc.FatalRetryTimeout, "fatal-retry-timeout", 30*time.Second, "retry refused access, a missing topic, this long")
-	defineSecurityFlags(fs, &o.kafkaSecurity)
+	defineSecurityFlags(fs, &o.cfg.KafkaSecurity)
 	defineRegistryFlags(fs, &o.registry)
 
-	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
+	fs.StringVar(&o.cfg.PostgresURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
 	definePGURLFileFlag(fs, &o.pgURLFile)
 	fs.StringVar(&o.pgSchema, "pg-schema", "public", "schema of the target tables")
-	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most")
-	fs.IntVar(&o.tableWriters, "table-writers", 2, "transactions writing one table at once; 0: one per batch")
+	fs.Int32Var(&o.cfg.PostgresMaxConns, "pg-max-conns", 4, "Postgres connections, at most")
+	fs.IntVar(&o.cfg.Writer.TableWriters, "table-writers", 2, "transactions writing one table at once; 0: one per batch")
 	fs.StringVar(&o.table, "pg-table", "", "target table of every topic (default: the topic's name)")
 	fs.StringVar(&o.valueFormat, "value-format", "json", "value column type: json (jsonb), text or bytes (bytea)")
-	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
-	fs.BoolVar(&o.notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
-	fs.StringVar(&o.onError, "on-error", "dead-letter", "bad records: dead-letter, stop or skip")
-	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
-	fs.BoolVar(&o.migrate, "migrate", true, "migrate the kafka2pg schema on start")
-	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
-	fs.DurationVar(&o.pgWriteTimeout, "pg-write-timeout", 2*time.Minute, "deadline of a full batch's write transaction")
-	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
-	fs.DurationVar(&o.caughtUpTimeout, "caught-up-timeout", 10*time.Minute, "exit 1 after this long without a write; 0: never")
-	fs.DurationVar(&o.readyStall, "ready-stall-timeout", 60*time.Second, "/readyz fails on a stall this long; 0: off")
+	negatedBoolVar(fs, &o.cfg.SkipCreateTables, "create-tables", true, "create missing target tables")
+	fs.BoolVar(&o.cfg.Writer.Notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
+	fs.StringVar(&o.cfg.Writer.OnError, "on-error", "dead-letter", "bad records: dead-letter, stop or skip")
+	bytesVar(fs, &o.cfg.Writer.MaxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
+	negatedBoolVar(fs, &o.cfg.SkipMigrations, "migrate", true, "migrate the kafka2pg schema on start")
+	fs.DurationVar(&o.cfg.Writer.ClaimLockTimeout, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
+	fs.DurationVar(&o.cfg.Writer.WriteTimeout, "pg-write-timeout", 2*time.Minute, "deadline of a full batch's write transaction")
+	fs.BoolVar(&o.cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
+	fs.DurationVar(&o.cfg.CaughtUpTimeout, "caught-up-timeout", 10*time.Minute, "exit 1 after this long without a write; 0: never")
+	zeroMeansOff(fs, "caught-up-timeout", &o.cfg.CaughtUpTimeout)
+	fs.DurationVar(&o.cfg.ReadyStallTimeout, "ready-stall-timeout", 60*time.Second, "/readyz fails on a stall this long; 0: off")
+	zeroMeansOff(fs, "ready-stall-timeout", &o.cfg.ReadyStallTimeout)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "/metrics and probes address; '': off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr")
-	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged; 0: never")
-	fs.DurationVar(&o.badLogEvery, "log-dead-letters", 10*time.Second, "a table's dead letters: one log line per this long")
+	fs.DurationVar(&o.cfg.ProgressInterval, "progress-interval", 10*time.Second, "how often a progress line is logged; 0: never")
+	zeroMeansOff(fs, "progress-interval", &o.cfg.ProgressInterval)
+	fs.DurationVar(&o.cfg.Writer.BadRecordLogInterval, "log-dead-letters", 10*time.Second, "a table's dead letters: one log line per this long")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	o.caughtUpPeriod = 200 * time.Millisecond
 }
 
-// writerConfig is the writer's configuration the flags set; run adds the
-// sinks, the logger and the tracer.
+// writerConfig is the writer's configuration as the bridge runs it (its
+// group and batch size from the Kafka side), for the statement timeout of
+// the sessions of check and replay.
 func (o *runOptions) writerConfig() ingest.Config {
-	return ingest.Config{Group: o.reader.Group, ClaimLockTimeout: o.claimLockWait,
-		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: o.reader.BatchMaxRows,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters,
-		BadRecordLogInterval: o.badLogEvery}
+	w := o.cfg.Writer
+	w.Group, w.WriteTimeoutRows = o.cfg.Kafka.Group, o.cfg.Kafka.BatchMaxRows
+	return w
 }
 
 // validate checks what the reader does not; every message names the flag.
 func (o *runOptions) validate() error {
 	var errs []error
-	if o.pgURL == "" {
+	if o.cfg.PostgresURL == "" {
 		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
-	} else if cc, err := pgconn.ParseConfig(o.pgURL); err == nil {
+	} else if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); err == nil {
 		// (A URL that does not parse is reported, redacted, where run
 		// connects.)
 		if err := pgsession.Params(cc, ""); err != nil {
@@ -167,7 +156,7 @@ func (o *runOptions) validate() error {
 	if err != nil {
 		errs = append(errs, err)
 	}
-	o.reader.Start = st
+	o.cfg.Kafka.Start = st
 	if _, err := schema.ParseValueFormat(o.valueFormat); err != nil {
 		errs = append(errs, fmt.Errorf("--value-format: %w", err))
 	}
@@ -179,34 +168,25 @@ func (o *runOptions) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	switch o.onError {
+	switch o.cfg.Writer.OnError {
 	case "dead-letter", "stop", "skip":
 	default:
-		errs = append(errs, fmt.Errorf("--on-error %q is not dead-letter, stop or skip", o.onError))
+		errs = append(errs, fmt.Errorf("--on-error %q is not dead-letter, stop or skip", o.cfg.Writer.OnError))
 	}
-	if o.maxRecordBytes < 0 {
-		errs = append(errs, fmt.Errorf("--max-record-bytes is %d: use 0 for no limit or a positive number of bytes", o.maxRecordBytes))
+	if o.cfg.Writer.MaxRecordBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-record-bytes is %d: use 0 for no limit or a positive number of bytes", o.cfg.Writer.MaxRecordBytes))
 	}
-	if o.pgMaxConns < 1 {
-		errs = append(errs, fmt.Errorf("--pg-max-conns is %d: use at least 1", o.pgMaxConns))
+	if o.cfg.PostgresMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--pg-max-conns is %d: use at least 1", o.cfg.PostgresMaxConns))
 	}
-	if o.claimLockWait <= 0 {
-		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	if o.cfg.Writer.ClaimLockTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.cfg.Writer.ClaimLockTimeout))
 	}
-	if o.pgWriteTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.pgWriteTimeout))
+	if o.cfg.Writer.WriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.cfg.Writer.WriteTimeout))
 	}
-	if o.caughtUpTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--caught-up-timeout is %s: use a positive duration such as 10m, or 0 to wait for ever", o.caughtUpTimeout))
-	}
-	if o.readyStall < 0 {
-		errs = append(errs, fmt.Errorf("--ready-stall-timeout is %s: use a positive duration such as 60s, or 0 to turn the check off", o.readyStall))
-	}
-	if o.badLogEvery <= 0 {
-		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.badLogEvery))
-	}
-	if o.progressEvery < 0 {
-		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))
+	if o.cfg.Writer.BadRecordLogInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.cfg.Writer.BadRecordLogInterval))
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q is not text or json", o.logFormat))
@@ -215,7 +195,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	if len(o.sinks) > 0 {
-		if len(o.reader.Topics) > 0 || o.table != "" {
+		if len(o.cfg.Kafka.Topics) > 0 || o.table != "" {
 			errs = append(errs, errors.New("--topic and --pg-table cannot be combined with sinks in --config: name the topics in the sinks"))
 		}
 		for _, sc := range o.sinks {
@@ -223,7 +203,7 @@ func (o *runOptions) validate() error {
 			case sc.TopicRegex != "" && sc.Topic != "":
 				errs = append(errs, fmt.Errorf("--config line %d: a sink has topic or topic_regex, not both", sc.Line))
 			case sc.TopicRegex != "":
-				o.reader.TopicsAreRegex = true
+				o.cfg.Kafka.TopicsAreRegex = true
 			}
 		}
 		// With a regex sink every subscription is a regex: literal topics
@@ -233,15 +213,15 @@ func (o *runOptions) validate() error {
 			switch {
 			case sc.TopicRegex != "":
 				t = "^(?:" + sc.TopicRegex + ")$"
-			case o.reader.TopicsAreRegex && t != "":
+			case o.cfg.Kafka.TopicsAreRegex && t != "":
 				t = "^" + regexp.QuoteMeta(t) + "$"
 			}
-			if t != "" && !slices.Contains(o.reader.Topics, t) {
-				o.reader.Topics = append(o.reader.Topics, t)
+			if t != "" && !slices.Contains(o.cfg.Kafka.Topics, t) {
+				o.cfg.Kafka.Topics = append(o.cfg.Kafka.Topics, t)
 			}
 		}
 	}
-	rc := o.reader
+	rc := o.cfg.Kafka
 	if o.offline {
 		// Left out, they are not needed: fill in what passes the reader's
 		// checks of the rest.
@@ -256,7 +236,7 @@ func (o *runOptions) validate() error {
 	if err := rc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if err := o.kafkaSecurity.Validate(); err != nil {
+	if err := o.cfg.KafkaSecurity.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -23,7 +23,7 @@ func TestMemoryLimitLinesAreDebug(t *testing.T) {
 	prevLimit, prevGC := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevGC) })
 	o := &runOptions{memoryLimitAuto: true}
-	o.reader.MaxBufferedBytes = 64 << 20
+	o.cfg.Kafka.MaxBufferedBytes = 64 << 20
 	for _, c := range []struct {
 		level slog.Level
 		want  bool

@@ -52,7 +52,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: "+format+"\n", args...)
 		return code
 	}
-	f := ingest.ReplayFilter{Group: o.reader.Group, Topics: o.onlyTopics, IDs: rf.ids, Kinds: rf.kinds, Limit: rf.limit}
+	f := ingest.ReplayFilter{Group: o.cfg.Kafka.Group, Topics: o.onlyTopics, IDs: rf.ids, Kinds: rf.kinds, Limit: rf.limit}
 	if o.onlyTable != "" {
 		f.Table = qualifiedTable(o.onlyTable, o.pgSchema)
 	}
@@ -66,14 +66,14 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if rf.limit < 0 || rf.batchSize < 1 {
 		return fail(exitUsage, "--limit is %d and --batch-size %d: give a limit of 0 (all) or more, and a batch size of 1 or more", rf.limit, rf.batchSize)
 	}
-	pcfg, err := pgxpool.ParseConfig(o.pgURL)
+	pcfg, err := pgxpool.ParseConfig(o.cfg.PostgresURL)
 	if err != nil {
 		return fail(exitUsage, "--pg-url: %v", redact.Err(err))
 	}
 	// A replay's transactions have run's write deadline, for batches of
 	// --batch-size letters.
-	wcfg := ingest.Config{Group: cmpOr(o.reader.Group, "replay"), MaxRecordBytes: o.maxRecordBytes,
-		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: max(o.reader.BatchMaxRows, rf.batchSize)}
+	wcfg := ingest.Config{Group: cmpOr(o.cfg.Kafka.Group, "replay"), MaxRecordBytes: o.cfg.Writer.MaxRecordBytes,
+		WriteTimeout: o.cfg.Writer.WriteTimeout, WriteTimeoutRows: max(o.cfg.Kafka.BatchMaxRows, rf.batchSize)}
 	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
 		return fail(exitUsage, "--pg-url: %v", err)
 	}

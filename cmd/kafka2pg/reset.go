@@ -65,12 +65,12 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !ok {
 		return code
 	}
-	group := o.reader.Group
+	group := o.cfg.Kafka.Group
 	var problems []string
 	if group == "" {
 		problems = append(problems, "--kafka-group is empty: name the group whose offsets move")
 	}
-	if len(o.reader.Brokers) == 0 {
+	if len(o.cfg.Kafka.Brokers) == 0 {
 		problems = append(problems, "--kafka-brokers is empty: reset needs Kafka to find partitions and offsets")
 	}
 	target, err := parseResetTarget(rf.to)
@@ -83,18 +83,18 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitUsage
 	}
-	pool, err := pgsession.NewPool(ctx, o.pgURL, "kafka2pg-offsets")
+	pool, err := pgsession.NewPool(ctx, o.cfg.PostgresURL, "kafka2pg-offsets")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redact.Err(err))
 		return exitUsage
 	}
 	defer pool.Close()
-	secOpts, err := o.kafkaSecurity.Options()
+	secOpts, err := o.cfg.KafkaSecurity.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
 		return exitUsage
 	}
-	adm, closeAdm, err := newAdmin(o.reader.Brokers, secOpts...)
+	adm, closeAdm, err := newAdmin(o.cfg.Kafka.Brokers, secOpts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
 		return exitUsage
@@ -351,7 +351,7 @@ func planRewinds(ctx context.Context, pool *pgxpool.Pool, o *runOptions, plan []
 		}
 		r := &rewind{target: t, from: p.to, del: deleteRows}
 		if deleteRows {
-			if r.rows, r.letters, err = countRewound(ctx, pool, t, o.reader.Group, p.topic, p.partition, p.to); err != nil {
+			if r.rows, r.letters, err = countRewound(ctx, pool, t, o.cfg.Kafka.Group, p.topic, p.partition, p.to); err != nil {
 				return nil, err
 			}
 		}

@@ -39,7 +39,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"fix", "kafka2pg dead-letters list shows why; fix the table or the mapping, then kafka2pg dead-letters replay --config ...")
 		return exitBadRecords
 	case err != nil:
-		log.Error("kafka2pg stopped", "error", redact.Err(explainPrivilege(err, o.pgURL)).Error())
+		log.Error("kafka2pg stopped", "error", redact.Err(explainPrivilege(err, o.cfg.PostgresURL)).Error())
 		if errors.As(err, new(*bindError)) {
 			return exitUsage
 		}
@@ -116,9 +116,9 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 	}
 	o.oldNames = oldNameNotices(fs)
 	if o.offline {
-		o.onlyTopics, o.onlyTable = slices.Clone(o.reader.Topics), o.table
+		o.onlyTopics, o.onlyTable = slices.Clone(o.cfg.Kafka.Topics), o.table
 		if len(o.sinks) > 0 {
-			o.reader.Topics, o.table = nil, ""
+			o.cfg.Kafka.Topics, o.table = nil, ""
 		}
 	}
 	if err := resolvePGURL(o); err != nil {
@@ -170,7 +170,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 		defer srv.stop(5 * time.Second) // the very last step: /healthz answers through the shutdown
 	}
 	setMemoryLimit(o, log)
-	cfg, err := o.bridgeConfig(ctx, log)
+	cfg, err := o.bridgeConfig(ctx)
 	if err != nil {
 		return err
 	}
@@ -182,7 +182,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 	if err := b.Run(ctx); err != nil {
 		return err
 	}
-	if st := b.Stats(); o.untilCaughtUp && st.DeadLetters+st.Skipped > 0 {
+	if st := b.Stats(); o.cfg.UntilCaughtUp && st.DeadLetters+st.Skipped > 0 {
 		return &badRecordsError{deadLetters: st.DeadLetters, skipped: st.Skipped}
 	}
 	return nil
@@ -190,7 +190,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 
 // bridgeConfig is the bridge's configuration from the flags, with the
 // sinks built (those of the schema registry read from it, with ctx).
-func (o *runOptions) bridgeConfig(ctx context.Context, log *slog.Logger) (bridge.Config, error) {
+func (o *runOptions) bridgeConfig(ctx context.Context) (bridge.Config, error) {
 	if err := o.connectRegistry(ctx); err != nil {
 		return bridge.Config{}, err
 	}
@@ -198,22 +198,11 @@ func (o *runOptions) bridgeConfig(ctx context.Context, log *slog.Logger) (bridge
 	if err != nil {
 		return bridge.Config{}, err
 	}
-	offIfZero := func(d time.Duration) time.Duration {
-		if d == 0 {
-			return -1
-		}
-		return d
-	}
-	rcfg := o.reader
+	cfg := o.cfg
 	if o.memoryLimitAuto {
-		rcfg.OnOwned = func(n int) { debug.SetMemoryLimit(autoMemoryLimit(o.reader.MaxBufferedBytes, n)) }
+		cfg.Kafka.OnOwned = func(n int) { debug.SetMemoryLimit(autoMemoryLimit(o.cfg.Kafka.MaxBufferedBytes, n)) }
 	}
-	wcfg := o.writerConfig()
-	wcfg.Sinks, wcfg.Resolve = sinks, sinkResolver(o)
-	cfg := bridge.Config{Kafka: rcfg, KafkaSecurity: o.kafkaSecurity, Writer: wcfg,
-		PostgresURL: o.pgURL, PostgresMaxConns: o.pgMaxConns, SkipMigrations: !o.migrate, SkipCreateTables: !o.createTables,
-		UntilCaughtUp: o.untilCaughtUp, CaughtUpTimeout: offIfZero(o.caughtUpTimeout), ReadyStallTimeout: offIfZero(o.readyStall),
-		ProgressInterval: offIfZero(o.progressEvery)}
+	cfg.Writer.Sinks, cfg.Writer.Resolve = sinks, sinkResolver(o)
 	for _, p := range regexProbes(o) {
 		cfg.PatternSinks = append(cfg.PatternSinks, bridge.PatternSink{Pattern: p.Regex, Table: p.Table, Sink: p.Sink})
 	}
@@ -228,7 +217,7 @@ func setMemoryLimit(o *runOptions, log *slog.Logger) {
 		log.Debug("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
 	}
 	if o.memoryLimitAuto {
-		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
+		limit := autoMemoryLimit(o.cfg.Kafka.MaxBufferedBytes, 0)
 		debug.SetMemoryLimit(limit)
 		log.Debug("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
 	}

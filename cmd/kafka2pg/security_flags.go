@@ -34,9 +34,9 @@ func definePGURLFileFlag(fs *pflag.FlagSet, path *string) {
 	fs.StringVar(path, "pg-url-file", "", "file holding the PostgreSQL URL, instead of --pg-url")
 }
 
-// resolvePGURL reads o.pgURLFile into o.pgURL. Call it after the environment
+// resolvePGURL reads o.pgURLFile into o.cfg.PostgresURL. Call it after the environment
 // is applied and before validate. Its errors name the file, never its content.
-func resolvePGURL(o *runOptions) error { return readPGURLFile(&o.pgURL, o.pgURLFile) }
+func resolvePGURL(o *runOptions) error { return readPGURLFile(&o.cfg.PostgresURL, o.pgURLFile) }
 
 // readPGURLFile sets *url from file when file is given; every command that
 // takes --pg-url also takes --pg-url-file through it.

@@ -20,7 +20,7 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	sinks := map[string]ingest.Sink{}
 	if len(o.sinks) == 0 {
 		format, _ := schema.ParseValueFormat(o.valueFormat)
-		for _, topic := range o.reader.Topics {
+		for _, topic := range o.cfg.Kafka.Topics {
 			name := o.table
 			if name == "" {
 				name = schema.TableNameForTopic(topic)
@@ -205,8 +205,8 @@ func sinkResolver(o *runOptions) func(topic string) (ingest.Sink, bool, error) {
 // topics unless --topic named them. The registry is connected first, for
 // the sinks of avro and protobuf subjects.
 func offlineSinks(ctx context.Context, o *runOptions, topics []string) (map[string]ingest.Sink, error) {
-	if len(o.sinks) == 0 && len(o.reader.Topics) == 0 {
-		o.reader.Topics = topics // as run with --topic for each
+	if len(o.sinks) == 0 && len(o.cfg.Kafka.Topics) == 0 {
+		o.cfg.Kafka.Topics = topics // as run with --topic for each
 	}
 	if err := o.connectRegistry(ctx); err != nil {
 		return nil, err
