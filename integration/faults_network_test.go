@@ -1,8 +1,12 @@
 package integration_test
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -11,6 +15,8 @@ import (
 	toxiproxy "github.com/Shopify/toxiproxy/v2"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
+
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 )
 
 // Fault cases 11-16: the network between the bridge and Postgres goes bad
@@ -93,14 +99,19 @@ func (pp *pgProxy) toxic(t testing.TB, typ, stream string, attrs string) (remove
 	return remove
 }
 
+// toxic is a fault made of one toxic.
+func toxic(typ, stream, attrs string) func(testing.TB, *pgProxy) func() {
+	return func(t testing.TB, pp *pgProxy) func() { return pp.toxic(t, typ, stream, attrs) }
+}
+
 // netCase is one network fault: how to inject it and what to expect while
 // it lasts.
 type netCase struct {
 	num, name, injection string
 	// direct lists the server itself as a second host in the bridge's URL.
 	direct bool
-	// typ, stream and attrs make the toxic.
-	typ, stream, attrs string
+	// fault injects the fault and returns the function that ends it.
+	fault func(t testing.TB, pp *pgProxy) (end func())
 	// length is how long the fault lasts.
 	length time.Duration
 	// stalls: no partition can commit while it lasts (unless direct), so
@@ -108,6 +119,9 @@ type netCase struct {
 	// threshold, and every partition must advance again within twice the
 	// fault's length plus the deadline after it ends.
 	stalls bool
+	// deadlineFires: a write in flight when the fault begins cannot
+	// finish while it lasts, so it must fail at the write deadline.
+	deadlineFires bool
 	// maxFailedWrites bounds the failed writes counted during the fault
 	// (0: no bound): the backoff of a partition's failure streak, not the
 	// fault, must set the pace.
@@ -137,7 +151,7 @@ func runNetCase(t *testing.T, c netCase) {
 	failedBefore := failedWrites(t, addr)
 
 	at := s.durableOffsets(t)
-	remove := pp.toxic(t, c.typ, c.stream, c.attrs)
+	remove := c.fault(t, pp)
 	injected := time.Now()
 	var unreadyAfter time.Duration = -1
 	var progressed bool
@@ -169,6 +183,9 @@ func runNetCase(t *testing.T, c netCase) {
 	}
 	if bound := 2*c.length + netWriteTimeout; recovered > bound {
 		t.Errorf("every partition advanced %v after the fault ended; want within %v (twice the fault plus the write deadline)", recovered.Round(100*time.Millisecond), bound)
+	}
+	if c.deadlineFires && failedDuring < 1 {
+		t.Errorf("no failed write during the %v fault: a write that cannot finish must fail at its deadline (%v)", c.length, netWriteTimeout)
 	}
 	if c.maxFailedWrites > 0 && failedDuring > c.maxFailedWrites {
 		t.Errorf("%v failed writes during the %v fault over %d partitions; the failure streak's backoff should hold them to %v", failedDuring, c.length, s.partitions, c.maxFailedWrites)
@@ -218,15 +235,81 @@ func failedWrites(t testing.TB, addr string) float64 {
 func TestFault11HungPathWithASecondHost(t *testing.T) {
 	runNetCase(t, netCase{num: "11", name: "hung Postgres path, a second host still up",
 		injection: "Toxiproxy timeout toxic (no answer, no reset) on every connection of the first host of a two-host URL for 20 s",
-		direct:    true, typ: "timeout", stream: "downstream", attrs: `{"timeout":0}`, length: 20 * time.Second})
+		direct:    true, fault: toxic("timeout", "downstream", `{"timeout":0}`), length: 20 * time.Second, deadlineFires: true})
 }
 
-// TestFault12FrozenPath: the only host stops answering for a while, then
-// answers again.
-func TestFault12FrozenPath(t *testing.T) {
-	runNetCase(t, netCase{num: "12", name: "frozen Postgres path",
-		injection: "Toxiproxy timeout toxic (no answer, no reset) on every connection to the only host for 15 s",
-		typ:       "timeout", stream: "downstream", attrs: `{"timeout":0}`, length: 15 * time.Second, stalls: true})
+// TestFault12FrozenServer freezes Postgres (SIGSTOP of the postmaster and
+// every backend, as a paused VM or a stuck disk does) for a while: the
+// kernel still acknowledges what the bridge sends, keepalives included, so
+// only the write deadline notices. Then the server thaws.
+func TestFault12FrozenServer(t *testing.T) {
+	if _, _, ok := pgtest.Env(t); !ok {
+		t.Skipf("needs the Postgres of scripts/pg-up.sh (make pg-up), which the test freezes; %s points elsewhere", pgtest.EnvURL)
+	}
+	runNetCase(t, netCase{num: "12", name: "frozen Postgres server",
+		injection: "SIGSTOP of the postmaster and every backend for 15 s, then SIGCONT",
+		fault:     freezePostgres, length: 15 * time.Second, stalls: true, deadlineFires: true})
+}
+
+// freezePostgres stops the test cluster's postmaster and its backends with
+// SIGSTOP and returns the function that continues them. Backends forked
+// after the freeze do not exist: the postmaster is stopped too.
+func freezePostgres(t testing.TB, _ *pgProxy) func() {
+	t.Helper()
+	pgdata, _, _ := pgtest.Env(t)
+	raw, err := os.ReadFile(filepath.Join(pgdata, "postmaster.pid"))
+	if err != nil {
+		t.Fatalf("read postmaster.pid: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(strings.SplitN(string(raw), "\n", 2)[0]))
+	if err != nil {
+		t.Fatalf("postmaster.pid: %v", err)
+	}
+	pids := append([]int{pid}, childrenOf(t, pid)...)
+	signalAll := func(sig syscall.Signal) {
+		for _, p := range pids {
+			if err := syscall.Kill(p, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
+				t.Errorf("signal %v to postgres pid %d: %v", sig, p, err)
+			}
+		}
+	}
+	signalAll(syscall.SIGSTOP)
+	thawed := false
+	thaw := func() {
+		if !thawed {
+			thawed = true
+			signalAll(syscall.SIGCONT)
+		}
+	}
+	t.Cleanup(thaw) // a failing test must not leave the server stopped
+	return thaw
+}
+
+// childrenOf lists the pids whose parent is pid, from /proc.
+func childrenOf(t testing.TB, pid int) []int {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		t.Fatalf("read /proc: %v", err)
+	}
+	var out []int
+	for _, e := range entries {
+		child, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue // gone meanwhile
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so cut after ')'.
+		s := string(stat)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) > 1 && fields[1] == strconv.Itoa(pid) {
+			out = append(out, child)
+		}
+	}
+	return out
 }
 
 // TestFault13ResetPeer: every connection is reset (TCP RST) shortly after
@@ -234,7 +317,7 @@ func TestFault12FrozenPath(t *testing.T) {
 func TestFault13ResetPeer(t *testing.T) {
 	runNetCase(t, netCase{num: "13", name: "connections reset by peer",
 		injection: "Toxiproxy reset_peer toxic (RST 200 ms after data) on every connection for 10 s",
-		typ:       "reset_peer", stream: "upstream", attrs: `{"timeout":200}`, length: 10 * time.Second, stalls: true,
+		fault:     toxic("reset_peer", "upstream", `{"timeout":200}`), length: 10 * time.Second, stalls: true,
 		maxFailedWrites: 60})
 }
 
@@ -243,7 +326,7 @@ func TestFault13ResetPeer(t *testing.T) {
 func TestFault14Latency(t *testing.T) {
 	runNetCase(t, netCase{num: "14", name: "latency",
 		injection: "Toxiproxy latency toxic, 100 ms ± 50 ms each way, for 15 s",
-		typ:       "latency", stream: "downstream", attrs: `{"latency":100,"jitter":50}`, length: 15 * time.Second,
+		fault:     toxic("latency", "downstream", `{"latency":100,"jitter":50}`), length: 15 * time.Second,
 		maxFailedWrites: 1})
 }
 
@@ -252,7 +335,7 @@ func TestFault14Latency(t *testing.T) {
 func TestFault15Bandwidth(t *testing.T) {
 	runNetCase(t, netCase{num: "15", name: "low bandwidth",
 		injection: "Toxiproxy bandwidth toxic, 64 KB/s towards Postgres, for 15 s",
-		typ:       "bandwidth", stream: "upstream", attrs: `{"rate":64}`, length: 15 * time.Second})
+		fault:     toxic("bandwidth", "upstream", `{"rate":64}`), length: 15 * time.Second})
 }
 
 // TestFault16CutMidCopy: every connection is cut after 32 KB towards
@@ -262,7 +345,7 @@ func TestFault15Bandwidth(t *testing.T) {
 func TestFault16CutMidCopy(t *testing.T) {
 	runNetCase(t, netCase{num: "16", name: "connections cut mid-COPY, repeatedly",
 		injection: "Toxiproxy limit_data toxic: every connection closed after 32 KB towards Postgres, for 10 s",
-		typ:       "limit_data", stream: "upstream", attrs: `{"bytes":32768}`, length: 10 * time.Second, stalls: true,
+		fault:     toxic("limit_data", "upstream", `{"bytes":32768}`), length: 10 * time.Second,
 		// Four partitions, a backoff from 100 ms doubling to the 5 s cap:
 		// about eight failures each in 10 s; a backoff that restarts at
 		// every re-claim gave some 300.
