@@ -23,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: help build pg-up pg-down lint test demo clean clean-all kafka-up kafka-down test-real-kafka test-security faults chart bench scale test-registry
+.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down test-real-kafka test-security faults chart bench scale test-registry
 
 ## help            list the targets (the "## " lines of this Makefile)
 help:
@@ -33,6 +33,42 @@ help:
 ## build           compile bin/kafka2pg, stamped with the git version
 build:
 	$(GO) build -ldflags "-X main.version=$(VERSION)" -o $(BIN) ./cmd/kafka2pg
+
+## docs            regenerate docs/CONFIGURATION.md and docs/METRICS.md from the flags and metrics
+docs:
+	$(GO) run ./cmd/kafka2pg docs --dir docs
+
+# image builds the container image of the Dockerfile, stamped with the same
+# git version as make build, tagged IMAGE. It needs a Docker engine with
+# BuildKit (the buildx plugin; Docker 23 or newer has both), or
+# DOCKER=podman; the Go toolchain runs in the build stage, so nothing else
+# is needed. To build for several platforms and push:
+# docker buildx build --platform linux/amd64,linux/arm64 --build-arg VERSION=... -t NAME --push .
+IMAGE ?= kafka2pg:$(VERSION)
+DOCKER ?= docker
+## image           build the container image (IMAGE=kafka2pg:<git version>; needs Docker with buildx, or DOCKER=podman)
+image:
+	@fail() { echo "make image: $$*" >&2; exit 1; }
+	command -v $(DOCKER) >/dev/null 2>&1 ||
+		fail "$(DOCKER) is not installed: install Docker (23 or newer) or Podman (make image DOCKER=podman)"
+	# The Dockerfile's RUN --mount caches need BuildKit, which docker runs
+	# through the buildx plugin; podman has it built in.
+	if [ "$$(basename $(DOCKER))" = docker ] && ! $(DOCKER) buildx version >/dev/null 2>&1; then
+		fail "docker buildx is missing, and the Dockerfile needs BuildKit: install the buildx plugin (Debian and Ubuntu: docker-buildx-plugin or docker-buildx)"
+	fi
+	$(DOCKER) info >/dev/null 2>&1 ||
+		fail "no engine answers '$(DOCKER) info': start the Docker daemon (or Podman's service), or build elsewhere with: docker build --build-arg VERSION=$(VERSION) -t $(IMAGE) ."
+	DOCKER_BUILDKIT=1 $(DOCKER) build --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	echo "built $(IMAGE): docker run --rm $(IMAGE) version prints kafka2pg $(VERSION)"
+
+# install-check serves the committed tree as a module version through a
+# file-based GOPROXY and installs it with go install ...@version into an
+# empty module cache (dependencies from the Go proxy), as a user's go
+# install of a tag would; then it builds ./cmd/kafka2pg from an empty cache
+# with GOFLAGS=-mod=mod. A few minutes; not part of make test.
+## install-check   check that go install github.com/kafka2pg/kafka2pg/cmd/kafka2pg@<tag> works (needs the Go proxy)
+install-check:
+	@scripts/go-install-check.sh
 
 ## pg-up           start the throwaway Postgres of the tests and the demo; print its URL
 pg-up:
@@ -53,6 +89,8 @@ lint:
 	fi
 	echo "==> $(GO) vet ./..."
 	$(GO) vet ./...
+	echo "==> $(GO) -C deploy/kubernetes vet ./..."
+	$(GO) -C deploy/kubernetes vet ./...
 
 # test runs every step even when one fails, then prints a summary and fails
 # if any step did.
@@ -78,6 +116,9 @@ test: build
 	results=()
 	echo "Postgres: $$KAFKA2PG_TEST_PG_URL"
 	step "go test ./..." $(GO) test -count=1 -timeout 30m ./...
+	# deploy/kubernetes is a module of its own (the Kubernetes API types stay
+	# out of kafka2pg's go.mod), so ./... above does not reach it.
+	step "go test (deploy/kubernetes)" $(GO) -C deploy/kubernetes test -count=1 ./...
 	step "go test -race (reader, ingest)" $(GO) test -count=1 -race -timeout 20m ./reader/... ./ingest/...
 	# Every fuzz target, briefly (FUZZTIME each); the seeds run in go test above.
 	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do

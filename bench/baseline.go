@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // pollMaxRecords caps a baseline's poll: 5,000 rows × 10 columns keeps a
@@ -71,8 +71,8 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 		}
 		rows = rows[:0]
 		for _, r := range recs {
-			row, err := m.Row(&schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
-				TimestampType: schema.TimestampCreateTime, Key: r.Key, Value: r.Value}, nil)
+			row, err := m.Row(&stream.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+				TimestampType: stream.TimestampCreateTime, Key: r.Key, Value: r.Value}, nil)
 			if err != nil {
 				return result{}, fmt.Errorf("map %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}

@@ -56,7 +56,7 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 		}
 		args = append(args, "--config", cfg)
 	} else {
-		args = append(args, "--topic", topic, "--table", rawTable, "--pg-schema", "public")
+		args = append(args, "--topic", topic, "--pg-table", rawTable, "--pg-schema", "public")
 	}
 	b.cmd = exec.CommandContext(ctx, e.bin, args...)
 	b.cmd.Env = livebridge.Env(os.Environ())

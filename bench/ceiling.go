@@ -14,6 +14,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // batchRows is the rows per transaction of the ceiling, as of the bridge
@@ -22,7 +23,7 @@ const batchRows = 10_000
 
 // rowMapper is what the ceiling and the baselines need of a schema mapper.
 type rowMapper interface {
-	Row(r *schema.Record, dst []any) ([]any, error)
+	Row(r *stream.Record, dst []any) ([]any, error)
 }
 
 // tableFor returns the table and the mapper the bridge uses for kind

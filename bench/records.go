@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // partitions is the partition count of every bench topic.
@@ -107,9 +108,9 @@ func partitionOf(id int) int32 { return int32(id % partitions) }
 func offsetOf(id int) int64    { return int64(id / partitions) }
 
 // schemaRecord is record id as the bridge sees it.
-func schemaRecord(topic string, id int, ts time.Time) *schema.Record {
-	return &schema.Record{Topic: topic, Partition: partitionOf(id), Offset: offsetOf(id), Timestamp: ts,
-		TimestampType: schema.TimestampCreateTime, Key: recordKey(id), Value: recordValue(id)}
+func schemaRecord(topic string, id int, ts time.Time) *stream.Record {
+	return &stream.Record{Topic: topic, Partition: partitionOf(id), Offset: offsetOf(id), Timestamp: ts,
+		TimestampType: stream.TimestampCreateTime, Key: recordKey(id), Value: recordValue(id)}
 }
 
 // typedColumns is the typed table: eight columns from the JSON value and two

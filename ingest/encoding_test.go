@@ -12,6 +12,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // On a LATIN1 database (client_encoding UTF8, as kafka2pg connects), a dead
@@ -48,8 +49,8 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	}
 	b := batch(0, claim(t, w, 0).Epoch, 0, 3)
 	b.Records[1].Value = []byte(`{"n":"中"}`)
-	b.Records[1].Headers = []schema.Header{{Key: "clé", Value: []byte("中")}}
-	res, err := w.Write(ctx, b)
+	b.Records[1].Headers = []stream.Header{{Key: "clé", Value: []byte("中")}}
+	res, err := trace(w).write(ctx, w, b)
 	if err != nil || res.Rows != 2 || res.DeadLetters != 1 {
 		t.Fatalf("write: %+v, %v; want 2 rows and 1 dead letter", res, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // ReplayFilter selects dead letters to replay. Zero fields select all.
@@ -28,7 +29,7 @@ type ReplayResult struct {
 type DeadLetter struct {
 	ID           int64
 	Group        string
-	Record       schema.Record
+	Record       stream.Record
 	TargetTable  string
 	ErrorKind    string
 	ErrorMessage string
@@ -82,7 +83,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 		}
 		type item struct {
 			id  int64
-			rec schema.Record
+			rec stream.Record
 		}
 		var items []item
 		var headers []byte
@@ -106,7 +107,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 			lastID = items[n-1].id
 		}
 		byTopic := map[string][]mappedRow{}
-		ids := map[*schema.Record]int64{}
+		ids := map[*stream.Record]int64{}
 		var bad []badRecord
 		for i := range items {
 			rec := &items[i].rec
@@ -133,7 +134,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, afterID int64,
 				return fmt.Errorf("replay into %s: %w", w.cfg.Sinks[topic].Table.QualifiedName(), err)
 			}
 			bad = append(bad, refused...)
-			isBad := map[*schema.Record]bool{}
+			isBad := map[*stream.Record]bool{}
 			for _, b := range refused {
 				isBad[b.rec] = true
 			}

@@ -252,7 +252,7 @@ func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with --table",
+		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with --pg-table",
 			t.QualifiedName(), topic, strings.Join(missing, ", "))
 	}
 	return nil

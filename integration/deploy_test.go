@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"syscall"
@@ -419,6 +420,15 @@ func dashboardExprs(t testing.TB, raw []byte) map[string]string {
 	if !slices.Contains(d.Templating.List, templateVar{Name: "datasource", Type: "datasource", Query: "prometheus"}) {
 		t.Errorf("the dashboard has no ${datasource} variable of type datasource for prometheus; its panels use one")
 	}
+	// $instance and $table narrow every panel to some bridges and tables.
+	for _, want := range []templateVar{
+		{Name: "instance", Type: "query", Query: "label_values(kafka2pg_build_info, instance)"},
+		{Name: "table", Type: "query", Query: `label_values(kafka2pg_ingest_rows_total{instance=~"$instance"}, table)`},
+	} {
+		if !slices.Contains(d.Templating.List, want) {
+			t.Errorf("the dashboard has no variable %+v", want)
+		}
+	}
 	type panel struct {
 		ID         int             `json:"id"`
 		Type       string          `json:"type"`
@@ -530,6 +540,18 @@ func TestDeployDashboardQueriesOnlyMetricsTheBinaryExports(t *testing.T) {
 			t.Errorf("%v; used by %s", err, strings.Join(used[name], ", "))
 		}
 	}
+	// Every selector filters by $instance, and by $table where the
+	// metric's series carry a table label.
+	for where, expr := range exprs {
+		for _, sel := range metricSelectors(expr) {
+			if !strings.Contains(sel.matchers, `instance=~"$instance"`) {
+				t.Errorf("%s: %s{%s} does not filter by $instance", where, sel.name, sel.matchers)
+			}
+			if hasLabel(body, sel.name, "table") && !strings.Contains(sel.matchers, `table=~"$table"`) {
+				t.Errorf("%s: %s{%s} has a table label but does not filter by $table", where, sel.name, sel.matchers)
+			}
+		}
+	}
 	charted := map[string]bool{}
 	for name := range used {
 		charted[name], charted[seriesOf(name)] = true, true
@@ -544,4 +566,31 @@ func TestDeployDashboardQueriesOnlyMetricsTheBinaryExports(t *testing.T) {
 	t.Logf("the dashboard uses %d metric names; exported kafka2pg_* metrics it does not chart: %v", len(used), unused)
 	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)
+}
+
+// metricSelector is a metric name in a PromQL expression and its label
+// matchers ("" when it has none).
+type metricSelector struct{ name, matchers string }
+
+var selectorRE = regexp.MustCompile(`\b(kafka2pg_[a-z0-9_]+)(\{([^}]*)\})?`)
+
+// metricSelectors lists the kafka2pg_* selectors of an expression.
+func metricSelectors(expr string) []metricSelector {
+	var out []metricSelector
+	for _, m := range selectorRE.FindAllStringSubmatch(expr, -1) {
+		out = append(out, metricSelector{m[1], m[3]})
+	}
+	return out
+}
+
+// hasLabel reports whether a series of the metric (or of the histogram or
+// summary it is a _bucket, _sum or _count of) on a /metrics page has the
+// label.
+func hasLabel(body, name, label string) bool {
+	for line := range strings.SplitSeq(body, "\n") {
+		if strings.HasPrefix(line, name+"{") && strings.Contains(line, label+"=") {
+			return true
+		}
+	}
+	return false
 }

@@ -269,7 +269,7 @@ func TestATableNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
 	table := s.table + "_订单"
 	s.produce(t, 10)
-	b := s.start(t, "latin1-table", "--until-caught-up", "--table", table)
+	b := s.start(t, "latin1-table", "--until-caught-up", "--pg-table", table)
 	if !b.wait(time.Minute) {
 		b.kill(t)
 		t.Fatal("still running after a minute, want it stopped at start")
@@ -278,7 +278,7 @@ func TestATableNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
 	if b.state.ExitCode() == 0 || !b.logged(want) || !b.logged(`for topic \"`+s.topic+`\"`) {
 		t.Errorf("%s, want a failure naming the table and its topic", b.status())
 	}
-	code, out := cli(t, append(append([]string{"check"}, s.args()[1:]...), "--table", table)...)
+	code, out := cli(t, append(append([]string{"check"}, s.args()[1:]...), "--pg-table", table)...)
 	if code != 1 || !strings.Contains(out, "FAIL  postgres: table ") || !strings.Contains(out, want) {
 		t.Errorf("kafka2pg check: exit %d, want 1 with the table's FAIL:\n%s", code, out)
 	}

@@ -59,7 +59,7 @@ func TestInferThenCheckThenRun(t *testing.T) {
 	s.kafka.Produce(t, rs...)
 
 	config := inferStdout(t, "--kafka-brokers", s.kafka.Brokers(), "--topic", s.topic, "--sample", "200",
-		"--table", s.table, "--kafka-group", s.group, "--timeout", "30s")
+		"--pg-table", s.table, "--kafka-group", s.group, "--timeout", "30s")
 	t.Logf("inferred config:\n%s", config)
 	for _, want := range []string{
 		"{name: id, path: id, type: bigint, not_null: true}",
@@ -108,8 +108,8 @@ func TestInferThenCheckThenRun(t *testing.T) {
 			"does not exist: create it"},
 		{"a missing table that run may not create", []string{"check", "--config", path, "--pg-url", s.pgURL, "--create-tables=false"},
 			"creating it is off"},
-		{"the schema not migrated with --no-migrate", []string{"check", "--config", path, "--pg-url", s.pgURL, "--no-migrate"},
-			"--no-migrate is set"},
+		{"the schema not migrated with --migrate=false", []string{"check", "--config", path, "--pg-url", s.pgURL, "--migrate=false"},
+			"--migrate=false is set"},
 	}
 	for _, f := range failures {
 		t.Run(f.name, func(t *testing.T) {

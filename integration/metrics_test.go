@@ -5,6 +5,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,7 +82,7 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 	b := s.start(t, "metrics", append([]string{"--metrics-addr=" + addr}, fastGroupFlags...)...)
 	base := "http://" + addr
 	ends := s.kafka.EndOffsets(t, s.topic)
-	table := fmt.Sprintf(`table="\"public\".\"%s\""`, s.table)
+	table := fmt.Sprintf(`table="public.%s"`, s.table)
 	pollUntil(t, time.Minute, "metrics to show every row, the dead letters and zero lag", func() (bool, string) {
 		requireRunning(t, b)
 		code, body := scrape(base + "/metrics")
@@ -94,6 +96,24 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 		return rows == 20_000 && dead == 7 && lagOK && lag == 0 && durable == float64(totalDurable(ends)),
 			fmt.Sprintf("rows %v, dead letters %v, lag %v (reported %v), durable %v of %d", rows, dead, lag, lagOK, durable, totalDurable(ends))
 	})
+	// The start line names the table plainly; setting the memory limit
+	// and GOGC is debug detail.
+	logText, err := os.ReadFile(b.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var startLine string
+	for line := range strings.SplitSeq(string(logText), "\n") {
+		if strings.Contains(line, `msg="kafka2pg running"`) {
+			startLine = line
+		}
+	}
+	if want := fmt.Sprintf("tables.%s=public.%s ", s.topic, s.table); !strings.Contains(startLine, want) || strings.Contains(startLine, "map[") {
+		t.Errorf("start line %q, want %q in it and no Go map", startLine, want)
+	}
+	if os.Getenv(logLevelEnv) == "" && (strings.Contains(string(logText), "GOGC set") || strings.Contains(string(logText), "soft memory limit set")) {
+		t.Errorf("the memory limit and GOGC lines are logged at info:\n%s", logText)
+	}
 	_, body := scrape(base + "/metrics")
 	for _, name := range []string{"kafka2pg_ingest_batches_total", "kafka2pg_ingest_batch_rows_count", "kafka2pg_ingest_copy_duration_seconds_count",
 		"kafka2pg_ingest_commit_duration_seconds_count", "kafka2pg_end_to_end_latency_seconds_count", "kafka2pg_build_info",
@@ -107,6 +127,12 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 	if v, _ := metricSum(body, "kafka2pg_ingest_rechecked_batches_total", table); v < 1 {
 		t.Errorf("kafka2pg_ingest_rechecked_batches_total = %v, want at least 1: the bad records were checked before Postgres saw them", v)
 	}
+	// A counter that never counted exists at zero (a table's skipped
+	// records, with --on-error=dead-letter).
+	if v, ok := metricSum(body, "kafka2pg_ingest_skipped_records_total", table); !ok || v != 0 {
+		t.Errorf("kafka2pg_ingest_skipped_records_total{%s} = %v (present %v), want 0, present", table, v, ok)
+	}
+	checkMetricsPage(t, body)
 	if v, _ := metricSum(body, "kafka2pg_end_to_end_latency_seconds_count"); v != 20_007 {
 		t.Errorf("end-to-end latency observations = %v, want one per committed record, rows and dead letters (20007)", v)
 	}
@@ -122,4 +148,41 @@ func TestMetricsMatchWhatWasWritten(t *testing.T) {
 	}
 	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)
+}
+
+// checkMetricsPage checks a live /metrics page against docs/METRICS.md,
+// which is generated from the registry: every kafka2pg_* family the bridge
+// exports is listed there with its type; no producer metric; histogram
+// bounds are round numbers.
+func checkMetricsPage(t *testing.T, body string) {
+	t.Helper()
+	documented := map[string]string{}
+	for line := range strings.SplitSeq(string(readRepoFile(t, "docs/METRICS.md")), "\n") {
+		if f := strings.Split(line, "|"); len(f) > 3 && strings.HasPrefix(strings.TrimSpace(f[1]), "`kafka2pg_") {
+			documented[strings.Trim(strings.TrimSpace(f[1]), "`")] = strings.TrimSpace(f[2])
+		}
+	}
+	for name, typ := range exportedMetrics(body) {
+		if !strings.HasPrefix(name, "kafka2pg_") {
+			continue
+		}
+		if strings.Contains(name, "produce") {
+			t.Errorf("%s: a producer's metric on a consumer's page", name)
+		}
+		if got, ok := documented[name]; !ok || got != typ {
+			t.Errorf("%s (%s) is exported but docs/METRICS.md says %q: run make docs", name, typ, got)
+		}
+	}
+	if _, ok := exportedMetrics(body)["kafka2pg_kafka_buffered_fetch_records"]; !ok {
+		t.Error("kafka2pg_kafka_buffered_fetch_records is not exported")
+	}
+	// Round: two significant digits at most (0.25, 1e+06), never
+	// 372.5290298461914 or 1.048576e+06.
+	for _, m := range regexp.MustCompile(`le="([0-9.e+-]+)"`).FindAllStringSubmatch(body, -1) {
+		mantissa, _, _ := strings.Cut(m[1], "e")
+		if digits := strings.Trim(strings.ReplaceAll(mantissa, ".", ""), "0"); len(digits) > 2 {
+			t.Errorf("histogram bound le=%q is not a round number", m[1])
+			break
+		}
+	}
 }

@@ -63,7 +63,7 @@ func TestScaleThroughputMatrix(t *testing.T) {
 				table := fmt.Sprintf("%s_tp_%d_%d", s.table, len(results), i)
 				flags := scaleFlags(append([]string{
 					"run", "--kafka-brokers", s.kafka.Brokers(), "--kafka-group", group, "--topic", topic,
-					"--pg-url", s.pgURL, "--table", table, "--metrics-addr=", "--kafka-fetch-max-wait", "250ms",
+					"--pg-url", s.pgURL, "--pg-table", table, "--metrics-addr=", "--kafka-fetch-max-wait", "250ms",
 				}, append(scaleGroupFlags(s.kafka), v.flags...)...)...)
 				start := time.Now()
 				var bs []*bridge
@@ -140,7 +140,7 @@ func TestScaleRecoveryAfterInstanceLoss(t *testing.T) {
 			static := strings.HasPrefix(c.setting, "static")
 			args := func(name string) []string {
 				a := []string{"run", "--kafka-brokers", s.kafka.Brokers(), "--kafka-group", group, "--topic", s.topic,
-					"--pg-url", s.pgURL, "--table", table, "--metrics-addr=", "--kafka-fetch-max-wait", "250ms",
+					"--pg-url", s.pgURL, "--pg-table", table, "--metrics-addr=", "--kafka-fetch-max-wait", "250ms",
 					"--batch-max-wait", "100ms", "--kafka-client-id", "kafka2pg-" + name}
 				if static {
 					a = append(a, "--kafka-instance-id", fmt.Sprintf("rec-%d-%s", i, name))

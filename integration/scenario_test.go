@@ -89,7 +89,7 @@ func (s *scenario) args(extra ...string) []string {
 		"--kafka-group", s.group,
 		"--topic", s.topic,
 		"--pg-url", s.pgURL,
-		"--table", s.table,
+		"--pg-table", s.table,
 		"--kafka-fetch-max-wait", "250ms",
 		"--metrics-addr=",
 		"--log-level", cmp.Or(os.Getenv(logLevelEnv), "info"),

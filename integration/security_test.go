@@ -97,7 +97,7 @@ func bridgeArgs(brokers, topic, table string, extra ...string) []string {
 		"--kafka-brokers", brokers,
 		"--kafka-group", "kafka2pg-sec-" + table,
 		"--topic", topic,
-		"--table", table,
+		"--pg-table", table,
 		"--kafka-fetch-max-wait", "250ms",
 		"--metrics-addr=",
 		"--log-level", "debug",
@@ -400,7 +400,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 
 	t.Run("with DML grants only, the bridge writes every record", func(t *testing.T) {
 		b := startBridge(t, "least-privilege", bridgeArgs(kafka.Brokers(), topic, table, "--pg-url", roleURL,
-			"--no-migrate", "--create-tables=false", "--until-caught-up")...)
+			"--migrate=false", "--create-tables=false", "--until-caught-up")...)
 		b.requireExitZero(t, 2*time.Minute)
 		if n := countRows(t, db, table); n != len(rs) {
 			t.Fatalf("%d rows, want %d", n, len(rs))
@@ -409,19 +409,19 @@ func TestLeastPrivilegeRole(t *testing.T) {
 	newTable := randomTable()
 	t.Run("without CREATE, creating a table is refused with the GRANT that fixes it", func(t *testing.T) {
 		b := startBridge(t, "no-create", bridgeArgs(kafka.Brokers(), topic, newTable, "--pg-url", roleURL,
-			"--no-migrate", "--until-caught-up")...)
+			"--migrate=false", "--until-caught-up")...)
 		out := requireFailsFast(t, b, "permission denied for schema public", "GRANT CREATE ON SCHEMA public TO "+role, "--create-tables=false")
 		assertNoSecret(t, "the log", out, password)
 	})
-	t.Run("without --no-migrate, the bridge says the owner must migrate", func(t *testing.T) {
+	t.Run("with --migrate (the default), the bridge says the owner must migrate", func(t *testing.T) {
 		b := startBridge(t, "no-migrate-privilege", bridgeArgs(kafka.Brokers(), topic, table, "--pg-url", roleURL,
 			"--create-tables=false", "--until-caught-up")...)
-		requireFailsFast(t, b, "run `kafka2pg migrate up` as the database owner", "--no-migrate")
+		requireFailsFast(t, b, "run `kafka2pg migrate up` as the database owner", "--migrate=false")
 	})
 	t.Run("with CREATE on the schema, the bridge creates its table", func(t *testing.T) {
 		exec("GRANT CREATE ON SCHEMA public TO " + r)
 		b := startBridge(t, "with-create", bridgeArgs(kafka.Brokers(), topic, newTable, "--pg-url", roleURL,
-			"--no-migrate", "--until-caught-up")...)
+			"--migrate=false", "--until-caught-up")...)
 		b.requireExitZero(t, 2*time.Minute)
 		if n := countRows(t, db, newTable); n != len(rs) {
 			t.Fatalf("%d rows, want %d", n, len(rs))
@@ -551,7 +551,7 @@ func TestKafkaSecurityOnARealBroker(t *testing.T) {
 			"--kafka-group", sc.group,
 			"--topic", sc.topic,
 			"--pg-url", sc.pgURL,
-			"--table", sc.table,
+			"--pg-table", sc.table,
 			"--kafka-fetch-max-wait", "250ms",
 			"--metrics-addr=",
 			"--until-caught-up",

@@ -70,7 +70,7 @@ type Config struct {
 	// group (--kafka-commit-interval, default 1s).
 	CommitInterval time.Duration
 
-	// Start is where a partition with no stored position begins (--start).
+	// Start is where a partition with no stored position begins (--kafka-start).
 	Start StartPolicy
 
 	// OnDataLoss says what happens when retention deleted records before
@@ -124,7 +124,7 @@ type Config struct {
 	// in Postgres with its own, so that a partition fenced while idle (an
 	// operator's offsets reset, a new owner) re-claims without waiting for
 	// its next write (--fence-check-interval, default 5s). Needs an
-	// EpochFunc; 0 uses the default.
+	// Store that is an EpochReader; 0 uses the default.
 	FenceCheckInterval time.Duration
 
 	// RetryBackoffMax caps the backoff between re-claims after a failed write

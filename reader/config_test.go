@@ -54,7 +54,7 @@ func TestParseStartAcceptsPoliciesAndTimes(t *testing.T) {
 			t.Errorf("ParseStart(%q) = %v, %v", s, p, err)
 		}
 	}
-	if _, err := ParseStart("yesterday"); err == nil || !strings.Contains(err.Error(), "--start") {
-		t.Errorf("ParseStart(yesterday) = %v, want an error naming --start", err)
+	if _, err := ParseStart("yesterday"); err == nil || !strings.Contains(err.Error(), "--kafka-start") {
+		t.Errorf("ParseStart(yesterday) = %v, want an error naming --kafka-start", err)
 	}
 }

@@ -24,7 +24,7 @@ const (
 	StartAtTime                     // the first record at or after At
 )
 
-// ParseStart reads the --start flag: earliest, latest, committed, or an
+// ParseStart reads the --kafka-start flag: earliest, latest, committed, or an
 // RFC 3339 time.
 func ParseStart(s string) (StartPolicy, error) {
 	switch s {
@@ -37,7 +37,7 @@ func ParseStart(s string) (StartPolicy, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return StartPolicy{}, fmt.Errorf("--start %q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
+		return StartPolicy{}, fmt.Errorf("--kafka-start %q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
 	}
 	return StartPolicy{Kind: StartAtTime, At: t}, nil
 }
@@ -56,7 +56,7 @@ func (p StartPolicy) String() string {
 
 func (p StartPolicy) validate() error {
 	if p.Kind < StartEarliest || p.Kind > StartAtTime {
-		return fmt.Errorf("--start: unknown policy %d", p.Kind)
+		return fmt.Errorf("--kafka-start: unknown policy %d", p.Kind)
 	}
 	return nil
 }

@@ -46,7 +46,7 @@ func (c Config) Validate() error {
 		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("--schema-registry-tls-cert and --schema-registry-tls-key go together: give both, or neither"))
+		errs = append(errs, errors.New("--schema-registry-tls-cert-file and --schema-registry-tls-key-file go together: give both, or neither"))
 	}
 	if c.Password != "" && c.User == "" {
 		errs = append(errs, errors.New("--schema-registry-password is set without --schema-registry-user: give the user too"))
@@ -81,18 +81,18 @@ func New(cfg Config) (*Client, error) {
 		if cfg.TLSCA != "" {
 			pem, err := os.ReadFile(cfg.TLSCA)
 			if err != nil {
-				return nil, fmt.Errorf("--schema-registry-tls-ca: %w", err)
+				return nil, fmt.Errorf("--schema-registry-tls-ca-file: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--schema-registry-tls-ca %s: no PEM certificate in the file", cfg.TLSCA)
+				return nil, fmt.Errorf("--schema-registry-tls-ca-file %s: no PEM certificate in the file", cfg.TLSCA)
 			}
 			tc.RootCAs = pool
 		}
 		if cfg.TLSCert != "" {
 			cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 			if err != nil {
-				return nil, fmt.Errorf("--schema-registry-tls-cert/--schema-registry-tls-key: %w", err)
+				return nil, fmt.Errorf("--schema-registry-tls-cert-file/--schema-registry-tls-key-file: %w", err)
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}

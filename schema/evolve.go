@@ -72,11 +72,13 @@ func PlanEvolve(want Table, have []ExistingColumn) ([]string, error) {
 			stmts = append(stmts, s)
 			continue
 		}
-		wt, err := parseType(c.Type)
-		if err != nil {
+		if h.Type == c.Type {
+			// The same type as format_type() prints it: nothing to
+			// widen, even for a type the type table does not map
+			// (time with time zone, interval, xml, bit varying).
+		} else if wt, err := parseType(c.Type); err != nil {
 			return nil, fmt.Errorf("evolve %s: column %s: %w", table, col, err)
-		}
-		if h.Type != wt.sql() {
+		} else if h.Type != wt.sql() {
 			ht, err := parseType(h.Type)
 			switch {
 			case err != nil:

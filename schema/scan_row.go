@@ -3,6 +3,8 @@ package schema
 import (
 	"bytes"
 	"unsafe"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The per-row state of JSONMapper.Row: one scan of each document, and the
@@ -89,7 +91,7 @@ func (rs *rowState) docOf(s source) *docState {
 
 // doc scans the value or the key on first use. present is false for a
 // tombstone's value or a record without key.
-func (rs *rowState) doc(m *JSONMapper, s source, r *Record) (d *docState, present bool, err error) {
+func (rs *rowState) doc(m *JSONMapper, s source, r *stream.Record) (d *docState, present bool, err error) {
 	d, data, tree, leaves, what := &rs.value, r.Value, m.valueTree, m.valueLeaves, "the value "
 	if s == fromKey {
 		d, data, tree, leaves, what = &rs.key, r.Key, m.keyTree, m.keyLeaves, "the key "

@@ -24,19 +24,21 @@ import (
 // broker and the database, and prints the DDL run would execute. It writes
 // nothing: Kafka is asked for metadata only (no group, no topic creation),
 // and Postgres is read in one READ ONLY transaction that is rolled back.
-// migrations.Version is not used, because golang-migrate creates its
-// history table when it is missing; the table is read directly instead.
+// The migration history is read with migrations.ReadState, which writes
+// nothing.
 
 // checkTimeout bounds each side of the check.
 const checkTimeout = 30 * time.Second
 
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, sinks, code, ok := loadRunOptions("check", args, stderr,
-		"Usage: kafka2pg check --config FILE [run's flags]\n\nChecks the configuration against Kafka and Postgres and prints the DDL run would execute; writes nothing.\nExit 0: run would start; 1: a check failed; 2: bad flags or configuration.\n\n%s")
+	o, sinks, code, ok := loadRunOptions("check", checkHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	r := &checkReport{w: stdout}
+	for _, n := range o.oldNames {
+		r.line("note", "%s", n)
+	}
 	if n := checkRegistry(ctx, r, o, sinks); n > 0 {
 		r.line("ok", "schema registry: the subjects of %d avro/protobuf sink(s) fold into tables", n)
 	}
@@ -180,7 +182,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // read only: nothing to keep
 	r.line("ok", "postgres: connected (read only)")
-	if err := checkMigrations(ctx, r, tx, o.noMigrate); err != nil {
+	if err := checkMigrations(ctx, r, tx, o.migrate); err != nil {
 		r.line("FAIL", "postgres: %v", redactErr(err))
 		return
 	}
@@ -196,25 +198,17 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 }
 
-// checkMigrations reads golang-migrate's history table (in the current
-// schema, where migrations.Up keeps it) without creating it.
-func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, noMigrate bool) error {
-	var history *string
-	err := tx.QueryRow(ctx, `SELECT CASE WHEN to_regclass(format('%I.%I', current_schema(), $1::text)) IS NOT NULL
-		THEN format('%I.%I', current_schema(), $1::text) END`, migrations.HistoryTable).Scan(&history)
+// checkMigrations reads the migration history (migrations.ReadState)
+// without creating or moving it.
+func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, migrate bool) error {
+	state, err := migrations.ReadState(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("read the kafka2pg schema version: %w", err)
 	}
-	var version int64
-	var dirty, applied bool
-	if history != nil {
-		err := tx.QueryRow(ctx, "SELECT version, dirty FROM "+*history+" LIMIT 1").Scan(&version, &dirty)
-		switch {
-		case err == nil:
-			applied = true
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read the kafka2pg schema version: %w", err)
-		}
+	version, dirty, applied := state.Version, state.Dirty, state.Applied
+	if state.Legacy {
+		r.line("note", "kafka2pg schema: the migration history is in %s, where earlier releases kept it; run (with --migrate) or kafka2pg migrate up moves it to %s",
+			state.Table, pgx.Identifier{migrations.Schema, migrations.HistoryTable}.Sanitize())
 	}
 	switch {
 	case applied && dirty:
@@ -223,8 +217,8 @@ func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, noMigrate b
 		r.line("FAIL", "kafka2pg schema: version %d is newer than this binary knows (%d): upgrade kafka2pg", version, migrations.Latest)
 	case applied && version == migrations.Latest:
 		r.line("ok", "kafka2pg schema: version %d", version)
-	case noMigrate:
-		r.line("FAIL", "kafka2pg schema: at version %d, not %d, and --no-migrate is set: run kafka2pg migrate up first", version, migrations.Latest)
+	case !migrate:
+		r.line("FAIL", "kafka2pg schema: at version %d, not %d, and --migrate=false is set: run kafka2pg migrate up first", version, migrations.Latest)
 	case applied:
 		r.line("note", "kafka2pg schema: version %d; run will migrate it to %d", version, migrations.Latest)
 	default:

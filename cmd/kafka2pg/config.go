@@ -238,8 +238,15 @@ func (c *fileConfig) apply(fs *pflag.FlagSet) error {
 	sort.Strings(names)
 	var errs []error
 	for _, name := range names {
-		f := fs.Lookup(name)
-		if f.Changed {
+		current := name
+		if to := aliasTarget(fs.Lookup(name)); to != "" {
+			current = to
+			if fv, both := c.flags[to]; both {
+				errs = append(errs, fmt.Errorf("%s:%d: %s is the old name of %s, which line %d sets: keep %s", c.path, c.flags[name].line, name, to, fv.line, to))
+				continue
+			}
+		}
+		if given(fs, current) {
 			continue
 		}
 		fv := c.flags[name]

@@ -58,7 +58,7 @@ func TestConfigValuesYieldToFlagsAndEnvironment(t *testing.T) {
 	t.Setenv("KAFKA2PG_PG_URL", "")
 	t.Setenv("DATABASE_URL", "")
 	path := writeConfig(t, "kafka-brokers: [a:1, b:2]\nkafka-group: from-file\nbatch-max-rows: 999\npg-url: ${K2P_TEST_PG}\ntopic: [t]\n")
-	fs := newRunFlagSet(&bytes.Buffer{})
+	fs := newFlagSet("run")
 	var o runOptions
 	defineRunFlags(fs, &o)
 	if err := fs.Parse([]string{"--config", path, "--kafka-group", "from-flag"}); err != nil {
@@ -100,7 +100,7 @@ func TestTheREADMEConfigExampleIsValid(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
 	t.Setenv("KAFKA2PG_PG_URL", "")
 	path := writeConfig(t, example)
-	fs := newRunFlagSet(&bytes.Buffer{})
+	fs := newFlagSet("run")
 	var o runOptions
 	defineRunFlags(fs, &o)
 	if err := fs.Parse([]string{"--config", path}); err != nil {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -19,16 +18,37 @@ import (
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
-const deadLettersUsage = `Usage:
-  kafka2pg dead-letters list   --pg-url URL [--kafka-group G] [--topic T] [--since 2026-11-30T09:00:00Z|1h] [--limit N] [--json]
-  kafka2pg dead-letters replay --pg-url URL [--kafka-group G] [--topic T] [--id N ...] [--table NAME] [--value-format json|text|bytes]
+// deadLettersFlags are the flags of dead-letters list and replay.
+type deadLettersFlags struct {
+	pgURL, pgURLFile string
+	group, topic     string
+	// list
+	since  string
+	limit  int
+	asJSON bool
+	// replay
+	ids                       []int64
+	table, pgSchema, valueFmt string
+	maxRecordBytes, batchSize int
+}
 
-replay runs the dead letters through the current mapping (after you fixed the
-table or the flags): those that fit now are written to their table and
-removed from kafka2pg.dead_letters in the same transaction; the others stay,
-with their new error. Give replay the same --table, --pg-schema and
---value-format as the bridge's run.
-`
+func defineDeadLettersFlags(fs *pflag.FlagSet, action string, f *deadLettersFlags) {
+	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
+	fs.StringVar(&f.group, "kafka-group", "", "only dead letters of this consumer group")
+	fs.StringVar(&f.topic, "topic", "", "only dead letters of this topic")
+	if action == "list" {
+		fs.StringVar(&f.since, "since", "", "only those since this RFC 3339 time, or this long ago (1h)")
+		fs.IntVar(&f.limit, "limit", 50, "at most this many, newest first")
+		fs.BoolVar(&f.asJSON, "json", false, "print JSON lines instead of a table")
+		return
+	}
+	fs.Int64SliceVar(&f.ids, "id", nil, "only these dead letters (repeat or comma-separate)")
+	fs.StringVar(&f.table, "pg-table", "", "target table (default: the topic's name)")
+	fs.StringVar(&f.pgSchema, "pg-schema", "public", "schema of the target tables")
+	fs.StringVar(&f.valueFmt, "value-format", "json", "json, text or bytes")
+	bytesVar(fs, &f.maxRecordBytes, "max-record-bytes", 64<<20, "larger records stay bad records; 0: no limit")
+	fs.IntVar(&f.batchSize, "batch-size", 1000, "dead letters per transaction")
+}
 
 func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
@@ -40,51 +60,20 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		return exitUsage
 	}
 	action := args[0]
-	fs := pflag.NewFlagSet("dead-letters "+action, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
-	var pgURLFile string
-	definePGURLFileFlag(fs, &pgURLFile)
-	group := fs.String("kafka-group", "", "only dead letters of this consumer group")
-	topic := fs.String("topic", "", "only dead letters of this topic")
-	var (
-		since, valueFormat, table, pgSchema string
-		limit, batchSize, maxRecordBytes    int
-		asJSON                              bool
-		ids                                 []int64
-	)
-	if action == "list" {
-		fs.StringVar(&since, "since", "", "only dead letters created since this RFC 3339 time, or this long ago (e.g. 1h)")
-		fs.IntVar(&limit, "limit", 50, "at most this many, newest first")
-		fs.BoolVar(&asJSON, "json", false, "print JSON lines instead of a table")
-	} else {
-		fs.Int64SliceVar(&ids, "id", nil, "only these dead letters (repeat or comma-separate)")
-		fs.StringVar(&table, "table", "", "target table (default: the topic name, sanitized), as in run")
-		fs.StringVar(&pgSchema, "pg-schema", "public", "schema of the target tables, as in run")
-		fs.StringVar(&valueFormat, "value-format", "json", "json, text or bytes, as in run")
-		bytesVar(fs, &maxRecordBytes, "max-record-bytes", 64<<20, "as in run")
-		fs.IntVar(&batchSize, "batch-size", 1000, "dead letters per transaction")
+	name := "dead-letters " + action
+	fs := newFlagSet(name)
+	var fl deadLettersFlags
+	defineDeadLettersFlags(fs, action, &fl)
+	help := deadLettersListHelp
+	if action == "replay" {
+		help = deadLettersReplayHelp
 	}
-	fs.Usage = func() { fmt.Fprintf(stderr, "%s\n%s", deadLettersUsage, fs.FlagUsages()) }
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kafka2pg dead-letters %s: %v (see 'kafka2pg dead-letters %s --help')\n", action, err, action)
-		return exitUsage
+	if code, ok := parsePGCommand(name, help, fs, args[1:], stdout, stderr, &fl.pgURL, &fl.pgURLFile); !ok {
+		return code
 	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: %v\n", err)
-		return exitUsage
-	}
-	if err := readPGURLFile(pgURL, pgURLFile); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: %v\n", err)
-		return exitUsage
-	}
-	if *pgURL == "" {
-		fmt.Fprintln(stderr, "kafka2pg dead-letters: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)")
-		return exitUsage
-	}
+	pgURL, group, topic := &fl.pgURL, &fl.group, &fl.topic
+	since, limit, asJSON, ids := fl.since, fl.limit, fl.asJSON, fl.ids
+	table, pgSchema, valueFormat, maxRecordBytes, batchSize := fl.table, fl.pgSchema, fl.valueFmt, fl.maxRecordBytes, fl.batchSize
 	pcfg, err := pgxpool.ParseConfig(*pgURL)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))

@@ -14,6 +14,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func TestDeadLettersListAndReplayCommands(t *testing.T) {
@@ -42,7 +43,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := []schema.Record{
+	recs := []stream.Record{
 		{Topic: "clicks", Offset: 0, Value: []byte(`{"user":"a"}`)},
 		{Topic: "clicks", Offset: 1, Value: []byte(`{"page":"/x"}`)}, // refused by the CHECK
 		{Topic: "clicks", Offset: 2, Value: []byte(`oops`)},          // not JSON
@@ -50,7 +51,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	for i := range recs {
 		recs[i].Timestamp = time.Now()
 	}
-	if _, err := w.Write(ctx, &ingest.Batch{Topic: "clicks", Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, Records: recs}); err != nil {
+	if err := w.Write(ctx, &stream.Batch{Topic: "clicks", Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -79,7 +80,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE clicks DROP CONSTRAINT has_user`); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--table", "clicks")
+	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--pg-table", "clicks")
 	if code != exitOK || !strings.Contains(out, "replayed 1 dead letter(s)") || !strings.Contains(out, "1 still refused") {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
 	}

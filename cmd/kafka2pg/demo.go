@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -20,28 +19,34 @@ import (
 	"github.com/kafka2pg/kafka2pg/reader"
 )
 
+// demoFlags are the flags of kafka2pg demo.
+type demoFlags struct {
+	pgURL      string
+	duration   time.Duration
+	rate       int
+	partitions int32
+	topic      string
+}
+
+func defineDemoFlags(fs *pflag.FlagSet, f *demoFlags) {
+	fs.StringVar(&f.pgURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
+	fs.StringVar(&f.topic, "topic", "page_views", "demo topic, and table")
+	fs.Int32Var(&f.partitions, "partitions", 4, "partitions of the demo topic")
+	fs.DurationVar(&f.duration, "duration", 5*time.Second, "how long the producer writes events")
+	fs.IntVar(&f.rate, "rate", 20000, "events per second the producer aims at")
+}
+
 // demoCommand runs the whole path on the embedded defaults: an in-process
 // Kafka (kfake), a producer of page-view events, the bridge, and a few
 // queries over what landed.
 func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("demo", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL); make demo starts a throwaway cluster")
-	duration := fs.Duration("duration", 5*time.Second, "how long the producer writes events")
-	rate := fs.Int("rate", 20000, "events per second the producer aims at")
-	partitions := fs.Int32("partitions", 4, "partitions of the demo topic")
-	topic := fs.String("topic", "page_views", "demo topic (and table)")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kafka2pg demo: %v (see 'kafka2pg demo --help')\n", err)
-		return exitUsage
+	fs := newFlagSet("demo")
+	var f demoFlags
+	defineDemoFlags(fs, &f)
+	if code, ok := parseFlags("demo", demoHelp, fs, args, stdout, stderr); !ok {
+		return code
 	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg demo: %v\n", err)
-		return exitUsage
-	}
+	pgURL, duration, rate, partitions, topic := &f.pgURL, &f.duration, &f.rate, &f.partitions, &f.topic
 	if *pgURL == "" {
 		fmt.Fprintln(stderr, "kafka2pg demo: --pg-url is empty: give a PostgreSQL URL (make demo starts a throwaway cluster and passes it)")
 		return exitUsage

@@ -15,21 +15,30 @@ func envName(flag string) string {
 }
 
 // applyEnv sets every flag not given on the command line from its
-// environment variable; aliases add more variables for a flag (checked after
-// the KAFKA2PG_ one). Command-line flags win.
-func applyEnv(fs *pflag.FlagSet, aliases map[string][]string) error {
+// environment variable: KAFKA2PG_<FLAG>, then those of the flag's old names
+// (aliases.go), then the variables extra names for it (DATABASE_URL for
+// pg-url). Command-line flags win.
+func applyEnv(fs *pflag.FlagSet, extra map[string][]string) error {
 	var err error
 	fs.VisitAll(func(f *pflag.Flag) {
-		if err != nil || f.Changed {
+		if err != nil || aliasTarget(f) != "" || given(fs, f.Name) {
 			return
 		}
-		for _, name := range append([]string{envName(f.Name)}, aliases[f.Name]...) {
-			v := os.Getenv(name)
+		type source struct{ flag, variable string }
+		sources := []source{{f.Name, envName(f.Name)}}
+		for _, old := range aliasesOf(fs, f.Name) {
+			sources = append(sources, source{old, envName(old)})
+		}
+		for _, v := range extra[f.Name] {
+			sources = append(sources, source{f.Name, v})
+		}
+		for _, src := range sources {
+			v := os.Getenv(src.variable)
 			if v == "" {
 				continue // unset and empty are the same: deployment tools often export empty variables
 			}
-			if e := fs.Set(f.Name, v); e != nil {
-				err = fmt.Errorf("environment variable %s=%q for --%s: %w", name, redact(f.Name, v), f.Name, e)
+			if e := fs.Set(src.flag, v); e != nil {
+				err = fmt.Errorf("environment variable %s=%q for --%s: %w", src.variable, redact(f.Name, v), f.Name, e)
 			}
 			return
 		}

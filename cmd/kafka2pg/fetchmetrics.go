@@ -1,6 +1,10 @@
 package main
 
 import (
+	"errors"
+	"regexp"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -14,12 +18,102 @@ import (
 // a label map and looks up three counters by it for every record batch
 // fetched, about 3 µs a batch: with producers' batches of some fifty
 // records, 3-5% of the bridge's CPU while it drains a backlog. The method
-// declared here shadows the embedded one, so franz-go calls this one, and
-// kprom's own fetch counters stay empty (a vector without children exports
-// nothing).
+// declared here shadows the embedded one, so franz-go calls this one;
+// kprom's own fetch counters are not registered (kpromFilter).
 type kafkaHooks struct {
 	*kprom.Metrics
 	fetch *fetchCounters
+	reg   prometheus.Registerer
+}
+
+// OnNewClient implements kgo.HookNewClient: kprom's metrics, and in place
+// of kprom's buffered_fetch_records_total, a gauge named like one.
+func (h kafkaHooks) OnNewClient(cl *kgo.Client) {
+	h.Metrics.OnNewClient(cl)
+	err := h.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_kafka_buffered_fetch_records",
+		Help: "Records fetched and buffered in the Kafka client, not yet polled."},
+		func() float64 { return float64(cl.BufferedFetchRecords()) }))
+	if err != nil && !errors.As(err, &prometheus.AlreadyRegisteredError{}) {
+		panic(err)
+	}
+}
+
+// kpromFilter registers kprom's collectors in the bridge's registry but for
+// those of a producer (kafka2pg only consumes; they would read zero
+// forever), its fetch counters (fetchCounters replaces them) and
+// buffered_fetch_records_total (a gauge with a counter's name; OnNewClient
+// registers kafka2pg_kafka_buffered_fetch_records instead).
+type kpromFilter struct{ m *bridgeMetrics }
+
+// kpromLeftOut says whether kprom's metric of that name is left out.
+func kpromLeftOut(name string) bool {
+	for _, p := range []string{"kafka2pg_kafka_produce_", "kafka2pg_kafka_buffered_produce_", "kafka2pg_kafka_fetch_"} {
+		if strings.HasPrefix(name, p) {
+			return true
+		}
+	}
+	return name == "kafka2pg_kafka_buffered_fetch_records_total"
+}
+
+func (f kpromFilter) Register(c prometheus.Collector) error {
+	for _, d := range describe(c) {
+		if kpromLeftOut(descName(d)) {
+			return nil
+		}
+	}
+	if err := f.m.reg.Register(c); err != nil {
+		return err
+	}
+	f.m.registered = append(f.m.registered, c)
+	return nil
+}
+
+func (f kpromFilter) MustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		if err := f.Register(c); err != nil {
+			panic(err)
+		}
+	}
+}
+
+func (f kpromFilter) Unregister(c prometheus.Collector) bool { return f.m.reg.Unregister(c) }
+
+// describe returns the descriptors a collector sends.
+func describe(c prometheus.Collector) []*prometheus.Desc {
+	ch := make(chan *prometheus.Desc)
+	go func() { c.Describe(ch); close(ch) }()
+	var out []*prometheus.Desc
+	for d := range ch {
+		out = append(out, d)
+	}
+	return out
+}
+
+// descField reads a field of prometheus.Desc's String, the only way to a
+// descriptor's name and help: fqName: "...", help: "...".
+var descField = regexp.MustCompile(`(fqName|help): ("(?:[^"\\]|\\.)*")`)
+
+// descName is the metric name of a descriptor.
+func descName(d *prometheus.Desc) string {
+	name, _ := descNameHelp(d)
+	return name
+}
+
+// descNameHelp reads the name and help of a descriptor.
+func descNameHelp(d *prometheus.Desc) (name, help string) {
+	for _, m := range descField.FindAllStringSubmatch(d.String(), -1) {
+		v, err := strconv.Unquote(m[2])
+		if err != nil {
+			continue
+		}
+		switch m[1] {
+		case "fqName":
+			name = v
+		case "help":
+			help = v
+		}
+	}
+	return name, help
 }
 
 // OnFetchBatchRead implements kgo.HookFetchBatchRead.
@@ -52,9 +146,9 @@ func newFetchCounters(namespace string) *fetchCounters {
 	labels := []string{"node_id", "topic"}
 	return &fetchCounters{
 		by:      map[fetchKey]*fetchCount{},
-		batches: prometheus.NewDesc(namespace+"_fetch_batches_total", "Total number of batches fetched", labels, nil),
-		records: prometheus.NewDesc(namespace+"_fetch_records_total", "Total number of records fetched", labels, nil),
-		bytes:   prometheus.NewDesc(namespace+"_fetch_bytes_total", "Total number of uncompressed bytes fetched", labels, nil),
+		batches: prometheus.NewDesc(namespace+"_fetch_batches_total", "Record batches fetched, by broker and topic.", labels, nil),
+		records: prometheus.NewDesc(namespace+"_fetch_records_total", "Records fetched, by broker and topic.", labels, nil),
+		bytes:   prometheus.NewDesc(namespace+"_fetch_bytes_total", "Bytes fetched, uncompressed, by broker and topic.", labels, nil),
 	}
 }
 
@@ -75,9 +169,11 @@ func (f *fetchCounters) of(node int32, topic string) *fetchCount {
 	return c
 }
 
-// Describe sends nothing: the collector is unchecked, because kprom
-// registers (and leaves empty) vectors of the same names.
-func (f *fetchCounters) Describe(chan<- *prometheus.Desc) {}
+func (f *fetchCounters) Describe(ch chan<- *prometheus.Desc) {
+	ch <- f.batches
+	ch <- f.records
+	ch <- f.bytes
+}
 
 func (f *fetchCounters) Collect(ch chan<- prometheus.Metric) {
 	f.mu.RLock()

@@ -36,7 +36,7 @@ type runOptions struct {
 	table           string
 	valueFormat     string
 	createTables    bool
-	noMigrate       bool
+	migrate         bool // --migrate; --no-migrate is its old, inverted spelling
 	claimLockWait   time.Duration
 	onError         string
 	notify          bool
@@ -51,63 +51,64 @@ type runOptions struct {
 	logFormat       string
 	logLevel        string
 	caughtUpPeriod  time.Duration
+	oldNames        []string // notices of the old flag names given (aliases.go)
 }
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	rc := &o.reader
-	fs.StringVar(&o.configPath, "config", "", "YAML file: any run flag as a key, and sinks (topics → typed tables); flags and KAFKA2PG_* variables win over it")
-	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port[,host:port]")
-	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets stored in Postgres")
+	fs.StringVar(&o.configPath, "config", "", "YAML file of sinks (topics → typed tables) and flags as keys")
+	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "bootstrap brokers, host:port[,host:port]")
+	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets kept in Postgres")
 	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")
-	fs.StringVar(&rc.ClientID, "kafka-client-id", "kafka2pg", "Kafka client id")
-	fs.StringSliceVar(&rc.Balancers, "kafka-balancers", []string{"cooperative-sticky"}, "group balancers in preference order: cooperative-sticky, sticky, range, round-robin")
-	fs.StringVar(&rc.IsolationLevel, "kafka-isolation-level", "read_committed", "read_committed (skip aborted transactions) or read_uncommitted")
-	fs.StringVar(&rc.InstanceID, "kafka-instance-id", "", "static group membership (KIP-345): a restart within --kafka-session-timeout keeps its partitions without a rebalance; unique per instance, e.g. the pod name")
-	fs.StringVar(&rc.GroupProtocol, "kafka-group-protocol", "classic", "classic (client-side balancers) or consumer (KIP-848: the broker assigns partitions; Kafka 4.0 or newer)")
-	bytesVar(fs, &rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for (up to --kafka-fetch-max-wait)")
-	bytesVar(fs, &rc.FetchMaxBytes, "kafka-fetch-max-bytes", 0, "maximum bytes of one fetch response, compressed (default: --max-buffered-bytes / 8, between 1 MiB and 50 MiB)")
-	bytesVar(fs, &rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 0, "maximum bytes per partition in one fetch (default: --kafka-fetch-max-bytes over the partitions owned, at least twice the largest record batch seen, at most 1 MiB)")
-	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for --kafka-fetch-min-bytes")
-	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", 5*time.Minute, "how often topic metadata is refreshed, so how soon added partitions are consumed")
+	fs.StringVar(&rc.ClientID, "kafka-client-id", "kafka2pg", "client id the brokers see")
+	fs.StringSliceVar(&rc.Balancers, "kafka-balancers", []string{"cooperative-sticky"}, "balancers, preferred first")
+	fs.StringVar(&rc.IsolationLevel, "kafka-isolation-level", "read_committed", "read_committed, read_uncommitted")
+	fs.StringVar(&rc.InstanceID, "kafka-instance-id", "", "static membership id (KIP-345), unique per instance")
+	fs.StringVar(&rc.GroupProtocol, "kafka-group-protocol", "classic", "classic, or consumer (KIP-848)")
+	bytesVar(fs, &rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for")
+	bytesVar(fs, &rc.FetchMaxBytes, "kafka-fetch-max-bytes", 0, "bytes of one fetch response (default: derived)")
+	bytesVar(fs, &rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 0, "bytes per partition in a fetch (default: derived)")
+	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for its min bytes")
+	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", 5*time.Minute, "topic metadata refresh interval")
 	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", 45*time.Second, "group session timeout")
 	fs.DurationVar(&rc.RebalanceTimeout, "kafka-rebalance-timeout", 60*time.Second, "group rebalance timeout")
 	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", 3*time.Second, "group heartbeat interval")
-	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", time.Second, "how often durable offsets are mirrored to the Kafka group")
-	fs.StringVar(&o.start, "start", "earliest", "where a partition with no stored offset starts: earliest, latest, committed (the group's Kafka offset, once) or an RFC 3339 time")
-	fs.StringVar(&rc.OnDataLoss, "on-data-loss", "stop", "when retention deleted records before they were read: stop that partition with an error naming the range, or skip the range and log it")
+	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", time.Second, "how often Kafka gets the durable offsets")
+	fs.StringVar(&o.start, "kafka-start", "earliest", "earliest, latest, committed or a time")
+	fs.StringVar(&rc.OnDataLoss, "on-data-loss", "stop", "records lost to retention: stop, or skip them")
 	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
 	bytesVar(fs, &rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
-	fs.DurationVar(&rc.BatchLinger, "batch-linger", 50*time.Millisecond, "a partition that read up to its end writes at once, but at most one batch per this long (what arrives meanwhile joins the next): fewer, larger transactions under a steady flow, no wait for a slow topic's record; 0: no spacing")
-	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "wait --batch-max-wait even when a partition has read up to its end offset (fewer, larger transactions on slow topics, more latency); by default such a partition writes at once")
-	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "memory of the records buffered across all partitions (key, value and 190 bytes a record) before fetching stops; bounds memory with many partitions")
-	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition before fetching pauses (default 2 × --batch-max-rows)")
-	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "how long a revoke or shutdown waits to write queued records before abandoning them")
-	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions check Postgres for a newer epoch (an offsets reset, a new owner)")
-	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "cap of the backoff between retries after Postgres errors")
+	fs.DurationVar(&rc.BatchLinger, "batch-linger", 50*time.Millisecond, "spacing of a caught-up partition's batches")
+	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "a caught-up partition waits --batch-max-wait too")
+	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "buffered records of all partitions, at most")
+	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition (default: 2 × --batch-max-rows)")
+	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "longest a revoke or stop waits to write queued records")
+	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions look for a newer epoch")
+	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "longest backoff between retries after Postgres errors")
 	defineSecurityFlags(fs, &o.kafkaSecurity)
 	defineRegistryFlags(fs, &o.registry)
 
-	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
+	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
 	definePGURLFileFlag(fs, &o.pgURLFile)
 	fs.StringVar(&o.pgSchema, "pg-schema", "public", "schema of the target tables")
-	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most (writes of different partitions run in parallel)")
-	fs.IntVar(&o.tableWriters, "table-writers", 2, "transactions that may write one append table at once; batches of its partitions that find them all busy share the next one (cross-partition batches); 0: every batch its own transaction, at once")
-	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized); with several topics, all go to this table")
-	fs.StringVar(&o.valueFormat, "value-format", "json", "type of the value column: json (jsonb), text or bytes (bytea)")
+	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most")
+	fs.IntVar(&o.tableWriters, "table-writers", 2, "transactions writing one table at once; 0: one per batch")
+	fs.StringVar(&o.table, "pg-table", "", "target table of every topic (default: the topic's name)")
+	fs.StringVar(&o.valueFormat, "value-format", "json", "value column type: json (jsonb), text or bytes (bytea)")
 	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
-	fs.BoolVar(&o.notify, "notify", false, "each batch transaction also runs NOTIFY \"kafka2pg_<table>\" with a JSON payload, delivered at commit")
-	fs.StringVar(&o.onError, "on-error", "dead-letter", "a record that cannot be written: dead-letter (kafka2pg.dead_letters, same transaction), stop (the partition, nothing committed past it) or skip (log and count)")
-	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "records whose key and value are larger are bad records (0: no limit)")
-	fs.BoolVar(&o.noMigrate, "no-migrate", false, "do not migrate the kafka2pg schema on start")
-	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "how long a claim waits for a previous owner's open transaction before terminating it")
-	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is durable up to the end offset seen at start")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "listen address for /metrics, /healthz and /readyz (empty: off); loopback by default, use :9187 to expose it")
-	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "soft limit of the process's memory (Go's GC works harder near it): auto (3 × --max-buffered-bytes + 256KiB per partition owned, at least 128MiB; GOMEMLIMIT wins when set), off, or a size such as 400MiB")
-	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr (CPU, heap, goroutines of the running bridge)")
-	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged (0: never)")
-	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
-	fs.StringVar(&o.logLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.BoolVar(&o.notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
+	fs.StringVar(&o.onError, "on-error", "dead-letter", "bad records: dead-letter, stop or skip")
+	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
+	fs.BoolVar(&o.migrate, "migrate", true, "migrate the kafka2pg schema on start")
+	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
+	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "address of /metrics and the probes; '': off")
+	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
+	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr")
+	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged; 0: never")
+	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.caughtUpPeriod = 200 * time.Millisecond
 }
 
@@ -146,7 +147,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	if o.table != "" {
-		if err := schema.ValidateIdent("--table", o.table); err != nil {
+		if err := schema.ValidateIdent("--pg-table", o.table); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -175,7 +176,7 @@ func (o *runOptions) validate() error {
 	}
 	if len(o.sinks) > 0 {
 		if len(o.reader.Topics) > 0 || o.table != "" {
-			errs = append(errs, errors.New("--topic and --table cannot be combined with sinks in --config: name the topics in the sinks"))
+			errs = append(errs, errors.New("--topic and --pg-table cannot be combined with sinks in --config: name the topics in the sinks"))
 		}
 		for _, sc := range o.sinks {
 			switch {

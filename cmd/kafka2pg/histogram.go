@@ -2,10 +2,34 @@ package main
 
 import (
 	"sort"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
+
+// Bucket bounds are round numbers a reader can put in a query: 1, 2.5 and
+// 5 times the powers of ten (le="0.25", le="1e+06"), never
+// le="372.5290298461914".
+var (
+	// durationBuckets are those of a COPY, a COMMIT and a Kafka request:
+	// 0.5 ms to 2 min.
+	durationBuckets = []float64{0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120}
+	// latencyBuckets are those of the end-to-end latency: 1 ms to 15 min.
+	latencyBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 25, 60, 120, 300, 600, 900}
+	// rowBuckets count a batch's rows: 1 to 100,000.
+	rowBuckets = []float64{1, 10, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000}
+	// byteBuckets are a batch's bytes: 1 kB to 250 MB.
+	byteBuckets = []float64{1e3, 1e4, 1e5, 2.5e5, 5e5, 1e6, 2.5e6, 5e6, 1e7, 2.5e7, 5e7, 1e8, 2.5e8}
+)
+
+// roundBound reports whether a bucket bound has at most two significant
+// digits, as the lists above.
+func roundBound(b float64) bool {
+	mantissa, _, _ := strings.Cut(strconv.FormatFloat(b, 'e', -1, 64), "e")
+	return len(strings.ReplaceAll(strings.TrimPrefix(mantissa, "-"), ".", "")) <= 2
+}
 
 // batchHistogram is a Prometheus histogram observed a batch at a time. The
 // end-to-end latency has one observation per record, and

@@ -41,38 +41,32 @@ type inferOptions struct {
 	registry registryOptions // for values in the Confluent wire format
 }
 
-func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("infer", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	var o inferOptions
-	fs.StringSliceVar(&o.brokers, "kafka-brokers", nil, "Kafka bootstrap brokers, host:port[,host:port]")
+func defineInferFlags(fs *pflag.FlagSet, o *inferOptions) {
+	fs.StringSliceVar(&o.brokers, "kafka-brokers", nil, "bootstrap brokers, host:port[,host:port]")
 	fs.StringVar(&o.topic, "topic", "", "topic to sample")
 	fs.IntVar(&o.sample, "sample", 500, "records to sample, spread over the partitions from their start")
-	fs.StringVar(&o.table, "table", "", "target table (default: the topic name, sanitized)")
-	fs.StringVar(&o.mode, "mode", "append", "append (every record is a row) or upsert (one row per --key-path value)")
-	fs.StringVar(&o.keyPath, "key-path", "", "with --mode upsert: the path of the value that identifies a row, e.g. id or order.id")
-	fs.StringVar(&o.nested, "nested", "flatten", "nested objects: flatten (a.b becomes column a_b, up to depth 3) or jsonb (one jsonb column each)")
-	fs.StringVar(&o.group, "kafka-group", "", "consumer group written into the config (default: kafka2pg-<table>)")
 	fs.DurationVar(&o.timeout, "timeout", 30*time.Second, "longest the sampling reads before it uses what it has")
+	fs.StringVar(&o.table, "pg-table", "", "target table (default: the topic's name)")
+	fs.StringVar(&o.mode, "mode", "append", "append (a row per record) or upsert (one per --key-path)")
+	fs.StringVar(&o.keyPath, "key-path", "", "upsert: path of the value that identifies a row, e.g. order.id")
+	fs.StringVar(&o.nested, "nested", "flatten", "nested objects: flatten (a.b → column a_b) or jsonb")
+	fs.StringVar(&o.group, "kafka-group", "", "consumer group written into the config (default: kafka2pg-<table>)")
 	defineSecurityFlags(fs, &o.security)
 	defineRegistryFlags(fs, &o.registry)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kafka2pg infer --kafka-brokers H:P --topic T [--sample N] [--table NAME] [--mode append|upsert --key-path P] [--nested flatten|jsonb]\n\n%s", fs.FlagUsages())
+}
+
+func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	fs := newFlagSet("infer")
+	var o inferOptions
+	defineInferFlags(fs, &o)
+	if code, ok := parseFlags("infer", inferHelp, fs, args, stdout, stderr); !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kafka2pg infer: %v (see 'kafka2pg infer --help')\n", err)
-		return exitUsage
+	for _, n := range oldNameNotices(fs) {
+		fmt.Fprintf(stderr, "kafka2pg infer: %s\n", n)
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg infer: unexpected argument %q: flags only (did you mean --topic %s?)\n", fs.Arg(0), fs.Arg(0))
-		return exitUsage
-	}
-	if err := applyEnv(fs, nil); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
 		return exitUsage
 	}
 	if err := o.validate(); err != nil {
@@ -125,7 +119,7 @@ func (o *inferOptions) validate() error {
 		o.table = schema.TableNameForTopic(o.topic)
 	}
 	if o.table != "" {
-		if err := schema.ValidateIdent("--table", o.table); err != nil {
+		if err := schema.ValidateIdent("--pg-table", o.table); err != nil {
 			errs = append(errs, err)
 		}
 	}

@@ -144,7 +144,7 @@ func TestInferPrintsAConfigThatRunLoads(t *testing.T) {
 			if err := os.WriteFile(path, []byte(out), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			fs := newRunFlagSet(&bytes.Buffer{})
+			fs := newFlagSet("run")
 			var ro runOptions
 			defineRunFlags(fs, &ro)
 			if err := fs.Parse([]string{"--config", path, "--pg-url", "postgres://x@127.0.0.1:1/db"}); err != nil {

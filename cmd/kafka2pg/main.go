@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -16,25 +17,29 @@ const (
 	exitUsage = 2 // bad flags or configuration: nothing was written
 )
 
-// version is set with -ldflags "-X main.version=..." by release builds.
+// version is set with -ldflags "-X main.version=..." by make build and the
+// Dockerfile; main resolves "dev" further (resolveVersion).
 var version = "dev"
 
 const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactly once.
 
 Usage:
-  kafka2pg run      --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]
-  kafka2pg check    --config FILE [run's flags]   (checks Kafka and Postgres, prints the DDL; writes nothing)
-  kafka2pg infer    --kafka-brokers H:P --topic T [--sample N] [--mode upsert --key-path P]   (prints a sink config)
-  kafka2pg migrate  up|down|version --pg-url URL
-  kafka2pg status   --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--json]
-  kafka2pg offsets  show|reset --pg-url URL --kafka-brokers H:P --kafka-group G [--to ...] [--yes]
-  kafka2pg dead-letters list|replay --pg-url URL [flags]
-  kafka2pg demo     [--pg-url URL]   (an in-process Kafka, sample events, queries)
-  kafka2pg version
+  kafka2pg COMMAND [flags]
 
-Run 'kafka2pg run --help' for the flags. Every flag can also be set in the
-environment as KAFKA2PG_<FLAG_IN_UPPER_SNAKE_CASE> (e.g. KAFKA2PG_PG_URL);
-the Postgres URL also comes from DATABASE_URL.
+Commands:
+  run           read topics into tables until stopped (or until caught up)
+  check         check run's configuration against Kafka and Postgres, print the DDL; write nothing
+  infer         sample a topic and print a config file with typed columns
+  migrate       install, upgrade, remove or show the kafka2pg schema
+  status        the durable offset, lag and owner of every partition
+  offsets       show or move a group's durable offsets
+  dead-letters  list the records that could not be written, or replay them
+  demo          the whole path on an in-process Kafka with sample events
+  version       print the version
+
+Run 'kafka2pg COMMAND --help' for a command's examples and flags. Every flag is also an
+environment variable, KAFKA2PG_<FLAG> (KAFKA2PG_PG_URL); the Postgres URL also comes from
+DATABASE_URL. Every flag in detail: docs/CONFIGURATION.md.
 `
 
 // Exit codes of a hard stop (a second signal): 128 plus the signal's
@@ -45,6 +50,7 @@ const (
 )
 
 func main() {
+	version = resolveVersion(version, debug.ReadBuildInfo)
 	ctx, stop := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
@@ -95,6 +101,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return statusCommand(ctx, "status", args[1:], stdout, stderr)
 	case "offsets":
 		return offsetsCommand(ctx, args[1:], stdout, stderr)
+	case "docs": // hidden: make docs
+		return docsCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "kafka2pg %s\n", version)
 		return exitOK

@@ -18,12 +18,12 @@ func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
 		flag string
 	}{
 		{"an unknown flag", append(base, "--no-such-flag"), "--no-such-flag"},
-		{"a bad start policy", append(base, "--start", "yesterday"), "--start"},
+		{"a bad start policy", append(base, "--kafka-start", "yesterday"), "--kafka-start"},
 		{"a bad value format", append(base, "--value-format", "avro"), "--value-format"},
 		{"a broker without a port", []string{"run", "--kafka-brokers", "kafka", "--kafka-group", "g", "--topic", "t", "--pg-url", "postgres://x@h/db"}, "--kafka-brokers"},
 		{"no Postgres URL", []string{"run", "--kafka-brokers", "h:1", "--kafka-group", "g", "--topic", "t"}, "--pg-url"},
 		{"a batch wait that is not a duration", append(base, "--batch-max-wait", "soon"), "batch-max-wait"},
-		{"a table name Postgres would truncate", append(base, "--table", strings.Repeat("x", 70)), "--table"},
+		{"a table name Postgres would truncate", append(base, "--pg-table", strings.Repeat("x", 70)), "--pg-table"},
 		{"a bad log level", append(base, "--log-level", "loud"), "--log-level"},
 		{"a stray argument", append(base, "orders"), "--topic orders"},
 	}
@@ -97,7 +97,7 @@ func (e errFor) Error() string { return string(e) }
 
 func parseRunForTest(t *testing.T, args ...string) (*pflag.FlagSet, *runOptions) {
 	t.Helper()
-	fs := newRunFlagSet(&bytes.Buffer{})
+	fs := newFlagSet("run")
 	var o runOptions
 	defineRunFlags(fs, &o)
 	if err := fs.Parse(args); err != nil {

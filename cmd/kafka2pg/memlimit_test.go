@@ -93,7 +93,7 @@ func TestGOGCIsRaisedOnlyUnderAMemoryLimit(t *testing.T) {
 // and the environment alike, and name themselves when a value is wrong.
 func TestByteFlagsTakeSizes(t *testing.T) {
 	parse := func(args ...string) (runOptions, error) {
-		fs := newRunFlagSet(&bytes.Buffer{})
+		fs := newFlagSet("run")
 		var o runOptions
 		defineRunFlags(fs, &o)
 		err := fs.Parse(args)
@@ -120,9 +120,9 @@ func TestByteFlagsTakeSizes(t *testing.T) {
 		}
 	}
 	var help bytes.Buffer
-	fs := newRunFlagSet(&help)
+	fs := newFlagSet("run")
 	defineRunFlags(fs, &runOptions{})
-	fs.PrintDefaults()
+	runHelp.print(&help, fs)
 	if !strings.Contains(help.String(), "(default 64MiB)") {
 		t.Errorf("--help does not give --max-buffered-bytes' default as 64MiB:\n%s", help.String())
 	}

@@ -3,11 +3,13 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"os"
 	"runtime"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -18,7 +20,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // bridgeMetrics are the program's metrics, on a registry it owns (never the
@@ -39,15 +41,16 @@ type bridgeMetrics struct {
 	endToEndSeconds     *batchHistogram
 	kafka               kafkaHooks
 	partitionsCollector *partitionCollector
+
+	// registered is every collector of reg, for the reference page
+	// (docs_metrics.go); tables the table labels whose series exist.
+	registered []prometheus.Collector
+	tables     sync.Map // table label → struct{}
 }
 
 func newBridgeMetrics() *bridgeMetrics {
 	reg := prometheus.NewRegistry()
-	f := func(c prometheus.Collector) { reg.MustRegister(c) }
-	sizeBuckets := prometheus.ExponentialBuckets(1, 4, 10)        // 1 … 262144 rows
-	byteBuckets := prometheus.ExponentialBuckets(1024, 4, 10)     // 1 KiB … 256 MiB
-	timeBuckets := prometheus.ExponentialBuckets(0.0005, 2.5, 14) // 0.5 ms … 1.9 min
-	e2eBuckets := prometheus.ExponentialBuckets(0.001, 2.5, 16)   // 1 ms … 15 min
+	sizeBuckets, timeBuckets, e2eBuckets := rowBuckets, durationBuckets, latencyBuckets
 	m := &bridgeMetrics{
 		reg:              reg,
 		rows:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rows_total", Help: "Rows committed, by table."}, []string{"table"}),
@@ -63,6 +66,7 @@ func newBridgeMetrics() *bridgeMetrics {
 		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause; each is followed by a re-claim and a retry."}, []string{"cause"}),
 		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
 	}
+	f := m.mustRegister
 	for _, c := range []prometheus.Collector{m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
 		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
 		f(c)
@@ -73,8 +77,8 @@ func newBridgeMetrics() *bridgeMetrics {
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	// The process collector has the current RSS; the bound that matters for
-	// sizing (issue 9: 1,000 partitions in 512 MB) is the peak, which the
-	// kernel keeps and a scrape every 15 s would miss.
+	// sizing (1,000 partitions in 512 MB) is the peak, which the kernel
+	// keeps and a scrape every 15 s would miss.
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_process_peak_resident_memory_bytes",
 		Help: "Peak resident set size of the process (VmHWM in /proc/self/status); absent where /proc is not."},
 		peakResidentBytes))
@@ -83,26 +87,64 @@ func newBridgeMetrics() *bridgeMetrics {
 	build.Set(1)
 	f(build)
 	// franz-go's own client metrics (connections, request bytes and
-	// latency per broker); fetch batches, records and bytes per broker and
-	// topic come from fetchCounters, which count them for less.
+	// latency per broker), less those kpromFilter leaves out; fetch
+	// batches, records and bytes per broker and topic come from
+	// fetchCounters, which count them for less.
 	m.kafka = kafkaHooks{
-		Metrics: kprom.NewMetrics("kafka2pg_kafka", kprom.Registerer(reg), kprom.Gatherer(reg),
-			kprom.FetchAndProduceDetail(kprom.ByNode, kprom.ByTopic, kprom.Batches, kprom.Records, kprom.UncompressedBytes)),
+		Metrics: kprom.NewMetrics("kafka2pg_kafka", kprom.Registerer(kpromFilter{m}), kprom.Gatherer(reg),
+			kprom.Buckets(durationBuckets)),
 		fetch: newFetchCounters("kafka2pg_kafka"),
+		reg:   kpromFilter{m},
 	}
 	f(m.kafka.fetch)
 	return m
 }
 
+// mustRegister registers collectors in reg and keeps them in registered.
+func (m *bridgeMetrics) mustRegister(cs ...prometheus.Collector) {
+	for _, c := range cs {
+		m.reg.MustRegister(c)
+		m.registered = append(m.registered, c)
+	}
+}
+
+// initTable makes the series of a table exist at zero, before its first
+// batch: a counter that appears only when it first counts is invisible to
+// rate() and increase() until its second scrape, so the first rows of a
+// table, or its first skipped record, would go unnoticed.
+func (m *bridgeMetrics) initTable(table string) {
+	if _, seen := m.tables.LoadOrStore(table, struct{}{}); seen {
+		return
+	}
+	for _, v := range []*prometheus.CounterVec{m.rows, m.batches, m.isolatedBatches, m.recheckedBatches, m.skipped} {
+		v.WithLabelValues(table)
+	}
+	for _, v := range []*prometheus.HistogramVec{m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds} {
+		v.WithLabelValues(table)
+	}
+}
+
+// initTables makes the series of the sinks' tables exist at zero.
+func (m *bridgeMetrics) initTables(sinks map[string]ingest.Sink) {
+	for _, s := range sinks {
+		m.initTable(plainTableName(s.Table.QualifiedName()))
+	}
+}
+
 // hooks returns the franz-go option that feeds the Kafka client metrics.
 func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
 
-// observeWrite records one WriteFunc call.
-func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schema.Record, res ingest.Result, err error) {
-	if err != nil {
-		var stop *ingest.StopError
+// TraceBatchEnd records one write: the writer calls it at the end of every
+// batch (ingest.Tracer).
+func (m *bridgeMetrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
+	table := plainTableName(t.Table)
+	if table != "" { // "": a topic_regex topic whose sink a failed write did not resolve
+		m.initTable(table)
+	}
+	if err := t.Err; err != nil {
+		var stop *stream.StopError
 		switch {
-		case errors.Is(err, ingest.ErrFenced):
+		case errors.Is(err, stream.ErrFenced):
 			m.writeErrors.WithLabelValues("fenced").Inc()
 		case errors.As(err, &stop):
 			m.writeErrors.WithLabelValues("stopped").Inc()
@@ -116,61 +158,74 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schem
 		}
 	}
 	m.batches.WithLabelValues(table).Inc()
-	m.rows.WithLabelValues(table).Add(float64(res.Rows))
-	m.batchRows.WithLabelValues(table).Observe(float64(res.Rows))
-	m.batchBytes.WithLabelValues(table).Observe(float64(b.Bytes))
-	if res.CopyDuration > 0 {
-		m.copySeconds.WithLabelValues(table).Observe(res.CopyDuration.Seconds())
+	m.rows.WithLabelValues(table).Add(float64(t.Rows))
+	m.batchRows.WithLabelValues(table).Observe(float64(t.Rows))
+	if t.CopyDuration > 0 {
+		m.copySeconds.WithLabelValues(table).Observe(t.CopyDuration.Seconds())
 	}
-	if res.CommitDuration > 0 {
-		m.commitSeconds.WithLabelValues(table).Observe(res.CommitDuration.Seconds())
+	if t.CommitDuration > 0 {
+		m.commitSeconds.WithLabelValues(table).Observe(t.CommitDuration.Seconds())
 	}
-	if res.Isolated {
+	if t.Isolated {
 		m.isolatedBatches.WithLabelValues(table).Inc()
 	}
-	if res.Rechecked {
+	if t.Rechecked {
 		m.recheckedBatches.WithLabelValues(table).Inc()
 	}
-	for _, kind := range res.DeadLetterKinds {
+	for _, kind := range t.DeadLetterKinds {
 		m.deadLetters.WithLabelValues(table, kind).Inc()
 	}
-	if res.Skipped > 0 {
-		m.skipped.WithLabelValues(table).Add(float64(res.Skipped))
+	if t.Skipped > 0 {
+		m.skipped.WithLabelValues(table).Add(float64(t.Skipped))
 	}
+	// One walk of the batch's records, dense copies just written, for
+	// their bytes and their end-to-end latency.
 	now := time.Now()
 	var scratch [24]uint64
 	lat := m.endToEndSeconds.batch(scratch[:])
-	// recs, not b.Records: a walk of the dense copies the write made, not
-	// a pointer chase through records long out of cache.
+	size := 0
+	recs := t.Batch.Records
 	for i := range recs {
-		if r := &recs[i]; !r.Timestamp.IsZero() {
+		r := &recs[i]
+		size += len(r.Key) + len(r.Value)
+		if !r.Timestamp.IsZero() {
 			lat.observe(max(now.Sub(r.Timestamp).Seconds(), 0))
 		}
 	}
 	lat.add()
+	m.batchBytes.WithLabelValues(table).Observe(float64(size))
 }
 
+// readerState is what the metrics read of the reader at each scrape.
+type readerState interface {
+	Stats() reader.Stats
+	Partitions() []reader.PartitionStats
+}
+
+// poolState is what the metrics read of the Postgres pool.
+type poolState interface{ Stat() *pgxpool.Stat }
+
 // register adds the collectors that read the live reader and pool.
-func (m *bridgeMetrics) register(rd *reader.Reader, pool *pgxpool.Pool, queueCapacity int) {
+func (m *bridgeMetrics) register(rd readerState, pool poolState, queueCapacity int) {
 	// One reader.Stats snapshot per scrape, however many series read it:
 	// Stats visits every partition, and there may be thousands.
-	m.reg.MustRegister(&readerStatsCollector{rd: rd})
+	m.mustRegister(&readerStatsCollector{rd: rd})
 	gauge := func(name, help string, f func() float64) {
-		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
+		m.mustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
 	}
 	gauge("kafka2pg_reader_queue_capacity_records", "Records a partition buffers before its fetching pauses.", func() float64 { return float64(queueCapacity) })
 	gauge("kafka2pg_pg_pool_connections", "Postgres connections open.", func() float64 { return float64(pool.Stat().TotalConns()) })
 	gauge("kafka2pg_pg_pool_acquired_connections", "Postgres connections in use.", func() float64 { return float64(pool.Stat().AcquiredConns()) })
 	gauge("kafka2pg_pg_pool_max_connections", "Postgres connections allowed (--pg-max-conns).", func() float64 { return float64(pool.Stat().MaxConns()) })
-	m.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_pg_pool_acquire_wait_seconds_total",
+	m.mustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_pg_pool_acquire_wait_seconds_total",
 		Help: "Time spent waiting for a Postgres connection."}, func() float64 { return pool.Stat().AcquireDuration().Seconds() }))
 	m.partitionsCollector = &partitionCollector{rd: rd}
-	m.reg.MustRegister(m.partitionsCollector)
+	m.mustRegister(m.partitionsCollector)
 }
 
 // readerStatsCollector exports the reader's counters and gauges from one
 // reader.Stats per scrape.
-type readerStatsCollector struct{ rd *reader.Reader }
+type readerStatsCollector struct{ rd readerState }
 
 type readerStat struct {
 	desc  *prometheus.Desc
@@ -211,7 +266,7 @@ func (c *readerStatsCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // partitionCollector exports per-partition gauges from the reader's state.
-type partitionCollector struct{ rd *reader.Reader }
+type partitionCollector struct{ rd readerState }
 
 var (
 	lagDesc = prometheus.NewDesc("kafka2pg_reader_partition_lag_records",

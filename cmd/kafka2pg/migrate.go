@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -11,33 +10,32 @@ import (
 	"github.com/kafka2pg/kafka2pg/migrations"
 )
 
+// migrateFlags are the flags of kafka2pg migrate.
+type migrateFlags struct {
+	pgURL, pgURLFile string
+	yes              bool
+}
+
+func defineMigrateFlags(fs *pflag.FlagSet, f *migrateFlags) {
+	fs.StringVar(&f.pgURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
+	definePGURLFileFlag(fs, &f.pgURLFile)
+	fs.BoolVar(&f.yes, "yes", false, "confirm migrate down, which drops every stored offset")
+}
+
 func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("migrate", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	pgURL := fs.String("pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
-	var pgURLFile string
-	definePGURLFileFlag(fs, &pgURLFile)
-	yes := fs.Bool("yes", false, "confirm 'migrate down', which drops the kafka2pg schema and every stored offset")
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kafka2pg migrate up|down|version --pg-url URL\n\n%s", fs.FlagUsages())
+	fs := newFlagSet("migrate")
+	var f migrateFlags
+	defineMigrateFlags(fs, &f)
+	if code, ok := parseFlags("migrate", migrateHelp, fs, args, stdout, stderr); !ok {
+		return code
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK
-		}
-		fmt.Fprintf(stderr, "kafka2pg migrate: %v (see 'kafka2pg migrate --help')\n", err)
-		return exitUsage
-	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg migrate: %v\n", err)
-		return exitUsage
-	}
-	if err := readPGURLFile(pgURL, pgURLFile); err != nil {
+	pgURL, yes := &f.pgURL, &f.yes
+	if err := readPGURLFile(pgURL, f.pgURLFile); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg migrate: %v\n", err)
 		return exitUsage
 	}
 	if fs.NArg() != 1 {
-		fs.Usage()
+		fmt.Fprintln(stderr, "kafka2pg migrate: give one action: up, down or version (see 'kafka2pg migrate --help')")
 		return exitUsage
 	}
 	if *pgURL == "" {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -12,11 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
 // partitionState is one row of `status` and `offsets show`.
@@ -43,57 +43,52 @@ type offsetsFlags struct {
 	asJSON     bool
 }
 
+// defineOffsetsFlags defines the flags of status and offsets show.
 func defineOffsetsFlags(fs *pflag.FlagSet, f *offsetsFlags) {
-	fs.StringSliceVar(&f.brokers, "kafka-brokers", nil, "Kafka brokers, host:port[,host:port] (adds end offsets, lag, the group's Kafka offsets and owners)")
-	fs.StringVar(&f.group, "kafka-group", "", "consumer group (default: every group in kafka2pg.offsets)")
+	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
+	fs.StringSliceVar(&f.brokers, "kafka-brokers", nil, "brokers: adds end offsets, lag, Kafka offsets and owners")
+	fs.StringVar(&f.group, "kafka-group", "", "only this consumer group (default: every group)")
 	fs.StringSliceVar(&f.topics, "topic", nil, "only these topics")
 	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions")
-	fs.StringVar(&f.pgURL, "pg-url", "", "PostgreSQL URL (env KAFKA2PG_PG_URL or DATABASE_URL)")
-	definePGURLFileFlag(fs, &f.pgURLFile)
 	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
 }
 
-func parseOffsetsFlags(name string, fs *pflag.FlagSet, args []string, stderr io.Writer) (code int, ok bool) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return exitOK, false
-		}
-		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", name, err, name)
+// definePGURLFlags defines --pg-url and --pg-url-file.
+func definePGURLFlags(fs *pflag.FlagSet, url, file *string) {
+	fs.StringVar(url, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
+	definePGURLFileFlag(fs, file)
+}
+
+// parsePGCommand parses the flags of a command that reads Postgres: it
+// fails when no URL is given, after reading --pg-url-file.
+func parsePGCommand(name string, help *commandHelp, fs *pflag.FlagSet, args []string, stdout, stderr io.Writer, url, file *string) (code int, ok bool) {
+	if code, ok := parseFlags(name, help, fs, args, stdout, stderr); !ok {
+		return code, false
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q (see 'kafka2pg %s --help')\n", name, fs.Arg(0), name)
 		return exitUsage, false
 	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
+	if err := readPGURLFile(url, *file); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg %s: %v\n", name, err)
 		return exitUsage, false
 	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q\n", name, fs.Arg(0))
-		return exitUsage, false
-	}
-	if pg, file := fs.Lookup("pg-url"), fs.Lookup("pg-url-file"); pg != nil && file != nil && file.Value.String() != "" {
-		url := pg.Value.String()
-		if err := readPGURLFile(&url, file.Value.String()); err != nil {
-			fmt.Fprintf(stderr, "kafka2pg %s: %v\n", name, err)
-			return exitUsage, false
-		}
-		_ = fs.Set("pg-url", url)
-	}
-	if pg := fs.Lookup("pg-url"); pg != nil && pg.Value.String() == "" {
+	if *url == "" {
 		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url is empty: give the PostgreSQL URL (or set KAFKA2PG_PG_URL or DATABASE_URL)\n", name)
 		return exitUsage, false
 	}
-	return 0, true
+	for _, n := range oldNameNotices(fs) {
+		fmt.Fprintf(stderr, "kafka2pg %s: %s\n", name, n)
+	}
+	return exitOK, true
 }
 
 // statusCommand: kafka2pg status (and offsets show, which is the same view).
 func statusCommand(ctx context.Context, name string, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs := newFlagSet(name)
 	var f offsetsFlags
 	defineOffsetsFlags(fs, &f)
-	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: kafka2pg %s --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--topic T] [--json]\n\n%s", name, fs.FlagUsages())
-	}
-	if code, ok := parseOffsetsFlags(name, fs, args, stderr); !ok {
+	if code, ok := parsePGCommand(name, statusHelp(name), fs, args, stdout, stderr, &f.pgURL, &f.pgURLFile); !ok {
 		return code
 	}
 	pool, err := newPool(ctx, f.pgURL, "kafka2pg-offsets")
@@ -118,25 +113,20 @@ func statusCommand(ctx context.Context, name string, args []string, stdout, stde
 }
 
 func loadStates(ctx context.Context, pool *pgxpool.Pool, f offsetsFlags) ([]*partitionState, error) {
-	rows, err := pool.Query(ctx, `SELECT consumer_group, topic, partition, next_offset, epoch, committed_at
-		FROM kafka2pg.offsets
-		WHERE ($1 = '' OR consumer_group = $1)
-		  AND (coalesce(cardinality($2::text[]), 0) = 0 OR topic = ANY($2))
-		  AND (coalesce(cardinality($3::integer[]), 0) = 0 OR partition = ANY($3))
-		ORDER BY 1, 2, 3`, f.group, f.topics, f.partitions)
+	rows, err := offsets.List(ctx, pool, offsets.Filter{Group: f.group, Topics: f.topics, Partitions: f.partitions})
 	if err != nil {
-		return nil, fmt.Errorf("read kafka2pg.offsets: %w", err)
+		return nil, err
 	}
-	var out []*partitionState
-	var s partitionState
-	_, err = pgx.ForEachRow(rows, []any{&s.Group, &s.Topic, &s.Partition, &s.NextOffset, &s.Epoch, &s.LastCommit}, func() error {
-		c := s
-		out = append(out, &c)
-		s = partitionState{}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read kafka2pg.offsets: %w", err)
+	out := make([]*partitionState, len(rows))
+	for i, r := range rows {
+		s := &partitionState{Group: r.Group, Topic: r.Topic, Partition: r.Partition, Epoch: r.Epoch}
+		if r.NextOffset >= 0 {
+			s.NextOffset = &r.NextOffset
+		}
+		if !r.CommittedAt.IsZero() {
+			s.LastCommit = &r.CommittedAt
+		}
+		out[i] = s
 	}
 	return out, nil
 }

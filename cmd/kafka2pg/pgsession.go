@@ -122,7 +122,7 @@ func namesToHold(group string, sinks map[string]ingest.Sink, probes []regexProbe
 	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
 		t := sinks[topic].Table
 		out = append(out, namesOfTable(t, fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic),
-			"(--table, or the sink's table in the config)")...)
+			"(--pg-table, or the sink's table in the config)")...)
 	}
 	for _, p := range probes {
 		out = append(out, namesOfTable(p.sink.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.table, p.regex),

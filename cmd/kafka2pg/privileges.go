@@ -37,7 +37,7 @@ func explainPrivilege(err error, pgURL string) error {
 	}
 	fix := "grant the privileges listed in README, section Security"
 	if m := deniedFor.FindStringSubmatch(msg); strings.HasPrefix(msg, migrateOp) {
-		fix = "run `kafka2pg migrate up` as the database owner (once, and before each upgrade), then run the bridge with --no-migrate"
+		fix = "run `kafka2pg migrate up` as the database owner (once, and before each upgrade), then run the bridge with --migrate=false"
 	} else if m != nil {
 		switch kind, name := m[1], m[2]; kind {
 		case "schema":

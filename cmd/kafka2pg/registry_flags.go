@@ -30,13 +30,13 @@ type registryOptions struct {
 }
 
 func defineRegistryFlags(fs *pflag.FlagSet, r *registryOptions) {
-	fs.StringSliceVar(&r.urls, "schema-registry-url", nil, "Schema Registry URL(s) for sinks of format avro, protobuf or json_schema (Confluent-compatible API), e.g. http://localhost:8081")
-	fs.StringVar(&r.user, "schema-registry-user", "", "Schema Registry basic-auth user")
-	fs.StringVar(&r.password, "schema-registry-password", "", "Schema Registry basic-auth password; prefer the environment (KAFKA2PG_SCHEMA_REGISTRY_PASSWORD) or --schema-registry-password-file")
-	fs.StringVar(&r.passwordFile, "schema-registry-password-file", "", "file holding the Schema Registry password (a trailing newline is ignored)")
-	fs.StringVar(&r.tlsCA, "schema-registry-tls-ca", "", "PEM file of the CAs that sign the registry's certificate (default: the system's)")
-	fs.StringVar(&r.tlsCert, "schema-registry-tls-cert", "", "PEM client certificate for mutual TLS with the registry (with --schema-registry-tls-key)")
-	fs.StringVar(&r.tlsKey, "schema-registry-tls-key", "", "PEM key of --schema-registry-tls-cert")
+	fs.StringSliceVar(&r.urls, "schema-registry-url", nil, "registry URL(s) for avro, protobuf and json_schema sinks")
+	fs.StringVar(&r.user, "schema-registry-user", "", "basic-auth user")
+	fs.StringVar(&r.password, "schema-registry-password", "", "basic-auth password; better in the environment or a file")
+	fs.StringVar(&r.passwordFile, "schema-registry-password-file", "", "file holding the basic-auth password")
+	fs.StringVar(&r.tlsCA, "schema-registry-tls-ca-file", "", "PEM file of the registry's CAs (default: the system's)")
+	fs.StringVar(&r.tlsCert, "schema-registry-tls-cert-file", "", "PEM client certificate, for mutual TLS")
+	fs.StringVar(&r.tlsKey, "schema-registry-tls-key-file", "", "PEM key of --schema-registry-tls-cert-file")
 }
 
 // config is the registry.Config of the flags; it reads the password file.

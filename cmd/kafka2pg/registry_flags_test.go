@@ -42,7 +42,7 @@ func loadRegistryConfig(t *testing.T, config string, args ...string) (*runOption
 	t.Setenv("KAFKA2PG_PG_URL", "postgres://app@db/shop")
 	path := writeConfig(t, config)
 	var stderr bytes.Buffer
-	o, _, _, ok := loadRunOptions("run", append([]string{"--config", path}, args...), &stderr, "%s")
+	o, _, _, ok := loadRunOptions("run", runHelp, append([]string{"--config", path}, args...), &stderr, &stderr)
 	return o, stderr.String(), ok
 }
 

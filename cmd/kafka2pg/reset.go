@@ -14,24 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
-
-const offsetsUsage = `Usage:
-  kafka2pg offsets show  --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--topic T] [--partition P] [--json]
-  kafka2pg offsets reset --pg-url URL --kafka-brokers H:P --kafka-group G --to earliest|latest|<offset>|<RFC3339 time>
-                         [--topic T] [--partition P] [--yes]
-
-reset moves the durable next_offset in Postgres, the source of truth, and
-bumps each partition's epoch: running bridges are fenced, re-claim within
---fence-check-interval and continue from the new offset. It then mirrors
-the offsets to the Kafka group (Kafka accepts that only while the group has
-no members; otherwise the bridges mirror them as they re-claim). Without
---yes it only prints the plan.
-
-Moving back re-delivers records: with the zero-config table's primary key
-they conflict with the rows already there and go to the dead letters, so
-re-ingest into a fresh table, or delete the rows first.
-`
 
 func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
@@ -51,17 +36,32 @@ func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	return exitUsage
 }
 
+// resetFlags are the flags of offsets reset: offsets show's filters, with
+// the group and the brokers required, and the target.
+type resetFlags struct {
+	offsetsFlags
+	to  string
+	yes bool
+}
+
+func defineResetFlags(fs *pflag.FlagSet, f *resetFlags) {
+	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
+	fs.StringSliceVar(&f.brokers, "kafka-brokers", nil, "brokers, to find the partitions and their offsets")
+	fs.StringVar(&f.group, "kafka-group", "", "the consumer group whose offsets move")
+	fs.StringVar(&f.to, "to", "", "earliest, latest, an offset, or an RFC 3339 time")
+	fs.StringSliceVar(&f.topics, "topic", nil, "only these topics (default: the group's)")
+	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions")
+	fs.BoolVar(&f.yes, "yes", false, "apply the plan (without it, only print it)")
+}
+
 func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("offsets reset", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var f offsetsFlags
-	defineOffsetsFlags(fs, &f)
-	to := fs.String("to", "", "earliest, latest, an offset, or an RFC 3339 time (the first record at or after it)")
-	yes := fs.Bool("yes", false, "apply the plan (without it, only print it)")
-	fs.Usage = func() { fmt.Fprintf(stderr, "%s\n%s", offsetsUsage, fs.FlagUsages()) }
-	if code, ok := parseOffsetsFlags("offsets reset", fs, args, stderr); !ok {
+	fs := newFlagSet("offsets reset")
+	var f resetFlags
+	defineResetFlags(fs, &f)
+	if code, ok := parsePGCommand("offsets reset", resetHelp, fs, args, stdout, stderr, &f.pgURL, &f.pgURLFile); !ok {
 		return code
 	}
+	to, yes := &f.to, &f.yes
 	var problems []string
 	if f.group == "" {
 		problems = append(problems, "--kafka-group is empty: name the group whose offsets move")
@@ -278,17 +278,9 @@ func printPlan(w io.Writer, group string, plan []resetStep, before []*partitionS
 // applyReset moves every partition of the plan in one transaction, bumping
 // the epochs so that whoever owns them now is fenced.
 func applyReset(ctx context.Context, pool *pgxpool.Pool, group string, plan []resetStep) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		for _, p := range plan {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO kafka2pg.offsets AS o (consumer_group, topic, partition, next_offset, epoch)
-				VALUES ($1, $2, $3, $4, 1)
-				ON CONFLICT (consumer_group, topic, partition)
-				DO UPDATE SET next_offset = EXCLUDED.next_offset, epoch = o.epoch + 1, leader_epoch = -1, updated_at = now()`,
-				group, p.topic, p.partition, p.to); err != nil {
-				return fmt.Errorf("reset %s/%d to %d: %w", p.topic, p.partition, p.to, err)
-			}
-		}
-		return nil
-	})
+	moves := make([]offsets.Move, len(plan))
+	for i, p := range plan {
+		moves[i] = offsets.Move{Topic: p.topic, Partition: p.partition, NextOffset: p.to}
+	}
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error { return offsets.Reset(ctx, tx, group, moves) })
 }

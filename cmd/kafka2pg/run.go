@@ -6,16 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"math"
 	"os"
 	"runtime/debug"
-	"sync"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -25,12 +26,14 @@ import (
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, _, code, ok := loadRunOptions("run", args, stderr,
-		"Usage: kafka2pg run --kafka-brokers H:P --kafka-group G --topic T --pg-url URL [flags]\n\n%s\nEvery flag can be set as KAFKA2PG_<FLAG> in the environment, e.g. KAFKA2PG_KAFKA_BROKERS.\n")
+	o, _, code, ok := loadRunOptions("run", runHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
 	log := newLogger(stderr, o.logFormat, o.logLevel)
+	for _, n := range o.oldNames {
+		log.Warn(n)
+	}
 	if err := runBridge(ctx, o, log, nil); err != nil {
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		return exitError
@@ -40,20 +43,14 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 
 // loadRunOptions reads run's flags, the environment and the config file, in
 // that order of precedence, and checks all of it, mappings included, before
-// anything connects; `run` and `check` share it. usage is a format with one
-// %s for the flag list. On failure it has printed why (naming the command)
-// and returns the exit code.
-func loadRunOptions(command string, args []string, stderr io.Writer, usage string) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
-	fs := newRunFlagSet(stderr)
+// anything connects; `run` and `check` share it. On failure it has printed
+// why (naming the command) and returns the exit code.
+func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	fs := newFlagSet(command)
 	o = &runOptions{}
 	defineRunFlags(fs, o)
-	fs.Usage = func() { fmt.Fprintf(stderr, usage, fs.FlagUsages()) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, pflag.ErrHelp) {
-			return nil, nil, exitOK, false
-		}
-		fmt.Fprintf(stderr, "kafka2pg %s: %v (see 'kafka2pg %s --help')\n", command, err, command)
-		return nil, nil, exitUsage, false
+	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
+		return nil, nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
@@ -62,9 +59,6 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 	invalid := func(err error) (*runOptions, map[string]ingest.Sink, int, bool) {
 		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
 		return nil, nil, exitUsage, false
-	}
-	if err := applyEnv(fs, map[string][]string{"pg-url": {"DATABASE_URL"}}); err != nil {
-		return invalid(err)
 	}
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, fs)
@@ -76,6 +70,7 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		}
 		o.sinks = cfg.sinks
 	}
+	o.oldNames = oldNameNotices(fs)
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
 	}
@@ -87,13 +82,6 @@ func loadRunOptions(command string, args []string, stderr io.Writer, usage strin
 		return invalid(err)
 	}
 	return o, sinks, exitOK, true
-}
-
-func newRunFlagSet(stderr io.Writer) *pflag.FlagSet {
-	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.SortFlags = false
-	return fs
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -120,21 +108,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
 		return err
 	}
-	if !o.noMigrate {
+	if o.migrate {
 		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
 	}
-	if o.memoryLimitN > 0 {
-		debug.SetMemoryLimit(o.memoryLimitN)
-		log.Info("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
-	}
-	if o.memoryLimitAuto {
-		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
-		debug.SetMemoryLimit(limit)
-		log.Info("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
-	}
-	tuneGC(log)
+	setMemoryLimit(o, log)
 	pcfg, err := pgxpool.ParseConfig(o.pgURL)
 	if err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
@@ -157,8 +136,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
+	m := newBridgeMetrics()
+	m.initTables(sinks)
+	var written writeCounters
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log})
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
+		Tracer: writeTracers{m, &written}})
 	if err != nil {
 		return err
 	}
@@ -169,72 +152,6 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 
-	claim := func(ctx context.Context, topic string, partitions []int32) (map[int32]reader.Claim, error) {
-		pos, err := w.Claim(ctx, topic, partitions)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[int32]reader.Claim, len(pos))
-		for p, c := range pos {
-			out[p] = reader.Claim{Epoch: c.Epoch, NextOffset: c.NextOffset, LeaderEpoch: c.LeaderEpoch}
-		}
-		return out, nil
-	}
-	m := newBridgeMetrics()
-	var rowsWritten, deadLettered atomic.Int64
-	// The batches' records as ingest takes them, in slices reused from
-	// batch to batch: a batch of 10,000 records would otherwise allocate
-	// 1.5 MB (a sixth of what a drain allocates, measured with the
-	// allocs profile), and under a backlog the memory limit, not GOGC,
-	// paces the garbage collector, so every byte allocated is GC work.
-	var recSlices sync.Pool // of *[]schema.Record
-	write := func(ctx context.Context, b *reader.Batch) error {
-		rp, _ := recSlices.Get().(*[]schema.Record)
-		if rp == nil {
-			rp = new([]schema.Record)
-		}
-		defer func() {
-			clear(*rp) // drop the references to the records' memory
-			recSlices.Put(rp)
-		}()
-		if cap(*rp) < len(b.Records) {
-			*rp = make([]schema.Record, len(b.Records))
-		}
-		*rp = (*rp)[:len(b.Records)]
-		recs := *rp
-		for i, r := range b.Records {
-			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
-			switch r.Attrs.TimestampType() {
-			case 0:
-				recs[i].TimestampType = schema.TimestampCreateTime
-			case 1:
-				recs[i].TimestampType = schema.TimestampLogAppendTime
-			}
-			if len(r.Headers) > 0 {
-				hs := make([]schema.Header, len(r.Headers))
-				for j, h := range r.Headers {
-					hs[j] = schema.Header{Key: h.Key, Value: h.Value}
-				}
-				recs[i].Headers = hs
-			}
-		}
-		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
-			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
-		m.observeWrite(w.TableName(b.Topic), b, recs, res, err)
-		rowsWritten.Add(int64(res.Rows))
-		deadLettered.Add(int64(res.DeadLetters))
-		var stop *ingest.StopError
-		switch {
-		case errors.Is(err, ingest.ErrFenced):
-			return fmt.Errorf("%w: %w", reader.ErrFenced, err)
-		case errors.As(err, &stop):
-			return &reader.StopError{NextOffset: stop.Offset, Reason: fmt.Sprintf(
-				"bad record at %s/%d offset %d stopped the partition (--on-error=stop): %s: %v; "+
-					"fix the table or the data, or run with --on-error=dead-letter, then restart",
-				stop.Topic, stop.Partition, stop.Offset, stop.Kind, stop.Err)}
-		}
-		return err
-	}
 	rcfg := o.reader
 	rcfg.Logger = log
 	if o.memoryLimitAuto {
@@ -242,12 +159,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
-	rd, err := reader.New(rcfg, claim, write)
+	rd, err := reader.New(rcfg, w)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	rd.SetEpochFunc(w.Epochs)
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
@@ -279,7 +195,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	if o.progressEvery > 0 || progress != nil {
 		g.Go(func() error {
-			progressLoop(gctx, rd, log, o.progressEvery, progress, &rowsWritten, &deadLettered)
+			progressLoop(gctx, rd, log, o.progressEvery, progress, &written)
 			return nil
 		})
 	}
@@ -290,8 +206,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		}
 		g.Go(func() error { return srv.serve(gctx) })
 	}
-	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", o.reader.Topics,
-		"tables", tableNames(sinks), "start", o.reader.Start.String())
+	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", strings.Join(o.reader.Topics, ","),
+		tableNames(sinks), "start", o.reader.Start.String())
 	err = g.Wait()
 	rd.Close() // flush, commit to the group, leave
 	if err != nil && !errors.Is(err, context.Canceled) {
@@ -302,12 +218,15 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	return nil
 }
 
-func tableNames(sinks map[string]ingest.Sink) map[string]string {
-	out := make(map[string]string, len(sinks))
-	for t, s := range sinks {
-		out[t] = s.Table.QualifiedName()
+// tableNames is the sinks' tables as one log attribute per topic, each
+// schema.table without SQL quotes: tables.orders=public.orders in text,
+// "tables":{"orders":"public.orders"} in JSON.
+func tableNames(sinks map[string]ingest.Sink) slog.Attr {
+	attrs := make([]any, 0, len(sinks))
+	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
+		attrs = append(attrs, slog.String(topic, plainTableName(sinks[topic].Table.QualifiedName())))
 	}
-	return out
+	return slog.Group("tables", attrs...)
 }
 
 // retry runs fn until it succeeds or ctx ends, with capped backoff, as long
@@ -332,9 +251,35 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) 
 	}
 }
 
-func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, rows, deadLetters *atomic.Int64) {
+// The writer is the reader's Store and, for the fence check, its
+// EpochReader: an assertion, so that a changed signature cannot turn the
+// check off unnoticed.
+var (
+	_ reader.Store       = (*ingest.Writer)(nil)
+	_ reader.EpochReader = (*ingest.Writer)(nil)
+)
+
+// writeCounters count what the writer committed, for the progress log.
+type writeCounters struct{ rows, deadLetters atomic.Int64 }
+
+func (c *writeCounters) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
+	c.rows.Add(int64(t.Rows))
+	c.deadLetters.Add(int64(t.DeadLetters))
+}
+
+// writeTracers tells each of its tracers of every write.
+type writeTracers []ingest.Tracer
+
+func (ts writeTracers) TraceBatchEnd(ctx context.Context, t ingest.BatchTrace) {
+	for _, tr := range ts {
+		tr.TraceBatchEnd(ctx, t)
+	}
+}
+
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	rows, deadLetters := &written.rows, &written.deadLetters
 	last, lastRows, lastLog := rd.Stats(), rows.Load(), time.Now()
 	for {
 		select {
@@ -360,6 +305,21 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 			last, lastRows, lastLog = st, nowRows, time.Now()
 		}
 	}
+}
+
+// setMemoryLimit applies --memory-limit and tunes GOGC under it. Its lines
+// are at debug level: they say what the flags asked for, nothing to act on.
+func setMemoryLimit(o *runOptions, log *slog.Logger) {
+	if o.memoryLimitN > 0 {
+		debug.SetMemoryLimit(o.memoryLimitN)
+		log.Debug("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
+	}
+	if o.memoryLimitAuto {
+		limit := autoMemoryLimit(o.reader.MaxBufferedBytes, 0)
+		debug.SetMemoryLimit(limit)
+		log.Debug("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
+	}
+	tuneGC(log)
 }
 
 // autoMemoryLimit is --memory-limit auto: Go's soft memory limit from the
@@ -402,7 +362,7 @@ func tuneGC(log *slog.Logger) {
 		return
 	}
 	debug.SetGCPercent(gcPercentUnderLimit)
-	log.Info("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
+	log.Debug("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
 }
 
 // registerCodecs is the AfterConnect of every pool that COPYs rows (run,

@@ -15,23 +15,23 @@ import (
 // every flag, each is mirrored by KAFKA2PG_<FLAG>; secrets belong there or
 // in a file, not on the command line, where ps shows them.
 func defineSecurityFlags(fs *pflag.FlagSet, s *reader.Security) {
-	fs.BoolVar(&s.TLS, "kafka-tls", false, "connect to Kafka with TLS, trusting the system's CAs (implied by any --kafka-tls-* flag)")
-	fs.StringVar(&s.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of the CAs that sign the brokers' certificates (default: the system's)")
-	fs.StringVar(&s.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate for mutual TLS (with --kafka-tls-key-file)")
+	fs.BoolVar(&s.TLS, "kafka-tls", false, "TLS to the brokers (implied by any --kafka-tls-* flag)")
+	fs.StringVar(&s.TLSCAFile, "kafka-tls-ca-file", "", "PEM file of the brokers' CAs (default: the system's)")
+	fs.StringVar(&s.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate, for mutual TLS")
 	fs.StringVar(&s.TLSKeyFile, "kafka-tls-key-file", "", "PEM key of --kafka-tls-cert-file")
-	fs.StringVar(&s.TLSServerName, "kafka-tls-server-name", "", "name the brokers' certificates must carry (default: each broker's host)")
+	fs.StringVar(&s.TLSServerName, "kafka-tls-server-name", "", "name the brokers' certificates carry (default: the host)")
 	fs.StringVar(&s.TLSMinVersion, "kafka-tls-min-version", "1.2", "oldest TLS version accepted: 1.2 or 1.3")
-	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "SASL mechanism: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER (empty: no SASL)")
+	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
 	fs.StringVar(&s.SASLUser, "kafka-sasl-user", "", "SASL user (PLAIN, SCRAM)")
-	fs.StringVar(&s.SASLPassword, "kafka-sasl-password", "", "SASL password (PLAIN, SCRAM); prefer the environment (KAFKA2PG_KAFKA_SASL_PASSWORD) or --kafka-sasl-password-file")
-	fs.StringVar(&s.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password (read at start; a trailing newline is ignored)")
-	fs.StringVar(&s.SASLTokenFile, "kafka-sasl-token-file", "", "file holding the OAUTHBEARER token (read again for every new connection, so it may be rotated in place)")
+	fs.StringVar(&s.SASLPassword, "kafka-sasl-password", "", "SASL password; better in the environment or a file")
+	fs.StringVar(&s.SASLPasswordFile, "kafka-sasl-password-file", "", "file holding the SASL password")
+	fs.StringVar(&s.SASLTokenFile, "kafka-sasl-token-file", "", "file holding the OAUTHBEARER token, read per connection")
 }
 
 // definePGURLFileFlag defines --pg-url-file, the Postgres URL read from a
 // file (a mounted secret) instead of --pg-url.
 func definePGURLFileFlag(fs *pflag.FlagSet, path *string) {
-	fs.StringVar(path, "pg-url-file", "", "file holding the PostgreSQL URL, instead of --pg-url (a trailing newline is ignored)")
+	fs.StringVar(path, "pg-url-file", "", "file holding the PostgreSQL URL, instead of --pg-url")
 }
 
 // resolvePGURL reads o.pgURLFile into o.pgURL. Call it after the environment

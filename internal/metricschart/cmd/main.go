@@ -142,7 +142,7 @@ func run(ctx context.Context, o options) error {
 	var logBuf livebridge.LogBuffer
 	cmd := exec.CommandContext(ctx, bin, "run",
 		"--kafka-brokers", brokers, "--kafka-group", group, "--topic", topic,
-		"--pg-url", o.pgURL, "--table", table,
+		"--pg-url", o.pgURL, "--pg-table", table,
 		"--kafka-fetch-max-wait", "100ms", "--kafka-heartbeat-interval", "500ms",
 		"--progress-interval", "0", "--metrics-addr", addr, "--log-level", "warn")
 	cmd.Stdout, cmd.Stderr = &logBuf, &logBuf

@@ -1,0 +1,40 @@
+package cdc
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// Decode per record: a create with the Connect schema wrapper (the schema
+// is several times the payload and read, not parsed, once cached), the
+// all-types event, and a schemaless one.
+func BenchmarkDecode(b *testing.B) {
+	for _, c := range []struct {
+		name    string
+		fixture string
+		cfg     Config
+	}{
+		{"customers_with_schema", "pg_customers_create.json", Config{}},
+		{"all_types_with_schema", "pg_all_types_create.json", Config{}},
+		{"customers_schemaless", "mysql_customers_update_noschema.json", Config{Columns: []Column{
+			{Name: "id", Type: "integer"}, {Name: "first_name", Type: "text"}, {Name: "last_name", Type: "text"}, {Name: "email", Type: "text"}}, Key: []string{"id"}}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			d := mustDecoder(b, c.cfg)
+			rec := fixture(b, c.fixture)
+			var ch Change
+			if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {
+				b.Fatal(err)
+			}
+			b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if err := d.Decode(&rec, &ch); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,559 @@
+package cdc
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// Decoder decodes the Debezium change events of one source table (one
+// topic, or the topics a route sends to one table) into Changes of one
+// target table. Its table is the fold of the row schemas the events carry;
+// when an event brings a field the table lacks, Decode returns an error
+// wrapping schema.ErrTableChanged and Table describes the grown table, as
+// the registry mappers do (ingest's TableMapper). Safe for concurrent use.
+type Decoder struct {
+	t *table
+}
+
+// NewDecoder checks cfg. Every error names the setting, the value and the
+// fix.
+func NewDecoder(cfg Config) (*Decoder, error) {
+	t, err := newTable(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &Decoder{t: t}, nil
+}
+
+// Table is the target table now (see Config for the column order). Before
+// the first event with a row it has only the configured and metadata
+// columns.
+func (d *Decoder) Table() schema.Table { return d.t.Table() }
+
+// KeyColumns lists the primary key columns; nil while no event has told
+// them, empty for a source table without a key.
+func (d *Decoder) KeyColumns() []string { return d.t.KeyColumns() }
+
+// envelope is what Decode reads of a record before building its Change.
+type envelope struct {
+	op          []byte
+	haveOp      bool
+	hasAfter    bool
+	hasBefore   bool
+	afterField  string
+	afterErr    *convError
+	beforeField string
+	beforeErr   *convError
+}
+
+// Decode decodes rec into ch (see Change). A record that is not a change
+// event the table can take is a *schema.DecodeError (errors.Is
+// schema.ErrBadRecord) with its kind; a record that changes the table is
+// an error wrapping schema.ErrTableChanged, and deciding it again after
+// the table changed succeeds.
+func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
+	ch.reset()
+	if rec.Value == nil {
+		return nil // a tombstone: the delete before it did the work
+	}
+	t := d.t
+	rs := t.getState()
+	defer t.putState(rs)
+	r := &rs.r
+	r.reset(rec.Value)
+	var (
+		env        envelope
+		v          *version
+		schemaText []byte
+		payloadAt  = -1
+		done       bool // the payload was read
+		topLevel   bool // the envelope is the document itself
+	)
+	if !r.object() {
+		return badRead(rec, r)
+	}
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "schema":
+			schemaText = nil
+			if !r.null() {
+				schemaText = r.skip()
+			}
+		case "payload":
+			if schemaText == nil && first {
+				payloadAt = r.i
+				r.skip()
+				continue
+			}
+			var err error
+			if v, err = d.versionOf(rec, schemaText); err != nil {
+				return err
+			}
+			if !r.object() {
+				return badRead(rec, r)
+			}
+			if err := d.readEnvelope(r, rs, v, &env, ch); err != nil {
+				return bad(rec, "", err.kind, "the payload: %s", err.msg)
+			}
+			done = true
+		default:
+			topLevel = true
+			if v == nil && (string(key) == "after" || string(key) == "before") && r.peek() != 'n' {
+				var err error
+				if v, err = d.versionOf(rec, nil); err != nil {
+					return err
+				}
+			}
+			if err := d.envelopeMember(string(key), r, rs, v, &env, ch); err != nil {
+				return bad(rec, "", err.kind, "%s", err.msg)
+			}
+		}
+	}
+	r.end()
+	if r.err != nil {
+		return badRead(rec, r)
+	}
+	if payloadAt >= 0 && !done && !topLevel {
+		// The payload came before the schema: read it again, now that the
+		// schema is known.
+		var err error
+		if v, err = d.versionOf(rec, schemaText); err != nil {
+			return err
+		}
+		r.i, r.depth = payloadAt, 0
+		if !r.object() {
+			return badRead(rec, r)
+		}
+		if err := d.readEnvelope(r, rs, v, &env, ch); err != nil {
+			return bad(rec, "", err.kind, "the payload: %s", err.msg)
+		}
+	}
+	if !env.haveOp {
+		return bad(rec, "", KindNotAnEnvelope, "the value has no op, so it is not a Debezium change event: a record flattened by ExtractNewRecordState is format connect_json")
+	}
+	if len(env.op) != 1 {
+		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", env.op)
+	}
+	ch.Event = env.op[0]
+	switch ch.Event {
+	case 'm':
+		// A logical decoding message (pg_logical_emit_message) carries no
+		// row of this table.
+		return nil
+	case 't':
+		ch.Op = OpTruncate
+		return nil
+	case 'c', 'r', 'u', 'd':
+	default:
+		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", env.op)
+	}
+	if env.afterErr != nil {
+		return bad(rec, env.afterField, env.afterErr.kind, "after: %s", env.afterErr.msg)
+	}
+	if env.beforeErr != nil {
+		return bad(rec, env.beforeField, env.beforeErr.kind, "before: %s", env.beforeErr.msg)
+	}
+	l, err := d.fold(rec, rs, v)
+	if err != nil {
+		return err
+	}
+	if ch.Event == 'd' {
+		return d.delete(rec, rs, v, l, &env, ch)
+	}
+	return d.upsert(rec, rs, v, l, &env, ch)
+}
+
+// versionOf compiles (or finds) the row schema of an envelope's schema
+// text; without one, the configured columns.
+func (d *Decoder) versionOf(rec *stream.Record, text []byte) (*version, error) {
+	if text == nil {
+		if d.t.fixed == nil {
+			return nil, bad(rec, "", KindInvalidSchema, "the event has no Connect schema (schemas.enable=false) and the mapping configures no columns: configure the columns, or enable schemas on the converter")
+		}
+		return d.t.fixed, nil
+	}
+	v, err := d.t.version(text, envelopeRow)
+	if err != nil {
+		return nil, bad(rec, "", KindInvalidSchema, "%s", err.Error())
+	}
+	return v, nil
+}
+
+// envelopeRow picks the row struct (after, else before) of an envelope
+// schema.
+func envelopeRow(s *connectSchema) (*connectSchema, error) {
+	if s.Type != typeStruct {
+		return nil, fmt.Errorf("the envelope schema is %s, not a struct", s.describe())
+	}
+	for _, name := range []string{"after", "before"} {
+		if f := s.field(name); f != nil {
+			if f.Type != typeStruct {
+				return nil, fmt.Errorf("the envelope's %s is %s, not a struct", name, f.describe())
+			}
+			return f, nil
+		}
+	}
+	if s.field("op") != nil {
+		// A truncate or message envelope of a connector that leaves the
+		// row out: an empty row changes nothing.
+		return &connectSchema{Type: typeStruct}, nil
+	}
+	return nil, errors.New("the schema has neither after nor before nor op: it is not a Debezium envelope")
+}
+
+// readEnvelope reads the members of the envelope object r is in.
+func (d *Decoder) readEnvelope(r *reader, rs *rowState, v *version, env *envelope, ch *Change) *convError {
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			break
+		}
+		if err := d.envelopeMember(string(key), r, rs, v, env, ch); err != nil {
+			return err
+		}
+	}
+	if r.err != nil {
+		return &convError{kind: r.err.kind, msg: "the value " + r.err.msg}
+	}
+	return nil
+}
+
+// envelopeMember reads one member of an envelope.
+func (d *Decoder) envelopeMember(key string, r *reader, rs *rowState, v *version, env *envelope, ch *Change) *convError {
+	switch key {
+	case "op":
+		if r.null() {
+			return nil
+		}
+		if r.peek() != '"' {
+			return convErrorf(KindUnknownOp, "op is %s, not a string", what(r))
+		}
+		env.op, env.haveOp = append(env.op[:0], r.str()...), true
+	case "after", "before":
+		if r.null() {
+			return nil
+		}
+		n := len(v.row.fields)
+		if key == "after" {
+			rs.vals, rs.unavail = grow(rs.vals, n), growBool(rs.unavail, n)
+			env.hasAfter = true
+			env.afterField, env.afterErr = d.t.readRow(r, v, rs.vals, rs.unavail, nil)
+		} else {
+			rs.before = grow(rs.before, n)
+			env.hasBefore = true
+			env.beforeField, env.beforeErr = d.t.readRow(r, v, rs.before, nil, d.keyFields(v))
+		}
+	case "source":
+		readSource(r, &ch.Source)
+	case "transaction":
+		readTransaction(r, &ch.Transaction)
+	case "ts_ms":
+		ch.TsMs = lenientInt(r)
+	default:
+		r.skip()
+	}
+	return nil
+}
+
+// keyFields are the fields of v that hold the key columns (nil: all,
+// while the key is not known).
+func (d *Decoder) keyFields(v *version) []int {
+	l := d.t.cur.Load()
+	if l.key == nil {
+		return nil
+	}
+	out := make([]int, 0, len(l.key))
+	for _, k := range l.key {
+		if j, ok := v.row.byName[k]; ok {
+			out = append(out, j)
+		}
+	}
+	return out
+}
+
+func grow(s []any, n int) []any {
+	if cap(s) < n {
+		return make([]any, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+func growBool(s []bool, n int) []bool {
+	if cap(s) < n {
+		return make([]bool, n)
+	}
+	s = s[:n]
+	clear(s)
+	return s
+}
+
+// fold merges the event's row schema into the table the first time the
+// table sees it; the first event also settles the key from the record key.
+func (d *Decoder) fold(rec *stream.Record, rs *rowState, v *version) (*layout, error) {
+	if !v.folded.Load() {
+		var key []string
+		if d.t.cur.Load().key == nil {
+			k, err := d.t.keyNames(rec, &rs.kr)
+			if err != nil {
+				return nil, err
+			}
+			key = k
+		}
+		changed, err := d.t.fold(v, key)
+		if err != nil {
+			return nil, err
+		}
+		if v.bad == "" {
+			v.folded.Store(true)
+		}
+		if changed {
+			return nil, fmt.Errorf("%s/%d@%d: the event's schema changes the table %s: %w", rec.Topic, rec.Partition, rec.Offset, d.t.cfg.Table, schema.ErrTableChanged)
+		}
+	}
+	if v.bad != "" {
+		return nil, bad(rec, "", schema.KindSchemaIncompatible, "%s", v.bad)
+	}
+	return d.t.cur.Load(), nil
+}
+
+// upsert finishes a c, r or u event.
+func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+	if !env.hasAfter {
+		return bad(rec, "", schema.KindInvalidValue, "the %c event has no after", ch.Event)
+	}
+	var kafka []any
+	if d.t.kafka != nil {
+		var err error
+		if kafka, err = d.t.kafka.Row(rec, nil); err != nil {
+			return err
+		}
+	}
+	ch.Op = OpUpsert
+	ch.Row = d.t.assemble(ch.Row, l, v, rs.vals, rs.unavail, rec, &ch.Source, ch.Event, kafka, ch)
+	if err := checkNotNull(rec, l, ch.Row, ch); err != nil {
+		return err
+	}
+	if len(l.key) == 0 {
+		if ch.Event == 'u' {
+			return bad(rec, "", KindNoKey, "an update of a table without key columns cannot be applied: give the source table a primary key (or REPLICA IDENTITY and message.key.columns), or name key columns in the mapping")
+		}
+		ch.Key = nil
+		return nil
+	}
+	for _, i := range l.keyIdx {
+		ch.Key = append(ch.Key, ch.Row[i])
+	}
+	if ch.Event != 'u' || !env.hasBefore {
+		return nil
+	}
+	idx := v.index(l)
+	old := make([]any, 0, len(l.keyIdx))
+	for _, i := range l.keyIdx {
+		j := idx[i]
+		if j < 0 || rs.before[j] == nil {
+			return nil // the before image lacks the key: no change to see
+		}
+		old = append(old, rs.before[j])
+	}
+	if !sameKey(old, ch.Key) {
+		ch.OldKey = old
+	}
+	return nil
+}
+
+// delete finishes a d event: the key from the record key, else from
+// before.
+func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+	if len(l.key) == 0 {
+		return bad(rec, "", KindNoKey, "a delete from a table without key columns cannot be applied: give the source table a primary key, or name key columns in the mapping")
+	}
+	ch.Op = OpDelete
+	if rec.Key != nil {
+		key, err := d.t.recordKey(rec, &rs.kr, v, l, ch.Key)
+		if err != nil {
+			return err
+		}
+		ch.Key = key
+		return nil
+	}
+	if !env.hasBefore {
+		return bad(rec, "", KindNoKey, "the delete has neither a record key nor a before image: set REPLICA IDENTITY FULL (or DEFAULT with a primary key) on the source table")
+	}
+	idx := v.index(l)
+	for _, i := range l.keyIdx {
+		j := idx[i]
+		if j < 0 || rs.before[j] == nil {
+			return bad(rec, l.cols[i].Name, KindNoKey, "the delete's before image has no value for key column %q", l.cols[i].Name)
+		}
+		ch.Key = append(ch.Key, rs.before[j])
+	}
+	return nil
+}
+
+// readSource reads the envelope's source block, leniently: a field of an
+// unexpected kind is left zero rather than refusing the change.
+func readSource(r *reader, s *Source) {
+	if r.null() {
+		return
+	}
+	if r.peek() != '{' {
+		r.skip()
+		return
+	}
+	r.object()
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "connector":
+			s.Connector = lenientString(r)
+		case "name":
+			s.Name = lenientString(r)
+		case "db":
+			s.DB = lenientString(r)
+		case "schema":
+			s.Schema = lenientString(r)
+		case "table":
+			s.Table = lenientString(r)
+		case "ts_ms":
+			s.TsMs = lenientInt(r)
+		case "snapshot":
+			if c := r.peek(); c == 't' || c == 'f' {
+				s.Snapshot = strconv.FormatBool(r.boolean())
+			} else {
+				s.Snapshot = lenientString(r)
+			}
+		case "txId":
+			s.TxID = lenientInt(r)
+		case "lsn":
+			s.LSN = lenientInt(r)
+		case "file":
+			s.File = lenientString(r)
+		case "pos":
+			s.Pos = lenientInt(r)
+		case "row":
+			s.Row = lenientInt(r)
+		case "gtid":
+			s.GTID = lenientString(r)
+		default:
+			r.skip()
+		}
+	}
+}
+
+func readTransaction(r *reader, t *Transaction) {
+	if r.null() {
+		return
+	}
+	if r.peek() != '{' {
+		r.skip()
+		return
+	}
+	r.object()
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "id":
+			t.ID = lenientString(r)
+		case "total_order":
+			t.TotalOrder = lenientInt(r)
+		case "data_collection_order":
+			t.DataCollectionOrder = lenientInt(r)
+		default:
+			r.skip()
+		}
+	}
+}
+
+// lenientString reads a string, or the text of a number; "" otherwise.
+func lenientString(r *reader) string {
+	switch c := r.peek(); {
+	case c == '"':
+		return string(r.str())
+	case c == '-' || (c >= '0' && c <= '9'):
+		return string(r.number())
+	}
+	r.skip()
+	return ""
+}
+
+// lenientInt reads an integer, or a string holding one (documentation
+// examples quote them); 0 otherwise.
+func lenientInt(r *reader) int64 {
+	var text []byte
+	switch c := r.peek(); {
+	case c == '"':
+		text = r.str()
+	case c == '-' || (c >= '0' && c <= '9'):
+		text = r.number()
+	default:
+		r.skip()
+		return 0
+	}
+	n, _ := strconv.ParseInt(string(text), 10, 64)
+	return n
+}
+
+// sourceValue is a source metadata column's value.
+func sourceValue(f sourceField, s *Source, event byte, ch *Change) any {
+	switch f {
+	case srcTable:
+		switch {
+		case s.Table == "":
+			return nil
+		case s.Schema != "":
+			return s.Schema + "." + s.Table
+		case s.DB != "":
+			return s.DB + "." + s.Table
+		}
+		return s.Table
+	case srcPosition:
+		switch {
+		case s.LSN != 0:
+			return fmt.Sprintf("%X/%X", uint64(s.LSN)>>32, uint32(s.LSN))
+		case s.File != "":
+			return fmt.Sprintf("%s:%d", s.File, s.Pos)
+		}
+	case srcTxID:
+		switch {
+		case s.TxID != 0:
+			return strconv.FormatInt(s.TxID, 10)
+		case s.GTID != "":
+			return s.GTID
+		case ch.Transaction.ID != "":
+			return ch.Transaction.ID
+		}
+	case srcTimestamp:
+		if s.TsMs != 0 {
+			return time.UnixMilli(s.TsMs).UTC()
+		}
+	case srcOp:
+		if event != 0 {
+			return string(event)
+		}
+	}
+	return nil
+}
+
+func badRead(rec *stream.Record, r *reader) error {
+	if r.err == nil {
+		return bad(rec, "", schema.KindInvalidJSON, "the value is not a JSON object")
+	}
+	return bad(rec, "", r.err.kind, "the value %s", r.err.msg)
+}

@@ -1,0 +1,179 @@
+package main
+
+// What docs/CONFIGURATION.md says of a flag or key beyond its one-line
+// help: how it interacts with others, what its values mean, when to change
+// it. Markdown, one paragraph each; kafka2pg docs renders it under the
+// section's table. Keyed by flag name, or by "command flag" where a command
+// means something else by the same name.
+var flagDetails = map[string]string{
+	"kafka-start": "Where a partition starts when `kafka2pg.offsets` has no position for it (a new group, or a " +
+		"partition added to a topic): `earliest` (the oldest record retention kept), `latest` (only records " +
+		"produced from now on), `committed` (the group's offset in Kafka, once: the way to take over from " +
+		"another consumer of the same group), or an RFC 3339 time such as `2026-11-30T09:00:00Z` (the first " +
+		"record at or after it). Once a partition has a stored position, the position wins; `kafka2pg offsets " +
+		"reset` moves it.",
+	"kafka-instance-id": "Static group membership (KIP-345): a member that restarts within " +
+		"`--kafka-session-timeout` gets its partitions back without a rebalance, and the others keep theirs. " +
+		"Give every instance its own, stable id, such as the pod or host name.",
+	"kafka-group-protocol": "`classic`: the members balance partitions among themselves with " +
+		"`--kafka-balancers`. `consumer`: the broker assigns them (KIP-848, Apache Kafka 4.0 or newer); " +
+		"older brokers fall back to classic.",
+	"kafka-balancers": "Used by the classic protocol, in order of preference: `cooperative-sticky` (partitions " +
+		"move without stopping the others), `sticky`, `range`, `round-robin`. Every member of a group must share one.",
+	"kafka-isolation-level": "`read_committed` skips the records of aborted Kafka transactions and waits for " +
+		"open ones; `read_uncommitted` reads everything as written.",
+	"kafka-metadata-max-age": "How often topic metadata is refreshed: partitions added to a topic, and topics " +
+		"that start to match a `topic_regex` sink, are consumed within this long.",
+	"kafka-commit-interval": "Postgres holds the offsets that count; they are also committed to the Kafka " +
+		"group this often, so that lag monitors and `--kafka-start committed` see them.",
+	"kafka-fetch-max-bytes": "The most one fetch response may hold, compressed. Default: " +
+		"`--max-buffered-bytes` / 8, between 1 MiB and 50 MiB. A fetch is held whole (one a broker) beside " +
+		"the memory budget.",
+	"kafka-fetch-max-partition-bytes": "Every fetch lists every owned partition, least recently served first. " +
+		"Unless set, a partition's share of a fetch is `--kafka-fetch-max-bytes` over the partitions owned, at " +
+		"least twice the largest record batch seen (a broker skips a partition whose batch exceeds its share) " +
+		"and at most 1 MiB: with hundreds of partitions and a backlog, every partition is served a little in " +
+		"every turn rather than some partitions' whole backlogs while the others wait. Set `1MiB` to drain in " +
+		"waves instead, which is faster on a large backlog and less fair.",
+	"kafka-fetch-min-bytes": "A fetch returns once this many bytes are ready, or after `--kafka-fetch-max-wait`.",
+	"on-data-loss": "When retention deleted records before they were read (the stored position is below the " +
+		"log start): `stop` halts that partition with an error naming the lost offsets, the others go on; " +
+		"`skip` continues from the log start and logs the range. Counted in " +
+		"`kafka2pg_reader_skipped_records_total`.",
+	"batch-max-rows": "A partition's batch, one transaction, is written at the first limit reached of " +
+		"`--batch-max-rows`, `--batch-max-bytes` and `--batch-max-wait`, or at once when the partition has " +
+		"read up to its end offset (see `--batch-linger`).",
+	"batch-max-bytes": "Key and value bytes of the records in one batch; the batch is written when the next " +
+		"record would pass it.",
+	"batch-linger": "A partition that has read up to its end offset writes at once, but at most one batch per " +
+		"this long; what arrives meanwhile joins the next. Under a steady flow that makes fewer, larger " +
+		"transactions for less CPU a row, and no record waits for a slow topic's next one. `0` writes every " +
+		"time at once.",
+	"batch-wait-at-end": "Wait `--batch-max-wait` even at the end offset: fewer, larger transactions on slow " +
+		"topics, at the price of that much latency.",
+	"table-writers": "Transactions that may write one append table at once. Batches of the table's " +
+		"partitions that find them all busy share the next one: one COPY, one fenced offset advance per " +
+		"partition, one COMMIT. `0` gives every batch its own transaction at once. See docs/SCALING.md.",
+	"max-buffered-bytes": "Memory of the records buffered over all partitions, queued or being written: key " +
+		"and value plus some 190 bytes a record of the client's own. Over it nothing more is fetched until a " +
+		"write, a halt or a revoke frees some, so it bounds memory however many partitions are owned.",
+	"queue-capacity": "Records a partition buffers before its fetching pauses. Default: twice " +
+		"`--batch-max-rows`, so one batch fills while the previous one is written.",
+	"memory-limit": "Go's soft memory limit, as `GOMEMLIMIT` sets it (which wins when set): near it the " +
+		"collector works harder and returns freed memory sooner. `auto` is 3 × `--max-buffered-bytes` plus " +
+		"256 KiB a partition owned, at least 128 MiB (192 MiB at the defaults and a few partitions, 442 MiB " +
+		"at 1,000). `off` sets none. A size such as `400MiB` should stay above the live set " +
+		"(`--max-buffered-bytes`, a fetch, and a few tens of MiB), or the collector runs without pause. The " +
+		"resident memory is the limit plus some 23 MiB of the binary's own pages. Under a limit, `GOGC` is " +
+		"400 unless set in the environment: in a steady flow the heap stays far under the limit, and the " +
+		"default 100 would collect far more often for nothing.",
+	"shutdown-timeout": "How long a revoke (a rebalance) or a graceful stop waits for the queued records to be " +
+		"written before it abandons them. Abandoned records are not lost: their offsets were not advanced, so " +
+		"the next owner reads them again. A container's grace period should be longer.",
+	"fence-check-interval": "A partition that writes learns at once that it was fenced (its epoch changed: an " +
+		"offsets reset, or a new owner). One that idles asks Postgres this often, so an `offsets reset` takes " +
+		"effect within it.",
+	"retry-backoff-max": "Failed writes are retried with a backoff that doubles up to this cap, as long as the " +
+		"error is connectivity or server trouble; a partition in backoff shows in " +
+		"`kafka2pg_reader_partitions_halted`.",
+	"claim-lock-timeout": "A new owner of a partition first waits this long for the previous owner's open " +
+		"transaction on it (a member that was cut off mid-write), then terminates that session; the fence " +
+		"makes its commit fail either way.",
+	"pg-url": "Any URL or key=value string pgx accepts: `postgres://user:password@host:5432/db?sslmode=verify-full`. " +
+		"Also read from `KAFKA2PG_PG_URL`, then `DATABASE_URL`. A password is better kept out of the command " +
+		"line, where `ps` shows it: use the environment or `--pg-url-file`. Several hosts with " +
+		"`target_session_attrs=read-write` follow a failover.",
+	"pg-url-file": "A file holding the URL, such as a mounted secret; a trailing newline is ignored. Give " +
+		"either this or `--pg-url`.",
+	"pg-max-conns": "Writes of different partitions run in parallel, each on a connection; the claims, the " +
+		"fence checks and the table preparation take one too.",
+	"migrate": "Install or upgrade the `kafka2pg` schema (offsets, dead letters) on start. `--migrate=false` " +
+		"for a role without the privilege: run `kafka2pg migrate up` as the owner, once and before each " +
+		"upgrade. Old name: `--no-migrate`.",
+	"config": "A YAML file: any of run's flags as a key (`kafka-brokers: [a:9092, b:9092]`), and `sinks`, the " +
+		"topic → table mappings (below). The command line, then the environment, win over the file.",
+	"pg-table": "Without `--config` sinks, each topic goes to a table named after it (lower case, every " +
+		"character outside `[a-z0-9_]` replaced by `_`); `--pg-table` sends every topic to this one table. " +
+		"Old name: `--table`.",
+	"value-format": "The type of the zero-config table's value column: `json` (jsonb; a record that is not " +
+		"JSON is a bad record), `text` (UTF-8), or `bytes` (bytea, anything).",
+	"create-tables": "Create a missing target table (and, for a sink with `evolve`, add columns). With " +
+		"`--create-tables=false` a missing table stops the start with an error naming it.",
+	"notify": "Each batch transaction also runs `NOTIFY \"kafka2pg_<table>\"` with the payload " +
+		"`{\"table\",\"topic\",\"partition\",\"first_offset\",\"last_offset\",\"rows\"}`, delivered at commit: " +
+		"`LISTEN` to learn of new rows the moment they are visible, never before.",
+	"on-error": "A record that cannot be written (not JSON, a value that does not fit its column, too " +
+		"large): `dead-letter` writes it to `kafka2pg.dead_letters` in the same transaction as the good rows; " +
+		"`stop` halts its partition, nothing committed past it; `skip` logs and counts it. " +
+		"`kafka2pg dead-letters list|replay` read and replay the dead letters.",
+	"max-record-bytes": "Records whose key and value together are larger are bad records (kind `too_large`), " +
+		"handled as `--on-error` says. `0`: no limit.",
+	"until-caught-up": "Exit 0 once every partition is durable up to the end offset seen at start: a backfill " +
+		"or a batch job. Exit 1 when a partition stops.",
+	"metrics-addr": "Serves `/metrics` (Prometheus, see docs/METRICS.md), `/healthz` (the process runs) and " +
+		"`/readyz` (Postgres answers, the group has settled, no partition is in backoff or stopped). Loopback by default; `:9187` exposes it; empty turns it off.",
+	"pprof": "Go's profiler at `/debug/pprof/` on `--metrics-addr`: " +
+		"`go tool pprof http://127.0.0.1:9187/debug/pprof/heap`.",
+	"log-format": "Logs go to stderr through log/slog, as text (`key=value`) or JSON lines.",
+	"kafka-sasl-password": "Better in the environment (`KAFKA2PG_KAFKA_SASL_PASSWORD`) or in " +
+		"`--kafka-sasl-password-file` than on the command line, where `ps` shows it.",
+	"kafka-sasl-password-file": "Read at start; a trailing newline is ignored.",
+	"kafka-sasl-token-file":    "Read again for every new connection, so a token may be rotated in place.",
+	"kafka-tls": "Implied by any other `--kafka-tls-*` flag; the system's CAs are trusted unless " +
+		"`--kafka-tls-ca-file` names others.",
+	"schema-registry-url": "A Confluent-compatible Schema Registry (Confluent, Redpanda, Apicurio's ccompat, " +
+		"Karapace) for sinks of format `avro`, `protobuf` or `json_schema`; several URLs are tried in turn.",
+	"schema-registry-password": "Better in the environment (`KAFKA2PG_SCHEMA_REGISTRY_PASSWORD`) or in " +
+		"`--schema-registry-password-file`.",
+	"schema-registry-tls-ca-file":   "Old name: `--schema-registry-tls-ca`.",
+	"schema-registry-tls-cert-file": "With `--schema-registry-tls-key-file`. Old name: `--schema-registry-tls-cert`.",
+	"schema-registry-tls-key-file":  "Old name: `--schema-registry-tls-key`.",
+
+	"offsets reset to": "`earliest`, `latest`, an offset (the same for every partition chosen), or an RFC 3339 " +
+		"time (each partition's first record at or after it).",
+	"dead-letters replay pg-table": "Give replay the table options the bridge runs with, so that a dead letter " +
+		"goes where run would have written it. Old name: `--table`.",
+	"infer pg-table": "The table name written into the config. Old name: `--table`.",
+	"infer nested": "`flatten` makes a column of every leaf (`a.b` becomes `a_b`), up to depth 3; `jsonb` " +
+		"keeps each nested object in one jsonb column.",
+}
+
+// sinkKeyDocs are the keys of a sink in the config file, with their
+// meaning; the reference test fails when a key of sinkConfig is missing.
+var sinkKeyDocs = map[string]string{
+	"topic":               "the topic this sink reads",
+	"topic_regex":         "instead of topic: every topic the pattern matches (anchored), including topics created later",
+	"table":               "the target table; `${topic}` is the topic's sanitized name (default: the topic's name)",
+	"schema":              "the target table's schema (default: `--pg-schema`)",
+	"format":              "`json` (default), `text` or `bytes` without columns; `avro`, `protobuf` or `json_schema` with a Schema Registry",
+	"mode":                "`append` (default; binary COPY) or `upsert` (the last record of each key wins)",
+	"key":                 "upsert: the columns that identify a row",
+	"delete_on_tombstone": "upsert: a record with a null value deletes its key's row",
+	"create":              "create the table when missing (default true)",
+	"evolve":              "add columns that appear, widen types safely; never drop or narrow",
+	"columns":             "the typed columns, each `{name, path, type}` and the keys below; none: the zero-config table",
+	"metadata":            "columns for the record's Kafka metadata, each key naming its column (keys below)",
+	"subject":             "registry formats: the value's subject (default `<topic>-value`)",
+	"key_subject":         "registry formats: the key's subject (default `<topic>-key` in upsert mode)",
+	"nested":              "registry formats: nested records as `flatten` (default) columns or one `jsonb` column",
+	"message":             "protobuf: the message of the schema to read (default: its first)",
+
+	"columns.name":       "the column's name",
+	"columns.path":       "where the value is: `a.b`, `items[0].sku`, `$` for the whole document (default: the name)",
+	"columns.type":       "the column's type: text, varchar(n), smallint, integer, bigint, numeric(p,s), real, double precision, boolean, timestamptz, timestamp, date, time, uuid, jsonb, bytea, inet, or an array of a scalar",
+	"columns.from":       "`value` (default) or `key`: read the path in the JSON Kafka key",
+	"columns.time_unit":  "for epoch numbers in time columns: `s`, `ms`, `us` or `ns`",
+	"columns.not_null":   "the column is NOT NULL; a record without the value is a bad record",
+	"columns.default":    "a JSON literal taken when the value is missing or null",
+	"columns.on_missing": "a missing field: `null` (default), `default` (takes default) or `error` (a bad record)",
+
+	"metadata.topic":          "column of the topic name (text)",
+	"metadata.partition":      "column of the partition (integer)",
+	"metadata.offset":         "column of the offset (bigint)",
+	"metadata.timestamp":      "column of the record's timestamp (timestamptz)",
+	"metadata.timestamp_type": "column of the timestamp's type: `CreateTime` or `LogAppendTime` (text)",
+	"metadata.key":            "column of the Kafka key",
+	"metadata.key_format":     "the key column's type: `text`, `bytes` or `json`",
+	"metadata.headers":        "column of every header (jsonb)",
+	"metadata.header":         "one column per header: header name → column name",
+}
