@@ -110,6 +110,7 @@ type bridge struct {
 	started time.Time
 	done    chan struct{}
 	state   *os.ProcessState // set before done is closed
+	ended   time.Time        // when the process was reaped; set before done is closed
 }
 
 // startBridge starts the bridge with args, its stdout and stderr going to
@@ -142,7 +143,7 @@ func startBridge(t testing.TB, name string, args ...string) *bridge {
 	go func() {
 		defer close(b.done)
 		cmd.Wait() // the exit status is read from ProcessState
-		b.state = cmd.ProcessState
+		b.state, b.ended = cmd.ProcessState, time.Now()
 		logFile.Close()
 	}()
 	t.Cleanup(func() {
@@ -252,13 +253,19 @@ func (b *bridge) wait(timeout time.Duration) bool {
 // deadline is killed.
 func (b *bridge) requireExitZero(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	b.requireExit(t, 0, timeout)
+}
+
+// requireExit is requireExitZero for exit status want.
+func (b *bridge) requireExit(t testing.TB, want int, timeout time.Duration) {
+	t.Helper()
 	if !b.wait(timeout) {
 		b.kill(t)
 		t.Fatalf("bridge %s: still running %v after it was asked to finish; killed it", b.name, timeout)
 	}
-	if code := b.state.ExitCode(); code != 0 {
-		t.Fatalf("bridge %s: %s after %v, want exit status 0 (log tail below)",
-			b.name, b.status(), time.Since(b.started).Round(time.Millisecond))
+	if code := b.state.ExitCode(); code != want {
+		t.Fatalf("bridge %s: %s after %v, want exit status %d (log tail below)",
+			b.name, b.status(), time.Since(b.started).Round(time.Millisecond), want)
 	}
 	t.Logf("bridge %s: %s after %v", b.name, b.status(), time.Since(b.started).Round(time.Millisecond))
 }

@@ -152,7 +152,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		r.line("FAIL", "postgres: --pg-url: %v", redactErr(err))
 		return
 	}
-	if err := configureConn(&cc.Config, "kafka2pg-check"); err != nil {
+	if err := configureConn(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
 		r.line("FAIL", "postgres: --pg-url: %v", err)
 		return
 	}
@@ -230,21 +230,15 @@ func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, migrate boo
 // checkSinkTable mirrors ingest's EnsureTables without running anything:
 // a missing table is created (or an error), an existing one is evolved (or
 // its missing columns are errors), and an upsert table needs a unique index
-// on its key.
+// on its key. Beyond what run checks at start, it fails on what would make
+// rows fail once they come (fitTable): a NOT NULL column the sink does not
+// write, a column too narrow for the mapping's values.
 func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string, sink ingest.Sink, createTables bool) error {
 	t := sink.Table
 	name := t.QualifiedName()
-	rows, err := tx.Query(ctx, schema.ExistingColumnsSQL, name)
+	have, err := readCatalogColumns(ctx, tx, name)
 	if err != nil {
-		return fmt.Errorf("read the columns: %w", err)
-	}
-	have, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schema.ExistingColumn, error) {
-		var c schema.ExistingColumn
-		err := row.Scan(&c.Name, &c.Type, &c.NotNull)
-		return c, err
-	})
-	if err != nil {
-		return fmt.Errorf("read the columns: %w", err)
+		return err
 	}
 	if len(have) == 0 {
 		if !createTables || sink.NoCreate {
@@ -265,32 +259,28 @@ func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string
 		r.statements(plan)
 		return nil
 	}
-	plan, err := schema.PlanEvolve(t, have)
-	if err != nil {
-		r.line("FAIL", "table %s for topic %q: %v", name, topic, err)
-		return nil
-	}
-	haveNames := make(map[string]bool, len(have))
-	for _, c := range have {
-		haveNames[c.Name] = true
-	}
-	var missing []string
-	for _, c := range t.Columns {
-		if !haveNames[c.Name] {
-			missing = append(missing, fmt.Sprintf("%q", c.Name))
-		}
+	fit := fitTable(sink, have, typedName(t.Name))
+	for _, p := range fit.problems {
+		r.line("FAIL", "table %s for topic %q: %s", name, topic, p)
 	}
 	switch {
-	case len(plan) == 0:
+	case len(fit.problems) > 0:
+	case len(fit.plan) == 0:
 		r.line("ok", "table %s for topic %q exists with the columns the mapping writes", name, topic)
 	case sink.Evolve:
 		r.line("ok", "table %s for topic %q exists; run will evolve it (evolve: true):", name, topic)
-		r.statements(plan)
-	case len(missing) > 0:
-		r.line("FAIL", "table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or set evolve: true in the sink", name, topic, strings.Join(missing, ", "))
+		r.statements(fit.plan)
 	default:
-		r.line("warn", "table %s for topic %q exists; its columns differ from the mapping in ways evolve: true would change, and run will not:", name, topic)
-		for _, s := range plan {
+		if len(fit.missing) > 0 {
+			r.line("FAIL", "table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or set evolve: true in the sink", name, topic, strings.Join(fit.missing, ", "))
+		}
+		if len(fit.narrow) > 0 {
+			r.line("FAIL", "table %s for topic %q: column(s) %s cannot hold every value the mapping writes (their type is narrower), so such records would become dead letters: set evolve: true in the sink (run widens them), or alter them as below", name, topic, strings.Join(fit.narrow, ", "))
+		}
+		if len(fit.nullable) > 0 {
+			r.line("warn", "table %s for topic %q: column(s) %s are NOT NULL and the mapping may leave them null: such records become dead letters (evolve: true would drop NOT NULL)", name, topic, strings.Join(fit.nullable, ", "))
+		}
+		for _, s := range fit.plan {
 			fmt.Fprintf(r.w, "        -- %s\n", strings.ReplaceAll(s, "\n", "\n        -- "))
 		}
 	}

@@ -67,15 +67,41 @@ var flagDetails = map[string]string{
 		"resident memory is the limit plus some 23 MiB of the binary's own pages. Under a limit, `GOGC` is " +
 		"400 unless set in the environment: in a steady flow the heap stays far under the limit, and the " +
 		"default 100 would collect far more often for nothing.",
-	"shutdown-timeout": "How long a revoke (a rebalance) or a graceful stop waits for the queued records to be " +
-		"written before it abandons them. Abandoned records are not lost: their offsets were not advanced, so " +
-		"the next owner reads them again. A container's grace period should be longer.",
+	"shutdown-timeout": "How long a revoke (a rebalance) waits for the queued records to be written before it " +
+		"abandons them, and the whole deadline of a graceful stop: writing what is queued, committing the " +
+		"offsets to the group and leaving it. Abandoned records are not lost: their offsets were not " +
+		"advanced, so the next owner reads them again. A container's grace period should be longer.",
+	"fatal-retry-timeout": "Trouble that retrying cannot fix stops `run` with exit 1 and one ERROR line naming " +
+		"the fix, once it has lasted this long: credentials or ACLs the brokers refuse, a certificate that does " +
+		"not verify, a topic that does not exist (checked before a table is created for it), a role or " +
+		"privilege Postgres refuses (SQLSTATE 28xxx, 42501). The wait covers what a rolling restart or a grant " +
+		"being rolled out causes for a moment.",
+	"caught-up-timeout": "With `--until-caught-up`, exit 1 when no write has committed for this long, from the " +
+		"start or the last commit, whichever side is down; the message says what failed. 0 waits for ever.",
+	"ready-stall-timeout": "`/readyz` answers 503 when a partition has lag and has committed no write for this " +
+		"long, or has had a write in flight this long (a lock on the table, a stalled connection); the body " +
+		"names the partition and what it waits on. 0 turns the check off.",
 	"fence-check-interval": "A partition that writes learns at once that it was fenced (its epoch changed: an " +
 		"offsets reset, or a new owner). One that idles asks Postgres this often, so an `offsets reset` takes " +
 		"effect within it.",
-	"retry-backoff-max": "Failed writes are retried with a backoff that doubles up to this cap, as long as the " +
-		"error is connectivity or server trouble; a partition in backoff shows in " +
+	"retry-backoff-max": "Failed writes are retried with a backoff that belongs to the partition's failure " +
+		"streak: about 100ms after the first, doubling with each failed write or claim in a row (with jitter) " +
+		"up to this cap, and back to the start only when a write commits. A partition in backoff shows in " +
 		"`kafka2pg_reader_partitions_halted`.",
+	"pg-write-timeout": "The deadline of one write transaction of up to `--batch-max-rows` rows, from taking a " +
+		"connection to COMMIT. A transaction of more rows gets proportionally more (a combined one, " +
+		"`--table-writers`: 100,000 rows at most, 10 × at the defaults), and one that isolates bad rows twice as " +
+		"much. Past it the transaction is cancelled and its connection closed, never reused; the partition logs a " +
+		"WARN naming the step it waited on (begin, fence, copy, dead letters, notify, commit), counts a write " +
+		"error of cause `timeout`, claims again and retries: a COMMIT past its deadline may have committed, and " +
+		"the claim reads back what did. A claim gets it too, beyond its lock waits (3 × `--claim-lock-timeout`). " +
+		"A lock held on a target table makes writes wait up to the deadline, then retry. kafka2pg's sessions " +
+		"start with `statement_timeout` and `lock_timeout` at the longest of these deadlines (20m at the " +
+		"defaults, a combined transaction's; 4m with `--table-writers 0`), unless `--pg-url` sets them (`?statement_timeout=10min`, or in " +
+		"`options`), so that a database's or role's defaults meant for interactive queries cannot cancel its " +
+		"statements. Behind PgBouncer, which refuses startup parameters it does not know, list both in its " +
+		"`ignore_startup_parameters` (the server's defaults then apply). A role's `transaction_timeout` " +
+		"(PostgreSQL 17) must exceed the deadline too.",
 	"claim-lock-timeout": "A new owner of a partition first waits this long for the previous owner's open " +
 		"transaction on it (a member that was cut off mid-write), then terminates that session; the fence " +
 		"makes its commit fail either way.",
@@ -109,7 +135,13 @@ var flagDetails = map[string]string{
 	"max-record-bytes": "Records whose key and value together are larger are bad records (kind `too_large`), " +
 		"handled as `--on-error` says. `0`: no limit.",
 	"until-caught-up": "Exit 0 once every partition is durable up to the end offset seen at start: a backfill " +
-		"or a batch job. Exit 1 when a partition stops.",
+		"or a batch job. Exit 3 when records of the run became dead letters or were skipped (the log says " +
+		"how many, and `kafka2pg dead-letters list` why), so that a cron job notices rows that did not land. " +
+		"Exit 1 when a partition stops.",
+	"log-dead-letters": "Bad records are not logged one line each: a table gets at most one line per " +
+		"this long, with the count by kind and the first reason (the first bad record of a quiet table at " +
+		"once). When every record of three batches in a row of a table was bad, the line is an ERROR: its " +
+		"mapping or its constraints refuse everything (`kafka2pg check --config` says why).",
 	"metrics-addr": "Serves `/metrics` (Prometheus, see docs/METRICS.md), `/healthz` (the process runs) and " +
 		"`/readyz` (Postgres answers, the group has settled, no partition is in backoff or stopped). Loopback by default; `:9187` exposes it; empty turns it off.",
 	"pprof": "Go's profiler at `/debug/pprof/` on `--metrics-addr`: " +
@@ -131,9 +163,34 @@ var flagDetails = map[string]string{
 
 	"offsets reset to": "`earliest`, `latest`, an offset (the same for every partition chosen), or an RFC 3339 " +
 		"time (each partition's first record at or after it).",
-	"dead-letters replay pg-table": "Give replay the table options the bridge runs with, so that a dead letter " +
-		"goes where run would have written it. Old name: `--table`.",
-	"infer pg-table": "The table name written into the config. Old name: `--table`.",
+	"offsets reset delete-rewound-rows": "Moving a partition back, the reset's transaction also deletes " +
+		"what the records read again wrote the first time: the rows at or past the new offset of an append " +
+		"table whose rows say which record wrote them (the zero-config table's `kafka_partition` and " +
+		"`kafka_offset`; a typed sink's `metadata: {partition: ..., offset: ...}`, and `topic:` where its " +
+		"table gathers topics), and the group's dead letters of those offsets. So each record ends up once. " +
+		"`--delete-rewound-rows=false` keeps them (then a table without a unique index needs " +
+		"`--allow-duplicates`).",
+	"offsets reset allow-duplicates": "Move back even into a table where the records read again cannot be " +
+		"found and deleted first (no partition and offset columns, rows written before they were added, " +
+		"topics it cannot tell apart) and that has no unique index: those records are then written twice. " +
+		"Without it reset refuses (exit 1) and says how to add the columns.",
+	"offsets reset config": "Run's config file: reset finds each topic's table (and whether its rows say " +
+		"which record wrote them) as run does. Without it, `--pg-table` or the topic's name, as run.",
+	"dead-letters replay pg-table": "Without `--config`, the zero-config table, as in run; with it or " +
+		"without, only the dead letters written for this table (`orders`, `sales.orders`) are replayed. " +
+		"Old name: `--table`.",
+	"dead-letters replay config": "Run's config file: each dead letter is replayed through the sink of its " +
+		"topic that writes the table the letter was written for (`target_table`), with that sink's " +
+		"mapping; a letter whose table no sink writes is kept and named, and replay exits 1.",
+	"dead-letters replay dry-run": "Reads the dead letters without locking them and maps them with the " +
+		"sinks' mappings, writes nothing, and prints by table how many would be replayed and how many the " +
+		"mapping still refuses (Postgres may refuse more: those would stay), and each letter when there " +
+		"are 20 or fewer.",
+	"infer pg-table": "The table name written into the config. With `--pg-url`, a table of that name that " +
+		"exists with columns the sink cannot write makes infer fail, naming a free name. Old name: `--table`.",
+	"infer pg-url": "The database run will write to. infer then never proposes a table that exists there " +
+		"with columns the sink cannot write (the topic's zero-config table, say): it picks `<table>_typed`, " +
+		"and a group of its own, and says so in the config's header.",
 	"infer nested": "`flatten` makes a column of every leaf (`a.b` becomes `a_b`), up to depth 3; `jsonb` " +
 		"keeps each nested object in one jsonb column.",
 }

@@ -15,6 +15,9 @@ const (
 	exitOK    = 0
 	exitError = 1 // the bridge failed at run time
 	exitUsage = 2 // bad flags or configuration: nothing was written
+	// exitBadRecords: run --until-caught-up caught up, but records of the
+	// run became dead letters (or were skipped): a cron job must notice.
+	exitBadRecords = 3
 )
 
 // version is set with -ldflags "-X main.version=..." by make build and the
@@ -32,8 +35,8 @@ Commands:
   infer         sample a topic and print a config file with typed columns
   migrate       install, upgrade, remove or show the kafka2pg schema
   status        the durable offset, lag and owner of every partition
-  offsets       show or move a group's durable offsets
-  dead-letters  list the records that could not be written, or replay them
+  offsets       show or move a group's durable offsets (moving back deletes what is read again)
+  dead-letters  list the records that could not be written, or replay them through their sinks
   demo          the whole path on an in-process Kafka with sample events
   version       print the version
 

@@ -131,8 +131,9 @@ func loadStates(ctx context.Context, pool *pgxpool.Pool, f offsetsFlags) ([]*par
 	return out, nil
 }
 
-func newAdmin(brokers []string) (*kadm.Client, func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("kafka2pg-admin"))
+// newAdmin is an admin client of the brokers; opts add TLS and SASL.
+func newAdmin(brokers []string, opts ...kgo.Opt) (*kadm.Client, func(), error) {
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.ClientID("kafka2pg-admin"))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--kafka-brokers: %w", err)
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -34,11 +35,32 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, n := range o.oldNames {
 		log.Warn(n)
 	}
-	if err := runBridge(ctx, o, log, nil); err != nil {
+	err := runBridge(ctx, o, log, nil)
+	var bad *badRecordsError
+	switch {
+	case errors.As(err, &bad):
+		log.Error("records of this run became dead letters or were skipped: exit 3", "dead_letters", bad.deadLetters,
+			"skipped", bad.skipped, "exit_code", exitBadRecords,
+			"fix", "kafka2pg dead-letters list shows why; fix the table or the mapping, then kafka2pg dead-letters replay --config ...")
+		return exitBadRecords
+	case err != nil:
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
+		if errors.As(err, new(*bindError)) {
+			return exitUsage
+		}
 		return exitError
 	}
 	return exitOK
+}
+
+// badRecordsError is runBridge's outcome with --until-caught-up when it
+// caught up but records of the run became dead letters or were skipped.
+type badRecordsError struct {
+	deadLetters, skipped int64
+}
+
+func (e *badRecordsError) Error() string {
+	return fmt.Sprintf("caught up with %d dead letter(s) and %d skipped record(s) during the run", e.deadLetters, e.skipped)
 }
 
 // loadRunOptions reads run's flags, the environment and the config file, in
@@ -46,9 +68,36 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // anything connects; `run` and `check` share it. On failure it has printed
 // why (naming the command) and returns the exit code.
 func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	return loadCommandOptions(command, help, args, stdout, stderr, runLoad{})
+}
+
+// runLoad is what a command that takes run's flags and config file adds to
+// them (dead-letters replay, offsets reset: they must find the tables the
+// bridge writes exactly as run does).
+type runLoad struct {
+	// flags defines the command's own flags beside run's. The config file
+	// may set run's flags only.
+	flags func(fs *pflag.FlagSet)
+	// offline: the command does not consume. Kafka's brokers, group and
+	// topics may be left out; with sinks in --config, --topic and
+	// --pg-table select among them (runOptions.onlyTopics, onlyTable)
+	// instead of naming what to consume.
+	offline bool
+}
+
+// loadCommandOptions is loadRunOptions for a command that adds load to
+// run's flags.
+func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
 	fs := newFlagSet(command)
-	o = &runOptions{}
+	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
+	keys := fs // the flags the config file may set
+	if load.flags != nil {
+		keys = newFlagSet(command)
+		defineRunFlags(keys, &runOptions{})
+		addFlagAliases(keys)
+		load.flags(fs)
+	}
 	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
 		return nil, nil, code, false
 	}
@@ -61,7 +110,7 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 		return nil, nil, exitUsage, false
 	}
 	if o.configPath != "" {
-		cfg, err := loadConfig(o.configPath, fs)
+		cfg, err := loadConfig(o.configPath, keys)
 		if err == nil {
 			err = cfg.apply(fs)
 		}
@@ -71,6 +120,12 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 		o.sinks = cfg.sinks
 	}
 	o.oldNames = oldNameNotices(fs)
+	if o.offline {
+		o.onlyTopics, o.onlyTable = slices.Clone(o.reader.Topics), o.table
+		if len(o.sinks) > 0 {
+			o.reader.Topics, o.table = nil, ""
+		}
+	}
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
 	}
@@ -97,19 +152,51 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 type progressFunc func(reader.Stats)
 
 // runBridge runs the bridge until ctx ends (graceful stop: the in-flight
-// batches are written, durable offsets are committed to the group) or, with
-// --until-caught-up, until it has caught up. It returns nil on a clean stop.
-func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) error {
+// batches are written within --shutdown-timeout, durable offsets are
+// committed to the group, the member leaves it) or, with --until-caught-up,
+// until it has caught up. It returns nil on a clean stop; a
+// *badRecordsError when --until-caught-up caught up but records of the run
+// became dead letters or were skipped; a *bindError
+// when --metrics-addr cannot be listened on; a *reader.FatalError when
+// trouble that retrying cannot fix lasted --fatal-retry-timeout.
+//
+// The order of the start matters: the metrics listener is bound first (a
+// taken port fails at once, before anything connects or joins), the
+// topics are checked before a table is created for them, and the group is
+// joined (reader.New) only once Postgres, the migrations and the tables
+// are ready.
+func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) (err error) {
+	st := newBridgeStatus(log)
+	m := newBridgeMetrics()
+	if o.metricsAddr != "" {
+		srv, err := listenHTTP(o.metricsAddr, m.reg, st, o.readyStall, log, o.pprof)
+		if err != nil {
+			return err
+		}
+		srv.serve()
+		defer srv.stop(5 * time.Second) // the very last step: /healthz answers through the shutdown
+	}
+	if o.untilCaughtUp && o.caughtUpTimeout > 0 {
+		var stop func()
+		ctx, stop = caughtUpDeadline(ctx, st, o.caughtUpTimeout)
+		defer stop()
+		defer func() { err = givenUp(ctx, err) }()
+	}
 	// TLS and SASL trouble never heals: stop before touching Postgres.
 	secOpts, err := o.kafkaSecurity.Options()
 	if err != nil {
 		return err
 	}
+	st.starting("check the Kafka brokers")
 	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
 		return err
 	}
+	st.starting("check the topics")
+	if err := reader.CheckTopics(ctx, o.readerConfig(log), literalTopics(o), secOpts...); err != nil {
+		return err
+	}
 	if o.migrate {
-		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
+		if err := st.retry(ctx, migrateOp, func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
 	}
@@ -119,7 +206,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.MaxConns = o.pgMaxConns
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg"); err != nil {
+	wcfg := o.writerConfig()
+	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg", wcfg.StatementTimeout()); err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.AfterConnect = registerCodecs
@@ -136,34 +224,32 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
-	m := newBridgeMetrics()
 	m.initTables(sinks)
 	var written writeCounters
-	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
-		Tracer: writeTracers{m, &written}})
+	wcfg.Sinks, wcfg.Resolve, wcfg.Logger, wcfg.Tracer = sinks, sinkResolver(o), log, writeTracers{m, &written}
+	w, err := ingest.New(pool, wcfg)
 	if err != nil {
 		return err
 	}
-	if err := retry(ctx, log, "check the database's encoding", func() error { return checkEncoding(ctx, pool, log, o.reader.Group, sinks, regexProbes(o)) }); err != nil {
+	if err := st.retry(ctx, "check the database's encoding", func() error { return checkEncoding(ctx, pool, log, o.reader.Group, sinks, regexProbes(o)) }); err != nil {
 		return err
 	}
-	if err := retry(ctx, log, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {
+	if err := st.retry(ctx, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {
 		return err
 	}
 
-	rcfg := o.reader
-	rcfg.Logger = log
+	rcfg := o.readerConfig(log)
 	if o.memoryLimitAuto {
 		rcfg.OnOwned = func(n int) { debug.SetMemoryLimit(autoMemoryLimit(o.reader.MaxBufferedBytes, n)) }
 	}
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
+	st.starting("join the consumer group")
 	rd, err := reader.New(rcfg, w)
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
+	defer rd.Close() // on an error before the graceful stop below: abandon
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
@@ -181,6 +267,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		log.Info("running until caught up", "targets", caughtUp.describe())
 	}
 
+	st.running(rd, pool)
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rd.Run(gctx) })
 	if caughtUp != nil {
@@ -195,26 +282,27 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	if o.progressEvery > 0 || progress != nil {
 		g.Go(func() error {
-			progressLoop(gctx, rd, log, o.progressEvery, progress, &written)
+			progressLoop(gctx, rd, log, o.progressEvery, progress, &written, &m.writeErrorCounts)
 			return nil
 		})
-	}
-	if o.metricsAddr != "" {
-		srv, err := newHTTPServer(o.metricsAddr, m.reg, rd, pool, log, o.pprof)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return srv.serve(gctx) })
 	}
 	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", strings.Join(o.reader.Topics, ","),
 		tableNames(sinks), "start", o.reader.Start.String())
 	err = g.Wait()
-	rd.Close() // flush, commit to the group, leave
+	st.stopping()
+	stopReader(ctx, rd, o.reader.FlushTimeout, log)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	st := rd.Stats()
-	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors)
+	if err := givenUp(ctx, nil); err != nil {
+		return err
+	}
+	stats := rd.Stats()
+	log.Info("kafka2pg stopped cleanly", "records", stats.Records, "batches", stats.Batches, "fenced", stats.Fenced, "write_errors", stats.WriteErrors,
+		"dead_letters", written.deadLetters.Load(), "skipped", written.skipped.Load())
+	if o.untilCaughtUp && written.deadLetters.Load()+written.skipped.Load() > 0 {
+		return &badRecordsError{deadLetters: written.deadLetters.Load(), skipped: written.skipped.Load()}
+	}
 	return nil
 }
 
@@ -229,26 +317,37 @@ func tableNames(sinks map[string]ingest.Sink) slog.Attr {
 	return slog.Group("tables", attrs...)
 }
 
-// retry runs fn until it succeeds or ctx ends, with capped backoff, as long
-// as the error is connection or server trouble. Other errors return at once.
-func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
-	backoff := 200 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if !ingest.Retryable(err) || ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		log.Warn("retrying", "what", what, "error", redactErr(err).Error(), "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+// stopReader is the graceful stop of the reader: flush, commit, leave, all
+// within timeout (--shutdown-timeout), even after ctx ended.
+func stopReader(ctx context.Context, rd *reader.Reader, timeout time.Duration, log *slog.Logger) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := rd.Shutdown(sctx); err != nil {
+		log.Warn("graceful stop cut short by --shutdown-timeout", "error", err.Error())
 	}
+}
+
+// readerConfig is the reader's configuration from the flags.
+func (o *runOptions) readerConfig(log *slog.Logger) reader.Config {
+	rcfg := o.reader
+	rcfg.Logger = log
+	rcfg.Permanent = ingest.Permanent
+	return rcfg
+}
+
+// literalTopics are the topics named literally when the subscription is
+// made of regular expressions (sinks of topic and of topic_regex mixed in
+// --config): they must exist as much as a --topic must.
+func literalTopics(o *runOptions) []string {
+	var out []string
+	if o.reader.TopicsAreRegex {
+		for _, sc := range o.sinks {
+			if sc.Topic != "" {
+				out = append(out, sc.Topic)
+			}
+		}
+	}
+	return out
 }
 
 // The writer is the reader's Store and, for the fence check, its
@@ -259,12 +358,14 @@ var (
 	_ reader.EpochReader = (*ingest.Writer)(nil)
 )
 
-// writeCounters count what the writer committed, for the progress log.
-type writeCounters struct{ rows, deadLetters atomic.Int64 }
+// writeCounters count what the writer committed, for the progress log and
+// the exit code of --until-caught-up.
+type writeCounters struct{ rows, deadLetters, skipped atomic.Int64 }
 
 func (c *writeCounters) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	c.rows.Add(int64(t.Rows))
 	c.deadLetters.Add(int64(t.DeadLetters))
+	c.skipped.Add(int64(t.Skipped))
 }
 
 // writeTracers tells each of its tracers of every write.
@@ -276,11 +377,12 @@ func (ts writeTracers) TraceBatchEnd(ctx context.Context, t ingest.BatchTrace) {
 	}
 }
 
-func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters) {
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters, writeErrors *causeCounts) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	rows, deadLetters := &written.rows, &written.deadLetters
 	last, lastRows, lastLog := rd.Stats(), rows.Load(), time.Now()
+	lastCauses, _ := writeErrors.since(nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -298,10 +400,16 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 				lag += max(p.Lag(), 0)
 			}
 			nowRows := rows.Load()
-			log.Info("progress", "records_per_s", int64(float64(st.Records-last.Records)/secs),
-				"rows_per_s", int64(float64(nowRows-lastRows)/secs), "lag", lag, "dead_letters", deadLetters.Load(),
+			var causes string
+			lastCauses, causes = writeErrors.since(lastCauses)
+			attrs := []any{"records_per_s", int64(float64(st.Records-last.Records) / secs),
+				"rows_per_s", int64(float64(nowRows-lastRows) / secs), "lag", lag, "dead_letters", deadLetters.Load(),
 				"batches", st.Batches, "partitions", st.Partitions, "fenced", st.Fenced, "write_errors", st.WriteErrors,
-				"stopped_partitions", len(st.Stopped))
+				"stopped_partitions", len(st.Stopped)}
+			if causes != "" {
+				attrs = append(attrs, "write_errors_since_last", causes)
+			}
+			log.Info("progress", attrs...)
 			last, lastRows, lastLog = st, nowRows, time.Now()
 		}
 	}
