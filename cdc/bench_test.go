@@ -38,3 +38,23 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// Row of format connect_json, with the schema wrapper.
+func BenchmarkConnectMapperRow(b *testing.B) {
+	m, err := NewConnectMapper(Config{Table: "orders"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := fixture(b, "connect_orders_v1.json")
+	row, err := m.Row(&rec, nil)
+	if err != nil && !errors.Is(err, schema.ErrTableChanged) {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if row, err = m.Row(&rec, row); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

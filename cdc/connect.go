@@ -98,12 +98,12 @@ func (m *ConnectMapper) decode(rec *schema.Record, ch *Change) error {
 	rs := t.getState()
 	defer t.putState(rs)
 	r := &rs.r
-	schemaText, payloadAt, rerr := keyParts(r, rec.Value)
+	schemaText, v, payloadAt, rerr := wrapperParts(r, rec.Value, t)
 	if rerr != nil {
 		return bad(rec, "", rerr.kind, "the value %s", rerr.msg)
 	}
-	var v *version
 	switch {
+	case v != nil:
 	case payloadAt >= 0 && schemaText != nil:
 		var err error
 		if v, err = t.version(schemaText, payloadRow); err != nil {

@@ -121,6 +121,12 @@
 //
 // A record is read once, by a pull reader led by the compiled schema,
 // without a tree of the document. A record's schema is compiled the first
-// time its JSON text is seen and found by that text afterwards, so the
-// schema that Debezium repeats in every record costs a scan, not a parse.
+// time its JSON text is seen; after that a record whose bytes at its
+// schema member start with the text of the schema last seen has that
+// schema, so the schema Debezium repeats in every record costs a
+// comparison of bytes, neither a parse nor a scan. The values a record
+// does not need (most of source) are validated and skipped, the source
+// block's strings reuse the previous record's when they are equal, and
+// the row's strings share one arena: decoding allocates only the row's
+// values.
 package cdc
