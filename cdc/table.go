@@ -46,6 +46,7 @@ type Column struct {
 	// two is required.
 	Type string
 	// Scale is a Decimal's scale; Precision makes the column numeric(p,s).
+	// Both zero take them from a Type of numeric(p,s).
 	Scale, Precision int
 	NotNull          bool
 }
@@ -93,10 +94,13 @@ func schemaOfColumns(cols []Column) (*connectSchema, error) {
 		}
 		conn := c.Connect
 		typ := strings.ToLower(strings.TrimSpace(c.Type))
-		if a, ok := sqlAliases[typ]; ok {
-			typ = a
+		base, mods, hasMods := strings.Cut(typ, "(")
+		if a, ok := sqlAliases[strings.TrimSpace(base)]; ok {
+			base, typ = a, a
+			if hasMods {
+				typ += "(" + mods
+			}
 		}
-		base, _, _ := strings.Cut(typ, "(")
 		if conn == "" {
 			if conn = connectOf[base]; conn == "" {
 				return nil, fmt.Errorf("column %q: type %q has no Connect type to read it from: set connect (the field's Connect type, e.g. int64 or io.debezium.time.MicroTimestamp)", c.Name, c.Type)
@@ -109,9 +113,13 @@ func schemaOfColumns(cols []Column) (*connectSchema, error) {
 			return nil, fmt.Errorf("column %q: connect %q is neither a Connect type nor a logical or semantic type kafka2pg knows", c.Name, c.Connect)
 		}
 		if f.Name == "org.apache.kafka.connect.data.Decimal" {
-			f.Parameters = map[string]string{"scale": fmt.Sprint(c.Scale)}
-			if c.Precision > 0 {
-				f.Parameters["connect.decimal.precision"] = fmt.Sprint(c.Precision)
+			scale, precision := c.Scale, c.Precision
+			if p, s, ok := numericMods(typ); ok && scale == 0 && precision == 0 {
+				scale, precision = s, p
+			}
+			f.Parameters = map[string]string{"scale": fmt.Sprint(scale)}
+			if precision > 0 {
+				f.Parameters["connect.decimal.precision"] = fmt.Sprint(precision)
 			}
 		}
 		s.Fields = append(s.Fields, f)

@@ -82,6 +82,9 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 	if err != nil {
 		return invalid(err)
 	}
+	if lines := changeSinkLines(o.sinks); command == "run" && len(lines) > 0 {
+		return invalid(errChangesNotApplied(lines))
+	}
 	return o, sinks, exitOK, true
 }
 
