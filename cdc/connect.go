@@ -13,7 +13,8 @@ import (
 // typed table derived from the payload's struct schema. It is an ingest
 // TableMapper and KeyMapper: Row returns an error wrapping
 // schema.ErrTableChanged when a record's schema grows the table. Records
-// without a schema take the configured columns. Safe for concurrent use.
+// without a schema take the configured columns. The table's primary key is
+// Config.Key's columns, none without it. Safe for concurrent use.
 type ConnectMapper struct {
 	t *table
 }
@@ -30,8 +31,8 @@ func NewConnectMapper(cfg Config) (*ConnectMapper, error) {
 // Table is the target table now.
 func (m *ConnectMapper) Table() schema.Table { return m.t.Table() }
 
-// KeyColumns lists the primary key columns: Config.Key, else the record
-// key schema's fields once a record told them.
+// KeyColumns lists the primary key columns: Config.Key (the record key is
+// not read for them).
 func (m *ConnectMapper) KeyColumns() []string { return m.t.KeyColumns() }
 
 // IsTombstone reports whether r is a tombstone: a record with a null value.
@@ -124,15 +125,10 @@ func (m *ConnectMapper) decode(rec *schema.Record, ch *Change) error {
 		return bad(rec, field, cerr.kind, "%s", cerr.msg)
 	}
 	if !v.folded.Load() {
-		var key []string
-		if t.cur.Load().key == nil {
-			k, err := t.keyNames(rec, &rs.kr)
-			if err != nil {
-				return err
-			}
-			key = k
-		}
-		changed, err := t.fold(v, key)
+		// The key is Config.Key's alone: a plain record's key (often a
+		// string) says nothing of the table's, and appended rows must not
+		// get a primary key they may repeat.
+		changed, err := t.fold(v, nil)
 		if err != nil {
 			return err
 		}

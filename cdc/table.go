@@ -20,9 +20,10 @@ type Config struct {
 	// (JsonConverter with schemas.enable=false): the table has these
 	// columns and no others. Records with a schema ignore it.
 	Columns []Column
-	// Key names the primary key columns. Empty: the fields of the record
-	// key's schema (Debezium puts the source table's primary key there),
-	// or the members of the first record key without one.
+	// Key names the primary key columns. Empty: for a Decoder, the fields
+	// of the record key's schema (Debezium puts the source table's primary
+	// key there), or the members of the first record key without one; for
+	// a ConnectMapper, no key.
 	Key []string
 	// Source names optional columns of the envelope's source metadata.
 	Source SourceColumns
