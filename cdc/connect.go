@@ -21,6 +21,9 @@ type ConnectMapper struct {
 
 // NewConnectMapper checks cfg (see Config).
 func NewConnectMapper(cfg Config) (*ConnectMapper, error) {
+	if cfg.Format != "" && cfg.Format != FormatJSON {
+		return nil, fmt.Errorf("format %q: a ConnectMapper reads the JsonConverter's JSON; Avro and Protobuf records are the registry mappers' (package schema)", cfg.Format)
+	}
 	t, err := newTable(cfg)
 	if err != nil {
 		return nil, err

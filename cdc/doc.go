@@ -23,6 +23,14 @@
 // schema gives every column its type. Without it, Config.Columns types the
 // row's fields.
 //
+// With Confluent's AvroConverter or ProtobufConverter (Config.Format avro,
+// protobuf) key and value are in the Confluent wire format, their schemas
+// in a Schema Registry (Config.Lookup). A registry schema is read back
+// into the Connect schema it was made from (wire_avro.go,
+// wire_protobuf.go say how, and what Protobuf loses), and each record into
+// the JSON the JsonConverter would have written, so that it decodes to the
+// same Change as its JSON twin.
+//
 // # What each op becomes
 //
 // Decoder.Decode fills a Change:

@@ -16,17 +16,22 @@ import (
 // wrapping schema.ErrTableChanged and Table describes the grown table, as
 // the registry mappers do (ingest's TableMapper). Safe for concurrent use.
 type Decoder struct {
-	t *table
+	t    *table
+	wire *wireSchemas // format avro or protobuf; nil for json
 }
 
 // NewDecoder checks cfg. Every error names the setting, the value and the
 // fix.
 func NewDecoder(cfg Config) (*Decoder, error) {
+	w, err := newWireSchemas(cfg)
+	if err != nil {
+		return nil, err
+	}
 	t, err := newTable(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Decoder{t: t}, nil
+	return &Decoder{t: t, wire: w}, nil
 }
 
 // Table is the target table now (see Config for the column order). Before
@@ -61,14 +66,24 @@ func (d *Decoder) Decode(rec *schema.Record, ch *Change) error {
 	if rec.Value == nil {
 		return nil // a tombstone: the delete before it did the work
 	}
+	if d.wire != nil {
+		return d.decodeWire(rec, ch)
+	}
+	rs := d.t.getState()
+	defer d.t.putState(rs)
+	return d.decode(rec, ch, rs, nil)
+}
+
+// decode decodes a record whose value is JSON. preset is the version of
+// its row schema when the record does not carry it (a registry format's,
+// whose value is the JSON of its payload alone).
+func (d *Decoder) decode(rec *schema.Record, ch *Change, rs *rowState, preset *version) error {
 	t := d.t
-	rs := t.getState()
-	defer t.putState(rs)
 	r := &rs.r
 	r.reset(rec.Value)
 	var (
 		env        envelope
-		v          *version
+		v          = preset
 		schemaText []byte
 		haveSchema bool // a schema member that is not null
 		payloadAt  = -1

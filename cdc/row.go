@@ -21,6 +21,8 @@ type rowState struct {
 	// the next record's take when they are the same.
 	source      Source
 	transaction Transaction
+	// wireValue and wireKey hold the JSON of a registry format's record.
+	wireValue, wireKey []byte
 }
 
 // readRow decodes the row object at r into vals (one per field of v's

@@ -30,6 +30,12 @@ type Config struct {
 	// Kafka names optional columns of the record's Kafka metadata, as the
 	// JSON mapper has them.
 	Kafka schema.MetadataSpec
+	// Format is how the records are written: json ("" too: the
+	// JsonConverter), avro or protobuf (Confluent's converters: the
+	// Confluent wire format, with the schemas in a Schema Registry, which
+	// Lookup reads). A Decoder only; a ConnectMapper reads JSON.
+	Format string
+	Lookup schema.SchemaLookup
 	// UnavailableValue is the connector's unavailable.value.placeholder,
 	// which stands for an unchanged TOASTed value; "" is Debezium's
 	// default, __debezium_unavailable_value.

@@ -74,7 +74,7 @@ type registrySchemas struct {
 func (o *runOptions) connectRegistry(ctx context.Context) error {
 	needed := false
 	for _, sc := range o.sinks {
-		needed = needed || registryFormat(sc.Format)
+		needed = needed || registryFormat(sc.Format) || (changeFormat(sc.Format) && registryFormat(sc.ValueFormat))
 	}
 	if !needed {
 		return nil

@@ -66,6 +66,7 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 		}
 		return sink, nil
 	}
+	var later bool
 	switch sc.ValueFormat {
 	case "", "json":
 	case schema.FormatAvro, schema.FormatProtobuf:
@@ -75,13 +76,24 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 		if _, err := o.registry.config(); err != nil {
 			return ingest.Sink{}, err
 		}
-		return ingest.Sink{}, fmt.Errorf("value_format %s: not decoded yet", sc.ValueFormat)
+		cfg.Format = sc.ValueFormat
+		if o.registry.schemas == nil {
+			// Checked with a lookup that is never called; built for use
+			// once the registry client exists.
+			later = true
+			cfg.Lookup = func(int) (schema.RegisteredSchema, error) { return schema.RegisteredSchema{}, errRegistryLater }
+		} else {
+			cfg.Lookup = o.registry.schemas.client.Lookup(o.registry.schemas.ctx)
+		}
 	default:
 		return ingest.Sink{}, fmt.Errorf("value_format %q is not json, avro or protobuf: the converter that wrote the events (JsonConverter, AvroConverter, ProtobufConverter)", sc.ValueFormat)
 	}
 	d, err := cdc.NewDecoder(cfg)
 	if err != nil {
 		return ingest.Sink{}, err
+	}
+	if later {
+		return ingest.Sink{}, errRegistryLater
 	}
 	return ingest.Sink{Table: d.Table(), Changes: d, NoCreate: noCreate, Evolve: true}, nil
 }

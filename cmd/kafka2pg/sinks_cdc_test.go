@@ -4,11 +4,22 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"math/big"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -233,4 +244,140 @@ func TestResolvingATopicThatTheTemplateCannotNameSaysWhich(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), `table template "${topic.3}" gives "tttt`) || !strings.Contains(err.Error(), "64 bytes long") {
 		t.Errorf("resolve a topic of a long table name: %v", err)
 	}
+}
+
+// itemsAvro and itemsProto are Debezium envelopes of an items table as the
+// AvroConverter and the ProtobufConverter register them.
+const (
+	itemsAvro = `{"type":"record","name":"Envelope","namespace":"shop.public.items","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},
+   {"name":"price","type":["null",{"type":"bytes","scale":2,"precision":8,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"8"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}],"default":null},
+   {"name":"at","type":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTimestamp"}],"default":null}
+  ],"connect.name":"shop.public.items.Value"}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}
+],"connect.name":"shop.public.items.Envelope"}`
+	itemsKeyAvro = `{"type":"record","name":"Key","namespace":"shop.public.items","fields":[{"name":"id","type":"long"}]}`
+	itemsProto   = `syntax = "proto3";
+package shop.public.items;
+import "confluent/type/decimal.proto";
+import "google/protobuf/timestamp.proto";
+message Envelope {
+  Value before = 1;
+  Value after = 2;
+  string op = 3;
+  message Value {
+    int64 id = 1;
+    confluent.type.Decimal price = 2;
+    google.protobuf.Timestamp at = 3;
+  }
+}`
+	itemsKeyProto = `syntax = "proto3";
+package shop.public.items;
+message Key { int64 id = 1; }`
+)
+
+// A debezium sink of value_format avro or protobuf finds each record's
+// schema in the registry by its id: the events of the in-process registry
+// (srfake) become the changes of a table typed from their schema.
+func TestDebeziumSinksOfRegistryFormatsReadTheirSchemasByID(t *testing.T) {
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	fake.SeedSchema("shop.public.items-value", 1, 31, sr.Schema{Schema: itemsAvro})
+	fake.SeedSchema("shop.public.items-key", 1, 32, sr.Schema{Schema: itemsKeyAvro})
+	fake.SeedSchema("shop.proto.items-value", 1, 41, sr.Schema{Type: sr.TypeProtobuf, Schema: itemsProto})
+	fake.SeedSchema("shop.proto.items-key", 1, 42, sr.Schema{Type: sr.TypeProtobuf, Schema: itemsKeyProto})
+	o, stderr, ok := loadCheck(t, `kafka-brokers: [h:1]
+kafka-group: g
+sinks:
+  - {topic: shop.public.items, format: debezium, value_format: avro}
+  - {topic: shop.proto.items, format: debezium, value_format: protobuf, table: proto_items}
+`, "--schema-registry-url", fake.URL())
+	if !ok {
+		t.Fatalf("refused: %s", stderr)
+	}
+	if err := o.connectRegistry(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	avroSchema := avro.MustParse(itemsAvro)
+	row := map[string]any{"id": int64(7), "price": big.NewRat(1250, 100), "at": int64(1709164800123456)}
+	value, err := avro.Marshal(avroSchema, map[string]any{"op": "c", "before": nil, "after": map[string]any{"shop.public.items.Value": row}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := avro.Marshal(avro.MustParse(itemsKeyAvro), map[string]any{"id": int64(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	avroRec := schema.Record{Topic: "shop.public.items", Key: append(schema.AppendWireHeader(nil, 32, nil), key...),
+		Value: append(schema.AppendWireHeader(nil, 31, nil), value...)}
+
+	protoRec := schema.Record{Topic: "shop.proto.items",
+		Key:   protoWire(t, 42, itemsKeyProto, `{"id": "7"}`),
+		Value: protoWire(t, 41, itemsProto, `{"op": "c", "after": {"id": "7", "price": {"value": "BOI=", "scale": 2}, "at": "2024-02-29T00:00:00.123456Z"}}`)}
+
+	for _, c := range []struct {
+		topic, table, price string
+		rec                 schema.Record
+		indexes             []int // the wire header's message indexes
+	}{
+		{"shop.public.items", "shop_public_items", "numeric(8,2)", avroRec, nil},
+		{"shop.proto.items", "proto_items", "numeric", protoRec, []int{0}},
+	} {
+		t.Run(c.topic, func(t *testing.T) {
+			d := sinks[c.topic].Changes
+			if d == nil {
+				t.Fatalf("sink %+v, want a change decoder", sinks[c.topic])
+			}
+			var ch cdc.Change
+			if err := d.Decode(&c.rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+				t.Fatalf("first event: %v", err)
+			}
+			if err := d.Decode(&c.rec, &ch); err != nil {
+				t.Fatal(err)
+			}
+			tbl := d.Table()
+			if tbl.Name != c.table || !slices.Equal(tbl.ColumnNames(), []string{"id", "price", "at"}) || tbl.Columns[1].Type != c.price ||
+				tbl.Columns[2].Type != "timestamp without time zone" || !slices.Equal(d.KeyColumns(), []string{"id"}) {
+				t.Fatalf("table %+v, key %v", tbl, d.KeyColumns())
+			}
+			wantRow := []any{int64(7), pgtype.Numeric{Int: big.NewInt(1250), Exp: -2, Valid: true}, time.UnixMicro(1709164800123456).UTC()}
+			if ch.Op != cdc.OpUpsert || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int64(7)}) {
+				t.Fatalf("change %+v, want the row %v", ch, wantRow)
+			}
+			// A schema id the registry does not have is a dead letter.
+			unknown := c.rec
+			header := len(schema.AppendWireHeader(nil, 1, c.indexes))
+			unknown.Value = append(schema.AppendWireHeader(nil, 999, c.indexes), c.rec.Value[header:]...)
+			var de *schema.DecodeError
+			if err := d.Decode(&unknown, &ch); !errors.As(err, &de) || de.Kind != schema.KindUnknownSchema {
+				t.Fatalf("unknown schema id: %v", err)
+			}
+		})
+	}
+}
+
+// protoWire is the wire format of the protojson text of the first message
+// of a Protobuf schema.
+func protoWire(t *testing.T, id int, text, value string) []byte {
+	t.Helper()
+	md, err := schema.ProtobufMessage(schema.RegisteredSchema{ID: id, Type: "PROTOBUF", Text: text}, []int{0}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dynamicpb.NewMessage(md)
+	if err := protojson.Unmarshal([]byte(value), m); err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(schema.AppendWireHeader(nil, id, []int{0}), b...)
 }
