@@ -58,3 +58,22 @@ func BenchmarkConnectMapperRow(b *testing.B) {
 		}
 	}
 }
+
+// Decode of an Avro event (the wire format, its schema looked up once),
+// transcoded to the JsonConverter's JSON and decoded as that.
+func BenchmarkDecodeAvro(b *testing.B) {
+	d := avroDecoder(b, newAvroRegistry())
+	rec := schema.Record{Topic: "shop.public.customers", Key: avroRecord(b, 2, customersKeyAvro, map[string]any{"id": int32(1)}),
+		Value: avroEvent(b, "c", nil, avroRow(1, "Sally"))}
+	var ch Change
+	if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(&rec, &ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

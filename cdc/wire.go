@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -39,6 +40,8 @@ type wireSchema struct {
 	transcode func(dst, payload []byte) ([]byte, error)
 	// bad says why the schema cannot be read; its records are bad records.
 	bad string
+	// row is the table's version of connect, once a record found it.
+	row atomic.Pointer[version]
 }
 
 // wireSchemas caches the compiled schemas of a table by wire header.
@@ -115,9 +118,12 @@ func (d *Decoder) decodeWire(rec *schema.Record, ch *Change) error {
 	if rs.wireValue, err = ws.transcode(rs.wireValue[:0], payload); err != nil {
 		return bad(rec, "", schema.KindInvalidWireFormat, "the value does not decode with its schema: %s", err.Error())
 	}
-	v, err := d.t.version(ws.connect, envelopeRow)
-	if err != nil {
-		return bad(rec, "", KindInvalidSchema, "%s", err.Error())
+	v := ws.row.Load()
+	if v == nil {
+		if v, err = d.t.version(ws.connect, envelopeRow); err != nil {
+			return bad(rec, "", KindInvalidSchema, "%s", err.Error())
+		}
+		ws.row.Store(v)
 	}
 	jrec := *rec
 	jrec.Value, jrec.Key = rs.wireValue, nil
