@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Decode per record: a create with the Connect schema wrapper (the schema
@@ -63,7 +64,7 @@ func BenchmarkConnectMapperRow(b *testing.B) {
 // transcoded to the JsonConverter's JSON and decoded as that.
 func BenchmarkDecodeAvro(b *testing.B) {
 	d := avroDecoder(b, newAvroRegistry())
-	rec := schema.Record{Topic: "shop.public.customers", Key: avroRecord(b, 2, customersKeyAvro, map[string]any{"id": int32(1)}),
+	rec := stream.Record{Topic: "shop.public.customers", Key: avroRecord(b, 2, customersKeyAvro, map[string]any{"id": int32(1)}),
 		Value: avroEvent(b, "c", nil, avroRow(1, "Sally"))}
 	var ch Change
 	if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {

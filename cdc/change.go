@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Op is what a change does to the target table.
@@ -115,6 +116,6 @@ const (
 )
 
 // bad builds the *schema.DecodeError of r.
-func bad(r *schema.Record, column, kind, format string, args ...any) *schema.DecodeError {
+func bad(r *stream.Record, column, kind, format string, args ...any) *schema.DecodeError {
 	return &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: column, Kind: kind, Err: errors.New(fmt.Sprintf(format, args...))}
 }

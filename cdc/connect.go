@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // ConnectMapper maps plain Kafka Connect records (format connect_json: the
@@ -39,10 +40,10 @@ func (m *ConnectMapper) Table() schema.Table { return m.t.Table() }
 func (m *ConnectMapper) KeyColumns() []string { return m.t.KeyColumns() }
 
 // IsTombstone reports whether r is a tombstone: a record with a null value.
-func (m *ConnectMapper) IsTombstone(r *schema.Record) bool { return r.Value == nil }
+func (m *ConnectMapper) IsTombstone(r *stream.Record) bool { return r.Value == nil }
 
 // Row appends the row of r to dst[:0] in Table's column order.
-func (m *ConnectMapper) Row(rec *schema.Record, dst []any) ([]any, error) {
+func (m *ConnectMapper) Row(rec *stream.Record, dst []any) ([]any, error) {
 	var ch Change
 	ch.Row = dst[:0]
 	if err := m.decode(rec, &ch); err != nil {
@@ -56,7 +57,7 @@ func (m *ConnectMapper) Row(rec *schema.Record, dst []any) ([]any, error) {
 
 // KeyRow returns the key columns' values of r, from the record key, in
 // KeyColumns order, for a delete on tombstone.
-func (m *ConnectMapper) KeyRow(rec *schema.Record) ([]any, error) {
+func (m *ConnectMapper) KeyRow(rec *stream.Record) ([]any, error) {
 	l := m.t.cur.Load()
 	if len(l.key) == 0 {
 		return nil, errors.New("key row: the mapping has no key columns")
@@ -94,7 +95,7 @@ func (m *ConnectMapper) lastVersion(l *layout) *version {
 }
 
 // decode maps a record's value into ch.Row.
-func (m *ConnectMapper) decode(rec *schema.Record, ch *Change) error {
+func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
 	t := m.t
 	if rec.Value == nil {
 		return bad(rec, "", schema.KindTombstone, "the record is a tombstone (null value): set delete_on_tombstone with key columns")

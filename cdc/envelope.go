@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Decoder decodes the Debezium change events of one source table (one
@@ -61,7 +62,7 @@ type envelope struct {
 // schema.ErrBadRecord) with its kind; a record that changes the table is
 // an error wrapping schema.ErrTableChanged, and deciding it again after
 // the table changed succeeds.
-func (d *Decoder) Decode(rec *schema.Record, ch *Change) error {
+func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 	ch.reset()
 	if rec.Value == nil {
 		return nil // a tombstone: the delete before it did the work
@@ -77,7 +78,7 @@ func (d *Decoder) Decode(rec *schema.Record, ch *Change) error {
 // decode decodes a record whose value is JSON. preset is the version of
 // its row schema when the record does not carry it (a registry format's,
 // whose value is the JSON of its payload alone).
-func (d *Decoder) decode(rec *schema.Record, ch *Change, rs *rowState, preset *version) error {
+func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *version) error {
 	t := d.t
 	r := &rs.r
 	r.reset(rec.Value)
@@ -198,7 +199,7 @@ func (d *Decoder) decode(rec *schema.Record, ch *Change, rs *rowState, preset *v
 
 // versionOf compiles (or finds) the row schema of an envelope's schema
 // text; without one, the configured columns.
-func (d *Decoder) versionOf(rec *schema.Record, text []byte) (*version, error) {
+func (d *Decoder) versionOf(rec *stream.Record, text []byte) (*version, error) {
 	if text == nil {
 		if d.t.fixed == nil {
 			return nil, bad(rec, "", KindInvalidSchema, "the event has no Connect schema (schemas.enable=false) and the mapping configures no columns: configure the columns, or enable schemas on the converter")
@@ -314,7 +315,7 @@ func growBool(s []bool, n int) []bool {
 
 // fold merges the event's row schema into the table the first time the
 // table sees it; the first event also settles the key from the record key.
-func (d *Decoder) fold(rec *schema.Record, rs *rowState, v *version) (*layout, error) {
+func (d *Decoder) fold(rec *stream.Record, rs *rowState, v *version) (*layout, error) {
 	if !v.folded.Load() {
 		var key []string
 		if d.t.cur.Load().key == nil {
@@ -342,7 +343,7 @@ func (d *Decoder) fold(rec *schema.Record, rs *rowState, v *version) (*layout, e
 }
 
 // upsert finishes a c, r or u event.
-func (d *Decoder) upsert(rec *schema.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
 	if !env.hasAfter {
 		return bad(rec, "", schema.KindInvalidValue, "the %c event has no after", ch.Event)
 	}
@@ -389,7 +390,7 @@ func (d *Decoder) upsert(rec *schema.Record, rs *rowState, v *version, l *layout
 
 // delete finishes a d event: the key from the record key, else from
 // before.
-func (d *Decoder) delete(rec *schema.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
 	if len(l.key) == 0 {
 		return bad(rec, "", KindNoKey, "a delete from a table without key columns cannot be applied: give the source table a primary key, or name key columns in the mapping")
 	}
@@ -583,7 +584,7 @@ func sourceValue(f sourceField, s *Source, event byte, ch *Change) any {
 	return nil
 }
 
-func badRead(rec *schema.Record, r *reader) error {
+func badRead(rec *stream.Record, r *reader) error {
 	if r.err == nil {
 		return bad(rec, "", schema.KindInvalidJSON, "the value is not a JSON object")
 	}

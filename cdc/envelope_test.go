@@ -14,11 +14,12 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // fixture reads a record of testdata/: {"key": ..., "value": ...}, each
 // kept byte for byte as the file has it.
-func fixture(tb testing.TB, name string) schema.Record {
+func fixture(tb testing.TB, name string) stream.Record {
 	tb.Helper()
 	b, err := os.ReadFile(filepath.Join("testdata", name))
 	if err != nil {
@@ -28,7 +29,7 @@ func fixture(tb testing.TB, name string) schema.Record {
 	if err := json.Unmarshal(b, &f); err != nil {
 		tb.Fatalf("%s: %v", name, err)
 	}
-	r := schema.Record{Topic: "shop.public.t", Partition: 0, Offset: 42}
+	r := stream.Record{Topic: "shop.public.t", Partition: 0, Offset: 42}
 	if string(f.Key) != "null" {
 		r.Key = f.Key
 	}
@@ -39,7 +40,7 @@ func fixture(tb testing.TB, name string) schema.Record {
 }
 
 // decode decodes rec, growing the table first when the record asks to.
-func decode(tb testing.TB, d *Decoder, rec schema.Record) (Change, error) {
+func decode(tb testing.TB, d *Decoder, rec stream.Record) (Change, error) {
 	tb.Helper()
 	var ch Change
 	err := d.Decode(&rec, &ch)
@@ -208,7 +209,7 @@ func TestBadEventsAreDeadLettersWithAKind(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := mustDecoder(t, Config{})
-			rec := schema.Record{Topic: "t", Key: cr.Key, Value: []byte(c.value)}
+			rec := stream.Record{Topic: "t", Key: cr.Key, Value: []byte(c.value)}
 			_, err := decode(t, d, rec)
 			var de *schema.DecodeError
 			if !errors.As(err, &de) || !errors.Is(err, schema.ErrBadRecord) {
@@ -260,7 +261,7 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	grown := strings.ReplaceAll(string(cr.Value), `{"type":"string","optional":false,"field":"email"}`,
 		`{"type":"string","optional":false,"field":"email"},{"type":"boolean","optional":true,"field":"vip"}`)
 	grown = strings.Replace(grown, `"email":"sally@example.com"}`, `"email":"sally@example.com","vip":true}`, 1)
-	rec := schema.Record{Key: cr.Key, Value: []byte(grown)}
+	rec := stream.Record{Key: cr.Key, Value: []byte(grown)}
 	var ch Change
 	if err := d.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
 		t.Fatalf("grown: %v, want ErrTableChanged", err)
@@ -279,14 +280,14 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	// id int32 → string: no column holds both.
 	bad := strings.ReplaceAll(string(cr.Value), `{"type":"int32","optional":false,"field":"id"}`, `{"type":"string","optional":false,"field":"id"}`)
 	bad = strings.Replace(bad, `"id":2`, `"id":"2"`, 1)
-	rec = schema.Record{Key: cr.Key, Value: []byte(bad)}
+	rec = stream.Record{Key: cr.Key, Value: []byte(bad)}
 	var de *schema.DecodeError
 	if err := d.Decode(&rec, &ch); !errors.As(err, &de) || de.Kind != schema.KindSchemaIncompatible {
 		t.Fatalf("incompatible: %v", err)
 	}
 	// int32 → int64 widens the column.
 	wide := strings.ReplaceAll(string(cr.Value), `{"type":"int32","optional":false,"field":"id"}`, `{"type":"int64","optional":false,"field":"id"}`)
-	rec = schema.Record{Key: cr.Key, Value: []byte(wide)}
+	rec = stream.Record{Key: cr.Key, Value: []byte(wide)}
 	if err := d.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) || d.Table().Columns[0].Type != "bigint" {
 		t.Fatalf("widen: %v %+v", err, d.Table().Columns[0])
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // FuzzDecode: any key and value give a Change or an error, never a panic,
@@ -24,7 +25,7 @@ func FuzzDecode(f *testing.F) {
 			mustDecoder(t, Config{}),
 			mustDecoder(t, Config{Columns: []Column{{Name: "id", Type: "integer"}, {Name: "first_name", Type: "text"}}, Key: []string{"id"}}),
 		} {
-			rec := schema.Record{Key: key, Value: value}
+			rec := stream.Record{Key: key, Value: value}
 			var ch Change
 			for range 3 { // a table change, then the record again
 				err := d.Decode(&rec, &ch)
@@ -40,7 +41,7 @@ func FuzzDecode(f *testing.F) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rec := schema.Record{Key: key, Value: value}
+		rec := stream.Record{Key: key, Value: value}
 		for range 3 {
 			if _, err := m.Row(&rec, nil); err == nil || !errors.Is(err, schema.ErrTableChanged) {
 				break
@@ -75,7 +76,7 @@ func FuzzDecodeWire(f *testing.F) {
 	f.Fuzz(func(t *testing.T, protobuf bool, keyPayload, valuePayload []byte) {
 		reg := newAvroRegistry()
 		reg.schemas[11], reg.schemas[12] = value, key
-		cfg, rec := Config{Format: FormatAvro, Lookup: reg.lookup}, schema.Record{
+		cfg, rec := Config{Format: FormatAvro, Lookup: reg.lookup}, stream.Record{
 			Key:   append(schema.AppendWireHeader(nil, 2, nil), keyPayload...),
 			Value: append(schema.AppendWireHeader(nil, 1, nil), valuePayload...),
 		}

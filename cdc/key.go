@@ -6,7 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The record key. Debezium's key is a struct of the source table's
@@ -85,7 +85,7 @@ func wrapperParts(kr *reader, doc []byte, t *table) (schemaText []byte, v *versi
 
 // keyNames are the key columns a record key names: its schema's fields,
 // else its payload's members; empty for a null key.
-func (t *table) keyNames(rec *schema.Record, kr *reader) ([]string, error) {
+func (t *table) keyNames(rec *stream.Record, kr *reader) ([]string, error) {
 	if rec.Key == nil || bytes.Equal(bytes.TrimSpace(rec.Key), []byte("null")) {
 		return []string{}, nil
 	}
@@ -140,7 +140,7 @@ func (t *table) keyNames(rec *schema.Record, kr *reader) ([]string, error) {
 
 // recordKey decodes the key columns of l from the record key, each with
 // the type of its field in v, into dst[:0].
-func (t *table) recordKey(rec *schema.Record, kr *reader, v *version, l *layout, dst []any) ([]any, error) {
+func (t *table) recordKey(rec *stream.Record, kr *reader, v *version, l *layout, dst []any) ([]any, error) {
 	_, at, rerr := keyParts(kr, rec.Key)
 	if rerr != nil {
 		return nil, bad(rec, "", rerr.kind, "the key %s", rerr.msg)

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // rowState is the scratch space of one record's decode.
@@ -144,7 +145,7 @@ func (t *table) placeholders() [][]byte {
 }
 
 // assemble builds the row of layout l from the decoded fields.
-func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail []bool, rec *schema.Record, src *Source, event byte, kafka []any, ch *Change) []any {
+func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail []bool, rec *stream.Record, src *Source, event byte, kafka []any, ch *Change) []any {
 	idx := v.index(l)
 	dst = dst[:0]
 	for i, c := range l.cols {
@@ -169,7 +170,7 @@ func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail [
 
 // checkNotNull refuses a row whose NOT NULL column is NULL (a field a later
 // schema dropped, or a null where the first schema said required).
-func checkNotNull(rec *schema.Record, l *layout, row []any, ch *Change) error {
+func checkNotNull(rec *stream.Record, l *layout, row []any, ch *Change) error {
 	for i, c := range l.cols {
 		if c.NotNull && row[i] == nil && !containsInt(ch.Unavailable, i) {
 			return bad(rec, c.Name, schema.KindNullValue, "the value is null or missing and the column is NOT NULL")

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Records of Confluent's AvroConverter and ProtobufConverter (Config.Format
@@ -68,7 +69,7 @@ func newWireSchemas(cfg Config) (*wireSchemas, error) {
 
 // schemaOf returns the compiled schema of the wire-format bytes b (the key
 // or the value: what) and its encoded value.
-func (w *wireSchemas) schemaOf(rec *schema.Record, what string, b []byte) (*wireSchema, []byte, error) {
+func (w *wireSchemas) schemaOf(rec *stream.Record, what string, b []byte) (*wireSchema, []byte, error) {
 	id, indexes, payload, err := schema.WirePayload(b, w.format == FormatProtobuf)
 	if err != nil {
 		return nil, nil, bad(rec, "", schema.KindInvalidWireFormat, "the %s %s", what, err.Error())
@@ -108,7 +109,7 @@ func (w *wireSchemas) schemaOf(rec *schema.Record, what string, b []byte) (*wire
 }
 
 // decodeWire decodes a record of format avro or protobuf.
-func (d *Decoder) decodeWire(rec *schema.Record, ch *Change) error {
+func (d *Decoder) decodeWire(rec *stream.Record, ch *Change) error {
 	ws, payload, err := d.wire.schemaOf(rec, "value", rec.Value)
 	if err != nil {
 		return err
@@ -136,7 +137,7 @@ func (d *Decoder) decodeWire(rec *schema.Record, ch *Change) error {
 }
 
 // wireKey is the record key as the JsonConverter writes it with its schema.
-func (d *Decoder) wireKey(rec *schema.Record, rs *rowState) ([]byte, error) {
+func (d *Decoder) wireKey(rec *stream.Record, rs *rowState) ([]byte, error) {
 	ws, payload, err := d.wire.schemaOf(rec, "key", rec.Key)
 	if err != nil {
 		return nil, err

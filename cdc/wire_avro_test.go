@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // customersAvro is the value schema Confluent's AvroConverter registers for
@@ -122,7 +123,7 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 	d := avroDecoder(t, reg)
 	key := func(id int32) []byte { return avroRecord(t, 2, customersKeyAvro, map[string]any{"id": id}) }
 
-	create := schema.Record{Topic: "shop.public.customers", Key: key(1), Value: avroEvent(t, "c", nil, avroRow(1, "Sally"))}
+	create := stream.Record{Topic: "shop.public.customers", Key: key(1), Value: avroEvent(t, "c", nil, avroRow(1, "Sally"))}
 	ch, err := decode(t, d, create)
 	if err != nil {
 		t.Fatal(err)
@@ -154,19 +155,19 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 	}
 
 	// An update that changes the key deletes the old key first.
-	pk := schema.Record{Key: key(10), Value: avroEvent(t, "u", avroRow(1, "Sally"), avroRow(10, "Sally"))}
+	pk := stream.Record{Key: key(10), Value: avroEvent(t, "u", avroRow(1, "Sally"), avroRow(10, "Sally"))}
 	if ch, err = decode(t, d, pk); err != nil || ch.Op != OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
-	del := schema.Record{Key: key(10), Value: avroEvent(t, "d", avroRow(10, "Sally"), nil)}
+	del := stream.Record{Key: key(10), Value: avroEvent(t, "d", avroRow(10, "Sally"), nil)}
 	if ch, err = decode(t, d, del); err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
-	trunc := schema.Record{Value: avroEvent(t, "t", nil, nil)}
+	trunc := stream.Record{Value: avroEvent(t, "t", nil, nil)}
 	if ch, err = decode(t, d, trunc); err != nil || ch.Op != OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
-	tomb := schema.Record{Key: key(10)}
+	tomb := stream.Record{Key: key(10)}
 	if ch, err = decode(t, d, tomb); err != nil || ch.Op != OpNone {
 		t.Fatalf("tombstone: %v, %+v", err, ch)
 	}
@@ -195,7 +196,7 @@ func TestAvroRecordsThatCannotBeDecodedSayWhy(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := decode(t, d, schema.Record{Value: c.value})
+			_, err := decode(t, d, stream.Record{Value: c.value})
 			var de *schema.DecodeError
 			if !errors.As(err, &de) || de.Kind != c.kind || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want a %s dead letter saying %q", err, c.kind, c.want)
@@ -203,7 +204,7 @@ func TestAvroRecordsThatCannotBeDecodedSayWhy(t *testing.T) {
 		})
 	}
 	// A registry that cannot be reached is no dead letter: the batch is retried.
-	_, err := decode(t, d, schema.Record{Value: append(schema.AppendWireHeader(nil, 99, nil), good[5:]...)})
+	_, err := decode(t, d, stream.Record{Value: append(schema.AppendWireHeader(nil, 99, nil), good[5:]...)})
 	if err == nil || errors.Is(err, schema.ErrBadRecord) {
 		t.Fatalf("err %v, want an error that is not a bad record", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // customersProto is the kind of schema Confluent's ProtobufConverter
@@ -122,7 +123,7 @@ func TestProtobufEventsBecomeChanges(t *testing.T) {
 	keyOf := func(id string) []byte { return protoRecord(t, key, `{"id": `+id+`}`) }
 	row := func(id string) string { return fmtRow(protoRow, id) }
 
-	ch, err := decode(t, d, schema.Record{Key: keyOf("1"), Value: protoRecord(t, value, protoEvent("c", "", row("1")))})
+	ch, err := decode(t, d, stream.Record{Key: keyOf("1"), Value: protoRecord(t, value, protoEvent("c", "", row("1")))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,21 +145,21 @@ func TestProtobufEventsBecomeChanges(t *testing.T) {
 	if ch.Source.Table != "customers" || ch.Source.TxID != 771 || ch.Source.Snapshot != "false" || ch.TsMs != 1709164800999 {
 		t.Errorf("source %+v, ts %d", ch.Source, ch.TsMs)
 	}
-	ch, err = decode(t, d, schema.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("u", row("1"), row("10")))})
+	ch, err = decode(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("u", row("1"), row("10")))})
 	if err != nil || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
-	ch, err = decode(t, d, schema.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("d", row("10"), ""))})
+	ch, err = decode(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("d", row("10"), ""))})
 	if err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
-	if ch, err = decode(t, d, schema.Record{Value: protoRecord(t, value, protoEvent("t", "", ""))}); err != nil || ch.Op != OpTruncate {
+	if ch, err = decode(t, d, stream.Record{Value: protoRecord(t, value, protoEvent("t", "", ""))}); err != nil || ch.Op != OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
 	// A date Protobuf can say and a calendar cannot is a bad record.
 	bad := protoEvent("c", "", fmtRow(protoRow, "2"))
 	bad = strings.Replace(bad, `"day": 29`, `"day": 30`, 1)
-	_, err = decode(t, d, schema.Record{Key: keyOf("2"), Value: protoRecord(t, value, bad)})
+	_, err = decode(t, d, stream.Record{Key: keyOf("2"), Value: protoRecord(t, value, bad)})
 	var de *schema.DecodeError
 	if !errors.As(err, &de) || de.Column != "born" || de.Kind != schema.KindTypeMismatch {
 		t.Fatalf("February 30: %v, want a type mismatch of born", err)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Cross-partition batches (Config.TableWriters): each append table has a
@@ -42,13 +43,13 @@ type lane struct {
 // pending is a batch waiting in a lane. Its done channel receives the
 // outcome, or, for the waiter that is handed the slot, the batches to write.
 type pending struct {
-	b    *Batch
+	b    *stream.Batch
 	sink Sink
 	done chan laneOutcome // cap 1
 }
 
 type laneOutcome struct {
-	res  Result
+	res  outcome
 	err  error
 	lead []*pending // set when this waiter now owns the slot and writes these
 }
@@ -76,7 +77,7 @@ func (w *Writer) laneOf(table string) *lane {
 
 // writeInLane writes b alone when its table has a free slot, or else waits
 // to be written with the table's other waiting batches.
-func (w *Writer) writeInLane(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) writeInLane(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	l := w.laneOf(sink.Table.QualifiedName())
 	l.mu.Lock()
 	if l.busy < w.cfg.TableWriters {
@@ -98,7 +99,7 @@ func (w *Writer) writeInLane(ctx context.Context, b *Batch, sink Sink) (Result, 
 		if i := slices.Index(l.waiting, p); i >= 0 {
 			l.waiting = slices.Delete(l.waiting, i, i+1)
 			l.mu.Unlock()
-			return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, ctx.Err())
+			return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, ctx.Err())
 		}
 		l.mu.Unlock()
 		o = <-p.done // taken already: its transaction decides
@@ -108,7 +109,7 @@ func (w *Writer) writeInLane(ctx context.Context, b *Batch, sink Sink) (Result, 
 	}
 	// This waiter owns a slot now and writes the batches handed to it
 	// (its own among them) in one transaction.
-	var res Result
+	var res outcome
 	var err error
 	results := w.writeCombined(ctx, o.lead)
 	for i, q := range o.lead {
@@ -166,7 +167,7 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 	if errors.Is(err, errRecheck) {
 		one()
 		for i := range out {
-			out[i].res.Rechecked = true
+			out[i].res.rechecked = true
 		}
 		return out
 	}
@@ -179,11 +180,11 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 			continue
 		}
 		r := res
-		r.Rows, r.Combined = len(p.b.Records), len(ps)
+		r.rows, r.combined = len(p.b.Records), len(ps)
 		if i > 0 {
 			// One COPY and one COMMIT: timed once, so duration histograms
 			// count each statement once.
-			r.CopyDuration, r.CommitDuration = 0, 0
+			r.copyDuration, r.commitDuration = 0, 0
 		}
 		out[i] = laneOutcome{res: r}
 	}
@@ -195,14 +196,14 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 // in a cycle), the rows in one COPY, the notifications, COMMIT. errIsolate
 // means: nothing was committed, write the batches one by one; errRecheck
 // the same, after Postgres refused a row written unchecked.
-func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) {
+func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (outcome, error) {
 	order := slices.Clone(ps)
 	slices.SortFunc(order, func(x, y *pending) int {
 		return cmp.Or(cmp.Compare(x.b.Topic, y.b.Topic), cmp.Compare(x.b.Partition, y.b.Partition))
 	})
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
-		return Result{}, fmt.Errorf("begin: %w", err)
+		return outcome{}, fmt.Errorf("begin: %w", err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
@@ -210,13 +211,11 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 		_ = tx.Rollback(rctx)
 	}()
 	for _, p := range order {
-		b := p.b
-		tag, err := tx.Exec(ctx, advanceSQL, w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset)
-		if err != nil {
-			return Result{}, fmt.Errorf("advance next_offset of %s/%d: %w", b.Topic, b.Partition, err)
-		}
-		if tag.RowsAffected() != 1 {
-			return Result{}, errIsolate // fenced: the ordinary path says which and why
+		if err := w.offs.Advance(ctx, tx, p.b); err != nil {
+			if errors.Is(err, stream.ErrFenced) {
+				return outcome{}, errIsolate // the ordinary path reports it for its partition
+			}
+			return outcome{}, fmt.Errorf("fence %s/%d: %w", p.b.Topic, p.b.Partition, err)
 		}
 	}
 	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order)), append: make([]appendFunc, len(order))}
@@ -227,7 +226,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 	t := order[0].sink.Table
 	copyStart := time.Now()
 	n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
-	res := Result{CopyDuration: time.Since(copyStart)}
+	res := outcome{copyDuration: time.Since(copyStart)}
 	if src.err != nil {
 		err = src.err
 	}
@@ -242,34 +241,35 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (Result, error) 
 				recheck = errRecheck
 			}
 		}
-		return Result{}, recheck
+		return outcome{}, recheck
 	}
 	if src.bad {
 		if src.badTopic != "" {
 			w.checked(src.badTopic, order[0].sink.Mapper, true)
 		}
-		return Result{}, errIsolate
+		return outcome{}, errIsolate
 	}
 	if err != nil {
-		return Result{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+		return outcome{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
 	}
 	if want := src.rows; int(n) != want {
-		return Result{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
+		return outcome{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
 	}
 	for _, p := range order {
 		if err := w.notify(ctx, tx, p.b, p.sink, len(p.b.Records)); err != nil {
-			return Result{}, err
+			return outcome{}, err
 		}
 	}
 	commitStart := time.Now()
 	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
+		return outcome{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
 	}
-	res.CommitDuration = time.Since(commitStart)
+	res.commitDuration = time.Since(commitStart)
 	for i, p := range order {
 		if src.unchecked[i] == nil {
 			w.checked(p.b.Topic, p.sink.Mapper, false)
 		}
+		w.bad.note(p.sink.Table.QualifiedName(), len(p.b.Records), nil, false)
 	}
 	return res, nil
 }
@@ -295,7 +295,7 @@ type multiSource struct {
 }
 
 // record returns the next record and its batch; nil when none is left.
-func (s *multiSource) record() (*schema.Record, *pending) {
+func (s *multiSource) record() (*stream.Record, *pending) {
 	for s.bi < len(s.ps) {
 		p := s.ps[s.bi]
 		if s.ri >= len(p.b.Records) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // writeConcurrently writes batches of size rows for each partition, every
@@ -22,15 +23,16 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 	var wg sync.WaitGroup
 	var shared atomic.Int64
 	errs := make(chan error, partitions)
+	tr := trace(w)
 	for p := range partitions {
 		pos := claim(t, w, p)
 		wg.Go(func() {
 			for first := int64(0); first < batches*size; first += size {
-				b := &ingest.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + size, LeaderEpoch: -1, LogEndOffset: -1}
+				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + size, LeaderEpoch: -1, LogEndOffset: -1}
 				for o := first; o < first+size; o++ {
-					b.Records = append(b.Records, schema.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0), Value: value(p, o)})
+					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0), Value: value(p, o)})
 				}
-				res, err := w.Write(ctx, b)
+				res, err := tr.write(ctx, w, b)
 				if err != nil {
 					errs <- fmt.Errorf("partition %d batch at %d: %w", p, first, err)
 					return
@@ -111,8 +113,9 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
 	// Hold the one slot with a transaction on partition 9, so the next
 	// batches wait and are combined.
+	tr := trace(w)
 	slow := claim(t, w, 9)
-	pos := map[int32]ingest.Position{}
+	pos := map[int32]stream.Position{}
 	for p := range int32(4) {
 		pos[p] = claim(t, w, p)
 	}
@@ -131,7 +134,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if _, err := w.Write(ctx, batch(9, slow.Epoch, 0, 10)); err != nil {
+		if err := w.Write(ctx, batch(9, slow.Epoch, 0, 10)); err != nil {
 			t.Errorf("partition 9: %v", err)
 		}
 	})
@@ -142,7 +145,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	combined := make([]int, 4)
 	for p := range int32(4) {
 		wg.Go(func() {
-			res, err := w.Write(ctx, batch(p, pos[p].Epoch, 0, 10))
+			res, err := tr.write(ctx, w, batch(p, pos[p].Epoch, 0, 10))
 			results[p], combined[p] = err, res.Combined
 		})
 	}
@@ -153,7 +156,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	wg.Wait()
 	for p, err := range results {
 		if p == 2 {
-			if !errors.Is(err, ingest.ErrFenced) {
+			if !errors.Is(err, stream.ErrFenced) {
 				t.Errorf("partition 2: %v, want ErrFenced", err)
 			}
 			continue

@@ -24,8 +24,8 @@ import (
 //
 //   - each column's encoder is chosen once per COPY from the column's type,
 //     where pgx looks a plan up by type OID and the value's reflect.Type for
-//     every value (two map lookups and a reflect.TypeOf: about a tenth of
-//     the bridge's CPU on a typed table). Values of other types, or of other
+//     every value (two map lookups and a reflect.TypeOf, on the path of
+//     every field of every row). Values of other types, or of other
 //     columns, go through the connection's pgtype.Map as in pgx;
 //   - rows are encoded on pgconn's copy goroutine, into a buffer of about
 //     one CopyData message that pgconn reads, where pgx hands them over an

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // TestTheFastEncodersWriteWhatPgxWrites holds every fast encoder to pgtype's
@@ -210,9 +211,9 @@ func TestAppendFuncOfTakesTheTypedMappersOwnState(t *testing.T) {
 	f, g := appendFuncOf(m), appendFuncOf(m)
 	oids := []uint32{20}
 	enc := func(int, []byte, any) ([]byte, error) { t.Fatal("handed to the encoder"); return nil, nil }
-	a, errA := f(&schema.Record{Value: []byte(`{"id":1}`)}, nil, oids, enc)
-	b, errB := g(&schema.Record{Value: []byte(`{"id":2}`)}, nil, oids, enc)
-	c, errC := m.AppendRow(&schema.Record{Value: []byte(`{"id":1}`)}, nil, oids, enc)
+	a, errA := f(&stream.Record{Value: []byte(`{"id":1}`)}, nil, oids, enc)
+	b, errB := g(&stream.Record{Value: []byte(`{"id":2}`)}, nil, oids, enc)
+	c, errC := m.AppendRow(&stream.Record{Value: []byte(`{"id":1}`)}, nil, oids, enc)
 	if errA != nil || errB != nil || errC != nil || !bytes.Equal(a, c) || bytes.Equal(a, b) {
 		t.Fatalf("own-state appends %x, %x (%v, %v), AppendRow %x (%v)", a, b, errA, errB, c, errC)
 	}

@@ -174,14 +174,14 @@ func TestAColumnAlteredBetweenBatchesIsWrittenWithItsNewType(t *testing.T) {
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	pos := claim(t, w, 3)
-	if _, err := w.Write(ctx, batch(3, pos.Epoch, 0, 100)); err != nil {
+	if err := w.Write(ctx, batch(3, pos.Epoch, 0, 100)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := pool.Exec(ctx, `ALTER TABLE orders ALTER COLUMN kafka_partition TYPE bigint,
 		ALTER COLUMN kafka_offset TYPE numeric`); err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Write(ctx, batch(3, pos.Epoch, 100, 250))
+	res, err := trace(w).write(ctx, w, batch(3, pos.Epoch, 100, 250))
 	if err != nil {
 		t.Fatal(err)
 	}

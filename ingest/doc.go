@@ -1,14 +1,16 @@
 // Package ingest writes batches of Kafka records into Postgres, exactly once.
+// Its Writer is the reader's Store: Claim (through package offsets) and
+// Write.
 //
-// One Write is one transaction:
+// # One Write, one transaction
 //
-//  1. the fence: UPDATE the partition's kafka2pg.offsets row to the batch's
-//     next offset, only if the epoch is still the writer's and the stored
-//     next_offset is not past the batch's first offset (the monotonic guard:
-//     offsets may legitimately skip after compaction and transaction markers).
-//     It must touch exactly one row, or the transaction rolls back and Write
-//     returns ErrFenced. It runs first, so the row lock serializes writers of
-//     a partition and a fenced writer copies nothing.
+//  1. the fence (offsets.Store.Advance): move the partition's
+//     kafka2pg.offsets row to the batch's next offset, only if the epoch is
+//     still the writer's and the stored next_offset is not past the batch's
+//     first offset. It must touch exactly one row, or the transaction rolls
+//     back and Write returns a *stream.FencedError. It runs first, so the
+//     row lock serializes writers of a partition and a fenced writer copies
+//     nothing.
 //  2. binary COPY of the rows (CopyFrom, copy.go: pgx's protocol with an
 //     encoder chosen per column), built lazily from the records: a mapper
 //     that is a RowAppender writes each record's row straight into the COPY
@@ -25,17 +27,21 @@
 //     cmd/kafka2pg makes at start);
 //  4. COMMIT. Only then are the rows and the new next_offset durable.
 //
-// Claim bumps the epoch of a partition and returns its durable position; it
-// fences every earlier writer at once. A claim waits for the row lock of an
-// open transaction at most Config.ClaimLockTimeout, then terminates that
-// backend: a writer still holding the row after the group gave the partition
-// to someone else is a zombie (frozen or partitioned away), and killing its
-// transaction is what lets the new owner proceed without waiting for it.
+// With Config.OnError "stop", a bad record makes Write commit the records
+// before it, move next_offset back to it (offsets.Store.Rewind) and return
+// a *stream.StopError.
 //
 // A failed COMMIT is ambiguous (it may have committed). Write never retries:
-// the caller re-claims, which re-reads the durable position from Postgres.
+// the caller claims again, which re-reads the durable position.
+//
+// # Observing writes
+//
+// Write returns only an error. What it stored (rows, dead letters and their
+// kinds, the COPY's and the COMMIT's durations, whether the batch was
+// isolated, rechecked or combined) goes to Config.Tracer, for metrics and
+// progress.
 //
 // The package owns no goroutines; Writer is safe for concurrent use by many
 // partition goroutines (each Write takes its own pooled connection). It
-// imports schema and pgx, never reader.
+// imports stream, offsets, schema and pgx, never reader.
 package ingest

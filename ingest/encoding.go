@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The database's encoding, as it bears on what the writer stores. kafka2pg
@@ -76,7 +77,7 @@ func (t letterText) message(msg string) string {
 }
 
 // headers is the headers jsonb of a dead letter; nil without headers.
-func (t letterText) headers(hs []schema.Header) any {
+func (t letterText) headers(hs []stream.Header) any {
 	switch {
 	case len(hs) == 0:
 		return nil

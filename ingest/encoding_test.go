@@ -12,6 +12,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // On a LATIN1 database (client_encoding UTF8, as kafka2pg connects), a dead
@@ -48,8 +49,8 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	}
 	b := batch(0, claim(t, w, 0).Epoch, 0, 3)
 	b.Records[1].Value = []byte(`{"n":"中"}`)
-	b.Records[1].Headers = []schema.Header{{Key: "clé", Value: []byte("中")}}
-	res, err := w.Write(ctx, b)
+	b.Records[1].Headers = []stream.Header{{Key: "clé", Value: []byte("中")}}
+	res, err := trace(w).write(ctx, w, b)
 	if err != nil || res.Rows != 2 || res.DeadLetters != 1 {
 		t.Fatalf("write: %+v, %v; want 2 rows and 1 dead letter", res, err)
 	}
@@ -68,7 +69,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_message = 'before the replay'`); err != nil {
 		t.Fatal(err)
 	}
-	rr, err := w.Replay(ctx, ingest.ReplayFilter{Group: "g", Topic: topic}, 10)
+	rr, err := w.Replay(ctx, ingest.ReplayFilter{Group: "g", Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
 	if err != nil || rr.StillBad != 1 {
 		t.Fatalf("replay: %+v, %v; want the dead letter still bad", rr, err)
 	}

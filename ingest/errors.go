@@ -5,35 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
-	"fmt"
 	"net"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgconn"
 )
-
-// ErrFenced means the partition's offsets row moved: another writer claimed
-// it (a new owner, an operator's offset reset) or already wrote past this
-// batch. Nothing of the batch was committed. The caller drops its local state
-// for the partition and re-claims.
-var ErrFenced = errors.New("fenced: another writer owns this partition")
-
-// FencedError carries what the offsets row held when a write was fenced.
-type FencedError struct {
-	Topic        string
-	Partition    int32
-	Epoch        int64 // the writer's epoch
-	FirstOffset  int64 // the batch's first offset
-	StoredEpoch  int64 // -1 when the row was not found
-	StoredOffset int64 // -1 when NULL or not found
-}
-
-func (e *FencedError) Error() string {
-	return fmt.Sprintf("write %s/%d: fenced: batch from offset %d with epoch %d, but the offsets row holds epoch %d and next_offset %d",
-		e.Topic, e.Partition, e.FirstOffset, e.Epoch, e.StoredEpoch, e.StoredOffset)
-}
-
-func (e *FencedError) Unwrap() error { return ErrFenced }
 
 // Retryable reports whether err is trouble of the connection or the server
 // (SQLSTATE classes 08, 53, 57, 58, serialization failures, deadlocks, lock
@@ -73,12 +49,6 @@ func Retryable(err error) bool {
 	var netErr net.Error
 	var connErr *pgconn.ConnectError
 	return errors.As(err, &netErr) || errors.As(err, &connErr) || errors.Is(err, net.ErrClosed)
-}
-
-// lockTimeout is SQLSTATE 55P03 lock_not_available.
-func lockTimeout(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
 // DiscardsSession reports whether a Postgres error means its session can

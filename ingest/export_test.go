@@ -11,3 +11,7 @@ func LaneWaiting(w *Writer, table string) int {
 
 // RecheckBatches is recheckBatches, for tests of unchecked writes.
 const RecheckBatches = recheckBatches
+
+// SetTracer sets w's Config.Tracer, for tests that read what a Write did
+// from writers their helpers built. Call it before the writes.
+func SetTracer(w *Writer, t Tracer) { w.cfg.Tracer = t }

@@ -3,33 +3,16 @@ package ingest
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // KindTooLarge is the error kind of a record over Config.MaxRecordBytes.
 const KindTooLarge = "too_large"
-
-// StopError is returned by Write with OnError "stop": the records before
-// Offset were committed (next_offset is Offset now), the record at Offset is
-// bad, and the partition must stop.
-type StopError struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Kind      string
-	Err       error
-}
-
-func (e *StopError) Error() string {
-	return fmt.Sprintf("write %s/%d: stopped at offset %d (--on-error=stop): %s: %v", e.Topic, e.Partition, e.Offset, e.Kind, e.Err)
-}
-
-func (e *StopError) Unwrap() error { return e.Err }
 
 // rowError reports whether err is Postgres refusing a row for its data (a
 // data exception or an integrity constraint), as opposed to trouble with the
@@ -97,13 +80,13 @@ func sqlstateKind(err error) string {
 }
 
 type mappedRow struct {
-	rec    *schema.Record
+	rec    *stream.Record
 	values []any
 }
 
 // materialize maps every record, for the isolating path, which may copy a
 // row more than once.
-func materialize(records []schema.Record, m RowMapper, maxBytes int) ([]mappedRow, []badRecord, error) {
+func materialize(records []stream.Record, m RowMapper, maxBytes int) ([]mappedRow, []badRecord, error) {
 	rows := make([]mappedRow, 0, len(records))
 	var bad []badRecord
 	for i := range records {

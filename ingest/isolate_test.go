@@ -15,6 +15,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func writerWith(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config) *ingest.Writer {
@@ -82,7 +83,7 @@ func TestRowsPostgresRefusesAreIsolatedAndTheRestLands(t *testing.T) {
 	}
 	b.Records[65].Value = []byte(`{"n":65,"ref":"` + string(long) + `"}`)
 	want[65] = "program_limit_exceeded"
-	res, err := w.Write(ctx, b)
+	res, err := trace(w).write(ctx, w, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,8 +115,8 @@ func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
 	c := claim(t, w, 0)
 	b := batch(0, c.Epoch, 0, 20)
 	b.Records[12].Value = []byte("not json") // a later bad record: the first one decides
-	_, err := w.Write(ctx, b)
-	var stop *ingest.StopError
+	err := w.Write(ctx, b)
+	var stop *stream.StopError
 	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != "check_violation" {
 		t.Fatalf("Write = %v, want a StopError at offset 7 (check_violation)", err)
 	}
@@ -135,7 +136,7 @@ func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
 	// A decode error first in the batch: nothing at all is committed but the stop.
 	b = batch(0, c.Epoch, 7, 9)
 	b.Records[0].Value = []byte("{")
-	_, err = w.Write(ctx, b)
+	err = w.Write(ctx, b)
 	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != schema.KindInvalidJSON {
 		t.Fatalf("Write = %v, want a StopError at offset 7 (invalid_json)", err)
 	}
@@ -152,7 +153,7 @@ func TestOnErrorSkipCountsAndWritesNoDeadLetters(t *testing.T) {
 	b := batch(0, c.Epoch, 0, 10)
 	b.Records[2].Value = []byte("nope")
 	b.Records[4].Value = []byte(`{"big":"` + string(make([]byte, 100)) + `"}`)
-	res, err := w.Write(ctx, b)
+	res, err := trace(w).write(ctx, w, b)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestRecordsOverTheSizeLimitAreDeadLettered(t *testing.T) {
 	c := claim(t, w, 0)
 	b := batch(0, c.Epoch, 0, 3)
 	b.Records[1].Value = []byte(`{"pad":"` + string(make([]byte, 80)) + `"}`)
-	if _, err := w.Write(context.Background(), b); err != nil {
+	if err := w.Write(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	if got := deadLetterKinds(t, pool); got[1] != ingest.KindTooLarge || len(got) != 1 {
@@ -190,8 +191,8 @@ func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	pool.Reset() // new connections see the setting
-	_, err := w.Write(ctx, batch(0, c.Epoch, 0, 5))
-	if err == nil || !ingest.Retryable(err) || errors.Is(err, ingest.ErrFenced) {
+	err := w.Write(ctx, batch(0, c.Epoch, 0, 5))
+	if err == nil || !ingest.Retryable(err) || errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("Write on a read-only database = %v, want a retryable error", err)
 	}
 	conn, err := pool.Acquire(ctx)
@@ -208,7 +209,7 @@ func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 0 {
 		t.Errorf("%d dead letters for a read-only database, want 0", n)
 	}
-	if _, err := w.Write(ctx, batch(0, c.Epoch, 0, 5)); err != nil {
+	if err := w.Write(ctx, batch(0, c.Epoch, 0, 5)); err != nil {
 		t.Fatalf("Write after the database is writable again: %v", err)
 	}
 }
@@ -222,8 +223,8 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 	c := claim(t, w, 0)
 	b := batch(0, c.Epoch, 0, 10)
 	b.Records[8].Value = []byte("still not json")
-	b.Records[9].Headers = []schema.Header{{Key: "trace", Value: []byte{1, 2}}}
-	if _, err := w.Write(ctx, b); err != nil {
+	b.Records[9].Headers = []stream.Header{{Key: "trace", Value: []byte{1, 2}}}
+	if err := w.Write(ctx, b); err != nil {
 		t.Fatal(err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 5 {
@@ -233,7 +234,7 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE orders DROP CONSTRAINT small`); err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Replay(ctx, ingest.ReplayFilter{Topic: topic}, 2) // small batches: several transactions
+	res, err := w.Replay(ctx, ingest.ReplayFilter{Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 2}) // small batches: several transactions
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +274,7 @@ func TestHostileTableNamesAreQuotedNeverInterpolated(t *testing.T) {
 		}
 		c := claim(t, w, 0)
 		start := max(c.NextOffset, 0)
-		if _, err := w.Write(ctx, batch(0, c.Epoch, start, start+3)); err != nil {
+		if err := w.Write(ctx, batch(0, c.Epoch, start, start+3)); err != nil {
 			t.Fatalf("table %q: %v", name, err)
 		}
 		if n := queryInt(t, pool, `SELECT count(*) FROM `+pgx.Identifier{"public", name}.Sanitize()); n != 3 {
@@ -299,7 +300,7 @@ func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := claim(t, w, 2)
-	if _, err := w.Write(ctx, batch(2, c.Epoch, 0, 5)); err != nil {
+	if err := w.Write(ctx, batch(2, c.Epoch, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -317,7 +318,7 @@ func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
 	}
 	// A fenced batch is rolled back: no notification.
 	claim(t, w, 2)
-	if _, err := w.Write(ctx, batch(2, c.Epoch, 5, 8)); !errors.Is(err, ingest.ErrFenced) {
+	if err := w.Write(ctx, batch(2, c.Epoch, 5, 8)); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("Write = %v, want ErrFenced", err)
 	}
 	sctx, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)

@@ -12,6 +12,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // growingMapper maps {"a": 1, "b": 2, ...} to one bigint column per member,
@@ -33,7 +34,7 @@ func (m *growingMapper) Table() schema.Table {
 	return t
 }
 
-func (m *growingMapper) Row(r *schema.Record, dst []any) ([]any, error) {
+func (m *growingMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	var doc map[string]int64
 	if err := json.Unmarshal(r.Value, &doc); err != nil {
 		return nil, &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: schema.KindInvalidJSON, Err: err}
@@ -101,11 +102,11 @@ func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for first := int64(0); first < perPartition; first += 20 {
-				b := &ingest.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + 20, LeaderEpoch: -1, LogEndOffset: -1}
+				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + 20, LeaderEpoch: -1, LogEndOffset: -1}
 				for o := first; o < first+20; o++ {
-					b.Records = append(b.Records, schema.Record{Topic: topic, Partition: p, Offset: o, Value: value(p, o)})
+					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Value: value(p, o)})
 				}
-				if _, err := w.Write(ctx, b); err != nil {
+				if err := w.Write(ctx, b); err != nil {
 					errs <- fmt.Errorf("partition %d batch at %d: %w", p, first, err)
 					return
 				}
@@ -151,7 +152,7 @@ func TestAMapperErrorThatIsNotAboutTheRecordIsNeverDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := batch(0, pos[0].Epoch, 0, 10)
-	if _, err := w2.Write(ctx, b); err == nil || !errors.Is(err, m.err) {
+	if err := w2.Write(ctx, b); err == nil || !errors.Is(err, m.err) {
 		t.Fatalf("Write: %v, want the mapper's error", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 0 {
@@ -164,4 +165,4 @@ func TestAMapperErrorThatIsNotAboutTheRecordIsNeverDeadLettered(t *testing.T) {
 
 type failingMapper struct{ err error }
 
-func (m failingMapper) Row(*schema.Record, []any) ([]any, error) { return nil, m.err }
+func (m failingMapper) Row(*stream.Record, []any) ([]any, error) { return nil, m.err }

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Checks Postgres makes itself. A jsonb column parses every value it reads
@@ -27,7 +28,7 @@ import (
 // with a data exception (SQLSTATE class 22).
 type UncheckedAppender interface {
 	RowAppender
-	AppendRowUnchecked(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+	AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
 }
 
 // recheckBatches is how many batches of a topic are written with the
@@ -55,7 +56,7 @@ func (w *Writer) checksOf(topic string) *atomic.Int32 {
 // one method either way.
 type leavingChecks struct{ UncheckedAppender }
 
-func (l leavingChecks) AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
+func (l leavingChecks) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
 	return l.AppendRowUnchecked(r, dst, oids, enc)
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // checkedOnly hides RawMapper's AppendRowUnchecked: a writer with it checks
@@ -17,9 +18,9 @@ import (
 // jsonb makes to Postgres.
 type checkedOnly struct{ m schema.RawMapper }
 
-func (c checkedOnly) Row(r *schema.Record, dst []any) ([]any, error) { return c.m.Row(r, dst) }
+func (c checkedOnly) Row(r *stream.Record, dst []any) ([]any, error) { return c.m.Row(r, dst) }
 
-func (c checkedOnly) AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
+func (c checkedOnly) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
 	return c.m.AppendRow(r, dst, oids, enc)
 }
 
@@ -69,13 +70,13 @@ func TestUncheckedRowsPostgresRefusesGetTheMappingsDeadLetters(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	results := map[int32]ingest.Result{}
+	results := map[int32]ingest.BatchTrace{}
 	for p, w := range map[int32]*ingest.Writer{0: unchecked, 1: checked} {
 		b := batch(p, claim(t, w, p).Epoch, 0, 100)
 		for o, v := range badJSON {
 			b.Records[o].Value = []byte(v)
 		}
-		if results[p], err = w.Write(ctx, b); err != nil {
+		if results[p], err = trace(w).write(ctx, w, b); err != nil {
 			t.Fatalf("partition %d: %v", p, err)
 		}
 	}
@@ -113,14 +114,15 @@ func TestATopicWithABadRecordIsCheckedForItsNextBatches(t *testing.T) {
 	w, pool := newWriter(t, "g")
 	epoch := claim(t, w, 0).Epoch
 	next := int64(0)
-	write := func(bad bool) ingest.Result {
+	tr := trace(w)
+	write := func(bad bool) ingest.BatchTrace {
 		t.Helper()
 		b := batch(0, epoch, next, next+10)
 		if bad {
 			b.Records[3].Value = []byte(`{"n":`)
 		}
 		next += 10
-		res, err := w.Write(ctx, b)
+		res, err := tr.write(ctx, w, b)
 		if err != nil {
 			t.Fatal(err)
 		}

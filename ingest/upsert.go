@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Upsert mode. The fast path copies the batch into a temporary staging
@@ -31,7 +32,7 @@ const (
 
 // upsertOp is one record's effect: a row to upsert or a key to delete.
 type upsertOp struct {
-	rec    *schema.Record
+	rec    *stream.Record
 	values []any // all columns, or only the key columns when del
 	del    bool
 }
@@ -48,7 +49,7 @@ func keyIndexes(t schema.Table, key []string) []int {
 // upsertOps maps the batch's records to operations; bad records are set
 // aside. A tombstone without DeleteOnTombstone is passed to the mapper like
 // any record (which decides whether it is a bad record).
-func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []badRecord, error) {
+func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []badRecord, error) {
 	km := sink.Mapper.(KeyMapper)
 	ops := make([]upsertOp, 0, len(records))
 	var bad []badRecord
@@ -79,7 +80,7 @@ func (w *Writer) upsertOps(records []schema.Record, sink Sink) ([]upsertOp, []ba
 	return ops, bad, nil
 }
 
-func badRecordOf(r *schema.Record, err error) badRecord {
+func badRecordOf(r *stream.Record, err error) badRecord {
 	kind := schema.KindInvalidValue
 	if de, ok := err.(*schema.DecodeError); ok {
 		kind = de.Kind
@@ -135,23 +136,23 @@ func stageSQL(t schema.Table) string {
 	return fmt.Sprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DROP", stageTable, strings.Join(defs, ", "))
 }
 
-func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	ops, bad, err := w.upsertOps(b.Records, sink)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return Result{}, errIsolate
+		return outcome{}, errIsolate
 	}
 	tx, rollback, err := w.begin(ctx, b)
 	if err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
 	defer rollback()
-	res := Result{}
+	res := outcome{}
 	if len(ops) > 0 {
 		if _, err := tx.Exec(ctx, stageSQL(sink.Table)); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: create the staging table: %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: create the staging table: %w", b.Topic, b.Partition, err)
 		}
 		keyIdx := keyIndexes(sink.Table, sink.Upsert.Key)
 		rows := make([][]any, len(ops))
@@ -171,38 +172,28 @@ func (w *Writer) upsertFast(ctx context.Context, b *Batch, sink Sink) (Result, e
 		cols := append(sink.Table.ColumnNames(), stageSeqCol, stageDelCol)
 		if _, err := CopyFrom(ctx, tx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
 			if rowError(err) {
-				return Result{}, errIsolate
+				return outcome{}, errIsolate
 			}
-			return Result{}, fmt.Errorf("write %s/%d: copy into the staging table: %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: copy into the staging table: %w", b.Topic, b.Partition, err)
 		}
 		_, err := tx.Exec(ctx, upsertSQL(sink.Table, sink.Upsert.Key))
-		res.CopyDuration = time.Since(copyStart)
+		res.copyDuration = time.Since(copyStart)
 		if rowError(err) {
-			return Result{}, errIsolate
+			return outcome{}, errIsolate
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+			return outcome{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 		}
-		res.Rows = len(ops)
+		res.rows = len(ops)
 	}
 	return w.finish(ctx, tx, b, sink, bad, res)
 }
 
-// upsertIsolated applies the batch one operation at a time, in offset
-// order, each under a savepoint.
-func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
-	ops, bad, err := w.upsertOps(b.Records, sink)
-	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	tx, rollback, err := w.begin(ctx, b)
-	if err != nil {
-		return Result{}, err
-	}
-	defer rollback()
-	t := sink.Table
+// upsertOneSQL is the statements that apply one operation: the insert (of
+// every column, $1...) that updates the key's row when it exists, and the
+// delete of a key (its columns, $1...).
+func upsertOneSQL(t schema.Table, key []string) (insert, del string) {
 	cols := t.ColumnNames()
-	key := sink.Upsert.Key
 	var set, where []string
 	for _, c := range cols {
 		if !slices.Contains(key, c) {
@@ -221,22 +212,39 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Resul
 	for i := range cols {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
-	insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
+	insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
 		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflict)
-	del := fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
+	del = fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
+	return insert, del
+}
+
+// upsertIsolated applies the batch one operation at a time, in offset
+// order, each under a savepoint.
+func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
+	ops, bad, err := w.upsertOps(b.Records, sink)
+	if err != nil {
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
+	tx, rollback, err := w.begin(ctx, b)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer rollback()
+	t := sink.Table
+	insert, del := upsertOneSQL(t, sink.Upsert.Key)
 
 	firstBad := int64(-1)
 	if len(bad) > 0 {
 		firstBad = slices.MinFunc(bad, func(x, y badRecord) int { return int(x.rec.Offset - y.rec.Offset) }).rec.Offset
 	}
-	res := Result{Isolated: true}
+	res := outcome{isolated: true}
 	start := time.Now()
 	for _, op := range ops {
 		if w.cfg.OnError == OnErrorStop && firstBad >= 0 && op.rec.Offset > firstBad {
 			break
 		}
 		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
-			return Result{}, err
+			return outcome{}, err
 		}
 		var opErr error
 		if op.del {
@@ -245,11 +253,11 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Resul
 			_, opErr = tx.Exec(ctx, insert, op.values...)
 		}
 		if opErr != nil && !rowError(opErr) {
-			return Result{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, t.QualifiedName(), opErr)
+			return outcome{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, t.QualifiedName(), opErr)
 		}
 		if opErr != nil {
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
-				return Result{}, err
+				return outcome{}, err
 			}
 			bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
 			if w.cfg.OnError == OnErrorStop {
@@ -261,11 +269,11 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Resul
 			continue
 		}
 		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_op"); err != nil {
-			return Result{}, err
+			return outcome{}, err
 		}
-		res.Rows++
+		res.rows++
 	}
-	res.CopyDuration = time.Since(start)
+	res.copyDuration = time.Since(start)
 	if w.cfg.OnError == OnErrorStop && firstBad >= 0 {
 		var first badRecord
 		for _, x := range bad {
@@ -273,17 +281,16 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *Batch, sink Sink) (Resul
 				first = x
 			}
 		}
-		if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $4, updated_at = now()
-			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, firstBad); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, firstBad, err)
+		if err := w.offs.Rewind(ctx, tx, b, firstBad); err != nil {
+			return outcome{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, firstBad, err)
 		}
-		if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-			return Result{}, err
+		if err := w.notify(ctx, tx, b, sink, res.rows); err != nil {
+			return outcome{}, err
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 		}
-		return Result{Rows: res.Rows}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
+		return outcome{rows: res.rows}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
 	}
 	return w.finish(ctx, tx, b, sink, bad, res)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // accountsMapper maps {"name":..,"balance":..} values keyed by the Kafka key
@@ -23,7 +24,7 @@ var accounts = schema.Table{Schema: "public", Name: "accounts", Columns: []schem
 	{Name: "id", Type: "text", NotNull: true}, {Name: "name", Type: "text"}, {Name: "balance", Type: "bigint"},
 }, PrimaryKey: []string{"id"}}
 
-func (accountsMapper) Row(r *schema.Record, dst []any) ([]any, error) {
+func (accountsMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	var v struct {
 		Name    *string `json:"name"`
 		Balance *int64  `json:"balance"`
@@ -33,8 +34,8 @@ func (accountsMapper) Row(r *schema.Record, dst []any) ([]any, error) {
 	}
 	return append(dst[:0], string(r.Key), v.Name, v.Balance), nil
 }
-func (accountsMapper) IsTombstone(r *schema.Record) bool { return r.Value == nil }
-func (accountsMapper) KeyRow(r *schema.Record) ([]any, error) {
+func (accountsMapper) IsTombstone(r *stream.Record) bool { return r.Value == nil }
+func (accountsMapper) KeyRow(r *stream.Record) ([]any, error) {
 	if r.Key == nil {
 		return nil, &schema.DecodeError{Topic: r.Topic, Offset: r.Offset, Kind: "missing_key", Err: errors.New("a tombstone without a key")}
 	}
@@ -61,10 +62,10 @@ type op struct {
 	key, value string // value "" is a tombstone
 }
 
-func accountBatch(epoch, first int64, ops ...op) *ingest.Batch {
-	b := &ingest.Batch{Topic: "accounts", Epoch: epoch, FirstOffset: first, NextOffset: first + int64(len(ops))}
+func accountBatch(epoch, first int64, ops ...op) *stream.Batch {
+	b := &stream.Batch{Topic: "accounts", Epoch: epoch, FirstOffset: first, NextOffset: first + int64(len(ops))}
 	for i, o := range ops {
-		r := schema.Record{Topic: "accounts", Offset: first + int64(i), Key: []byte(o.key)}
+		r := stream.Record{Topic: "accounts", Offset: first + int64(i), Key: []byte(o.key)}
 		if o.value != "" {
 			r.Value = []byte(o.value)
 		}
@@ -90,7 +91,7 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := pos[0].Epoch
-	if _, err := w.Write(ctx, accountBatch(e, 0,
+	if err := w.Write(ctx, accountBatch(e, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"b", `{"name":"Bob","balance":5}`},
 		op{"a", `{"name":"Ann","balance":12}`}, // later wins within the batch
@@ -103,7 +104,7 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 	if got := tableState(t, pool); got != "a=Ann:12 b=Bob:5" {
 		t.Fatalf("after batch 1: %q", got)
 	}
-	if _, err := w.Write(ctx, accountBatch(e, 6,
+	if err := w.Write(ctx, accountBatch(e, 6,
 		op{"b", ""},                          // delete
 		op{"b", `{"name":"Bo","balance":7}`}, // and back, later: exists
 		op{"a", `{"name":null,"balance":null}`},
@@ -128,7 +129,7 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := w.Write(ctx, accountBatch(pos[0].Epoch, 0,
+	res, err := trace(w).write(ctx, w, accountBatch(pos[0].Epoch, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"a", `{"name":"Ann","balance":-5}`}, // refused: the row keeps the previous good version
 		op{"b", `{"name":"Bob","balance":3}`},

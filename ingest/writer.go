@@ -19,14 +19,16 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/offsets"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // RowMapper builds the row of one record, appending to dst[:0]. A record that
 // cannot become a row returns an error wrapping schema.ErrBadRecord; any other
 // error aborts the batch.
 type RowMapper interface {
-	Row(r *schema.Record, dst []any) ([]any, error)
+	Row(r *stream.Record, dst []any) ([]any, error)
 }
 
 // Sink is where the records of one topic go.
@@ -60,7 +62,7 @@ type Sink struct {
 // schema.ErrTableChanged when Table grew for the record, which then
 // decodes once the table is evolved. Safe for concurrent use.
 type ChangeDecoder interface {
-	Decode(r *schema.Record, ch *cdc.Change) error
+	Decode(r *stream.Record, ch *cdc.Change) error
 	Table() schema.Table
 	KeyColumns() []string
 }
@@ -76,11 +78,11 @@ type Upsert struct {
 // then never builds the row's values.
 type RowAppender interface {
 	RowMapper
-	AppendRow(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+	AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
 }
 
 // appendFunc is a RowAppender's AppendRow.
-type appendFunc = func(r *schema.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+type appendFunc = func(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
 
 // appendFuncOf is the AppendRow one COPY uses: with scratch space of its
 // own when the appender offers it (schema.JSONMapper.AppendRowFunc), so
@@ -110,9 +112,9 @@ func copyAppender(mapper RowMapper, unchecked RowAppender) appendFunc {
 // tombstones and builds the key of one, for the delete.
 type KeyMapper interface {
 	RowMapper
-	IsTombstone(r *schema.Record) bool
+	IsTombstone(r *stream.Record) bool
 	// KeyRow returns the key columns' values, in Upsert.Key order.
-	KeyRow(r *schema.Record) ([]any, error)
+	KeyRow(r *stream.Record) ([]any, error)
 }
 
 // Config configures a Writer. The zero value of each optional field means
@@ -136,7 +138,7 @@ type Config struct {
 	// MaxRecordBytes): OnErrorDeadLetter (default) stores it in
 	// kafka2pg.dead_letters in the batch's transaction; OnErrorStop commits
 	// the records before it and stops the partition (Write returns a
-	// *StopError); OnErrorSkip logs and counts it.
+	// *stream.StopError); OnErrorSkip logs and counts it.
 	OnError string
 	// MaxRecordBytes makes a record whose key and value are larger a bad
 	// record (KindTooLarge). 0 means no limit.
@@ -158,6 +160,12 @@ type Config struct {
 	CombineMaxRows int
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
+	// BadRecordLogInterval is how often, at most, the log gets a line about
+	// one table's bad records (badlog.go). Default 10s.
+	BadRecordLogInterval time.Duration
+	// Tracer, when set, is told what every Write did (rows, dead letters,
+	// durations), for metrics and progress. Optional.
+	Tracer Tracer
 }
 
 // The OnError policies.
@@ -167,53 +175,13 @@ const (
 	OnErrorSkip       = "skip"
 )
 
-// Batch is a span of consecutive offsets of one partition, written in one
-// transaction.
-type Batch struct {
-	Topic     string
-	Partition int32
-	// Epoch is the writer's epoch from Claim.
-	Epoch int64
-	// FirstOffset is the offset the span starts at (its first record, data or
-	// control). NextOffset is the offset after its last record: the durable
-	// next_offset after the commit.
-	FirstOffset int64
-	NextOffset  int64
-	// LeaderEpoch is the Kafka leader epoch of the last record, -1 if unknown.
-	LeaderEpoch int32
-	// LogEndOffset is the partition's end offset as last seen by the reader
-	// (-1: unknown); stored for kafka2pg.partition_status.
-	LogEndOffset int64
-	// Records are the data records of the span in offset order; transaction
-	// markers are not records here, they only widen the span.
-	Records []schema.Record
-}
-
-// Result says what a committed Write stored.
-type Result struct {
-	Rows            int
-	DeadLetters     int
-	DeadLetterKinds []string // error kind of each dead letter
-	Skipped         int      // bad records only logged (OnError "skip")
-	CopyDuration    time.Duration
-	CommitDuration  time.Duration
-	Isolated        bool // Postgres refused rows: the batch was redone isolating them
-	// Rechecked: Postgres refused a row of the batch written without the
-	// mapping's checks (unchecked.go), and the batch was written again
-	// with them.
-	Rechecked bool
-	// Combined is how many batches shared this batch's transaction (see
-	// Config.TableWriters); 0 when it had one of its own. The first of
-	// them carries the transaction's CopyDuration and CommitDuration, the
-	// others zero.
-	Combined int
-}
-
 // Writer writes batches. Safe for concurrent use.
 type Writer struct {
 	pool *pgxpool.Pool
+	offs *offsets.Store
 	cfg  Config
 	log  *slog.Logger
+	bad  *badLog
 
 	mu       sync.Mutex
 	create   bool                     // EnsureTables' create, for resolved sinks
@@ -250,14 +218,15 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if cfg.CombineMaxRows <= 0 {
 		cfg.CombineMaxRows = 100000
 	}
-	if cfg.ClaimLockTimeout <= 0 {
-		cfg.ClaimLockTimeout = 10 * time.Second
-	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Writer{pool: pool, cfg: cfg, log: log, create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
+	offs, err := offsets.New(pool, offsets.Config{Group: cfg.Group, ClaimLockTimeout: cfg.ClaimLockTimeout, Logger: log})
+	if err != nil {
+		return nil, err
+	}
+	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -281,26 +250,20 @@ func validateSink(topic string, sink Sink) error {
 	return nil
 }
 
-const advanceSQL = `
-UPDATE kafka2pg.offsets
-SET next_offset = $5, leader_epoch = $6, updated_at = now(), committed_at = now(),
-    log_end_offset = CASE WHEN $8::bigint >= 0 THEN greatest($8::bigint, $5) ELSE log_end_offset END,
-    log_end_offset_at = CASE WHEN $8::bigint >= 0 THEN now() ELSE log_end_offset_at END
-WHERE consumer_group = $1 AND topic = $2 AND partition = $3
-  AND epoch = $4 AND (next_offset IS NULL OR next_offset <= $7)`
-
 var deadLetterTable = pgx.Identifier{"kafka2pg", "dead_letters"}
 
 var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_offset", "kafka_timestamp",
 	"key", "value", "headers", "target_table", "error_kind", "error_message"}
 
-// Write stores b in one transaction: the fenced offset advance, the rows, the
-// dead letters. It returns a *FencedError (errors.Is ErrFenced) when another
-// writer owns the partition; then nothing was written. With OnError "stop",
-// a bad record makes Write commit only the records before it and return a
-// *StopError. Any other error leaves the outcome of the transaction unknown
-// if it came from COMMIT: re-claim and resume from the durable position,
-// never retry blindly.
+// Write stores b in one transaction: the fenced offset advance, the rows,
+// the dead letters. It returns a *stream.FencedError (errors.Is
+// stream.ErrFenced) when another writer owns the partition; then nothing
+// was written. With OnError "stop", a bad record makes Write commit only
+// the records before it and return a *stream.StopError. Any other error
+// leaves the outcome of the transaction unknown if it came from COMMIT:
+// claim again and resume from the durable position, never retry blindly.
+// Write keeps nothing of b after it returns; Config.Tracer hears what it
+// did.
 //
 // The fast path copies the rows as the mapping builds them. If Postgres
 // refuses a row (a data exception or a constraint, SQLSTATE classes 22 and
@@ -312,13 +275,21 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 // A mapper whose table follows a changing schema (a TableMapper) may refuse
 // a record with schema.ErrTableChanged; Write then evolves the table to the
 // mapper's new Table and writes the batch again.
-func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
+func (w *Writer) Write(ctx context.Context, b *stream.Batch) error {
+	res, err := w.writeBatch(ctx, b)
+	if w.cfg.Tracer != nil {
+		w.trace(ctx, b, res, err)
+	}
+	return err
+}
+
+func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, error) {
 	sink, err := w.sinkFor(ctx, b.Topic)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	if b.NextOffset <= b.FirstOffset {
-		return Result{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
+		return outcome{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
 	if w.cfg.TableWriters > 0 && combinable(sink) {
 		return w.writeInLane(ctx, b, sink)
@@ -328,12 +299,12 @@ func (w *Writer) Write(ctx context.Context, b *Batch) (Result, error) {
 
 // writeChanging writes b in its own transaction, following the changes of
 // a TableMapper's table.
-func (w *Writer) writeChanging(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	for changes := 0; ; changes++ {
 		var err error
 		if tm, ok := sink.Mapper.(TableMapper); ok && !sameColumns(tm.Table(), sink.Table) {
 			if sink, err = w.changeTable(ctx, b.Topic, sink, tm.Table()); err != nil {
-				return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+				return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 			}
 		}
 		res, err := w.write(ctx, b, sink)
@@ -356,7 +327,7 @@ func (w *Writer) writeChanging(ctx context.Context, b *Batch, sink Sink) (Result
 // change comes from a new schema version the batch's records carry.
 const maxTableChanges = 16
 
-func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	if sink.Upsert != nil {
 		res, err := w.upsertFast(ctx, b, sink)
 		if !errors.Is(err, errIsolate) {
@@ -372,7 +343,7 @@ func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error)
 	if errors.Is(err, errIsolate) {
 		res, err = w.writeIsolated(ctx, b, sink)
 	}
-	res.Rechecked = rechecked
+	res.rechecked = rechecked
 	return res, err
 }
 
@@ -380,14 +351,14 @@ func (w *Writer) write(ctx context.Context, b *Batch, sink Sink) (Result, error)
 var errIsolate = errors.New("isolate bad rows")
 
 // begin starts the batch's transaction and runs the fence.
-func (w *Writer) begin(ctx context.Context, b *Batch) (pgx.Tx, func(), error) {
+func (w *Writer) begin(ctx context.Context, b *stream.Batch) (pgx.Tx, func(), error) {
 	tx, rollback, _, err := w.beginCopy(ctx, b, nil)
 	return tx, rollback, err
 }
 
 // beginCopy is begin that, when into is set, also reads the types of the
 // COPY target's columns in the fence's round trip (fenceAndTypes).
-func (w *Writer) beginCopy(ctx context.Context, b *Batch, into *schema.Table) (pgx.Tx, func(), []uint32, error) {
+func (w *Writer) beginCopy(ctx context.Context, b *stream.Batch, into *schema.Table) (pgx.Tx, func(), []uint32, error) {
 	tx, err := w.pool.Begin(ctx)
 	if err != nil {
 		return nil, nil, nil, fmt.Errorf("write %s/%d: begin: %w", b.Topic, b.Partition, err)
@@ -398,24 +369,21 @@ func (w *Writer) beginCopy(ctx context.Context, b *Batch, into *schema.Table) (p
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}
-	args := []any{w.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset}
-	var tag pgconn.CommandTag
 	var oids []uint32
 	if into == nil {
-		if tag, err = tx.Exec(ctx, advanceSQL, args...); err != nil {
-			err = fmt.Errorf("advance next_offset: %w", err)
-		}
+		err = w.offs.Advance(ctx, tx, b)
 	} else {
-		tag, oids, err = fenceAndTypes(ctx, tx, args, *into)
+		var tag pgconn.CommandTag
+		if tag, oids, err = fenceAndTypes(ctx, tx, w.offs.AdvanceStatement(b), *into); err == nil {
+			err = w.offs.CheckAdvance(ctx, tx, b, tag)
+		}
 	}
 	if err != nil {
 		rollback()
+		if errors.Is(err, stream.ErrFenced) {
+			return nil, nil, nil, err
+		}
 		return nil, nil, nil, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	if tag.RowsAffected() != 1 {
-		err := w.fenced(ctx, tx, b)
-		rollback()
-		return nil, nil, nil, err
 	}
 	return tx, rollback, oids, nil
 }
@@ -427,15 +395,15 @@ func (w *Writer) beginCopy(ctx context.Context, b *Batch, into *schema.Table) (p
 // ALTER TABLE can change the types before the COPY. A describe of its own
 // would cost every batch one more round trip: 2-3x the p99 latency at
 // 80,000 records/s on this machine.
-func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Table) (pgconn.CommandTag, []uint32, error) {
+func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t schema.Table) (pgconn.CommandTag, []uint32, error) {
 	// The fence is a statement prepared once per connection (pgx keeps it
 	// by name), so the pipeline only binds it.
-	fence, err := tx.Conn().Prepare(ctx, "kafka2pg_advance", advanceSQL)
+	fence, err := tx.Conn().Prepare(ctx, advance.Name, advance.SQL)
 	if err != nil {
 		return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: prepare: %w", err)
 	}
-	params := make([][]byte, len(fenceArgs))
-	for i, a := range fenceArgs {
+	params := make([][]byte, len(advance.Args))
+	for i, a := range advance.Args {
 		if params[i], err = tx.Conn().TypeMap().Encode(fence.ParamOIDs[i], pgtype.TextFormatCode, a, nil); err != nil {
 			return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: parameter %d: %w", i+1, err)
 		}
@@ -484,18 +452,18 @@ func fenceAndTypes(ctx context.Context, tx pgx.Tx, fenceArgs []any, t schema.Tab
 // writeFast copies the rows as the mapping builds them; with unchecked set
 // (uncheckedFor), through it. errRecheck: Postgres refused a row of the
 // unchecked COPY. errIsolate: go the isolating path.
-func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked RowAppender) (Result, error) {
+func (w *Writer) writeFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender) (outcome, error) {
 	tx, rollback, oids, err := w.beginCopy(ctx, b, &sink.Table)
 	if err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
 	defer rollback()
 	src := newRowSource(b.Records, sink.Mapper, unchecked, w.cfg.MaxRecordBytes)
-	var res Result
+	var res outcome
 	if len(b.Records) > 0 {
 		copyStart := time.Now()
 		n, err := copyTyped(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), oids, src)
-		res.CopyDuration = time.Since(copyStart)
+		res.copyDuration = time.Since(copyStart)
 		if src.err != nil {
 			// The mapping failed, not Postgres (which only reports that
 			// the COPY was cancelled): say why, keeping ErrTableChanged.
@@ -503,56 +471,56 @@ func (w *Writer) writeFast(ctx context.Context, b *Batch, sink Sink, unchecked R
 		}
 		if rowError(err) && unchecked != nil {
 			w.recheck(b.Topic)
-			return Result{}, errRecheck
+			return outcome{}, errRecheck
 		}
 		if unchecked == nil {
 			w.checked(b.Topic, sink.Mapper, slices.ContainsFunc(src.bad, badRecord.refusedByMapping))
 		}
 		if rowError(err) {
-			return Result{}, errIsolate
+			return outcome{}, errIsolate
 		}
 		if err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+			return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 		}
-		res.Rows = int(n)
+		res.rows = int(n)
 	}
 	if len(src.bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return Result{}, errIsolate // commit only what comes before the first bad record
+		return outcome{}, errIsolate // commit only what comes before the first bad record
 	}
 	return w.finish(ctx, tx, b, sink, src.bad, res)
 }
 
 // writeIsolated redoes a batch whose fast path met bad rows: it finds every
 // row Postgres refuses, then applies OnError.
-func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result, error) {
+func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	rows, bad, err := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	tx, rollback, err := w.begin(ctx, b)
 	if err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
 	defer rollback()
 	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_batch"); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
 	}
 	copyStart := time.Now()
 	refused, copied, err := copyIsolating(ctx, tx, sink.Table, rows)
 	copyDuration := time.Since(copyStart)
 	if err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+		return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 	}
 	bad = append(bad, refused...)
 	slices.SortFunc(bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
 
-	res := Result{Rows: copied, CopyDuration: copyDuration, Isolated: true}
+	res := outcome{rows: copied, copyDuration: copyDuration, isolated: true}
 	if w.cfg.OnError == OnErrorStop && len(bad) > 0 {
 		first := bad[0]
 		// Undo everything, then keep only the rows before the first bad
 		// record (all good: the first bad one is the earliest).
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_batch"); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: rollback to savepoint: %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: rollback to savepoint: %w", b.Topic, b.Partition, err)
 		}
 		var prefix [][]any
 		for _, r := range rows {
@@ -562,22 +530,21 @@ func (w *Writer) writeIsolated(ctx context.Context, b *Batch, sink Sink) (Result
 		}
 		if len(prefix) > 0 {
 			if _, err := CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
-				return Result{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+				return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
 			}
 		}
 		// The fence above holds the row lock; move next_offset back to the
 		// bad record, so nothing past it is committed.
-		if _, err := tx.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $4, updated_at = now()
-			WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition, first.rec.Offset); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
+		if err := w.offs.Rewind(ctx, tx, b, first.rec.Offset); err != nil {
+			return outcome{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
 		}
 		if err := w.notify(ctx, tx, b, sink, len(prefix)); err != nil {
-			return Result{}, err
+			return outcome{}, err
 		}
 		if err := tx.Commit(ctx); err != nil {
-			return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 		}
-		return Result{Rows: len(prefix)}, &StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
+		return outcome{rows: len(prefix)}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
 			Kind: first.kind, Err: first.err}
 	}
 	return w.finish(ctx, tx, b, sink, bad, res)
@@ -595,7 +562,7 @@ func NotifyChannel(t schema.Table) string {
 	return ch
 }
 
-func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, rows int) error {
+func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, rows int) error {
 	if !w.cfg.Notify || rows == 0 {
 		return nil
 	}
@@ -611,34 +578,31 @@ func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, row
 
 // finish ends a batch's transaction: the bad records by OnError, the
 // notification, COMMIT.
-func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad []badRecord, res Result) (Result, error) {
+func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res outcome) (outcome, error) {
 	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
-		return Result{}, err
+		return outcome{}, err
 	}
-	if err := w.notify(ctx, tx, b, sink, res.Rows); err != nil {
-		return Result{}, err
+	if err := w.notify(ctx, tx, b, sink, res.rows); err != nil {
+		return outcome{}, err
 	}
 	commitStart := time.Now()
 	if err := tx.Commit(ctx); err != nil {
-		return Result{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
+		return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
 	}
-	res.CommitDuration = time.Since(commitStart)
+	res.commitDuration = time.Since(commitStart)
+	w.bad.note(sink.Table.QualifiedName(), len(b.Records), bad, w.cfg.OnError == OnErrorSkip)
 	return res, nil
 }
 
-// handleBad dead-letters (or, with OnError "skip", only logs) bad records
-// inside the batch's transaction.
-func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, bad []badRecord, res *Result) error {
+// handleBad dead-letters (or, with OnError "skip", only counts) bad records
+// inside the batch's transaction; finish reports them in the log (badLog).
+func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res *outcome) error {
 	if len(bad) == 0 {
 		return nil
 	}
 	table := sink.Table.QualifiedName()
 	if w.cfg.OnError == OnErrorSkip {
-		for _, x := range bad {
-			w.log.Warn("bad record skipped (--on-error=skip)", "topic", x.rec.Topic, "partition", x.rec.Partition,
-				"offset", x.rec.Offset, "table", table, "kind", x.kind, "error", x.err.Error())
-		}
-		res.Skipped = len(bad)
+		res.skipped = len(bad)
 		return nil
 	}
 	text := letterTextFor(tx.Conn().PgConn()) // the database may not hold every character (encoding.go)
@@ -647,30 +611,19 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *Batch, sink Sink, 
 		r, msg := x.rec, x.err.Error()
 		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, text.headers(r.Headers),
 			table, x.kind, text.message(msg)}
-		w.log.Warn("dead letter", "topic", r.Topic, "partition", r.Partition, "offset", r.Offset,
-			"table", table, "kind", x.kind, "error", msg)
 	}
 	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
 	}
-	res.DeadLetters = len(rows)
+	res.deadLetters = len(rows)
 	for _, x := range bad {
-		res.DeadLetterKinds = append(res.DeadLetterKinds, x.kind)
+		res.deadLetterKinds = append(res.deadLetterKinds, x.kind)
 	}
 	return nil
 }
 
-// fenced reads what the offsets row holds, for a message that says why.
-func (w *Writer) fenced(ctx context.Context, tx pgx.Tx, b *Batch) error {
-	fe := &FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset, StoredEpoch: -1, StoredOffset: -1}
-	_ = tx.QueryRow(ctx, `SELECT epoch, coalesce(next_offset, -1) FROM kafka2pg.offsets
-		WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, w.cfg.Group, b.Topic, b.Partition).
-		Scan(&fe.StoredEpoch, &fe.StoredOffset)
-	return fe
-}
-
 type badRecord struct {
-	rec  *schema.Record
+	rec  *stream.Record
 	kind string
 	err  error
 }
@@ -682,7 +635,7 @@ func (b badRecord) refusedByMapping() bool { return b.kind != KindTooLarge }
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
 type rowSource struct {
-	records []schema.Record
+	records []stream.Record
 	mapper  RowMapper
 	// append writes a row straight into the COPY: the mapper's AppendRow
 	// when it is a RowAppender, or the unchecked one (unchecked.go), for
@@ -697,7 +650,7 @@ type rowSource struct {
 
 // newRowSource is the source of a COPY of records; unchecked, when set,
 // appends the rows in place of the mapper (uncheckedFor).
-func newRowSource(records []schema.Record, mapper RowMapper, unchecked RowAppender, maxBytes int) *rowSource {
+func newRowSource(records []stream.Record, mapper RowMapper, unchecked RowAppender, maxBytes int) *rowSource {
 	return &rowSource{records: records, mapper: mapper, maxBytes: maxBytes, append: copyAppender(mapper, unchecked)}
 }
 
@@ -748,7 +701,7 @@ func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder
 
 // mapRecord builds the row of r into dst, or says why r is a bad record. An
 // error is not about the record: it aborts the batch.
-func mapRecord(r *schema.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
+func mapRecord(r *stream.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
 	if bad := tooLarge(r, maxBytes); bad != nil {
 		return nil, bad, nil
 	}
@@ -761,7 +714,7 @@ func mapRecord(r *schema.Record, m RowMapper, maxBytes int, dst []any) ([]any, *
 }
 
 // tooLarge is r as a bad record when its key and value are over maxBytes.
-func tooLarge(r *schema.Record, maxBytes int) *badRecord {
+func tooLarge(r *stream.Record, maxBytes int) *badRecord {
 	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
 		return &badRecord{rec: r, kind: KindTooLarge,
 			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}
@@ -771,7 +724,7 @@ func tooLarge(r *schema.Record, maxBytes int) *badRecord {
 
 // classify sorts a mapping error: a bad record (the error wraps
 // schema.ErrBadRecord), or an error that is not about the record.
-func classify(r *schema.Record, err error) (*badRecord, error) {
+func classify(r *stream.Record, err error) (*badRecord, error) {
 	if !errors.Is(err, schema.ErrBadRecord) {
 		return nil, err
 	}

@@ -252,13 +252,19 @@ func (b *bridge) wait(timeout time.Duration) bool {
 // deadline is killed.
 func (b *bridge) requireExitZero(t testing.TB, timeout time.Duration) {
 	t.Helper()
+	b.requireExit(t, 0, timeout)
+}
+
+// requireExit is requireExitZero for exit status want.
+func (b *bridge) requireExit(t testing.TB, want int, timeout time.Duration) {
+	t.Helper()
 	if !b.wait(timeout) {
 		b.kill(t)
 		t.Fatalf("bridge %s: still running %v after it was asked to finish; killed it", b.name, timeout)
 	}
-	if code := b.state.ExitCode(); code != 0 {
-		t.Fatalf("bridge %s: %s after %v, want exit status 0 (log tail below)",
-			b.name, b.status(), time.Since(b.started).Round(time.Millisecond))
+	if code := b.state.ExitCode(); code != want {
+		t.Fatalf("bridge %s: %s after %v, want exit status %d (log tail below)",
+			b.name, b.status(), time.Since(b.started).Round(time.Millisecond), want)
 	}
 	t.Logf("bridge %s: %s after %v", b.name, b.status(), time.Since(b.started).Round(time.Millisecond))
 }

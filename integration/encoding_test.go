@@ -42,7 +42,7 @@ func TestADatabaseInAnotherEncodingGetsTheCharactersNotTheirBytes(t *testing.T) 
 			s.kafka.Produce(t, r)
 		}
 	}
-	s.runUntilCaughtUp(t, "latin1-zero-config", 2*time.Minute)
+	s.runUntilCaughtUpCounting(t, "latin1-zero-config", 2*time.Minute) // "中" is a dead letter: exit 3
 	config := fmt.Sprintf(`kafka-brokers: [%s]
 kafka-group: %s-typed
 pg-url: ${K2P_IT_PG_URL}
@@ -60,7 +60,7 @@ sinks:
 		t.Fatal(err)
 	}
 	t.Setenv("K2P_IT_PG_URL", s.pgURL)
-	startBridge(t, "latin1-typed", "run", "--config", path, "--until-caught-up").requireExitZero(t, 2*time.Minute)
+	startBridge(t, "latin1-typed", "run", "--config", path, "--until-caught-up").requireExit(t, 3, 2*time.Minute) // its dead letters too
 
 	// The LATIN1 bytes of the names: one byte for é and ï.
 	want := map[int64][]byte{0: []byte("caf\xe9"), 2: []byte("na\xefve")}
@@ -124,7 +124,7 @@ func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
 		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
 	}
 	b := s.start(t, "sql-ascii", "--until-caught-up")
-	b.requireExitZero(t, 2*time.Minute)
+	b.requireExit(t, 3, 2*time.Minute) // a dead letter
 	if !b.logged("the database's encoding is SQL_ASCII") {
 		t.Error("no warning about SQL_ASCII in the log")
 	}
@@ -178,7 +178,7 @@ func TestASQLASCIIDatabaseDeadLettersAJSONBEscapeItCannotStore(t *testing.T) {
 		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
 	}
 	b := s.start(t, "sql-ascii-escape", "--until-caught-up")
-	b.requireExitZero(t, 2*time.Minute)
+	b.requireExit(t, 3, 2*time.Minute) // a dead letter
 	got := storedBytes(t, s, fmt.Sprintf("%q", s.table), "value->>'name'", "SQL_ASCII")
 	if len(got) != 2 || string(got[0]) != "a" || string(got[2]) != "A" {
 		t.Errorf("stored %v, want offsets 0 and 2 (a and A)", got)

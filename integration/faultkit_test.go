@@ -22,8 +22,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/internal/faultreport"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // The fault matrix of issue #3: faults_*_test.go, one TestFaultNN per case,
@@ -147,13 +147,13 @@ func (fc *faultCase) brokerName() string {
 
 // report appends the case's line to $KAFKA2PG_FAULTS_REPORT, if set.
 func (fc *faultCase) report(t *testing.T) {
-	path := os.Getenv(faultreport.EnvFile)
+	path := os.Getenv(testreport.FaultsEnv)
 	if path == "" || t.Skipped() {
 		return
 	}
 	fc.mu.Lock()
 	defer fc.mu.Unlock()
-	r := faultreport.Result{
+	r := testreport.FaultResult{
 		Case: fc.num, Name: fc.name, Broker: fc.brokerName(), Injection: fc.injection,
 		Trials: fc.trials, Result: "PASS", WallSecs: time.Since(fc.started).Round(100 * time.Millisecond).Seconds(),
 		Notes: strings.Join(fc.notes, "; "), Finished: time.Now(),
@@ -167,7 +167,7 @@ func (fc *faultCase) report(t *testing.T) {
 	if t.Failed() {
 		r.Result = "FAIL"
 	}
-	if err := faultreport.Append(path, r); err != nil {
+	if err := testreport.Append(path, r); err != nil {
 		t.Errorf("fault report: %v", err)
 	}
 }

@@ -86,32 +86,35 @@ func TestStatusAndOffsetsResetWhileABridgeRuns(t *testing.T) {
 
 	// The plan alone changes nothing.
 	code, out := cli(t, "offsets", "reset", "--pg-url", s.pgURL, "--kafka-brokers", s.kafka.Brokers(), "--kafka-group", s.group,
-		"--to", after.Format(time.RFC3339))
-	if code != 2 || !strings.Contains(out, "--yes") {
+		"--pg-table", s.table, "--to", after.Format(time.RFC3339))
+	if code != 0 || !strings.Contains(out, "--yes") || !strings.Contains(out, "ROWS TO DELETE") {
 		t.Fatalf("reset without --yes: exit %d\n%s", code, out)
 	}
 	if d := s.durableOffsets(t); totalDurable(d) != totalDurable(ends) {
 		t.Fatalf("reset without --yes moved offsets: %s", formatOffsets(d))
 	}
 
-	// Re-ingest from the middle into a fresh table, under the running bridge.
-	if _, err := s.db.Exec(t.Context(), "TRUNCATE "+tableName(s.table)); err != nil {
-		t.Fatal(err)
-	}
+	// Re-ingest from the middle, under the running bridge: the reset
+	// deletes the rows the records read again write, in its transaction.
 	code, out = cli(t, "offsets", "reset", "--pg-url", s.pgURL, "--kafka-brokers", s.kafka.Brokers(), "--kafka-group", s.group,
-		"--to", after.Format(time.RFC3339), "--yes")
-	if code != 0 || !strings.Contains(out, "3 partition(s) moved") {
+		"--pg-table", s.table, "--to", after.Format(time.RFC3339), "--yes")
+	if code != 0 || !strings.Contains(out, "3 partition(s) moved, 2000 row(s) and 0 dead letter(s)") {
 		t.Fatalf("reset --yes: exit %d\n%s", code, out)
 	}
 	t.Logf("offsets reset output:\n%s", out)
+	var left int
+	if err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM `+tableName(s.table)).Scan(&left); err != nil || left != 1000 {
+		t.Fatalf("rows right after the reset: %d (%v), want the 1000 before the reset time", left, err)
+	}
 	pollUntil(t, time.Minute, "the running bridge to re-ingest from the reset point", func() (bool, string) {
 		requireRunning(t, b)
-		var n, distinct, early int
+		var n, distinct, early, letters int
 		if err := s.db.QueryRow(t.Context(), fmt.Sprintf(`SELECT count(*), count(DISTINCT (kafka_partition, kafka_offset)),
-			count(*) FILTER (WHERE kafka_timestamp < $1) FROM %s`, tableName(s.table)), after).Scan(&n, &distinct, &early); err != nil {
+			count(*) FILTER (WHERE kafka_timestamp < $1), (SELECT count(*) FROM kafka2pg.dead_letters) FROM %s`, tableName(s.table)), after).Scan(&n, &distinct, &early, &letters); err != nil {
 			return false, err.Error()
 		}
-		return n == 2000 && distinct == 2000 && early == 0, fmt.Sprintf("%d rows, %d distinct, %d before the reset time", n, distinct, early)
+		return n == 3000 && distinct == 3000 && early == 1000 && letters == 0,
+			fmt.Sprintf("%d rows, %d distinct, %d before the reset time, %d dead letters", n, distinct, early, letters)
 	})
 	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)

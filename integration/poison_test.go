@@ -207,7 +207,7 @@ func TestPoisonRecordsAreDeadLetteredOnceAndGoodOnesLandOnce(t *testing.T) {
 	s.preparePoisonTable(t)
 	poison := s.producePoisoned(t, 100_000, 12)
 	start := time.Now()
-	s.runUntilCaughtUp(t, "single", 3*time.Minute, append(poisonFlags, fastGroupFlags...)...)
+	s.runUntilCaughtUpCounting(t, "single", 3*time.Minute, append(poisonFlags, fastGroupFlags...)...)
 	t.Logf("one run, never restarted, took %v for %d good and %d poison records of %d kinds",
 		time.Since(start).Round(time.Millisecond), s.ledger.size(), len(poison), len(poisonKinds))
 	s.assertPoisonFiled(t, poison)
@@ -235,7 +235,7 @@ func TestPoisonUnderACrashLoopIsStillFiledOnce(t *testing.T) {
 		}
 		t.Logf("killed %s: sum of next_offset %d -> %d", b.name, before, totalDurable(s.durableOffsets(t)))
 	}
-	s.runUntilCaughtUp(t, "final", 3*time.Minute, flags...)
+	s.runUntilCaughtUpCounting(t, "final", 3*time.Minute, flags...)
 	s.assertPoisonFiled(t, poison)
 	assertDurableOffsets(t, s.db, s.group, s.topic, s.kafka.EndOffsets(t, s.topic))
 }

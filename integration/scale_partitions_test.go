@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/internal/scalereport"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // peakRSSLimit is the memory bound of issue 9: one process, 1,000
@@ -222,7 +222,7 @@ WHERE consumer_group = $1 AND next_offset IS NOT NULL`, s.group)
 		t.Errorf("a partition with lag went %s without a write; want at most %s (half the %s drain + 2s): it starved",
 			secs(stallMax), secs(bound), secs(drainSecs))
 	}
-	p := scalereport.Partitions{
+	p := testreport.Partitions{
 		Topics: topics, PartitionsPerTopic: perTopic, Tables: topics, Records: total, RecordBytes: recordBytes,
 		WallSecs: drained.Seconds(), RowsPerSec: rate, PeakRSSBytes: int64(peak), RSSLimitBytes: peakRSSLimit,
 		MaxBufferedBytes: maxBuffered, SampleSecs: sampleEvery.Seconds(), Samples: len(lagT),
@@ -232,5 +232,5 @@ WHERE consumer_group = $1 AND next_offset IS NOT NULL`, s.group)
 	if math.IsNaN(p.MaxOverMeanMax) {
 		p.MaxOverMeanP50, p.MaxOverMeanMax = 0, 0
 	}
-	reportScale(t, scalereport.Entry{Kind: scalereport.KindPartitions, Broker: brokerName(s.kafka), Partitions: &p})
+	reportScale(t, testreport.ScaleEntry{Kind: testreport.KindPartitions, Broker: brokerName(s.kafka), Partitions: &p})
 }

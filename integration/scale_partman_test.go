@@ -8,7 +8,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/internal/scalereport"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // TestPgPartmanManagedParent writes through kafka2pg into a parent table
@@ -94,7 +94,7 @@ FROM %[1]s`, tableName(s.table))
 	if _, err := s.db.Exec(t.Context(), `SELECT partman.run_maintenance()`); err != nil {
 		t.Errorf("SELECT partman.run_maintenance(): %v", err)
 	}
-	reportScale(t, scalereport.Entry{Kind: scalereport.KindPartman, Broker: brokerName(s.kafka),
+	reportScale(t, testreport.ScaleEntry{Kind: testreport.KindPartman, Broker: brokerName(s.kafka),
 		Note: fmt.Sprintf("pg_partman %s made daily partitions of the parent (`create_parent(..., p_interval => '1 day', p_premake => 4)`); kafka2pg wrote %d records spread over six days into it with one binary COPY per batch: %d rows, each once, in %d children, each row in the child of its day, none in the default partition; `run_maintenance()` ran afterwards.",
 			version, len(rs), rows, children)})
 }

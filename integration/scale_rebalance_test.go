@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafka2pg/kafka2pg/internal/scalereport"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // TestScaleRebalanceWriteGaps runs three instances of one group under a
@@ -134,7 +134,7 @@ func TestScaleRebalanceWriteGaps(t *testing.T) {
 		if !e.lost {
 			recovery = -1 // moved partitions wrote on their old owner until revoked: no loss to recover from
 		}
-		r := scalereport.Rebalance{
+		r := testreport.Rebalance{
 			Round: i + 1, Event: e.name, Partitions: int(partitions), Instances: e.instances, Moved: len(moved),
 			StayedMax: quantile(stayed, 1), StayedP50: quantile(stayed, 0.5),
 			MovedMax: quantile(moved, 1), MovedP50: quantile(moved, 0.5),
@@ -148,7 +148,7 @@ func TestScaleRebalanceWriteGaps(t *testing.T) {
 		if len(stayed) == 0 {
 			t.Errorf("%s: every partition changed owner: a sticky assignor moves only what it must", e.name)
 		}
-		reportScale(t, scalereport.Entry{Kind: scalereport.KindRebalance, Broker: brokerName(s.kafka), Rebalance: &r,
+		reportScale(t, testreport.ScaleEntry{Kind: testreport.KindRebalance, Broker: brokerName(s.kafka), Rebalance: &r,
 			Note: fmt.Sprintf("%d records produced during the run; exactly once", n)})
 	}
 }

@@ -10,7 +10,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/internal/scalereport"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // TestScaleThroughputMatrix drains the same backlog with 1, 2 and 3
@@ -101,7 +101,7 @@ func TestScaleThroughputMatrix(t *testing.T) {
 }
 
 func reportThroughput(t testing.TB, s *scenario, v scaleVariant, axis string, instances, partitions, records int, rate, wall float64) {
-	reportScale(t, scalereport.Entry{Kind: scalereport.KindThroughput, Broker: brokerName(s.kafka), Throughput: &scalereport.Throughput{
+	reportScale(t, testreport.ScaleEntry{Kind: testreport.KindThroughput, Broker: brokerName(s.kafka), Throughput: &testreport.Throughput{
 		Variant: v.name, Flags: slices.Clone(v.flags), Axis: axis, Instances: instances, Partitions: partitions,
 		Records: int64(records), RowsPerSec: rate, WallSecs: wall,
 	}})
@@ -196,7 +196,7 @@ func TestScaleRecoveryAfterInstanceLoss(t *testing.T) {
 			for _, x := range alive {
 				x.requireExitZero(t, time.Minute)
 			}
-			reportScale(t, scalereport.Entry{Kind: scalereport.KindRecovery, Broker: brokerName(s.kafka), Recovery: &scalereport.Recovery{
+			reportScale(t, testreport.ScaleEntry{Kind: testreport.KindRecovery, Broker: brokerName(s.kafka), Recovery: &testreport.Recovery{
 				Setting: c.setting, Flags: c.flags, Partitions: int(s.partitions), Moved: len(owned), Seconds: took.Seconds(),
 			}})
 		})

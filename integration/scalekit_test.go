@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
-	"github.com/kafka2pg/kafka2pg/internal/scalereport"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -154,14 +154,14 @@ func brokerName(k *kafkatest.Kafka) string {
 // reportScale appends e to $KAFKA2PG_SCALE_REPORT when it is set, marked
 // failed when the test has failed so far, so that the page shows a broken
 // bound instead of hiding it. Tests report after their assertions.
-func reportScale(t testing.TB, e scalereport.Entry) {
+func reportScale(t testing.TB, e testreport.ScaleEntry) {
 	t.Helper()
-	path := os.Getenv(scalereport.EnvFile)
+	path := os.Getenv(testreport.ScaleEnv)
 	if path == "" {
 		return
 	}
 	e.Test, e.Finished, e.Failed = t.Name(), time.Now(), t.Failed()
-	if err := scalereport.Append(path, e); err != nil {
+	if err := testreport.Append(path, e); err != nil {
 		t.Errorf("scale report: %v", err)
 	}
 }

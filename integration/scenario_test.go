@@ -115,6 +115,39 @@ func (s *scenario) runUntilCaughtUp(t testing.TB, name string, timeout time.Dura
 	return time.Since(b.started)
 }
 
+// runUntilCaughtUpCounting is runUntilCaughtUp for a run that may meet bad
+// records: it wants exit status 3 when the run added dead letters of the
+// scenario's group, and 0 when it added none.
+func (s *scenario) runUntilCaughtUpCounting(t testing.TB, name string, timeout time.Duration, extra ...string) time.Duration {
+	t.Helper()
+	before := s.deadLetterCount(t)
+	b := s.start(t, name, append([]string{"--until-caught-up"}, extra...)...)
+	if !b.wait(timeout) {
+		b.kill(t)
+		t.Fatalf("bridge %s: still running %v after it was asked to finish; killed it", name, timeout)
+	}
+	added := s.deadLetterCount(t) - before
+	want := 0
+	if added > 0 {
+		want = 3
+	}
+	b.requireExit(t, want, time.Second) // it has ended: this only reads the status
+	t.Logf("bridge %s: %d dead letters added, exit status %d", name, added, want)
+	return time.Since(b.started)
+}
+
+// deadLetterCount counts kafka2pg.dead_letters of the scenario's group (0
+// before the schema exists).
+func (s *scenario) deadLetterCount(t testing.TB) int64 {
+	t.Helper()
+	var n int64
+	err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM kafka2pg.dead_letters WHERE consumer_group = $1`, s.group).Scan(&n)
+	if err != nil && !notMigratedYet(err) {
+		t.Fatalf("count the dead letters: %v", err)
+	}
+	return n
+}
+
 // produce produces n ledgered records synchronously.
 func (s *scenario) produce(t testing.TB, n int) {
 	t.Helper()

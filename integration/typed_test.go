@@ -76,7 +76,7 @@ sinks:
 	}
 	t.Setenv("K2P_IT_PG_URL", s.pgURL)
 	b := startBridge(t, "typed", "run", "--config", path, "--until-caught-up")
-	b.requireExitZero(t, 2*time.Minute)
+	b.requireExit(t, 3, 2*time.Minute) // the bad order is a dead letter
 
 	orderTable := fmt.Sprintf(`"orders_%s"`, tableNameFor(s.topic))
 	var n, cents, city3, tags int64

@@ -1,3 +1,4 @@
 DROP TABLE IF EXISTS kafka2pg.dead_letters;
 DROP TABLE IF EXISTS kafka2pg.offsets;
-DROP SCHEMA IF EXISTS kafka2pg;
+-- The schema itself is dropped by Down once the migration history, which
+-- lives in it, is no longer needed.

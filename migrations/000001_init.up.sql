@@ -1,7 +1,17 @@
 -- The kafka2pg schema: durable consumer positions (the source of truth for
 -- where each partition resumes) and the dead letters of records that could not
 -- be written. Both are only ever written in the same transaction as the rows.
-CREATE SCHEMA IF NOT EXISTS kafka2pg;
+-- Created only when missing: CREATE SCHEMA IF NOT EXISTS needs the CREATE
+-- privilege on the database even when the schema exists, and an administrator
+-- may have created it for a migrating role without that privilege. (Up
+-- creates the schema before this runs, to hold the migration history.)
+DO $$
+BEGIN
+    IF to_regnamespace('kafka2pg') IS NULL THEN
+        CREATE SCHEMA kafka2pg;
+    END IF;
+END
+$$;
 
 CREATE TABLE kafka2pg.offsets (
     consumer_group text        NOT NULL,

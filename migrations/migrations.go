@@ -16,13 +16,11 @@ import (
 //go:embed *.sql
 var files embed.FS
 
-// HistoryTable is where golang-migrate records the applied version.
-const HistoryTable = "kafka2pg_schema_migrations"
-
 // Latest is the newest version this binary knows.
 const Latest = 2
 
-// Up applies every migration not yet applied to the database at pgURL.
+// Up applies every migration not yet applied to the database at pgURL,
+// after moving an earlier release's history into the kafka2pg schema.
 func Up(ctx context.Context, pgURL string) error {
 	return run(ctx, pgURL, "up", func(m *migrate.Migrate) error { return m.Up() })
 }
@@ -34,32 +32,50 @@ func Down(ctx context.Context, pgURL string) error {
 }
 
 // Version reports the applied version; ok is false when nothing is applied.
+// It writes nothing (see ReadState).
 func Version(ctx context.Context, pgURL string) (version uint, dirty, ok bool, err error) {
-	err = run(ctx, pgURL, "version", func(m *migrate.Migrate) error {
-		v, d, err := m.Version()
-		if errors.Is(err, migrate.ErrNilVersion) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		version, dirty, ok = v, d, true
-		return nil
-	})
-	return version, dirty, ok, err
+	conn, err := connect(ctx, pgURL, "version")
+	if err != nil {
+		return 0, false, false, err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	s, err := ReadState(ctx, conn)
+	if err != nil {
+		return 0, false, false, fmt.Errorf("migrate version: %w", err)
+	}
+	return s.Version, s.Dirty, s.Applied, nil
 }
 
-func run(ctx context.Context, pgURL, op string, fn func(*migrate.Migrate) error) error {
+func connect(ctx context.Context, pgURL, op string) (*pgx.Conn, error) {
 	cc, err := pgx.ParseConfig(pgURL)
 	if err != nil {
-		return fmt.Errorf("migrate %s: parse the Postgres URL: %w", op, err)
+		return nil, fmt.Errorf("migrate %s: parse the Postgres URL: %w", op, err)
 	}
-	db := stdlib.OpenDB(*cc)
+	conn, err := pgx.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("migrate %s: connect to Postgres: %w", op, err)
+	}
+	return conn, nil
+}
+
+// run places the history (placeHistory), runs fn with golang-migrate on the
+// history in the kafka2pg schema, and after a down drops what is left.
+func run(ctx context.Context, pgURL, op string, fn func(*migrate.Migrate) error) error {
+	conn, err := connect(ctx, pgURL, op)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	exists, err := placeHistory(ctx, conn, op == "up")
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", op, err)
+	}
+	if !exists {
+		return nil // down on a database where nothing is installed
+	}
+	db := stdlib.OpenDB(*conn.Config())
 	defer db.Close()
-	if err := db.PingContext(ctx); err != nil {
-		return fmt.Errorf("migrate %s: connect to Postgres: %w", op, err)
-	}
-	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: HistoryTable})
+	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{SchemaName: Schema, MigrationsTable: HistoryTable})
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", op, err)
 	}
@@ -82,6 +98,11 @@ func run(ctx context.Context, pgURL, op string, fn func(*migrate.Migrate) error)
 	defer stop()
 	if err := fn(m); err != nil && !errors.Is(err, migrate.ErrNoChange) {
 		return fmt.Errorf("migrate %s: %w", op, err)
+	}
+	if op == "down" {
+		if err := dropHistory(ctx, conn); err != nil {
+			return fmt.Errorf("migrate down: %w", err)
+		}
 	}
 	return nil
 }

@@ -2,10 +2,13 @@ package reader
 
 import (
 	"fmt"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // queued builds a claimed partition whose queue holds records at the given
@@ -16,7 +19,7 @@ func queued(t *testing.T, cfg Config, valueSize int, offsets []int64, markers ma
 	r := &Reader{cfg: cfg.withDefaults()}
 	p := newPartition(r, TopicPartition{"t", 0})
 	t.Cleanup(p.cancel)
-	p.setClaim(Claim{Epoch: 7, NextOffset: -1})
+	p.setClaim(stream.Position{Epoch: 7, NextOffset: -1})
 	var rs []*kgo.Record
 	for _, o := range offsets {
 		rec := &kgo.Record{Topic: "t", Offset: o, Value: make([]byte, valueSize), LeaderEpoch: 3}
@@ -30,6 +33,15 @@ func queued(t *testing.T, cfg Config, valueSize int, offsets []int64, markers ma
 	return p
 }
 
+// take cuts the next batch as next does: under the lock, then the copy.
+func take(p *partition) *stream.Batch {
+	p.mu.Lock()
+	b, taken, rows := p.takeLocked()
+	p.mu.Unlock()
+	p.fill(b, taken, rows)
+	return b
+}
+
 func offsets(from, to int64) []int64 {
 	var out []int64
 	for o := from; o < to; o++ {
@@ -40,7 +52,7 @@ func offsets(from, to int64) []int64 {
 
 func TestABatchStopsAtMaxRowsAndCarriesTheSpan(t *testing.T) {
 	p := queued(t, Config{BatchMaxRows: 4}, 10, offsets(10, 20), nil)
-	b := p.takeLocked()
+	b := take(p)
 	if len(b.Records) != 4 || b.FirstOffset != 10 || b.NextOffset != 14 || b.Epoch != 7 || b.LeaderEpoch != 3 {
 		t.Fatalf("batch = %d records [%d, %d) epoch %d, want 4 records [10, 14) epoch 7", len(b.Records), b.FirstOffset, b.NextOffset, b.Epoch)
 	}
@@ -51,18 +63,22 @@ func TestABatchStopsAtMaxRowsAndCarriesTheSpan(t *testing.T) {
 
 func TestABatchStopsAtMaxBytes(t *testing.T) {
 	p := queued(t, Config{BatchMaxRows: 1000, BatchMaxBytes: 250}, 100, offsets(0, 10), nil)
-	b := p.takeLocked()
+	b := take(p)
 	if len(b.Records) != 3 || b.NextOffset != 3 {
 		t.Fatalf("batch of 100-byte records under a 250-byte limit has %d records up to %d, want 3 (the one that crosses the limit included)", len(b.Records), b.NextOffset)
 	}
-	if p.queueBytes != 700 || b.Bytes != 300 {
-		t.Errorf("queue bytes = %d, batch bytes %d; want 700 and 300", p.queueBytes, b.Bytes)
+	bytes := 0
+	for _, r := range b.Records {
+		bytes += len(r.Key) + len(r.Value)
+	}
+	if p.queueBytes != 700 || bytes != 300 || p.inflight != 300+3*recordOverhead {
+		t.Errorf("queue bytes = %d, batch bytes %d, in flight %d; want 700, 300 and %d", p.queueBytes, bytes, p.inflight, 300+3*recordOverhead)
 	}
 }
 
 func TestAnOversizedRecordStillMakesABatch(t *testing.T) {
 	p := queued(t, Config{BatchMaxRows: 10, BatchMaxBytes: 10}, 1000, offsets(0, 2), nil)
-	if b := p.takeLocked(); len(b.Records) != 1 {
+	if b := take(p); len(b.Records) != 1 {
 		t.Fatalf("a record above --batch-max-bytes must be written alone, got %d records", len(b.Records))
 	}
 }
@@ -70,14 +86,52 @@ func TestAnOversizedRecordStillMakesABatch(t *testing.T) {
 func TestMarkersWidenTheSpanButAreNotRows(t *testing.T) {
 	// offsets 0-2 data, 3 a commit marker, 4-5 data, 6 a marker
 	p := queued(t, Config{BatchMaxRows: 100}, 10, offsets(0, 7), map[int64]bool{3: true, 6: true})
-	b := p.takeLocked()
+	b := take(p)
 	if len(b.Records) != 5 || b.FirstOffset != 0 || b.NextOffset != 7 {
 		t.Fatalf("batch = %d records [%d, %d), want 5 records spanning [0, 7)", len(b.Records), b.FirstOffset, b.NextOffset)
 	}
+	var got []int64
 	for _, r := range b.Records {
-		if r.Attrs.IsControl() {
-			t.Errorf("marker at offset %d handed over as a row", r.Offset)
-		}
+		got = append(got, r.Offset)
+	}
+	if fmt.Sprint(got) != "[0 1 2 4 5]" {
+		t.Errorf("records at offsets %v, want [0 1 2 4 5] (the markers at 3 and 6 left out)", got)
+	}
+}
+
+// A batch's records are the fetched ones in stream's form, every field
+// kept, the key, value and header values shared rather than copied; once
+// written they are given back cleared, holding no record's memory.
+func TestABatchCarriesEveryFieldOfItsRecordsAndReleaseClearsThem(t *testing.T) {
+	cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"t"}, BatchMaxRows: 10}
+	r := &Reader{cfg: cfg.withDefaults()}
+	p := newPartition(r, TopicPartition{"t", 2})
+	t.Cleanup(p.cancel)
+	p.setClaim(stream.Position{Epoch: 1, NextOffset: -1})
+	ts := time.UnixMilli(1764495120123)
+	logAppend := kgo.NewRecordAttrs(kgo.RecordAttrsOpts{TimestampType: 1})
+	fetched := []*kgo.Record{
+		{Topic: "t", Partition: 2, Offset: 40, Timestamp: ts, Key: []byte("k1"), Value: []byte(`{"a":1}`),
+			Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("x")}, {Key: "src", Value: nil}}},
+		{Topic: "t", Partition: 2, Offset: 41, Timestamp: ts.Add(time.Second), Attrs: logAppend, Value: nil},
+	}
+	p.enqueue(fetched)
+	b := take(p)
+	want := []stream.Record{
+		{Topic: "t", Partition: 2, Offset: 40, Timestamp: ts, TimestampType: stream.TimestampCreateTime, Key: []byte("k1"), Value: []byte(`{"a":1}`),
+			Headers: []stream.Header{{Key: "trace", Value: []byte("x")}, {Key: "src"}}},
+		{Topic: "t", Partition: 2, Offset: 41, Timestamp: ts.Add(time.Second), TimestampType: stream.TimestampLogAppendTime},
+	}
+	if !reflect.DeepEqual(b.Records, want) {
+		t.Fatalf("records = %+v\nwant %+v", b.Records, want)
+	}
+	if &b.Records[0].Value[0] != &fetched[0].Value[0] {
+		t.Error("the value was copied; a batch shares the fetched bytes")
+	}
+	recs := b.Records
+	p.release()
+	if p.recs != nil || recs[0].Value != nil || recs[0].Headers != nil || recs[1].Topic != "" {
+		t.Errorf("after release the pooled records still hold %+v", recs)
 	}
 }
 
@@ -208,4 +262,37 @@ func pausedIn(cl *kgo.Client) []TopicPartition {
 		}
 	}
 	return out
+}
+
+// Cutting a batch costs allocations per batch (the Batch, and the records'
+// slice when the pool has none), never per record: the copy into
+// stream.Records writes into a reused slice.
+func TestCuttingABatchAllocatesNothingPerRecord(t *testing.T) {
+	allocs := func(n int) float64 {
+		cfg := Config{Brokers: []string{"127.0.0.1:1"}, Group: "g", Topics: []string{"t"}, BatchMaxRows: n, QueueCapacity: 2 * n}
+		r := &Reader{cfg: cfg.withDefaults()}
+		p := newPartition(r, TopicPartition{"t", 0})
+		t.Cleanup(p.cancel)
+		p.setClaim(stream.Position{Epoch: 1, NextOffset: -1})
+		fetched := make([]*kgo.Record, n)
+		for i := range fetched {
+			fetched[i] = &kgo.Record{Topic: "t", Offset: int64(i), Key: []byte("k"), Value: []byte(`{"n":1}`)}
+		}
+		queue := make([]*kgo.Record, n)
+		return testing.AllocsPerRun(50, func() {
+			copy(queue, fetched) // fill clears what it took
+			p.mu.Lock()
+			p.queue, p.queueRows, p.queueBytes = queue, n, 8*n
+			p.mu.Unlock()
+			b := take(p)
+			if len(b.Records) != n {
+				t.Fatalf("batch of %d records, want %d", len(b.Records), n)
+			}
+			p.release()
+		})
+	}
+	small, large := allocs(10), allocs(2000)
+	if large > small+1 {
+		t.Fatalf("a batch of 2000 records took %.1f allocations, one of 10 took %.1f: the copy allocates per record", large, small)
+	}
 }

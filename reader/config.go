@@ -96,11 +96,11 @@ type Config struct {
 	// was taken BatchLinger ago or longer, else when that much time has
 	// passed. A slow topic's record is written at once as before; a busy
 	// partition writes at most one batch per BatchLinger, holding what
-	// arrived meanwhile. In a steady flow of 80,000 records/s over 8
-	// partitions, batches taken at once were ~130-230 rows, and every
-	// transaction costs Postgres CPU beyond its rows (the fence, the COPY
-	// statement, the COMMIT's WAL flush): 12.1-12.4 us a row against 8-10
-	// in a drain. The zero value turns it off.
+	// arrived meanwhile. Under a steady flow, batches taken at once are
+	// small, and every transaction costs Postgres CPU beyond its rows (the
+	// fence, the COPY statement, the COMMIT's WAL flush): fewer, larger
+	// transactions leave Postgres more CPU for the rows. The zero value
+	// turns it off.
 	BatchLinger time.Duration
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
@@ -124,7 +124,7 @@ type Config struct {
 	// in Postgres with its own, so that a partition fenced while idle (an
 	// operator's offsets reset, a new owner) re-claims without waiting for
 	// its next write (--fence-check-interval, default 5s). Needs an
-	// EpochFunc; 0 uses the default.
+	// Store that is an EpochReader; 0 uses the default.
 	FenceCheckInterval time.Duration
 
 	// RetryBackoffMax caps the backoff between re-claims after a failed write

@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // checkDataLoss runs in the partition goroutine after the broker said the
@@ -35,15 +37,15 @@ func (p *partition) checkDataLoss() bool {
 	switch {
 	case from < 0:
 		// Nothing was stored or read yet: nothing was promised either.
-		return p.seek(Claim{Epoch: epoch, NextOffset: -1}, start)
+		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, start)
 	case from >= start && from <= end:
 		// In range by now (a leader change, a race with retention): go on.
 		log.Info("fetch position is back in range; resuming")
-		return p.seek(Claim{Epoch: epoch, NextOffset: -1}, from)
+		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, from)
 	case from < start && p.r.cfg.OnDataLoss == "skip":
 		p.r.stats.skipped.Add(start - max(from, 0))
 		log.Warn(fmt.Sprintf("data loss: offsets [%d, %d) were deleted by retention before kafka2pg read them; skipping them (--on-data-loss=skip)", from, start))
-		return p.seek(Claim{Epoch: epoch, NextOffset: -1}, start)
+		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, start)
 	}
 	var why string
 	if from < start {
@@ -63,7 +65,7 @@ func (p *partition) checkDataLoss() bool {
 }
 
 // seek hands a new fetch position to the poll loop and waits for it there.
-func (p *partition) seek(c Claim, at int64) bool {
+func (p *partition) seek(c stream.Position, at int64) bool {
 	select {
 	case p.r.seeks <- seekRequest{p: p, claim: c, from: at}:
 		p.r.wake()

@@ -13,8 +13,8 @@ import (
 // the client only rotates its partition list by one per fetch; while the
 // memory budget pauses and resumes every partition together, that served the
 // partitions at the head of the list again and again and left the tail
-// waiting (a 64-partition backlog deeper than the budget: one partition went
-// 1.9 s of a 2.4 s drain without a write). Served oldest first, every
+// waiting, for most of a drain when the backlog is deeper than the
+// budget. Served oldest first, every
 // partition with records gets its share before any gets a second. Fetch
 // sessions are off (reader.go): in a session the request leaves out the
 // partitions whose position did not change, and their order is the broker's.

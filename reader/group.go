@@ -6,6 +6,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // assigned starts a goroutine for every newly assigned partition. They wait
@@ -58,7 +60,7 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 			tp := TopicPartition{topic, p}
 			c, ok := claims[p]
 			if !ok {
-				c = Claim{NextOffset: -1, LeaderEpoch: -1}
+				c = stream.Position{NextOffset: -1, LeaderEpoch: -1}
 			}
 			if c.NextOffset >= 0 {
 				// Leader epoch -1: no truncation check against a stale epoch.
@@ -81,7 +83,7 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 	return offsets, nil
 }
 
-func (r *Reader) startDescription(c Claim) string {
+func (r *Reader) startDescription(c stream.Position) string {
 	if c.NextOffset >= 0 {
 		return "stored"
 	}
@@ -97,10 +99,10 @@ func (r *Reader) markDurableClaimed(tp TopicPartition, eo kgo.EpochOffset) {
 	r.dirty[tp] = true
 }
 
-func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []int32) (map[int32]Claim, error) {
+func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
 	backoff := 100 * time.Millisecond
 	for {
-		claims, err := r.claim(ctx, topic, partitions)
+		claims, err := r.store.Claim(ctx, topic, partitions)
 		if err == nil {
 			return claims, nil
 		}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // partition batches the records of one assigned partition and writes them.
@@ -40,7 +42,11 @@ type partition struct {
 	logEnd     int64  // the highest end offset seen in a fetch; -1 until one arrives
 	lossCheck  bool   // the fetch position fell out of range: check for data loss once the queue is written
 	fenceSeen  bool   // the fence check saw a newer epoch in Postgres
-	stoppedWhy string // set when data loss stopped the partition
+	stoppedWhy string // set when data loss or a bad record stopped the partition
+
+	// recs is the pooled slice behind the Records of the batch being
+	// written; only run's goroutine touches it (fill, release).
+	recs *[]stream.Record
 }
 
 func newPartition(r *Reader, tp TopicPartition) *partition {
@@ -62,7 +68,11 @@ func (p *partition) signal() {
 // and value: the client's Record (160 bytes), its pointer in the queue and
 // the framing around key and value in the decompressed batch. The budget
 // counts it: for ~250-byte records it is 40% of their memory, and a budget
-// of key and value bytes alone let the bridge hold 1.7 times as much.
+// of key and value bytes alone let the bridge hold 1.7 times as much. The
+// stream.Record copies of a batch being written (fill) are not counted: a
+// batch's worth at most for each partition writing, in slices the reader
+// reuses and clears on release, so that they keep alive nothing the budget
+// has stopped counting.
 const recordOverhead = 190
 
 // accountLocked brings the reader's buffered total up to date with what
@@ -80,7 +90,7 @@ func (p *partition) accountLocked() {
 	}
 }
 
-func (p *partition) setClaim(c Claim) {
+func (p *partition) setClaim(c stream.Position) {
 	p.mu.Lock()
 	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
 	p.mu.Unlock()
@@ -238,12 +248,13 @@ func (p *partition) run() {
 			}
 			continue
 		}
-		err := p.r.write(p.ctx, b)
+		err := p.r.store.Write(p.ctx, b)
+		p.release()
 		if err == nil {
 			p.written(b)
 			continue
 		}
-		var stop *StopError
+		var stop *stream.StopError
 		if errors.As(err, &stop) {
 			p.stopAt(stop)
 			return
@@ -251,7 +262,7 @@ func (p *partition) run() {
 		p.mu.Lock()
 		closing := p.closing
 		p.mu.Unlock()
-		fenced := errors.Is(err, ErrFenced)
+		fenced := errors.Is(err, stream.ErrFenced)
 		if fenced {
 			p.r.stats.fenced.Add(1)
 			p.r.log.Warn("write fenced: another owner holds the partition; dropping local state and re-claiming",
@@ -273,7 +284,7 @@ func (p *partition) run() {
 
 // next waits until a batch is due and takes it from the queue; false means
 // run must return. A nil batch means: check for data loss now.
-func (p *partition) next() (*Batch, bool) {
+func (p *partition) next() (*stream.Batch, bool) {
 	cfg := &p.r.cfg
 	var timer *time.Timer
 	defer func() {
@@ -303,9 +314,10 @@ func (p *partition) next() (*Batch, bool) {
 			atEnd := !cfg.WaitAtEnd && p.logEnd >= 0 && p.pos >= p.logEnd
 			lingerLeft := cfg.BatchLinger - now.Sub(p.lastTake)
 			if p.closing || (atEnd && lingerLeft <= 0) || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
-				b := p.takeLocked()
+				b, taken, rows := p.takeLocked()
 				p.lastTake = now
 				p.mu.Unlock()
+				p.fill(b, taken, rows)
 				return b, true
 			}
 			wait = cfg.BatchMaxWait - age
@@ -333,13 +345,15 @@ func (p *partition) next() (*Batch, bool) {
 }
 
 // takeLocked cuts the next batch off the queue: at most BatchMaxRows data
-// records and about BatchMaxBytes, plus the control records among them.
-func (p *partition) takeLocked() *Batch {
+// records and about BatchMaxBytes, plus the control records among them. It
+// returns the batch without its records, the records it spans (data and
+// control) and how many are data: fill copies them once p.mu is released,
+// so that the poll loop's enqueue never waits for a copy.
+func (p *partition) takeLocked() (b *stream.Batch, taken []*kgo.Record, rows int) {
 	cfg := &p.r.cfg
-	b := &Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset,
+	b = &stream.Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset,
 		LeaderEpoch: -1, LogEndOffset: p.logEnd}
-	b.Records = make([]*kgo.Record, 0, min(len(p.queue), cfg.BatchMaxRows))
-	rows, bytes, n := 0, 0, 0
+	bytes, n := 0, 0
 	for n < len(p.queue) && rows < cfg.BatchMaxRows && (bytes < cfg.BatchMaxBytes || rows == 0) {
 		rec := p.queue[n]
 		n++
@@ -349,9 +363,8 @@ func (p *partition) takeLocked() *Batch {
 		}
 		rows++
 		bytes += len(rec.Key) + len(rec.Value)
-		b.Records = append(b.Records, rec)
 	}
-	b.Bytes = bytes
+	taken = p.queue[:n:n]
 	p.queue = p.queue[n:]
 	p.queueRows -= rows
 	p.queueBytes -= bytes
@@ -361,10 +374,68 @@ func (p *partition) takeLocked() *Batch {
 	} else {
 		p.firstAt = time.Now() // what is left was due anyway; write it soon
 	}
-	return b
+	return b, taken, rows
 }
 
-func (p *partition) written(b *Batch) {
+// fill copies the data records of taken, rows of them, into b.Records: a
+// slice from the reader's pool, which release gives back after the write.
+// The copies point to the keys, values and header values the client
+// fetched; the client's Records are dropped from the queue's array, which
+// may hold records still queued. Only run's goroutine calls it.
+func (p *partition) fill(b *stream.Batch, taken []*kgo.Record, rows int) {
+	rp, _ := p.r.recs.Get().(*[]stream.Record)
+	if rp == nil {
+		rp = new([]stream.Record)
+	}
+	if cap(*rp) < rows {
+		*rp = make([]stream.Record, rows)
+	}
+	recs := (*rp)[:rows]
+	i := 0
+	for _, rec := range taken {
+		if !rec.Attrs.IsControl() {
+			copyRecord(&recs[i], rec)
+			i++
+		}
+	}
+	clear(taken)
+	*rp = recs
+	p.recs = rp
+	b.Records = recs
+}
+
+// release gives the written batch's records back to the pool; the Store
+// keeps none of them (Store.Write).
+func (p *partition) release() {
+	if p.recs == nil {
+		return
+	}
+	clear(*p.recs) // drop the references to the records' memory
+	p.r.recs.Put(p.recs)
+	p.recs = nil
+}
+
+// copyRecord makes dst the stream.Record of rec: the same key, value and
+// header values (not copied), the timestamp type named.
+func copyRecord(dst *stream.Record, rec *kgo.Record) {
+	*dst = stream.Record{Topic: rec.Topic, Partition: rec.Partition, Offset: rec.Offset, Timestamp: rec.Timestamp,
+		Key: rec.Key, Value: rec.Value}
+	switch rec.Attrs.TimestampType() {
+	case 0:
+		dst.TimestampType = stream.TimestampCreateTime
+	case 1:
+		dst.TimestampType = stream.TimestampLogAppendTime
+	}
+	if len(rec.Headers) > 0 {
+		hs := make([]stream.Header, len(rec.Headers))
+		for j, h := range rec.Headers {
+			hs[j] = stream.Header{Key: h.Key, Value: h.Value}
+		}
+		dst.Headers = hs
+	}
+}
+
+func (p *partition) written(b *stream.Batch) {
 	p.r.stats.batches.Add(1)
 	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: b.LeaderEpoch, Offset: b.NextOffset})
 	p.mu.Lock()
@@ -387,14 +458,15 @@ func (p *partition) queueSmallLocked() bool {
 
 // stopAt records what a stopping write made durable, stops the partition
 // and waits, registered and paused, until it is revoked, lost or closed.
-func (p *partition) stopAt(stop *StopError) {
+func (p *partition) stopAt(stop *stream.StopError) {
 	p.r.stats.batches.Add(1)
-	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: -1, Offset: stop.NextOffset})
+	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: -1, Offset: stop.Offset})
 	p.halt()
+	why := stop.Error()
 	p.mu.Lock()
-	p.stoppedWhy = stop.Reason
+	p.stoppedWhy = why
 	p.mu.Unlock()
-	p.r.log.Error("partition stopped", "topic", p.tp.Topic, "partition", p.tp.Partition, "next_offset", stop.NextOffset, "reason", stop.Reason)
+	p.r.log.Error("partition stopped", "topic", p.tp.Topic, "partition", p.tp.Partition, "next_offset", stop.Offset, "reason", why)
 	for p.sleep(time.Hour) {
 	}
 }
@@ -427,11 +499,11 @@ func (p *partition) reclaim(fenced bool, failedFrom int64) bool {
 		if !p.sleep(backoff) {
 			return false
 		}
-		claims, err := p.r.claim(p.ctx, p.tp.Topic, []int32{p.tp.Partition})
+		claims, err := p.r.store.Claim(p.ctx, p.tp.Topic, []int32{p.tp.Partition})
 		if err == nil {
 			c, ok := claims[p.tp.Partition]
 			if !ok {
-				c = Claim{NextOffset: -1, LeaderEpoch: -1}
+				c = stream.Position{NextOffset: -1, LeaderEpoch: -1}
 			}
 			select {
 			case p.r.seeks <- seekRequest{p: p, claim: c, from: failedFrom}:

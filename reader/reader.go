@@ -12,6 +12,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // TopicPartition names one partition.
@@ -19,63 +21,6 @@ type TopicPartition struct {
 	Topic     string
 	Partition int32
 }
-
-// Claim is a partition's durable position, returned by a ClaimFunc.
-type Claim struct {
-	Epoch       int64 // the owner's fencing epoch; passed back in every Batch
-	NextOffset  int64 // the next offset to consume; -1 when nothing is stored
-	LeaderEpoch int32 // Kafka leader epoch of the last stored record, -1 if unknown
-}
-
-// ClaimFunc fences earlier owners of the partitions of topic and returns
-// their durable positions. It is called from franz-go's group goroutine on
-// assignment (ctx ends if a revoke begins) and from partition goroutines
-// after a failed write. It must be safe for concurrent use.
-type ClaimFunc func(ctx context.Context, topic string, partitions []int32) (map[int32]Claim, error)
-
-// Batch is a span of consecutive offsets of one partition to be written in
-// one transaction.
-type Batch struct {
-	Topic       string
-	Partition   int32
-	Epoch       int64 // from the partition's Claim
-	FirstOffset int64 // the first offset of the span
-	NextOffset  int64 // one past the last offset of the span
-	LeaderEpoch int32 // of the last record
-	// LogEndOffset is the partition's end offset as last fetched (the last
-	// stable offset under read_committed), -1 if unknown.
-	LogEndOffset int64
-	// Records are the data records in offset order. Transaction markers are
-	// left out: they only widen the span.
-	Records []*kgo.Record
-	// Bytes are the key and value bytes of Records, counted as they were
-	// taken (a walk over them after the write costs cache misses).
-	Bytes int
-}
-
-// EpochFunc returns the epochs stored for the partitions of topic, for the
-// fence check. Optional.
-type EpochFunc func(ctx context.Context, topic string) (map[int32]int64, error)
-
-// WriteFunc writes a batch durably, together with its NextOffset. It returns
-// an error wrapping ErrFenced when another owner holds the partition. It is
-// called from partition goroutines, concurrently for different partitions.
-type WriteFunc func(ctx context.Context, b *Batch) error
-
-// ErrFenced is what a WriteFunc wraps when the partition belongs to someone
-// else now.
-var ErrFenced = errors.New("fenced")
-
-// StopError is what a WriteFunc returns when a record must stop the
-// partition (--on-error=stop): the records before NextOffset were written
-// and are durable; nothing after is. The partition stays stopped until it is
-// revoked or the bridge restarts.
-type StopError struct {
-	NextOffset int64
-	Reason     string
-}
-
-func (e *StopError) Error() string { return e.Reason }
 
 // Stats are the reader's counters since start.
 type Stats struct {
@@ -95,15 +40,19 @@ type Stats struct {
 	BufferedBytes int64
 }
 
-// Reader consumes a group's topics and feeds each partition's batches to a
-// WriteFunc. Create it with New, drive it with Run, stop it with Close.
+// Reader consumes a group's topics and writes each partition's batches to
+// a Store. Create it with New, drive it with Run, stop it with Close.
 type Reader struct {
 	cfg    Config
 	log    *slog.Logger
-	claim  ClaimFunc
-	write  WriteFunc
-	epochs EpochFunc // nil: no fence check
+	store  Store
+	epochs EpochReader // nil: no fence check
 	cl     *kgo.Client
+
+	// recs holds the []stream.Record of written batches for the next ones
+	// (fill): under a backlog the memory limit paces the collector, so
+	// every byte allocated is collector work.
+	recs sync.Pool // of *[]stream.Record
 
 	mu      sync.Mutex
 	parts   map[TopicPartition]*partition
@@ -161,25 +110,27 @@ type Reader struct {
 
 type seekRequest struct {
 	p     *partition
-	claim Claim // the durable position; NextOffset -1 when nothing is stored
-	from  int64 // where to seek when nothing is stored
+	claim stream.Position // the durable position; NextOffset -1 when nothing is stored
+	from  int64           // where to seek when nothing is stored
 }
 
-// New validates cfg and creates the Kafka client. It does not contact the
-// brokers yet.
-func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
+// New validates cfg and creates the Kafka client that feeds store. It
+// does not contact the brokers yet. When store is an EpochReader, Run also
+// checks the stored epochs (Config.FenceCheckInterval).
+func New(cfg Config, store Store) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if claim == nil || write == nil {
-		return nil, errors.New("reader: New needs a ClaimFunc and a WriteFunc")
+	if store == nil {
+		return nil, errors.New("reader: New needs a Store")
 	}
 	cfg = cfg.withDefaults()
+	epochs, _ := store.(EpochReader)
 	r := &Reader{
 		cfg:     cfg,
 		log:     cfg.Logger,
-		claim:   claim,
-		write:   write,
+		store:   store,
+		epochs:  epochs,
 		parts:   make(map[TopicPartition]*partition),
 		durable: make(map[TopicPartition]kgo.EpochOffset),
 		mirror:  make(map[TopicPartition]int64),
@@ -261,9 +212,6 @@ func New(cfg Config, claim ClaimFunc, write WriteFunc) (*Reader, error) {
 	r.shareFetchBytes()
 	return r, nil
 }
-
-// SetEpochFunc installs the fence check's EpochFunc; call before Run.
-func (r *Reader) SetEpochFunc(f EpochFunc) { r.epochs = f }
 
 // Client is the underlying franz-go client, for admin calls (kadm) that
 // share its connections. Do not poll or commit with it.
@@ -601,7 +549,7 @@ func (r *Reader) fenceCheckLoop(ctx context.Context) {
 		}
 		r.mu.Unlock()
 		for topic, parts := range byTopic {
-			stored, err := r.epochs(ctx, topic)
+			stored, err := r.epochs.Epochs(ctx, topic)
 			if err != nil {
 				r.log.Debug("fence check", "topic", topic, "error", err.Error())
 				continue

@@ -2,7 +2,9 @@ package reader
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,12 +14,14 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
-// These tests drive the reader against kfake with an in-memory store that
-// keeps the same contract as ingest (epoch fence + monotonic guard); the
-// Postgres side of that contract is tested in package ingest against a real
-// Postgres.
+// These tests drive the reader against kfake with an in-memory Store that
+// keeps the contract of package offsets (the epoch fence and the monotonic
+// guard); offsets is the reference, tested against a real Postgres, and
+// this double must follow it.
 
 const topic = "events"
 
@@ -31,28 +35,32 @@ type store struct {
 	fenced  int
 	failNth int   // the failNth write fails with a connection-like error (0: never)
 	stopAt  int64 // a record at this offset stops the partition (0: never)
+	// malformed says what was wrong with the first batch whose records
+	// did not match its span (another partition's record, an offset out of
+	// order or outside [FirstOffset, NextOffset)).
+	malformed string
 }
 
 func newStore() *store {
 	return &store{epoch: map[int32]int64{}, next: map[int32]int64{}, rows: map[int32][]int64{}}
 }
 
-func (s *store) claim(_ context.Context, tp string, ps []int32) (map[int32]Claim, error) {
+func (s *store) Claim(_ context.Context, _ string, ps []int32) (map[int32]stream.Position, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	out := map[int32]Claim{}
+	out := map[int32]stream.Position{}
 	for _, p := range ps {
 		s.epoch[p]++
 		next, ok := s.next[p]
 		if !ok {
 			next = -1
 		}
-		out[p] = Claim{Epoch: s.epoch[p], NextOffset: next, LeaderEpoch: -1}
+		out[p] = stream.Position{Epoch: s.epoch[p], NextOffset: next, LeaderEpoch: -1}
 	}
 	return out, nil
 }
 
-func (s *store) write(ctx context.Context, b *Batch) error {
+func (s *store) Write(ctx context.Context, b *stream.Batch) error {
 	if s.delay > 0 {
 		select {
 		case <-time.After(s.delay):
@@ -69,12 +77,20 @@ func (s *store) write(ctx context.Context, b *Batch) error {
 	next, ok := s.next[b.Partition]
 	if s.epoch[b.Partition] != b.Epoch || (ok && next > b.FirstOffset) {
 		s.fenced++
-		return fmt.Errorf("%w: epoch %d vs %d", ErrFenced, b.Epoch, s.epoch[b.Partition])
+		return &stream.FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset,
+			StoredEpoch: s.epoch[b.Partition], StoredOffset: next}
+	}
+	prev := b.FirstOffset - 1
+	for _, r := range b.Records {
+		if s.malformed == "" && (r.Topic != b.Topic || r.Partition != b.Partition || r.Offset <= prev || r.Offset >= b.NextOffset) {
+			s.malformed = fmt.Sprintf("batch %s/%d [%d, %d) holds record %s/%d@%d", b.Topic, b.Partition, b.FirstOffset, b.NextOffset, r.Topic, r.Partition, r.Offset)
+		}
+		prev = r.Offset
 	}
 	for _, r := range b.Records {
 		if s.stopAt > 0 && r.Offset == s.stopAt {
 			s.next[b.Partition] = r.Offset
-			return &StopError{NextOffset: r.Offset, Reason: fmt.Sprintf("bad record at offset %d", r.Offset)}
+			return &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: r.Offset, Kind: "invalid_value", Err: errors.New("injected")}
 		}
 		s.rows[b.Partition] = append(s.rows[b.Partition], r.Offset)
 	}
@@ -82,7 +98,7 @@ func (s *store) write(ctx context.Context, b *Batch) error {
 	return nil
 }
 
-func (s *store) epochs(_ context.Context, _ string) (map[int32]int64, error) {
+func (s *store) Epochs(_ context.Context, _ string) (map[int32]int64, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := map[int32]int64{}
@@ -109,6 +125,9 @@ func (s *store) checkExactlyOnce(t *testing.T, starts, ends map[int32]int64) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.malformed != "" {
+		t.Errorf("a batch's records did not match its span: %s", s.malformed)
+	}
 	for p, end := range ends {
 		rows := s.rows[p]
 		if int64(len(rows)) != end-starts[p] {
@@ -200,11 +219,10 @@ func start(t *testing.T, c *kfake.Cluster, group string, s *store, tweak func(*C
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	r, err := New(cfg, s.claim, s.write)
+	r, err := New(cfg, s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.SetEpochFunc(s.epochs)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
@@ -276,7 +294,7 @@ func TestAFencedPartitionReclaimsAndResumes(t *testing.T) {
 	x := start(t, c, "g", s, nil)
 	waitFor(t, 10*time.Second, "first writes", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return len(s.rows[0]) > 0 })
 	// An operator (or a zombie's claim) bumps the epoch under the reader.
-	if _, err := s.claim(context.Background(), topic, []int32{0}); err != nil {
+	if _, err := s.Claim(context.Background(), topic, []int32{0}); err != nil {
 		t.Fatal(err)
 	}
 	ends := endOffsets(t, adm)
@@ -430,8 +448,8 @@ func TestABadRecordStopsThePartitionAndMirrorsWhatWasWritten(t *testing.T) {
 	x := start(t, c, "g", s, nil)
 	var why []string
 	waitFor(t, 20*time.Second, "the partition to stop", func() bool { why = x.r.Stats().Stopped; return len(why) > 0 })
-	if why[0] != "bad record at offset 437" {
-		t.Errorf("stop reason = %q", why[0])
+	if !strings.Contains(why[0], "events/0 offset 437") || !strings.Contains(why[0], "injected") {
+		t.Errorf("stop reason = %q, want the StopError's sentence naming the record and why", why[0])
 	}
 	time.Sleep(200 * time.Millisecond) // stopped means stopped: nothing more is written
 	x.stop()

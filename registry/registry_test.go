@@ -19,7 +19,14 @@ import (
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/registry"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
+
+// lastTrace keeps what the last Write did, for a test that writes one
+// batch at a time.
+type lastTrace struct{ ingest.BatchTrace }
+
+func (l *lastTrace) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) { l.BatchTrace = t }
 
 func newClient(t *testing.T, url string) *registry.Client {
 	t.Helper()
@@ -147,7 +154,8 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"orders": {Table: m.Table(), Mapper: m, Evolve: true}}})
+	var last lastTrace
+	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"orders": {Table: m.Table(), Mapper: m, Evolve: true}}, Tracer: &last})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,15 +182,16 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 	for i, v := range values {
 		// Each batch has a record of the new version and one of the first.
-		b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: int64(2 * i), NextOffset: int64(2*i + 2), LeaderEpoch: -1, LogEndOffset: -1,
-			Records: []schema.Record{
+		b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: int64(2 * i), NextOffset: int64(2*i + 2), LeaderEpoch: -1, LogEndOffset: -1,
+			Records: []stream.Record{
 				{Topic: "orders", Offset: int64(2 * i), Value: encode(t, ids[i], orderVersions[i], v)},
 				{Topic: "orders", Offset: int64(2*i + 1), Value: encode(t, ids[0], orderVersions[0], map[string]any{"id": int64(100 + i), "name": "old", "qty": int32(i)})},
 			}}
-		res, err := w.Write(ctx, b)
+		err := w.Write(ctx, b)
 		if err != nil {
 			t.Fatalf("version %d: %v", i+1, err)
 		}
+		res := last.BatchTrace
 		if got := catalogColumns(t, pool); got != wantColumns[i] {
 			t.Errorf("version %d: the table has\n %s\nwant\n %s", i+1, got, wantColumns[i])
 		}
@@ -223,10 +232,10 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 
 	// A schema id the registry does not know is dead-lettered, not dropped.
-	b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 10, NextOffset: 11, LeaderEpoch: -1, LogEndOffset: -1,
-		Records: []schema.Record{{Topic: "orders", Offset: 10, Value: encode(t, 999, orderVersions[0], map[string]any{"id": int64(9), "name": "x", "qty": int32(1)})}}}
-	if res, err := w.Write(ctx, b); err != nil || res.DeadLetters != 1 {
-		t.Fatalf("unknown schema id: %+v, %v", res, err)
+	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 10, NextOffset: 11, LeaderEpoch: -1, LogEndOffset: -1,
+		Records: []stream.Record{{Topic: "orders", Offset: 10, Value: encode(t, 999, orderVersions[0], map[string]any{"id": int64(9), "name": "x", "qty": int32(1)})}}}
+	if err := w.Write(ctx, b); err != nil || last.DeadLetters != 1 {
+		t.Fatalf("unknown schema id: %+v, %v", last.BatchTrace, err)
 	}
 	if err := pool.QueryRow(ctx, `SELECT error_kind FROM kafka2pg.dead_letters WHERE kafka_offset = 10`).Scan(&kind); err != nil || kind != schema.KindUnknownSchema {
 		t.Errorf("the unknown schema's dead letter: %q, %v", kind, err)
@@ -289,14 +298,14 @@ func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &ingest.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
-		Records: []schema.Record{
+	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
+		Records: []stream.Record{
 			{Topic: "orders", Offset: 0, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(1), "name": "a", "qty": int32(1)})},
 			{Topic: "orders", Offset: 1, Value: encode(t, 205, orderVersions[4], map[string]any{"id": int64(2), "name": int64(2), "qty": int64(2), "email": nil, "country": "x"})},
 			{Topic: "orders", Offset: 2, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(3), "name": "c", "qty": int32(3)})},
 		}}
-	_, err = w.Write(ctx, b)
-	var stop *ingest.StopError
+	err = w.Write(ctx, b)
+	var stop *stream.StopError
 	if !errors.As(err, &stop) || stop.Offset != 1 || stop.Kind != schema.KindSchemaIncompatible {
 		t.Fatalf("Write: %v, want a StopError at offset 1 of kind schema_incompatible", err)
 	}

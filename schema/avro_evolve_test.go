@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The versions of an evolving subject: each adds or changes one thing.
@@ -57,7 +59,7 @@ func TestAvroTableFollowsTheSchemaVersionByVersion(t *testing.T) {
 		{false, "id bigint NOT NULL, name text NOT NULL, qty bigint NOT NULL, email text, country text", "", KindSchemaIncompatible},
 	}
 	for i, st := range steps {
-		r := &Record{Topic: "orders", Offset: int64(i), Value: avroRecord(t, evolving[i].ID, evolving[i].Text, evolvingValues[i])}
+		r := &stream.Record{Topic: "orders", Offset: int64(i), Value: avroRecord(t, evolving[i].ID, evolving[i].Text, evolvingValues[i])}
 		row, err := m.Row(r, nil)
 		if st.changes {
 			if !errors.Is(err, ErrTableChanged) {
@@ -87,7 +89,7 @@ func TestAvroTableFollowsTheSchemaVersionByVersion(t *testing.T) {
 	}
 	// A record of the first version still maps: the added columns are
 	// NULL, or their default.
-	row, err := m.Row(&Record{Value: avroRecord(t, 11, evolving[0].Text, evolvingValues[0])}, nil)
+	row, err := m.Row(&stream.Record{Value: avroRecord(t, 11, evolving[0].Text, evolvingValues[0])}, nil)
 	if err != nil || fmt.Sprint(row) != "[1 a 1 <nil> NL]" {
 		t.Errorf("a first-version record after the changes: %v, %v; want [1 a 1 <nil> NL]", row, err)
 	}
@@ -149,7 +151,7 @@ func TestRegistryMapperIsSafeForConcurrentUse(t *testing.T) {
 	for g := range 8 {
 		go func() {
 			for n := range 200 {
-				r := &Record{Offset: int64(n), Value: values[(g+n)%4]}
+				r := &stream.Record{Offset: int64(n), Value: values[(g+n)%4]}
 				row, err := m.Row(r, nil)
 				if errors.Is(err, ErrTableChanged) {
 					row, err = m.Row(r, nil)

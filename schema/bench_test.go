@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // benchValues are ~250-byte JSON records like the bench's.
@@ -17,11 +19,11 @@ func benchValues(n int) [][]byte {
 	return out
 }
 
-func benchRecords(values [][]byte) []Record {
-	recs := make([]Record, len(values))
+func benchRecords(values [][]byte) []stream.Record {
+	recs := make([]stream.Record, len(values))
 	for i, v := range values {
-		recs[i] = Record{Topic: "events", Partition: int32(i % 8), Offset: int64(i), Timestamp: time.Unix(1764495120, 0),
-			Key: []byte("k"), Value: v, Headers: []Header{{Key: "source", Value: []byte("bench")}}}
+		recs[i] = stream.Record{Topic: "events", Partition: int32(i % 8), Offset: int64(i), Timestamp: time.Unix(1764495120, 0),
+			Key: []byte("k"), Value: v, Headers: []stream.Header{{Key: "source", Value: []byte("bench")}}}
 	}
 	return recs
 }

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Rows straight into binary COPY. JSONMapper.AppendRow writes a record's
@@ -30,8 +32,8 @@ type FieldEncoder func(col int, dst []byte, v any) ([]byte, error)
 // type. A value it leaves to the FieldEncoder (rare ones, such as numerics
 // over 64 bits) comes back as fallback, in convert's form.
 //
-// v is passed by pointer: a 56-byte value returned and passed on by value
-// was a fifth of AppendRow's time in the CPU profile (stack copies).
+// v is passed by pointer: it is 56 bytes, and copying it into and out of
+// every call would cost each field more than the work done on it.
 type appendFunc func(c *colType, v *jsonValue, dst []byte) (out []byte, fallback any, cerr *convError)
 
 // Postgres counts time from 2000-01-01 00:00:00 UTC.
@@ -249,7 +251,7 @@ func (c *mappedColumn) nativeOID() uint32 {
 // its mapping makes is written here, others through enc with the value Row
 // gives, as are the rare values written here otherwise. A record that does
 // not fit returns dst unchanged and the error Row returns.
-func (m *JSONMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 	rs := m.getState()
 	defer m.putState(rs)
 	return m.appendRow(rs, r, dst, oids, enc)
@@ -260,16 +262,16 @@ func (m *JSONMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEn
 // state and gives it back with an atomic swap and compare-and-swap a row,
 // on a word every COPY of the mapper shares, which the table's concurrent
 // writers pulled from each other's cache for every row.
-func (m *JSONMapper) AppendRowFunc() func(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) AppendRowFunc() func(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 	rs := &rowState{}
-	return func(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+	return func(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 		out, err := m.appendRow(rs, r, dst, oids, enc)
 		rs.endRow()
 		return out, err
 	}
 }
 
-func (m *JSONMapper) appendRow(rs *rowState, r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 	if len(oids) != len(m.cols) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of %s", len(oids), len(m.cols), m.table.QualifiedName())
 	}
@@ -285,7 +287,7 @@ func (m *JSONMapper) appendRow(rs *rowState, r *Record, dst []byte, oids []uint3
 	return dst, nil
 }
 
-func (m *JSONMapper) appendField(i int, r *Record, rs *rowState, dst []byte, oid uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []byte, oid uint32, enc FieldEncoder) ([]byte, error) {
 	c := &m.cols[i]
 	if oid == 0 || oid != c.oid {
 		v, err := m.value(c, r, rs)
@@ -362,7 +364,7 @@ func (m RawMapper) rawOIDs() [7]uint32 {
 // AppendRow is Row written straight into binary COPY, as
 // JSONMapper.AppendRow: the bytes pgx writes for Row's values. A table
 // whose columns have other types gets Row's values through enc.
-func (m RawMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 	return m.appendRow(r, dst, oids, enc, true)
 }
 
@@ -379,11 +381,11 @@ func (m RawMapper) AppendRow(r *Record, dst []byte, oids []uint32, enc FieldEnco
 // (encoding/json's 10,000 levels) and Postgres would store it, or fail on
 // its stack (SQLSTATE 54001, not about the row). A value of at most
 // maxNestingDepth bytes cannot nest that deep; longer ones are checked.
-func (m RawMapper) AppendRowUnchecked(r *Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m RawMapper) AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
 	return m.appendRow(r, dst, oids, enc, m.Format != ValueJSON || len(r.Value) > maxNestingDepth)
 }
 
-func (m RawMapper) appendRow(r *Record, dst []byte, oids []uint32, enc FieldEncoder, check bool) ([]byte, error) {
+func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder, check bool) ([]byte, error) {
 	native := m.rawOIDs()
 	if len(oids) != len(native) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of a zero-config table", len(oids), len(native))
@@ -446,7 +448,7 @@ func appendNull(dst []byte) []byte { return binary.BigEndian.AppendUint32(dst, m
 // appendNullMeta leaves the NULL written at dst[at:] for a metadata column
 // the record lacks, unless the column is NOT NULL (part of the upsert
 // key): then it refuses the record as Row does.
-func (m *JSONMapper) appendNullMeta(c *mappedColumn, r *Record, rs *rowState, dst []byte, at int) ([]byte, error) {
+func (m *JSONMapper) appendNullMeta(c *mappedColumn, r *stream.Record, rs *rowState, dst []byte, at int) ([]byte, error) {
 	if c.notNull {
 		if _, err := m.value(c, r, rs); err != nil {
 			return dst[:at], err

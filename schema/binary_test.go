@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // FuzzAppendRowMatchesRow: for any value and key, AppendRow writes the
@@ -38,7 +40,7 @@ func FuzzAppendRowMatchesRow(f *testing.F) {
 	tm := pgtype.NewMap()
 	RegisterNumericCodec(tm)
 	f.Fuzz(func(t *testing.T, value, key []byte, tombstone bool, mix uint8) {
-		r := &Record{Topic: "t", Partition: 5, Offset: 1 << 40, Value: value, Key: key, Headers: []Header{{Key: "h", Value: key}}}
+		r := &stream.Record{Topic: "t", Partition: 5, Offset: 1 << 40, Value: value, Key: key, Headers: []stream.Header{{Key: "h", Value: key}}}
 		if tombstone {
 			r.Value = nil
 		}
@@ -62,7 +64,7 @@ func FuzzAppendRowMatchesRow(f *testing.F) {
 
 // checkRawAppendRow holds RawMapper.AppendRow to pgx's encoding of Row's
 // values, on the zero-config table's types and on other ones.
-func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *Record) {
+func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *stream.Record) {
 	t.Helper()
 	row, rowErr := m.Row(r, nil)
 	native := m.rawOIDs()
@@ -128,7 +130,7 @@ func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *Record) {
 // writes, and where AppendRow refuses, refuses as it does, except a JSON
 // value of at most maxNestingDepth bytes on the zero-config types: that is
 // written as it is, for Postgres to refuse.
-func checkRawAppendRowUnchecked(t *testing.T, m RawMapper, r *Record, native [7]uint32) {
+func checkRawAppendRowUnchecked(t *testing.T, m RawMapper, r *stream.Record, native [7]uint32) {
 	t.Helper()
 	enc := func(col int, dst []byte, v any) ([]byte, error) {
 		return append(dst, fmt.Sprintf("col %d: %v", col, v)...), nil
@@ -157,7 +159,7 @@ func TestAppendRowUncheckedLeavesShortJSONToPostgres(t *testing.T) {
 		deep, deep[1 : len(deep)-1], `{"long":"` + strings.Repeat("x", maxNestingDepth) + `",}`} {
 		for _, f := range []ValueFormat{ValueJSON, ValueText, ValueBytes} {
 			m := RawMapper{Format: f}
-			r := &Record{Topic: "t", Offset: 7, Value: []byte(v)}
+			r := &stream.Record{Topic: "t", Offset: 7, Value: []byte(v)}
 			checkRawAppendRowUnchecked(t, m, r, m.rawOIDs())
 		}
 	}
@@ -165,15 +167,15 @@ func TestAppendRowUncheckedLeavesShortJSONToPostgres(t *testing.T) {
 	// a value too long to be.
 	m := RawMapper{Format: ValueJSON}
 	oids := m.rawOIDs()
-	if _, err := m.AppendRowUnchecked(&Record{Value: []byte(`{"n":`)}, nil, oids[:], nil); err != nil {
+	if _, err := m.AppendRowUnchecked(&stream.Record{Value: []byte(`{"n":`)}, nil, oids[:], nil); err != nil {
 		t.Errorf("a short value that is not JSON: %v, want it written for Postgres to refuse", err)
 	}
-	if _, err := m.AppendRowUnchecked(&Record{Value: []byte(deep)}, nil, oids[:], nil); err == nil {
+	if _, err := m.AppendRowUnchecked(&stream.Record{Value: []byte(deep)}, nil, oids[:], nil); err == nil {
 		t.Errorf("%d levels of arrays: written, want refused here (longer than %d bytes)", maxNestingDepth+1, maxNestingDepth)
 	}
 }
 
-func checkAppendRow(t *testing.T, m *JSONMapper, tm *pgtype.Map, r *Record, mix uint8) {
+func checkAppendRow(t *testing.T, m *JSONMapper, tm *pgtype.Map, r *stream.Record, mix uint8) {
 	t.Helper()
 	row, rowErr := m.Row(r, nil)
 	// The table's types: the mapped ones, but for some columns (chosen by
@@ -334,7 +336,7 @@ func TestAppendQuickMatchesRow(t *testing.T) {
 			t.Fatalf("%s: no quick path", typ)
 		}
 		for _, lit := range lits {
-			checkAppendRow(t, m, tm, &Record{Topic: "t", Value: []byte(`{"v":` + lit + `}`)}, 0)
+			checkAppendRow(t, m, tm, &stream.Record{Topic: "t", Value: []byte(`{"v":` + lit + `}`)}, 0)
 		}
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // fuzzMapper maps one column of every type, from the value and the key,
@@ -56,7 +58,7 @@ func FuzzJSONMapperRow(f *testing.F) {
 	m := fuzzMapper(f)
 	width := len(m.Table().Columns)
 	f.Fuzz(func(t *testing.T, value, key []byte, tombstone bool) {
-		r := &Record{Topic: "t", Value: value, Key: key, Headers: []Header{{Key: "h", Value: key}}}
+		r := &stream.Record{Topic: "t", Value: value, Key: key, Headers: []stream.Header{{Key: "h", Value: key}}}
 		if tombstone {
 			r.Value = nil
 		}

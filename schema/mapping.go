@@ -13,6 +13,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"unicode/utf8"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // ColumnSpec maps one JSON value to one typed column.
@@ -55,7 +57,7 @@ type MetadataSpec struct {
 	Partition     string // integer NOT NULL
 	Offset        string // bigint NOT NULL
 	Timestamp     string // timestamptz
-	TimestampType string // text: Record.TimestampType, NULL when unknown
+	TimestampType string // text: stream.Record.TimestampType, NULL when unknown
 	Key           string // text, bytea or jsonb after KeyFormat; NULL without key
 	Headers       string // jsonb as HeadersJSON writes it; NULL without headers
 	// KeyFormat is text (UTF-8 without NUL), bytes (default, any key) or
@@ -89,12 +91,6 @@ const (
 	KeyFormatText  = "text"
 	KeyFormatBytes = "bytes"
 	KeyFormatJSON  = "json"
-)
-
-// Record.TimestampType values.
-const (
-	TimestampCreateTime    = "CreateTime"
-	TimestampLogAppendTime = "LogAppendTime"
 )
 
 // source says where a column's value comes from.
@@ -391,13 +387,13 @@ func (m *JSONMapper) Table() Table {
 func (m *JSONMapper) KeyColumns() []string { return slices.Clone(m.spec.Key) }
 
 // IsTombstone reports whether r is a tombstone: a record with a null value.
-func (m *JSONMapper) IsTombstone(r *Record) bool { return r.Value == nil }
+func (m *JSONMapper) IsTombstone(r *stream.Record) bool { return r.Value == nil }
 
 // Row appends the row of r to dst[:0] in Table's column order. A record that
 // does not fit is a *DecodeError (errors.Is ErrBadRecord). Values may alias
 // r's buffers, and those of one row share a buffer of their own, which no
 // later call touches: rows stay valid together.
-func (m *JSONMapper) Row(r *Record, dst []any) ([]any, error) {
+func (m *JSONMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	dst = dst[:0]
 	rs := m.getState()
 	defer m.putState(rs)
@@ -414,7 +410,7 @@ func (m *JSONMapper) Row(r *Record, dst []any) ([]any, error) {
 // KeyRow returns the key columns' values of r, in KeyColumns order, for a
 // delete. With DeleteOnTombstone they come from the Kafka key and metadata
 // only, so a tombstone has them all.
-func (m *JSONMapper) KeyRow(r *Record) ([]any, error) {
+func (m *JSONMapper) KeyRow(r *stream.Record) ([]any, error) {
 	if len(m.keyIdx) == 0 {
 		return nil, errors.New("key row: the mapping has no key columns (append mode)")
 	}
@@ -431,12 +427,12 @@ func (m *JSONMapper) KeyRow(r *Record) ([]any, error) {
 	return out, nil
 }
 
-func badRecord(r *Record, column, kind, msg string) *DecodeError {
+func badRecord(r *stream.Record, column, kind, msg string) *DecodeError {
 	return &DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: column, Kind: kind, Err: errors.New(msg)}
 }
 
 // value computes one column of r.
-func (m *JSONMapper) value(c *mappedColumn, r *Record, rs *rowState) (any, error) {
+func (m *JSONMapper) value(c *mappedColumn, r *stream.Record, rs *rowState) (any, error) {
 	var v any
 	switch c.source {
 	case fromValue, fromKey:
@@ -511,7 +507,7 @@ func metaWhat(c *mappedColumn) string {
 }
 
 // dataValue computes a column mapped from the value or key document.
-func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, error) {
+func (m *JSONMapper) dataValue(c *mappedColumn, r *stream.Record, rs *rowState) (any, error) {
 	doc, h, null, err := m.dataHit(c, r, rs)
 	if err != nil {
 		return nil, err
@@ -527,7 +523,7 @@ func (m *JSONMapper) dataValue(c *mappedColumn, r *Record, rs *rowState) (any, e
 }
 
 // refused is the error of a value column c's type does not take.
-func (c *mappedColumn) refused(r *Record, cerr *convError) error {
+func (c *mappedColumn) refused(r *stream.Record, cerr *convError) error {
 	return badRecord(r, c.name, cerr.kind, fmt.Sprintf("path %s of the %s: %s", c.path.text, c.source.document(), cerr.msg))
 }
 
@@ -543,7 +539,7 @@ func (s source) document() string {
 // document: h, where it is in doc. null says the column takes its default,
 // or NULL without one; a NOT NULL column without default makes that an
 // error instead.
-func (m *JSONMapper) dataHit(c *mappedColumn, r *Record, rs *rowState) (doc []byte, h hit, null bool, err error) {
+func (m *JSONMapper) dataHit(c *mappedColumn, r *stream.Record, rs *rowState) (doc []byte, h hit, null bool, err error) {
 	// The common case first: the document is scanned (by an earlier
 	// column) and has a value at the path, so every step on the way was
 	// there (see resolve).

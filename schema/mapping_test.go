@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // mapOne maps value with a mapper of the one column c.
@@ -20,7 +22,7 @@ func mapOne(t testing.TB, c ColumnSpec, value string) (any, error) {
 	if err != nil {
 		t.Fatalf("NewJSONMapper(%+v): %v", c, err)
 	}
-	row, err := m.Row(&Record{Topic: "t", Partition: 1, Offset: 5, Value: []byte(value)}, nil)
+	row, err := m.Row(&stream.Record{Topic: "t", Partition: 1, Offset: 5, Value: []byte(value)}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -352,8 +354,8 @@ func TestJSONMapperMetadataColumnsAndKafkaKey(t *testing.T) {
 	}
 	ts := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	key := `{"id":"123e4567-e89b-12d3-a456-426614174000"}`
-	r := &Record{Topic: "acc", Partition: 3, Offset: 10, Timestamp: ts, TimestampType: TimestampCreateTime, Key: []byte(key),
-		Value: []byte(`{"balance":"10.5"}`), Headers: []Header{{Key: "trace", Value: []byte("old")}, {Key: "trace", Value: []byte("new")}}}
+	r := &stream.Record{Topic: "acc", Partition: 3, Offset: 10, Timestamp: ts, TimestampType: stream.TimestampCreateTime, Key: []byte(key),
+		Value: []byte(`{"balance":"10.5"}`), Headers: []stream.Header{{Key: "trace", Value: []byte("old")}, {Key: "trace", Value: []byte("new")}}}
 	row, err := m.Row(r, make([]any, 3))
 	if err != nil {
 		t.Fatal(err)
@@ -361,14 +363,14 @@ func TestJSONMapperMetadataColumnsAndKafkaKey(t *testing.T) {
 	if len(row) != len(wantCols) {
 		t.Fatalf("row has %d values: %v", len(row), row)
 	}
-	if row[2] != "acc" || row[3] != int32(3) || row[4] != int64(10) || row[5] != ts || row[6] != TimestampCreateTime || row[7] != key || row[9] != nil || row[10] != "new" {
+	if row[2] != "acc" || row[3] != int32(3) || row[4] != int64(10) || row[5] != ts || row[6] != stream.TimestampCreateTime || row[7] != key || row[9] != nil || row[10] != "new" {
 		t.Errorf("metadata = %#v", row[2:])
 	}
 	if string(row[8].([]byte)) != `[{"key":"trace","value":"old"},{"key":"trace","value":"new"}]` {
 		t.Errorf("headers = %s", row[8])
 	}
 
-	tomb := &Record{Topic: "acc", Offset: 11, Key: []byte(key)}
+	tomb := &stream.Record{Topic: "acc", Offset: 11, Key: []byte(key)}
 	if !m.IsTombstone(tomb) || m.IsTombstone(r) {
 		t.Error("IsTombstone must be true exactly for a null value")
 	}
@@ -376,20 +378,20 @@ func TestJSONMapperMetadataColumnsAndKafkaKey(t *testing.T) {
 	if err != nil || len(k) != 1 || k[0] != row[0] {
 		t.Errorf("KeyRow(tombstone) = %v, %v; want [%v]", k, err, row[0])
 	}
-	_, err = m.KeyRow(&Record{Topic: "acc", Offset: 12})
+	_, err = m.KeyRow(&stream.Record{Topic: "acc", Offset: 12})
 	var de *DecodeError
 	if !errors.As(err, &de) || de.Column != "id" || de.Kind != KindNullValue {
 		t.Errorf("KeyRow of a tombstone without key = %v, want a null_value DecodeError for id", err)
 	}
-	_, err = m.KeyRow(&Record{Topic: "acc", Offset: 13, Key: []byte("not json")})
+	_, err = m.KeyRow(&stream.Record{Topic: "acc", Offset: 13, Key: []byte("not json")})
 	if !errors.As(err, &de) || de.Kind != KindInvalidJSON || !strings.Contains(err.Error(), "the key is not JSON") {
 		t.Errorf("KeyRow with a key that is not JSON = %v", err)
 	}
-	_, err = m.Row(&Record{Key: []byte(key), Value: []byte(`{"balance":1}`), Headers: []Header{{Key: "source", Value: []byte{0xff}}}}, nil)
+	_, err = m.Row(&stream.Record{Key: []byte(key), Value: []byte(`{"balance":1}`), Headers: []stream.Header{{Key: "source", Value: []byte{0xff}}}}, nil)
 	if !errors.As(err, &de) || de.Column != "a_src" || de.Kind != KindInvalidUTF8 {
 		t.Errorf("a header that is not text = %v, want invalid_utf8 in a_src", err)
 	}
-	_, err = m.Row(&Record{Key: []byte("\xff"), Value: []byte(`{"balance":1}`)}, nil)
+	_, err = m.Row(&stream.Record{Key: []byte("\xff"), Value: []byte(`{"balance":1}`)}, nil)
 	if !errors.As(err, &de) || de.Kind != KindInvalidUTF8 {
 		t.Errorf("a key that is not UTF-8 = %v, want invalid_utf8", err)
 	}
@@ -405,7 +407,7 @@ func TestJSONMapperTombstonesInAppendMode(t *testing.T) {
 	if len(m.Table().PrimaryKey) != 0 || len(m.KeyColumns()) != 0 {
 		t.Errorf("append mode has no primary key: %+v", m.Table())
 	}
-	row, err := m.Row(&Record{Offset: 4, Key: []byte(`"a"`)}, nil)
+	row, err := m.Row(&stream.Record{Offset: 4, Key: []byte(`"a"`)}, nil)
 	if err != nil || !reflect.DeepEqual(row, []any{"a", nil, int64(4)}) {
 		t.Errorf("a tombstone with nullable value columns = %#v, %v; want the key, NULL and the offset", row, err)
 	}
@@ -414,12 +416,12 @@ func TestJSONMapperTombstonesInAppendMode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Row(&Record{Offset: 4, Key: []byte(`"a"`)}, nil)
+	_, err = m.Row(&stream.Record{Offset: 4, Key: []byte(`"a"`)}, nil)
 	var de *DecodeError
 	if !errors.As(err, &de) || de.Kind != KindTombstone || de.Column != "v" || !strings.Contains(err.Error(), "delete_on_tombstone") {
 		t.Errorf("a tombstone with a NOT NULL value column = %v, want kind tombstone naming v and the fix", err)
 	}
-	if _, err := m.KeyRow(&Record{}); err == nil {
+	if _, err := m.KeyRow(&stream.Record{}); err == nil {
 		t.Error("KeyRow in append mode must fail")
 	}
 }

@@ -8,9 +8,10 @@ import (
 )
 
 // NumericCodec is pgx's numeric codec with a cheaper binary encoder for the
-// pgtype.Numeric values the mappers make. pgtype's encoder divides big.Ints
-// (about 0.8 µs a value); for an Int that fits 64 bits this one computes the
-// same base-10000 digits with machine words and writes byte for byte what
+// pgtype.Numeric values the mappers make. pgtype's encoder divides big.Ints,
+// which allocates for every value, even the small ones nearly every numeric
+// column holds; for an Int that fits 64 bits this one computes the same
+// base-10000 digits with machine words and writes byte for byte what
 // pgtype writes. Other values, and scanning, are pgtype's.
 //
 // A connection uses it once it is registered on its type map:

@@ -14,6 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // pgtypeNumericBytes is what pgtype's own codec writes for n.
@@ -102,7 +104,7 @@ func TestNumericCodecCopiesIntoPostgresExactly(t *testing.T) {
 	}
 	var rows [][]any
 	for i, v := range values {
-		row, err := m.Row(&Record{Value: []byte(v)}, nil)
+		row, err := m.Row(&stream.Record{Value: []byte(v)}, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", v, err)
 		}

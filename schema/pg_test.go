@@ -8,6 +8,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // TestJSONMapperRowsCopyIntoPostgresExactly builds one row of every type,
@@ -99,8 +101,8 @@ func TestJSONMapperRowsCopyIntoPostgresExactly(t *testing.T) {
 		}
 	}
 	ts := time.Date(2026, 5, 6, 7, 8, 9, 10000, time.UTC)
-	r := &Record{Topic: "orders", Partition: 2, Offset: 99, Timestamp: ts, TimestampType: TimestampLogAppendTime,
-		Key: []byte(`{"id": 77}`), Value: []byte(value), Headers: []Header{{Key: "trace-id", Value: []byte("abc")}}}
+	r := &stream.Record{Topic: "orders", Partition: 2, Offset: 99, Timestamp: ts, TimestampType: stream.TimestampLogAppendTime,
+		Key: []byte(`{"id": 77}`), Value: []byte(value), Headers: []stream.Header{{Key: "trace-id", Value: []byte("abc")}}}
 	row, err := m.Row(r, nil)
 	if err != nil {
 		t.Fatal(err)

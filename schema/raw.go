@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"unicode/utf8"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // ValueFormat says how the zero-config table stores a record value.
@@ -57,12 +59,9 @@ func (f ValueFormat) sqlType() string {
 // RawTable is the zero-config table: the record's coordinates, key, headers
 // and value, keyed by (partition, offset, topic). The topic comes last in
 // the key: it is the same in nearly every row (one topic a table, unless
-// --table gathers several), and first it made every index insertion
+// --table gathers several), and first it would make every index insertion
 // compare it and find the other two key columns past a variable-length one
-// (nocache_index_getattr). 1,600,000 inserts in 160 statements of 10,000
-// rows, round-robin over 8 partitions, took 5.0-5.6 s against 7.1-7.7 s in
-// three alternating pairs; the bench's binary COPY of its rows on two
-// connections, 8.2-9.6 µs of Postgres CPU a row against 9.9-10.5 in five.
+// (nocache_index_getattr): Postgres CPU spent on every row for nothing.
 func RawTable(schemaName, name string, f ValueFormat) Table {
 	return Table{
 		Schema: schemaName,
@@ -86,7 +85,7 @@ type RawMapper struct {
 }
 
 // checkValue refuses a value its column cannot store (Row and AppendRow).
-func (m RawMapper) checkValue(r *Record) error {
+func (m RawMapper) checkValue(r *stream.Record) error {
 	if r.Value == nil {
 		return nil
 	}
@@ -107,7 +106,7 @@ func (m RawMapper) checkValue(r *Record) error {
 // Row appends the row of r to dst[:0] and returns it. A value that does not
 // fit the value column is a *DecodeError. The returned slice aliases r's
 // buffers: use it before r is reused.
-func (m RawMapper) Row(r *Record, dst []any) ([]any, error) {
+func (m RawMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	if err := m.checkValue(r); err != nil {
 		return nil, err
 	}
@@ -133,7 +132,7 @@ func (m RawMapper) Row(r *Record, dst []any) ([]any, error) {
 // HeadersJSON renders headers as a jsonb array that keeps order and
 // duplicates: [{"key":"k","value":"v"}]. A value that is not UTF-8 text
 // Postgres accepts is given as "value_base64"; a null value as null.
-func HeadersJSON(hs []Header) []byte {
+func HeadersJSON(hs []stream.Header) []byte {
 	return appendHeadersJSON(make([]byte, 0, 32*len(hs)), hs)
 }
 
@@ -142,16 +141,16 @@ func HeadersJSON(hs []Header) []byte {
 // converts its input to it): a key or value with a byte beyond ASCII (or a
 // NUL) is given as "key_base64" or "value_base64", so both read back
 // exactly. Dead letters are stored so.
-func HeadersJSONASCII(hs []Header) []byte {
+func HeadersJSONASCII(hs []stream.Header) []byte {
 	return appendHeadersJSONIn(make([]byte, 0, 32*len(hs)), hs, true)
 }
 
 // appendHeadersJSON appends HeadersJSON(hs) to b.
-func appendHeadersJSON(b []byte, hs []Header) []byte {
+func appendHeadersJSON(b []byte, hs []stream.Header) []byte {
 	return appendHeadersJSONIn(b, hs, false)
 }
 
-func appendHeadersJSONIn(b []byte, hs []Header, ascii bool) []byte {
+func appendHeadersJSONIn(b []byte, hs []stream.Header, ascii bool) []byte {
 	b = append(b, '[')
 	for i, h := range hs {
 		if i > 0 {
@@ -364,7 +363,7 @@ func hex4(v []byte, at int) (int, bool) {
 
 // ParseHeadersJSON reads what HeadersJSON or HeadersJSONASCII wrote, for
 // replaying dead letters.
-func ParseHeadersJSON(b []byte) ([]Header, error) {
+func ParseHeadersJSON(b []byte) ([]stream.Header, error) {
 	if len(b) == 0 {
 		return nil, nil
 	}
@@ -377,7 +376,7 @@ func ParseHeadersJSON(b []byte) ([]Header, error) {
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return nil, fmt.Errorf("parse headers %q: %w", b, err)
 	}
-	hs := make([]Header, len(raw))
+	hs := make([]stream.Header, len(raw))
 	for i, h := range raw {
 		hs[i].Key = h.Key
 		if h.KeyBase64 != nil {

@@ -3,29 +3,7 @@ package schema
 import (
 	"errors"
 	"fmt"
-	"time"
 )
-
-// Record is one Kafka record as the mapping sees it, independent of the
-// Kafka client library.
-type Record struct {
-	Topic     string
-	Partition int32
-	Offset    int64
-	Timestamp time.Time
-	// TimestampType is TimestampCreateTime or TimestampLogAppendTime; ""
-	// when unknown.
-	TimestampType string
-	Key           []byte // nil when the record has no key
-	Value         []byte // nil for a tombstone
-	Headers       []Header
-}
-
-// Header is one Kafka record header.
-type Header struct {
-	Key   string
-	Value []byte
-}
 
 // Error kinds of a DecodeError, stored in kafka2pg.dead_letters.error_kind.
 const (

@@ -22,6 +22,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 var oldConverters = map[string]func(*colType, any) (any, *convError){
@@ -109,7 +111,7 @@ type oldDocs struct {
 	keyd           bool // key decoding tried
 }
 
-func (o *oracleMapper) Row(r *Record, dst []any) ([]any, error) {
+func (o *oracleMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	dst = dst[:0]
 	var d oldDocs
 	for i := range o.m.cols {
@@ -122,7 +124,7 @@ func (o *oracleMapper) Row(r *Record, dst []any) ([]any, error) {
 	return dst, nil
 }
 
-func (o *oracleMapper) KeyRow(r *Record) ([]any, error) {
+func (o *oracleMapper) KeyRow(r *stream.Record) ([]any, error) {
 	if len(o.m.keyIdx) == 0 {
 		return nil, errors.New("key row: the mapping has no key columns (append mode)")
 	}
@@ -138,7 +140,7 @@ func (o *oracleMapper) KeyRow(r *Record) ([]any, error) {
 	return out, nil
 }
 
-func (o *oracleMapper) value(i int, r *Record, d *oldDocs) (any, error) {
+func (o *oracleMapper) value(i int, r *stream.Record, d *oldDocs) (any, error) {
 	c := &o.m.cols[i]
 	var v any
 	switch c.source {
@@ -199,7 +201,7 @@ func (o *oracleMapper) value(i int, r *Record, d *oldDocs) (any, error) {
 	return v, nil
 }
 
-func (o *oracleMapper) dataValue(i int, r *Record, d *oldDocs) (any, error) {
+func (o *oracleMapper) dataValue(i int, r *stream.Record, d *oldDocs) (any, error) {
 	c := &o.m.cols[i]
 	doc, present, err := d.get(c.source, r)
 	if err != nil {
@@ -241,7 +243,7 @@ func (o *oracleMapper) dataValue(i int, r *Record, d *oldDocs) (any, error) {
 	return v, nil
 }
 
-func (d *oldDocs) get(s source, r *Record) (doc any, present bool, err error) {
+func (d *oldDocs) get(s source, r *stream.Record) (doc any, present bool, err error) {
 	if s == fromKey {
 		if r.Key == nil {
 			return nil, false, nil

@@ -3,6 +3,8 @@ package schema
 import (
 	"bytes"
 	"unsafe"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The per-row state of JSONMapper.Row: one scan of each document, and the
@@ -89,7 +91,7 @@ func (rs *rowState) docOf(s source) *docState {
 
 // doc scans the value or the key on first use. present is false for a
 // tombstone's value or a record without key.
-func (rs *rowState) doc(m *JSONMapper, s source, r *Record) (d *docState, present bool, err error) {
+func (rs *rowState) doc(m *JSONMapper, s source, r *stream.Record) (d *docState, present bool, err error) {
 	d, data, tree, leaves, what := &rs.value, r.Value, m.valueTree, m.valueLeaves, "the value "
 	if s == fromKey {
 		d, data, tree, leaves, what = &rs.key, r.Key, m.keyTree, m.keyLeaves, "the key "
@@ -222,8 +224,8 @@ func (b *rowBuffer) reserve() {
 // document. An object or array without a backslash is returned as sent:
 // the scan validated it, only escapes can hold what jsonb refuses (\u0000,
 // lone surrogates), and Postgres stores the same jsonb for every spelling
-// of the same JSON, so canonical bytes would cost a rewrite for nothing
-// (about 13% of Row's time on the bench's records).
+// of the same JSON, so canonical bytes would cost a rewrite of every
+// document for nothing.
 func (b *rowBuffer) appendJSON(v jsonValue) []byte {
 	b.jw.nul = false
 	if (v.kind == kindObject || v.kind == kindArray) && bytes.IndexByte(v.raw, '\\') < 0 {

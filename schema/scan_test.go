@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // pathsMapper reads the same document through overlapping paths: nested
@@ -87,7 +89,7 @@ func FuzzScanMatchesDecode(f *testing.F) {
 		oracles = append(oracles, newOracle(f, m))
 	}
 	f.Fuzz(func(t *testing.T, value, key []byte, tombstone bool) {
-		r := &Record{Topic: "t", Offset: 3, Value: value, Key: key, Headers: []Header{{Key: "h", Value: key}}}
+		r := &stream.Record{Topic: "t", Offset: 3, Value: value, Key: key, Headers: []stream.Header{{Key: "h", Value: key}}}
 		if tombstone {
 			r.Value = nil
 		}
@@ -102,7 +104,7 @@ func FuzzScanMatchesDecode(f *testing.F) {
 	})
 }
 
-func checkSameRow(t *testing.T, m *JSONMapper, what string, r *Record, got []any, err error, want []any, werr error) {
+func checkSameRow(t *testing.T, m *JSONMapper, what string, r *stream.Record, got []any, err error, want []any, werr error) {
 	t.Helper()
 	if (err == nil) != (werr == nil) || (err != nil && err.Error() != werr.Error()) {
 		t.Fatalf("%s of value %.200q key %.200q:\nscan:   %v\noracle: %v", what, r.Value, r.Key, err, werr)
@@ -181,7 +183,7 @@ func sameMapped(a, b reflect.Value) bool {
 func TestScanSeedsMatchDecode(t *testing.T) {
 	mappers := []*JSONMapper{fuzzMapper(t), pathsMapper(t)}
 	for _, s := range scanSeeds {
-		r := &Record{Topic: "t", Value: []byte(s[0]), Key: []byte(s[1])}
+		r := &stream.Record{Topic: "t", Value: []byte(s[0]), Key: []byte(s[1])}
 		for _, m := range mappers {
 			o := newOracle(t, m)
 			got, err := m.Row(r, nil)
@@ -267,7 +269,7 @@ func TestRowValuesOutliveTheNextRow(t *testing.T) {
 	var want []string
 	for i, v := range benchValues(50) {
 		v = fmt.Appendf(v[:len(v)-1], `,"tags":["t%d","\u00e9%d"],"esc":"\"%d\""}`, i, i, i)
-		row, err := m.Row(&Record{Value: v}, nil)
+		row, err := m.Row(&stream.Record{Value: v}, nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -334,7 +336,7 @@ func FuzzPathMatchesDecode(f *testing.F) {
 		if err != nil {
 			t.Fatalf("path %q: %v", path, err)
 		}
-		r := &Record{Topic: "t", Value: doc}
+		r := &stream.Record{Topic: "t", Value: doc}
 		got, err := m.Row(r, nil)
 		want, werr := newOracle(t, m).Row(r, nil)
 		checkSameRow(t, m, "Row", r, got, err, want, werr)

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
@@ -74,8 +76,8 @@ func TestValidateIdentRefusesNamesPostgresWouldMangle(t *testing.T) {
 
 func TestRawMapperBuildsRowsInColumnOrder(t *testing.T) {
 	ts := time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)
-	r := &Record{Topic: "t", Partition: 3, Offset: 42, Timestamp: ts, Key: []byte("k"),
-		Value: []byte(`{"a":1}`), Headers: []Header{{Key: "h", Value: []byte("v")}, {Key: "bin", Value: []byte{0xff, 0}}, {Key: "nil"}}}
+	r := &stream.Record{Topic: "t", Partition: 3, Offset: 42, Timestamp: ts, Key: []byte("k"),
+		Value: []byte(`{"a":1}`), Headers: []stream.Header{{Key: "h", Value: []byte("v")}, {Key: "bin", Value: []byte{0xff, 0}}, {Key: "nil"}}}
 	row, err := RawMapper{Format: ValueJSON}.Row(r, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +96,7 @@ func TestRawMapperBuildsRowsInColumnOrder(t *testing.T) {
 		t.Errorf("value = %v", row[6])
 	}
 
-	tomb := &Record{Topic: "t", Offset: 1}
+	tomb := &stream.Record{Topic: "t", Offset: 1}
 	row, err = RawMapper{Format: ValueJSON}.Row(tomb, row)
 	if err != nil {
 		t.Fatal(err)
@@ -122,7 +124,7 @@ func TestRawMapperRefusesValuesTheColumnCannotHold(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r := &Record{Topic: "t", Partition: 1, Offset: 7, Value: []byte(c.value)}
+			r := &stream.Record{Topic: "t", Partition: 1, Offset: 7, Value: []byte(c.value)}
 			_, err := RawMapper{Format: c.format}.Row(r, nil)
 			var de *DecodeError
 			if !errors.As(err, &de) {
@@ -148,7 +150,7 @@ func TestRawMapperAcceptsValidEdgeCases(t *testing.T) {
 		{ValueBytes, "\x00\xff"},
 	}
 	for _, c := range cases {
-		if _, err := (RawMapper{Format: c.format}).Row(&Record{Value: []byte(c.value)}, nil); err != nil {
+		if _, err := (RawMapper{Format: c.format}).Row(&stream.Record{Value: []byte(c.value)}, nil); err != nil {
 			t.Errorf("Row(%s %q) = %v, want no error", c.format, c.value, err)
 		}
 	}
@@ -174,7 +176,7 @@ func FuzzRawMapper(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, v []byte) {
 		for _, format := range []ValueFormat{ValueJSON, ValueText, ValueBytes} {
-			_, err := RawMapper{Format: format}.Row(&Record{Value: v, Headers: []Header{{Key: string(v), Value: v}}}, nil)
+			_, err := RawMapper{Format: format}.Row(&stream.Record{Value: v, Headers: []stream.Header{{Key: string(v), Value: v}}}, nil)
 			if err != nil && !errors.Is(err, ErrBadRecord) {
 				t.Fatalf("Row(%q) returned a non-record error %v", v, err)
 			}
@@ -183,7 +185,7 @@ func FuzzRawMapper(f *testing.F) {
 }
 
 func TestHeadersRoundTripThroughJSON(t *testing.T) {
-	in := []Header{{Key: "a", Value: []byte("text")}, {Key: "bin", Value: []byte{0, 0xff}}, {Key: "none"}, {Key: "a", Value: []byte("again")}}
+	in := []stream.Header{{Key: "a", Value: []byte("text")}, {Key: "bin", Value: []byte{0, 0xff}}, {Key: "none"}, {Key: "a", Value: []byte("again")}}
 	out, err := ParseHeadersJSON(HeadersJSON(in))
 	if err != nil {
 		t.Fatal(err)
@@ -206,7 +208,7 @@ func FuzzHeaders(f *testing.F) {
 	f.Add("\x00", []byte(nil), []byte(`{`))
 	f.Fuzz(func(t *testing.T, key string, value, raw []byte) {
 		_, _ = ParseHeadersJSON(raw)
-		in := []Header{{Key: key, Value: value}}
+		in := []stream.Header{{Key: key, Value: value}}
 		out, err := ParseHeadersJSON(HeadersJSON(in))
 		if err != nil {
 			t.Fatalf("HeadersJSON(%q) does not parse back: %v", in, err)

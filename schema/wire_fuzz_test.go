@@ -3,6 +3,8 @@ package schema
 import (
 	"errors"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // FuzzRegistryMapperRow feeds arbitrary keys and values to the Avro (or
@@ -38,7 +40,7 @@ func FuzzRegistryMapperRow(f *testing.F) {
 			m = pm
 		}
 		for _, m := range []*RegistryMapper{m, jm} {
-			_, err := m.Row(&Record{Key: b, Value: b}, nil)
+			_, err := m.Row(&stream.Record{Key: b, Value: b}, nil)
 			if err != nil && !errors.Is(err, ErrBadRecord) && !errors.Is(err, ErrTableChanged) {
 				t.Fatalf("%x: %v is neither a bad record nor a table change", b, err)
 			}

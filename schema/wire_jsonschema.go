@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // JSON Schema → columns (format json_schema). The records are JSON
@@ -96,7 +98,7 @@ func compileJSONSchema(rs RegisteredSchema, _ []int, _, prefix, nested string) (
 		c.fields[i].sqlType = cols[i].Type
 	}
 	return &regVersion{fields: c.fields, decode: func(payload []byte, out []any) error {
-		row, err := jm.Row(&Record{Value: payload}, nil)
+		row, err := jm.Row(&stream.Record{Value: payload}, nil)
 		var de *DecodeError
 		if errors.As(err, &de) {
 			return &fieldError{column: de.Column, kind: de.Kind, msg: de.Err.Error()}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // RegistryMapper maps records in the Confluent wire format (Avro or
@@ -350,7 +352,7 @@ func (m *RegistryMapper) Table() Table {
 func (m *RegistryMapper) KeyColumns() []string { return slices.Clone(m.spec.KeyColumns) }
 
 // IsTombstone reports whether r is a tombstone: a record with a null value.
-func (m *RegistryMapper) IsTombstone(r *Record) bool { return r.Value == nil }
+func (m *RegistryMapper) IsTombstone(r *stream.Record) bool { return r.Value == nil }
 
 // decodedPart is one part of a record, decoded.
 type decodedPart struct {
@@ -359,12 +361,12 @@ type decodedPart struct {
 }
 
 // Row appends the row of r to dst[:0] in Table's column order.
-func (m *RegistryMapper) Row(r *Record, dst []any) ([]any, error) {
+func (m *RegistryMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	return m.row(r, dst, nil)
 }
 
 // KeyRow returns the key columns' values of r, in KeyColumns order.
-func (m *RegistryMapper) KeyRow(r *Record) ([]any, error) {
+func (m *RegistryMapper) KeyRow(r *stream.Record) ([]any, error) {
 	if len(m.keyIdx) == 0 {
 		return nil, errors.New("key row: the mapping has no key columns (append mode)")
 	}
@@ -372,7 +374,7 @@ func (m *RegistryMapper) KeyRow(r *Record) ([]any, error) {
 }
 
 // row builds the columns only (all when nil) of r.
-func (m *RegistryMapper) row(r *Record, dst []any, only []int) ([]any, error) {
+func (m *RegistryMapper) row(r *stream.Record, dst []any, only []int) ([]any, error) {
 	parts, err := m.decode(r)
 	if err != nil {
 		return nil, err
@@ -450,7 +452,7 @@ func (m *RegistryMapper) refresh(parts [2]decodedPart) {
 
 // value is column i of r. The caller holds mu for reading, and the parts
 // are fresh.
-func (m *RegistryMapper) value(r *Record, p decodedPart, i int) (any, error) {
+func (m *RegistryMapper) value(r *stream.Record, p decodedPart, i int) (any, error) {
 	c := &m.cols[i]
 	var v any
 	if p.v != nil {
@@ -474,7 +476,7 @@ func (m *RegistryMapper) value(r *Record, p decodedPart, i int) (any, error) {
 
 // decode decodes the value and (when the mapping has key fields) the key of
 // r, folding unseen schema versions into the table first.
-func (m *RegistryMapper) decode(r *Record) ([2]decodedPart, error) {
+func (m *RegistryMapper) decode(r *stream.Record) ([2]decodedPart, error) {
 	var parts [2]decodedPart
 	for part, b := range [2][]byte{r.Value, r.Key} {
 		if b == nil || (part == partKey && len(m.spec.Key) == 0) {
@@ -513,7 +515,7 @@ func (e *fieldError) Error() string { return e.msg }
 
 // version returns the compiled version of a header, fetching and folding it
 // when it is new.
-func (m *RegistryMapper) version(r *Record, part int, h wireHeader) (*regVersion, error) {
+func (m *RegistryMapper) version(r *stream.Record, part int, h wireHeader) (*regVersion, error) {
 	key := h.key()
 	m.mu.RLock()
 	v, ok := m.versions[part][key]

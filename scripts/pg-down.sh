@@ -2,10 +2,16 @@
 # pg-down.sh stops the throwaway cluster that scripts/pg-up.sh started and
 # deletes it: its data directory, its socket directory and .tmp/pg.
 # Doing nothing is fine: without a recorded cluster it only says so.
+# PG_STATE names another cluster's directory under .tmp (default pg), as
+# for pg-up.sh.
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-state="$repo/.tmp/pg"
+pg_state=${PG_STATE:-pg}
+case "$pg_state" in
+"" | *[!A-Za-z0-9_-]*) printf 'pg-down: error: PG_STATE is "%s": a directory name under .tmp\n' "$pg_state" >&2; exit 1 ;;
+esac
+state="$repo/.tmp/$pg_state"
 
 log() { printf 'pg-down: %s\n' "$*" >&2; }
 

@@ -7,7 +7,13 @@
 # only, on a free port, trusts every local connection and is meant to be thrown
 # away: scripts/pg-down.sh stops it and deletes it.
 #
-# State, in .tmp/pg of the repository:
+# Environment:
+#   PG_STATE       the directory under .tmp for the cluster's state (default
+#                  pg): another name makes a second, separate cluster
+#   PG_EXTRA_CONF  setting lines added to the server's configuration, e.g.
+#                  "wal_level = logical" (scripts/pg-source-up.sh)
+#
+# State, in .tmp/pg (or .tmp/$PG_STATE) of the repository:
 #   url      postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable
 #   env      shell-sourceable PGDATA, PGBIN, PGPORT, PGHOST, PGLOG, PGOSUSER,
 #            PGSOCKDIR: what fault tests need to stop and restart the server
@@ -20,7 +26,15 @@
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
-state="$repo/.tmp/pg"
+pg_state=${PG_STATE:-pg}
+case "$pg_state" in
+"" | *[!A-Za-z0-9_-]*) printf 'pg-up: error: PG_STATE is "%s": a directory name under .tmp (letters, digits, - and _)\n' "$pg_state" >&2; exit 1 ;;
+esac
+state="$repo/.tmp/$pg_state"
+# What names this cluster's directories under /tmp (when it needs them):
+# the repository for the default cluster, the state directory for others.
+tmp_key=$repo
+[ "$pg_state" = pg ] || tmp_key=$state
 
 log() { printf 'pg-up: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -187,6 +201,9 @@ log_line_prefix = '%m [%p] %q%u@%d '
 log_min_messages = warning
 log_checkpoints = off
 EOF
+	if [ -n "${PG_EXTRA_CONF:-}" ]; then
+		printf '# PG_EXTRA_CONF\n%s\n' "$PG_EXTRA_CONF" | as_server tee -a "$PGDATA/kafka2pg.conf" >/dev/null
+	fi
 }
 
 # start starts the server and waits up to 30 s for it to answer. It returns
@@ -233,7 +250,7 @@ cluster_dir() {
 		chown "$osuser:" "$dir"
 		if ! as_server test -w "$dir" -a -x "$dir" 2>/dev/null; then
 			rm -rf "$dir"
-			dir="/tmp/kafka2pg-pg-$(printf '%s' "$repo" | sha256sum | cut -c1-12)"
+			dir="/tmp/kafka2pg-pg-$(printf '%s' "$tmp_key" | sha256sum | cut -c1-12)"
 			log "user $osuser cannot reach $repo; the cluster lives in $dir"
 			stop_leftover "$dir"
 			rm -rf "$dir"
@@ -249,7 +266,7 @@ cluster_dir() {
 socket_dir() {
 	local dir=$1
 	if [ "${#dir}" -gt 80 ]; then
-		dir="/tmp/kafka2pg-sock-$(printf '%s' "$repo" | sha256sum | cut -c1-12)"
+		dir="/tmp/kafka2pg-sock-$(printf '%s' "$tmp_key" | sha256sum | cut -c1-12)"
 		rm -rf "$dir"
 		mkdir -m 0700 "$dir"
 		[ "$(id -u)" -ne 0 ] || chown "$osuser:" "$dir"

@@ -9,11 +9,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
 // caughtUpWatch knows the end offsets seen at start and tells when Postgres
@@ -161,24 +162,16 @@ func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, stopp
 }
 
 func (w *caughtUpWatch) check(ctx context.Context) (bool, error) {
-	rows, err := w.pool.Query(ctx, `SELECT topic, partition, coalesce(next_offset, -1)
-		FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = ANY($2)`, w.group, w.topics)
+	rows, err := offsets.List(ctx, w.pool, offsets.Filter{Group: w.group, Topics: w.topics})
 	if err != nil {
 		return false, err
 	}
 	durable := map[string]map[int32]int64{}
-	var topic string
-	var partition int32
-	var next int64
-	_, err = pgx.ForEachRow(rows, []any{&topic, &partition, &next}, func() error {
-		if durable[topic] == nil {
-			durable[topic] = map[int32]int64{}
+	for _, r := range rows {
+		if durable[r.Topic] == nil {
+			durable[r.Topic] = map[int32]int64{}
 		}
-		durable[topic][partition] = next
-		return nil
-	})
-	if err != nil {
-		return false, err
+		durable[r.Topic][r.Partition] = r.NextOffset
 	}
 	for t, ps := range w.target {
 		for p, end := range ps {

@@ -24,8 +24,8 @@ import (
 // broker and the database, and prints the DDL run would execute. It writes
 // nothing: Kafka is asked for metadata only (no group, no topic creation),
 // and Postgres is read in one READ ONLY transaction that is rolled back.
-// migrations.Version is not used, because golang-migrate creates its
-// history table when it is missing; the table is read directly instead.
+// The migration history is read with migrations.ReadState, which writes
+// nothing.
 
 // checkTimeout bounds each side of the check.
 const checkTimeout = 30 * time.Second
@@ -205,25 +205,17 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 }
 
-// checkMigrations reads golang-migrate's history table (in the current
-// schema, where migrations.Up keeps it) without creating it.
+// checkMigrations reads the migration history (migrations.ReadState)
+// without creating or moving it.
 func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, migrate bool) error {
-	var history *string
-	err := tx.QueryRow(ctx, `SELECT CASE WHEN to_regclass(format('%I.%I', current_schema(), $1::text)) IS NOT NULL
-		THEN format('%I.%I', current_schema(), $1::text) END`, migrations.HistoryTable).Scan(&history)
+	state, err := migrations.ReadState(ctx, tx)
 	if err != nil {
 		return fmt.Errorf("read the kafka2pg schema version: %w", err)
 	}
-	var version int64
-	var dirty, applied bool
-	if history != nil {
-		err := tx.QueryRow(ctx, "SELECT version, dirty FROM "+*history+" LIMIT 1").Scan(&version, &dirty)
-		switch {
-		case err == nil:
-			applied = true
-		case !errors.Is(err, pgx.ErrNoRows):
-			return fmt.Errorf("read the kafka2pg schema version: %w", err)
-		}
+	version, dirty, applied := state.Version, state.Dirty, state.Applied
+	if state.Legacy {
+		r.line("note", "kafka2pg schema: the migration history is in %s, where earlier releases kept it; run (with --migrate) or kafka2pg migrate up moves it to %s",
+			state.Table, pgx.Identifier{migrations.Schema, migrations.HistoryTable}.Sanitize())
 	}
 	switch {
 	case applied && dirty:
@@ -245,21 +237,15 @@ func checkMigrations(ctx context.Context, r *checkReport, tx pgx.Tx, migrate boo
 // checkSinkTable mirrors ingest's EnsureTables without running anything:
 // a missing table is created (or an error), an existing one is evolved (or
 // its missing columns are errors), and an upsert table needs a unique index
-// on its key.
+// on its key. Beyond what run checks at start, it fails on what would make
+// rows fail once they come (fitTable): a NOT NULL column the sink does not
+// write, a column too narrow for the mapping's values.
 func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string, sink ingest.Sink, createTables bool) error {
 	t := sink.Table
 	name := t.QualifiedName()
-	rows, err := tx.Query(ctx, schema.ExistingColumnsSQL, name)
+	have, err := readCatalogColumns(ctx, tx, name)
 	if err != nil {
-		return fmt.Errorf("read the columns: %w", err)
-	}
-	have, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schema.ExistingColumn, error) {
-		var c schema.ExistingColumn
-		err := row.Scan(&c.Name, &c.Type, &c.NotNull)
-		return c, err
-	})
-	if err != nil {
-		return fmt.Errorf("read the columns: %w", err)
+		return err
 	}
 	if len(have) == 0 {
 		if !createTables || sink.NoCreate {
@@ -280,32 +266,28 @@ func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string
 		r.statements(plan)
 		return nil
 	}
-	plan, err := schema.PlanEvolve(t, have)
-	if err != nil {
-		r.line("FAIL", "table %s for topic %q: %v", name, topic, err)
-		return nil
-	}
-	haveNames := make(map[string]bool, len(have))
-	for _, c := range have {
-		haveNames[c.Name] = true
-	}
-	var missing []string
-	for _, c := range t.Columns {
-		if !haveNames[c.Name] {
-			missing = append(missing, fmt.Sprintf("%q", c.Name))
-		}
+	fit := fitTable(sink, have, typedName(t.Name))
+	for _, p := range fit.problems {
+		r.line("FAIL", "table %s for topic %q: %s", name, topic, p)
 	}
 	switch {
-	case len(plan) == 0:
+	case len(fit.problems) > 0:
+	case len(fit.plan) == 0:
 		r.line("ok", "table %s for topic %q exists with the columns the mapping writes", name, topic)
 	case sink.Evolve:
 		r.line("ok", "table %s for topic %q exists; run will evolve it (evolve: true):", name, topic)
-		r.statements(plan)
-	case len(missing) > 0:
-		r.line("FAIL", "table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or set evolve: true in the sink", name, topic, strings.Join(missing, ", "))
+		r.statements(fit.plan)
 	default:
-		r.line("warn", "table %s for topic %q exists; its columns differ from the mapping in ways evolve: true would change, and run will not:", name, topic)
-		for _, s := range plan {
+		if len(fit.missing) > 0 {
+			r.line("FAIL", "table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or set evolve: true in the sink", name, topic, strings.Join(fit.missing, ", "))
+		}
+		if len(fit.narrow) > 0 {
+			r.line("FAIL", "table %s for topic %q: column(s) %s cannot hold every value the mapping writes (their type is narrower), so such records would become dead letters: set evolve: true in the sink (run widens them), or alter them as below", name, topic, strings.Join(fit.narrow, ", "))
+		}
+		if len(fit.nullable) > 0 {
+			r.line("warn", "table %s for topic %q: column(s) %s are NOT NULL and the mapping may leave them null: such records become dead letters (evolve: true would drop NOT NULL)", name, topic, strings.Join(fit.nullable, ", "))
+		}
+		for _, s := range fit.plan {
 			fmt.Fprintf(r.w, "        -- %s\n", strings.ReplaceAll(s, "\n", "\n        -- "))
 		}
 	}

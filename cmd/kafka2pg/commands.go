@@ -41,9 +41,15 @@ func commands() []command {
 		{name: "migrate", help: migrateHelp, define: func(fs *pflag.FlagSet) { defineMigrateFlags(fs, &migrateFlags{}) }},
 		{name: "status", help: statusHelp("status"), define: func(fs *pflag.FlagSet) { defineOffsetsFlags(fs, &offsetsFlags{}) }},
 		{name: "offsets show", help: statusHelp("offsets show"), define: func(fs *pflag.FlagSet) { defineOffsetsFlags(fs, &offsetsFlags{}) }},
-		{name: "offsets reset", help: resetHelp, define: func(fs *pflag.FlagSet) { defineResetFlags(fs, &resetFlags{}) }},
-		{name: "dead-letters list", help: deadLettersListHelp, define: func(fs *pflag.FlagSet) { defineDeadLettersFlags(fs, "list", &deadLettersFlags{}) }},
-		{name: "dead-letters replay", help: deadLettersReplayHelp, define: func(fs *pflag.FlagSet) { defineDeadLettersFlags(fs, "replay", &deadLettersFlags{}) }},
+		{name: "offsets reset", help: resetHelp, define: func(fs *pflag.FlagSet) {
+			defineRunFlags(fs, &runOptions{})
+			defineResetFlags(fs, &resetFlags{})
+		}},
+		{name: "dead-letters list", help: deadLettersListHelp, define: func(fs *pflag.FlagSet) { defineDeadLettersFlags(fs, &deadLettersFlags{}) }},
+		{name: "dead-letters replay", help: deadLettersReplayHelp, define: func(fs *pflag.FlagSet) {
+			defineRunFlags(fs, &runOptions{})
+			defineReplayFlags(fs, &replayFlags{})
+		}},
 		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demoFlags{}) }},
 		{name: "docs", help: docsHelp, define: func(fs *pflag.FlagSet) { defineDocsFlags(fs, new(string)) }, hidden: true},
 	}
@@ -111,7 +117,7 @@ var runSections = []helpSection{
 		"batch-max-rows", "batch-max-bytes", "batch-max-wait", "batch-linger", "batch-wait-at-end", "table-writers",
 		"max-buffered-bytes", "queue-capacity", "memory-limit"}},
 	{"Errors", []string{
-		"on-error", "on-data-loss", "max-record-bytes", "retry-backoff-max"}},
+		"on-error", "on-data-loss", "max-record-bytes", "retry-backoff-max", "log-dead-letters"}},
 	{"Operations", []string{
 		"until-caught-up", "shutdown-timeout", "metrics-addr", "pprof", "progress-interval", "log-format", "log-level"}},
 }
@@ -126,7 +132,9 @@ var runHelp = &commandHelp{
 		"run --config FILE [flags]",
 	},
 	about: `Reads the topics and writes every record into its table, with the offsets in the same
-Postgres transaction: exactly once. SIGINT or SIGTERM stops it gracefully; a second one at once.`,
+Postgres transaction: exactly once. SIGINT or SIGTERM stops it gracefully; a second one at once.
+Exit 0: stopped, or caught up (--until-caught-up); 1: failed; 2: bad flags or configuration;
+3: caught up, but records of the run became dead letters or were skipped.`,
 	examples: []helpExample{
 		{"Each topic into a table of its own, the values as jsonb",
 			"kafka2pg run --kafka-brokers localhost:9092 --kafka-group orders-pg --topic orders --pg-url postgres://app@localhost:5432/app"},
@@ -142,7 +150,9 @@ Postgres transaction: exactly once. SIGINT or SIGTERM stops it gracefully; a sec
 var checkHelp = &commandHelp{
 	usage: []string{"check --config FILE [run's flags]"},
 	about: `Checks run's configuration against Kafka and Postgres and prints the DDL run would execute;
-writes nothing. Exit 0: run would start; 1: a check failed; 2: bad flags or configuration.`,
+writes nothing. It fails on what would refuse rows: a NOT NULL column the sink does not write,
+a column narrower than the mapping's values, an upsert key without a unique index.
+Exit 0: run would start and write; 1: a check failed; 2: bad flags or configuration.`,
 	examples: []helpExample{
 		{"Check a config file before the first run",
 			"kafka2pg check --config kafka2pg.yaml --pg-url postgres://app@localhost:5432/app"},
@@ -154,18 +164,21 @@ writes nothing. Exit 0: run would start; 1: a check failed; 2: bad flags or conf
 }
 
 var inferHelp = &commandHelp{
-	usage: []string{"infer --kafka-brokers H:P --topic T [--sample N] [--mode upsert --key-path P] [flags]"},
+	usage: []string{"infer --kafka-brokers H:P --topic T [--pg-url URL] [--mode upsert --key-path P] [flags]"},
 	about: `Samples a topic and prints a config file with typed columns that run --config takes as is, with
-the CREATE TABLE it leads to as a comment. It is a guess from the samples: read, edit and check it.`,
+the CREATE TABLE it leads to as a comment. It is a guess from the samples: read, edit and check it.
+With --pg-url it never proposes a table that exists with columns the sink cannot write (the
+topic's zero-config table): it picks <table>_typed, or, with --pg-table, fails naming a free name.`,
 	examples: []helpExample{
-		{"A config for the topic orders",
-			"kafka2pg infer --kafka-brokers localhost:9092 --topic orders > kafka2pg.yaml"},
+		{"A config for the topic orders, next to its zero-config table",
+			"kafka2pg infer --kafka-brokers localhost:9092 --topic orders --pg-url postgres://app@localhost:5432/app > kafka2pg.yaml"},
 		{"One row per order id, kept up to date",
 			"kafka2pg infer --kafka-brokers localhost:9092 --topic orders --mode upsert --key-path id"},
 	},
 	sections: []helpSection{
 		{"Sampling", []string{"kafka-brokers", "topic", "sample", "timeout"}},
 		{"Output", []string{"pg-table", "mode", "key-path", "nested", "kafka-group"}},
+		pgURLSection,
 		kafkaSecuritySection,
 		registrySection,
 	},
@@ -205,26 +218,33 @@ with --kafka-brokers also the end offset, the lag, the group's Kafka offset and 
 }
 
 var resetHelp = &commandHelp{
-	usage: []string{"offsets reset --pg-url URL --kafka-brokers H:P --kafka-group G --to POSITION [flags]"},
+	usage: []string{
+		"offsets reset --config FILE --to POSITION [--topic T] [--partition P] [--yes] [flags]",
+		"offsets reset --pg-url URL --kafka-brokers H:P --kafka-group G --to POSITION [flags]",
+	},
 	about: `Moves the group's durable offsets in Postgres, the source of truth, and bumps each partition's
-epoch: running bridges are fenced, re-claim within --fence-check-interval and go on from the new
-offset. Then it mirrors the offsets to the Kafka group (Kafka accepts that only while the group has
-no members; otherwise the bridges mirror them as they re-claim). Without --yes it prints the plan.
+epoch: running bridges are fenced, re-claim and go on from the new offset (a partition being
+written three heartbeats after its fenced write; an idle one within --fence-check-interval, then
+the same). Then it mirrors the offsets to the Kafka group (Kafka accepts that only while the group
+has no members). Without --yes it prints the plan and exits 0.
 
-Moving back writes records again: with the zero-config table's primary key they conflict with the
-rows already there and go to the dead letters, so re-ingest into a fresh table, or delete first.`,
+Moving back is exactly once: the same transaction deletes what the records read again wrote, the
+rows of an append table with partition and offset columns (the zero-config table has them) and the
+dead letters. Give reset run's --config (or --pg-table) so it finds the tables. Upsert tables and
+tables with a unique index need no deletion; any other is refused without --allow-duplicates
+(exit 1).`,
 	examples: []helpExample{
-		{"Show what moving the group to the start of its topics would do",
-			"kafka2pg offsets reset --pg-url postgres://app@db:5432/app --kafka-brokers kafka:9092 --kafka-group orders-pg --to earliest"},
-		{"Skip partition 3 of orders to the records of the last hour, for real",
-			"kafka2pg offsets reset --pg-url postgres://app@db:5432/app --kafka-brokers kafka:9092 --kafka-group orders-pg --topic orders --partition 3 --to 2026-11-30T09:00:00Z --yes"},
+		{"Show what moving the group back to offset 500 would delete",
+			"kafka2pg offsets reset --config kafka2pg.yaml --to 500"},
+		{"Re-ingest partition 3 of orders from the last hour, for real",
+			"kafka2pg offsets reset --config kafka2pg.yaml --topic orders --partition 3 --to 2026-11-30T09:00:00Z --yes"},
 	},
-	sections: []helpSection{
-		pgURLSection,
-		{"Kafka (required)", []string{"kafka-brokers", "kafka-group"}},
-		{"Reset", []string{"to", "topic", "partition", "yes"}},
-	},
-	notes: "Every flag is also an environment variable, KAFKA2PG_<FLAG>.",
+	sections: append([]helpSection{
+		{"Reset", []string{"to", "partition", "yes", "delete-rewound-rows", "allow-duplicates"}},
+	}, runSections...),
+	notes: `--kafka-brokers and --kafka-group are required (from --config or flags); --topic selects topics
+(default: the group's), --pg-table names the zero-config table as in run.
+` + envNote,
 }
 
 const offsetsUsage = `Usage:
@@ -251,28 +271,35 @@ var deadLettersListHelp = &commandHelp{
 }
 
 var deadLettersReplayHelp = &commandHelp{
-	usage: []string{"dead-letters replay --pg-url URL [--kafka-group G] [--topic T] [--id N ...] [flags]"},
-	about: `Runs dead letters through the current mapping, after you fixed the table or the flags: those that
-fit now are written to their table and removed from kafka2pg.dead_letters in the same transaction;
-the others stay, with their new error. Give it run's --pg-table, --pg-schema and --value-format.`,
+	usage: []string{
+		"dead-letters replay --config FILE [--pg-table T] [--kind K] [--dry-run] [flags]",
+		"dead-letters replay --pg-url URL [--kafka-group G] [--topic T] [--pg-table T] [flags]",
+	},
+	about: `Writes each dead letter through the sink that wrote it, after you fixed the table or the
+configuration: give it what you give run (--config, or --topic, --pg-table, --value-format). A
+letter goes only into the table it was written for, never another; one whose table no sink writes
+is kept and named (exit 1). Each batch is one transaction: rows in, letters out, so a replay killed
+and run again replays each letter once; one refused again stays, with its new error.`,
 	examples: []helpExample{
-		{"Replay the dead letters of orders",
-			"kafka2pg dead-letters replay --pg-url postgres://app@db:5432/app --topic orders"},
+		{"What would go where, then replay",
+			"kafka2pg dead-letters replay --config kafka2pg.yaml --dry-run && kafka2pg dead-letters replay --config kafka2pg.yaml"},
+		{"Replay the check violations of the zero-config table orders",
+			"kafka2pg dead-letters replay --pg-url postgres://app@db:5432/app --topic orders --kind check_violation"},
 	},
-	sections: []helpSection{
-		pgURLSection,
-		{"Filters", []string{"kafka-group", "topic", "id"}},
-		{"Tables (as in run)", []string{"pg-table", "pg-schema", "value-format", "max-record-bytes"}},
-		{"Options", []string{"batch-size"}},
-	},
-	notes: "Every flag is also an environment variable, KAFKA2PG_<FLAG>.",
+	sections: append([]helpSection{
+		{"Replay", []string{"dry-run", "kind", "since", "id", "limit", "batch-size"}},
+	}, runSections...),
+	notes: `Of run's flags, --config, --kafka-group, --topic, --pg-table, --pg-schema, --value-format and
+--max-record-bytes matter here; --topic and --pg-table also select the letters.
+` + envNote,
 }
 
 const deadLettersUsage = `Usage:
   kafka2pg dead-letters list   --pg-url URL [--kafka-group G] [--topic T] [--since TIME] [flags]
-  kafka2pg dead-letters replay --pg-url URL [--kafka-group G] [--topic T] [--id N ...] [flags]
+  kafka2pg dead-letters replay --config FILE [--pg-table T] [--kind K] [--dry-run] [flags]
 
-list shows the records that could not be written; replay writes those that fit now.
+list shows the records that could not be written; replay writes those that fit now, each
+through the sink that wrote it, exactly once.
 Run 'kafka2pg dead-letters list --help' or 'kafka2pg dead-letters replay --help' for their flags.
 `
 

@@ -10,44 +10,28 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
-// deadLettersFlags are the flags of dead-letters list and replay.
+// deadLettersFlags are the flags of dead-letters list; replay takes run's
+// (replay.go).
 type deadLettersFlags struct {
 	pgURL, pgURLFile string
 	group, topic     string
-	// list
-	since  string
-	limit  int
-	asJSON bool
-	// replay
-	ids                       []int64
-	table, pgSchema, valueFmt string
-	maxRecordBytes, batchSize int
+	since            string
+	limit            int
+	asJSON           bool
 }
 
-func defineDeadLettersFlags(fs *pflag.FlagSet, action string, f *deadLettersFlags) {
+func defineDeadLettersFlags(fs *pflag.FlagSet, f *deadLettersFlags) {
 	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
 	fs.StringVar(&f.group, "kafka-group", "", "only dead letters of this consumer group")
 	fs.StringVar(&f.topic, "topic", "", "only dead letters of this topic")
-	if action == "list" {
-		fs.StringVar(&f.since, "since", "", "only those since this RFC 3339 time, or this long ago (1h)")
-		fs.IntVar(&f.limit, "limit", 50, "at most this many, newest first")
-		fs.BoolVar(&f.asJSON, "json", false, "print JSON lines instead of a table")
-		return
-	}
-	fs.Int64SliceVar(&f.ids, "id", nil, "only these dead letters (repeat or comma-separate)")
-	fs.StringVar(&f.table, "pg-table", "", "target table (default: the topic's name)")
-	fs.StringVar(&f.pgSchema, "pg-schema", "public", "schema of the target tables")
-	fs.StringVar(&f.valueFmt, "value-format", "json", "json, text or bytes")
-	bytesVar(fs, &f.maxRecordBytes, "max-record-bytes", 64<<20, "larger records stay bad records; 0: no limit")
-	fs.IntVar(&f.batchSize, "batch-size", 1000, "dead letters per transaction")
+	fs.StringVar(&f.since, "since", "", "only those since this RFC 3339 time, or this long ago (1h)")
+	fs.IntVar(&f.limit, "limit", 50, "at most this many, newest first")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON lines instead of a table")
 }
 
 func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -59,101 +43,37 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		fmt.Fprint(stderr, deadLettersUsage)
 		return exitUsage
 	}
-	action := args[0]
-	name := "dead-letters " + action
+	if args[0] == "replay" {
+		return replayCommand(ctx, args[1:], stdout, stderr)
+	}
+	const name = "dead-letters list"
 	fs := newFlagSet(name)
 	var fl deadLettersFlags
-	defineDeadLettersFlags(fs, action, &fl)
-	help := deadLettersListHelp
-	if action == "replay" {
-		help = deadLettersReplayHelp
-	}
-	if code, ok := parsePGCommand(name, help, fs, args[1:], stdout, stderr, &fl.pgURL, &fl.pgURLFile); !ok {
+	defineDeadLettersFlags(fs, &fl)
+	if code, ok := parsePGCommand(name, deadLettersListHelp, fs, args[1:], stdout, stderr, &fl.pgURL, &fl.pgURLFile); !ok {
 		return code
 	}
-	pgURL, group, topic := &fl.pgURL, &fl.group, &fl.topic
-	since, limit, asJSON, ids := fl.since, fl.limit, fl.asJSON, fl.ids
-	table, pgSchema, valueFormat, maxRecordBytes, batchSize := fl.table, fl.pgSchema, fl.valueFmt, fl.maxRecordBytes, fl.batchSize
-	pcfg, err := pgxpool.ParseConfig(*pgURL)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
-		return exitUsage
+	f := ingest.ListFilter{Group: fl.group, Topic: fl.topic, Limit: fl.limit}
+	if fl.since != "" {
+		t, err := parseSince(fl.since, time.Now())
+		if err != nil {
+			fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v\n", err)
+			return exitUsage
+		}
+		f.Since = t
 	}
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters"); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", err)
-		return exitUsage
-	}
-	pcfg.AfterConnect = registerCodecs // replay copies like run does
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	pool, err := newPool(ctx, fl.pgURL, "kafka2pg-dead-letters")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
 		return exitUsage
 	}
 	defer pool.Close()
-
-	if action == "list" {
-		f := ingest.ListFilter{Group: *group, Topic: *topic, Limit: limit}
-		if since != "" {
-			t, err := parseSince(since, time.Now())
-			if err != nil {
-				fmt.Fprintf(stderr, "kafka2pg dead-letters list: %v\n", err)
-				return exitUsage
-			}
-			f.Since = t
-		}
-		list, err := ingest.ListDeadLetters(ctx, pool, f)
-		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
-			return exitError
-		}
-		printDeadLetters(stdout, list, asJSON)
-		return exitOK
-	}
-
-	format, err := schema.ParseValueFormat(valueFormat)
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: --value-format: %v\n", err)
-		return exitUsage
-	}
-	topics := []string{*topic}
-	if *topic == "" {
-		topics, err = deadLetterTopics(ctx, pool, *group)
-		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
-			return exitError
-		}
-	}
-	if len(topics) == 0 {
-		fmt.Fprintln(stdout, "no dead letters to replay")
-		return exitOK
-	}
-	sinks := map[string]ingest.Sink{}
-	for _, t := range topics {
-		name := table
-		if name == "" {
-			name = schema.TableNameForTopic(t)
-		}
-		sinks[t] = ingest.Sink{Table: schema.RawTable(pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
-	}
-	w, err := ingest.New(pool, ingest.Config{Group: "replay", Sinks: sinks, MaxRecordBytes: maxRecordBytes})
-	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: %v\n", err)
-		return exitUsage
-	}
-	if err := w.EnsureTables(ctx, false); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: %v\n", redactErr(err))
-		return exitError
-	}
-	res, err := w.Replay(ctx, ingest.ReplayFilter{Group: *group, Topic: *topic, IDs: ids}, batchSize)
+	list, err := ingest.ListDeadLetters(ctx, pool, f)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
 		return exitError
 	}
-	fmt.Fprintf(stdout, "replayed %d dead letter(s) into their tables; %d still refused (kept, with their new error)", res.Replayed, res.StillBad)
-	if res.Skipped > 0 {
-		fmt.Fprintf(stdout, "; %d skipped (no table for their topic)", res.Skipped)
-	}
-	fmt.Fprintln(stdout)
+	printDeadLetters(stdout, list, fl.asJSON)
 	return exitOK
 }
 
@@ -166,14 +86,6 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 		return now.Add(-d), nil
 	}
 	return time.Time{}, fmt.Errorf("--since %q is neither an RFC 3339 time (2026-11-30T09:00:00Z) nor a duration (90m)", s)
-}
-
-func deadLetterTopics(ctx context.Context, pool *pgxpool.Pool, group string) ([]string, error) {
-	rows, err := pool.Query(ctx, `SELECT DISTINCT topic FROM kafka2pg.dead_letters WHERE $1 = '' OR consumer_group = $1 ORDER BY 1`, group)
-	if err != nil {
-		return nil, fmt.Errorf("list dead-letter topics: %w", err)
-	}
-	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 func printDeadLetters(w io.Writer, list []ingest.DeadLetter, asJSON bool) {

@@ -14,6 +14,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func TestDeadLettersListAndReplayCommands(t *testing.T) {
@@ -42,7 +43,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs := []schema.Record{
+	recs := []stream.Record{
 		{Topic: "clicks", Offset: 0, Value: []byte(`{"user":"a"}`)},
 		{Topic: "clicks", Offset: 1, Value: []byte(`{"page":"/x"}`)}, // refused by the CHECK
 		{Topic: "clicks", Offset: 2, Value: []byte(`oops`)},          // not JSON
@@ -50,7 +51,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	for i := range recs {
 		recs[i].Timestamp = time.Now()
 	}
-	if _, err := w.Write(ctx, &ingest.Batch{Topic: "clicks", Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, Records: recs}); err != nil {
+	if err := w.Write(ctx, &stream.Batch{Topic: "clicks", Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -79,12 +80,26 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	if _, err := pool.Exec(ctx, `ALTER TABLE clicks DROP CONSTRAINT has_user`); err != nil {
 		t.Fatal(err)
 	}
+	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--pg-table", "clicks", "--dry-run")
+	if code != exitOK || !strings.Contains(out, "dry run: 1 would be replayed") || !strings.Contains(out, "1 the mapping still refuses") ||
+		!strings.Contains(out, "clicks/0@2  invalid_json") {
+		t.Fatalf("replay --dry-run: exit %d\n%s%s", code, out, errOut)
+	}
+	// --kind selects the check violation alone: the other keeps its reason.
+	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--pg-table", "clicks", "--kind", "check_violation", "--limit", "5")
+	if code != exitOK || !strings.Contains(out, "replayed 1 dead letter(s)") || !strings.Contains(out, "0 still refused") {
+		t.Fatalf("replay --kind check_violation: exit %d\n%s%s", code, out, errOut)
+	}
 	code, out, errOut = run("dead-letters", "replay", "--pg-url", url, "--pg-table", "clicks")
-	if code != exitOK || !strings.Contains(out, "replayed 1 dead letter(s)") || !strings.Contains(out, "1 still refused") {
+	if code != exitOK || !strings.Contains(out, "replayed 0 dead letter(s)") || !strings.Contains(out, "1 still refused") {
 		t.Fatalf("replay: exit %d\n%s%s", code, out, errOut)
 	}
-	var rows int
-	if err := pool.QueryRow(ctx, `SELECT count(*) FROM clicks`).Scan(&rows); err != nil || rows != 2 {
-		t.Errorf("rows after replay = %d (%v), want 2", rows, err)
+	var rows, letters int
+	if err := pool.QueryRow(ctx, `SELECT (SELECT count(*) FROM clicks), (SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = 'invalid_json')`).Scan(&rows, &letters); err != nil || rows != 2 || letters != 1 {
+		t.Errorf("after replay: %d rows, %d invalid_json letters (%v); want 2 and 1", rows, letters, err)
+	}
+	code, out, _ = run("dead-letters", "replay", "--pg-url", url, "--pg-table", "clicks", "--kind", "check_violation")
+	if code != exitOK || !strings.Contains(out, "no dead letters match") {
+		t.Errorf("replay of what is left of a kind: exit %d\n%s", code, out)
 	}
 }

@@ -3,9 +3,9 @@
 //
 // This package is the wiring and nothing clever: flags (pflag, each mirrored
 // by a KAFKA2PG_ environment variable), signals, the HTTP endpoints, and the
-// two functions that connect the sibling packages: reader's ClaimFunc and
-// WriteFunc are implemented here on top of ingest.Writer, so that reader and
-// ingest never import each other.
+// connection of the sibling packages: the ingest.Writer is the reader's
+// Store (reader.New(cfg, writer)) and its Tracer feeds the metrics. Both
+// speak package stream, so reader and ingest never import each other.
 //
 // Goroutines: runBridge owns one errgroup (the reader's poll loop, the
 // caught-up watch, the progress line, the HTTP server); SIGINT or SIGTERM

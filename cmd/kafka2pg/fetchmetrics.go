@@ -16,8 +16,8 @@ import (
 // kafkaHooks are franz-go's client metrics (kprom) with their per-batch
 // fetch counters replaced by fetchCounters. kprom's OnFetchBatchRead builds
 // a label map and looks up three counters by it for every record batch
-// fetched, about 3 µs a batch: with producers' batches of some fifty
-// records, 3-5% of the bridge's CPU while it drains a backlog. The method
+// fetched: with producers' small batches, a share of the bridge's CPU
+// that shows while it drains a backlog. The method
 // declared here shadows the embedded one, so franz-go calls this one;
 // kprom's own fetch counters are not registered (kpromFilter).
 type kafkaHooks struct {

@@ -109,7 +109,13 @@ var flagDetails = map[string]string{
 	"max-record-bytes": "Records whose key and value together are larger are bad records (kind `too_large`), " +
 		"handled as `--on-error` says. `0`: no limit.",
 	"until-caught-up": "Exit 0 once every partition is durable up to the end offset seen at start: a backfill " +
-		"or a batch job. Exit 1 when a partition stops.",
+		"or a batch job. Exit 3 when records of the run became dead letters or were skipped (the log says " +
+		"how many, and `kafka2pg dead-letters list` why), so that a cron job notices rows that did not land. " +
+		"Exit 1 when a partition stops.",
+	"log-dead-letters": "Bad records are not logged one line each: a table gets at most one line per " +
+		"this long, with the count by kind and the first reason (the first bad record of a quiet table at " +
+		"once). When every record of three batches in a row of a table was bad, the line is an ERROR: its " +
+		"mapping or its constraints refuse everything (`kafka2pg check --config` says why).",
 	"metrics-addr": "Serves `/metrics` (Prometheus, see docs/METRICS.md), `/healthz` (the process runs) and " +
 		"`/readyz` (Postgres answers, the group has settled, no partition is in backoff or stopped). Loopback by default; `:9187` exposes it; empty turns it off.",
 	"pprof": "Go's profiler at `/debug/pprof/` on `--metrics-addr`: " +
@@ -131,9 +137,34 @@ var flagDetails = map[string]string{
 
 	"offsets reset to": "`earliest`, `latest`, an offset (the same for every partition chosen), or an RFC 3339 " +
 		"time (each partition's first record at or after it).",
-	"dead-letters replay pg-table": "Give replay the table options the bridge runs with, so that a dead letter " +
-		"goes where run would have written it. Old name: `--table`.",
-	"infer pg-table": "The table name written into the config. Old name: `--table`.",
+	"offsets reset delete-rewound-rows": "Moving a partition back, the reset's transaction also deletes " +
+		"what the records read again wrote the first time: the rows at or past the new offset of an append " +
+		"table whose rows say which record wrote them (the zero-config table's `kafka_partition` and " +
+		"`kafka_offset`; a typed sink's `metadata: {partition: ..., offset: ...}`, and `topic:` where its " +
+		"table gathers topics), and the group's dead letters of those offsets. So each record ends up once. " +
+		"`--delete-rewound-rows=false` keeps them (then a table without a unique index needs " +
+		"`--allow-duplicates`).",
+	"offsets reset allow-duplicates": "Move back even into a table where the records read again cannot be " +
+		"found and deleted first (no partition and offset columns, rows written before they were added, " +
+		"topics it cannot tell apart) and that has no unique index: those records are then written twice. " +
+		"Without it reset refuses (exit 1) and says how to add the columns.",
+	"offsets reset config": "Run's config file: reset finds each topic's table (and whether its rows say " +
+		"which record wrote them) as run does. Without it, `--pg-table` or the topic's name, as run.",
+	"dead-letters replay pg-table": "Without `--config`, the zero-config table, as in run; with it or " +
+		"without, only the dead letters written for this table (`orders`, `sales.orders`) are replayed. " +
+		"Old name: `--table`.",
+	"dead-letters replay config": "Run's config file: each dead letter is replayed through the sink of its " +
+		"topic that writes the table the letter was written for (`target_table`), with that sink's " +
+		"mapping; a letter whose table no sink writes is kept and named, and replay exits 1.",
+	"dead-letters replay dry-run": "Reads the dead letters without locking them and maps them with the " +
+		"sinks' mappings, writes nothing, and prints by table how many would be replayed and how many the " +
+		"mapping still refuses (Postgres may refuse more: those would stay), and each letter when there " +
+		"are 20 or fewer.",
+	"infer pg-table": "The table name written into the config. With `--pg-url`, a table of that name that " +
+		"exists with columns the sink cannot write makes infer fail, naming a free name. Old name: `--table`.",
+	"infer pg-url": "The database run will write to. infer then never proposes a table that exists there " +
+		"with columns the sink cannot write (the topic's zero-config table, say): it picks `<table>_typed`, " +
+		"and a group of its own, and says so in the config's header.",
 	"infer nested": "`flatten` makes a column of every leaf (`a.b` becomes `a_b`), up to depth 3; `jsonb` " +
 		"keeps each nested object in one jsonb column.",
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,10 +49,18 @@ type runOptions struct {
 	memoryLimitN    int64  // a size, parsed by validate
 	memoryLimitAuto bool   // auto, and GOMEMLIMIT is not set
 	progressEvery   time.Duration
+	badLogEvery     time.Duration // --log-dead-letters
 	logFormat       string
 	logLevel        string
 	caughtUpPeriod  time.Duration
 	oldNames        []string // notices of the old flag names given (aliases.go)
+
+	// A command that does not consume (runLoad.offline) leaves Kafka's
+	// brokers, group and topics optional; onlyTopics and onlyTable are the
+	// --topic and --pg-table it was given, which select what it works on.
+	offline    bool
+	onlyTopics []string
+	onlyTable  string
 }
 
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
@@ -107,6 +116,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged; 0: never")
+	fs.DurationVar(&o.badLogEvery, "log-dead-letters", 10*time.Second, "a table's dead letters: one log line per this long")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.caughtUpPeriod = 200 * time.Millisecond
@@ -165,6 +175,9 @@ func (o *runOptions) validate() error {
 	if o.claimLockWait <= 0 {
 		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
 	}
+	if o.badLogEvery <= 0 {
+		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.badLogEvery))
+	}
 	if o.progressEvery < 0 {
 		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))
 	}
@@ -201,7 +214,19 @@ func (o *runOptions) validate() error {
 			}
 		}
 	}
-	if err := o.reader.Validate(); err != nil {
+	rc := o.reader
+	if o.offline {
+		// Left out, they are not needed: fill in what passes the reader's
+		// checks of the rest.
+		if len(rc.Brokers) == 0 {
+			rc.Brokers = []string{"offline:9092"}
+		}
+		rc.Group = cmp.Or(rc.Group, "offline")
+		if len(rc.Topics) == 0 {
+			rc.Topics = []string{"offline"}
+		}
+	}
+	if err := rc.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	if err := o.kafkaSecurity.Validate(); err != nil {

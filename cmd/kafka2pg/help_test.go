@@ -114,10 +114,11 @@ func TestRunHelpIsExamplesThenOneLineAFlag(t *testing.T) {
 	}
 }
 
-// offsets reset prints its own flags and requirements, not those of show.
+// offsets reset prints its own flags and run's (it finds the tables as run
+// does), not those of show.
 func TestOffsetsResetHelpIsItsOwn(t *testing.T) {
 	out := helpOf(t, "offsets", "reset")
-	for _, want := range []string{"--to ", "--yes", "--kafka-group", "Kafka (required)"} {
+	for _, want := range []string{"--to ", "--yes", "--kafka-group", "--config", "--delete-rewound-rows", "--allow-duplicates", "required"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("offsets reset --help lacks %q:\n%s", want, out)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/registry"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -39,6 +40,11 @@ type inferOptions struct {
 	timeout  time.Duration
 	security reader.Security
 	registry registryOptions // for values in the Confluent wire format
+
+	pgURL, pgURLFile string // the database run will write, to avoid a table taken there
+	tableGiven       bool   // --pg-table was given: infer does not pick another name
+	groupGiven       bool
+	tableNote        string // what the database said of the table, for the header
 }
 
 func defineInferFlags(fs *pflag.FlagSet, o *inferOptions) {
@@ -51,6 +57,7 @@ func defineInferFlags(fs *pflag.FlagSet, o *inferOptions) {
 	fs.StringVar(&o.keyPath, "key-path", "", "upsert: path of the value that identifies a row, e.g. order.id")
 	fs.StringVar(&o.nested, "nested", "flatten", "nested objects: flatten (a.b → column a_b) or jsonb")
 	fs.StringVar(&o.group, "kafka-group", "", "consumer group written into the config (default: kafka2pg-<table>)")
+	definePGURLFlags(fs, &o.pgURL, &o.pgURLFile)
 	defineSecurityFlags(fs, &o.security)
 	defineRegistryFlags(fs, &o.registry)
 }
@@ -69,6 +76,11 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		fmt.Fprintf(stderr, "kafka2pg infer: unexpected argument %q: flags only (did you mean --topic %s?)\n", fs.Arg(0), fs.Arg(0))
 		return exitUsage
 	}
+	if err := readPGURLFile(&o.pgURL, o.pgURLFile); err != nil {
+		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		return exitUsage
+	}
+	o.tableGiven, o.groupGiven = given(fs, "pg-table"), given(fs, "kafka-group")
 	if err := o.validate(); err != nil {
 		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
 		return exitUsage
@@ -84,14 +96,19 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitError
 	}
 	var out string
-	if wireFormat(smp.values) {
-		out, err = o.renderRegistry(ctx, smp)
-	} else {
+	render := func() (string, ingest.Sink, error) { return o.renderRegistry(ctx, smp) }
+	if !wireFormat(smp.values) {
 		inf := newInference()
 		for _, v := range smp.values {
 			inf.observe(v)
 		}
-		out, err = o.render(inf, smp)
+		render = func() (string, ingest.Sink, error) { return o.render(inf, smp) }
+	}
+	if o.pgURL == "" {
+		out, _, err = render()
+		fmt.Fprintln(stderr, "kafka2pg infer: no --pg-url: the table was not looked for in the database (give --pg-url, and infer avoids a table that exists with other columns)")
+	} else {
+		out, err = o.renderAvoidingTakenTables(ctx, render, stderr)
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
@@ -312,17 +329,17 @@ func (o *inferOptions) sink(inf *inference) (sinkConfig, error) {
 
 // render prints the config with a header comment holding the CREATE TABLE
 // that `run` would plan for it.
-func (o *inferOptions) render(inf *inference, smp *samples) (string, error) {
+func (o *inferOptions) render(inf *inference, smp *samples) (string, ingest.Sink, error) {
 	if inf.docs == 0 {
-		return "", fmt.Errorf("none of the %d sampled values is a JSON object: typed columns need JSON objects; a raw sink (kafka2pg run --topic %s) stores any value", inf.skipped, o.topic)
+		return "", ingest.Sink{}, fmt.Errorf("none of the %d sampled values is a JSON object: typed columns need JSON objects; a raw sink (kafka2pg run --topic %s) stores any value", inf.skipped, o.topic)
 	}
 	sc, err := o.sink(inf)
 	if err != nil {
-		return "", err
+		return "", ingest.Sink{}, err
 	}
 	sink, err := buildSink(&runOptions{pgSchema: "public"}, sc)
 	if err != nil {
-		return "", fmt.Errorf("the inferred sink does not build (a bug in infer): %w", err)
+		return "", ingest.Sink{}, fmt.Errorf("the inferred sink does not build (a bug in infer): %w", err)
 	}
 	cfg := inferredConfig{Brokers: o.brokers, Group: o.group, Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Mode: sc.Mode, Key: sc.Key}}}
 	for _, c := range sc.Columns {
@@ -330,14 +347,14 @@ func (o *inferOptions) render(inf *inference, smp *samples) (string, error) {
 	}
 	var doc yaml.Node
 	if err := doc.Encode(cfg); err != nil {
-		return "", fmt.Errorf("encode the config: %w", err)
+		return "", ingest.Sink{}, fmt.Errorf("encode the config: %w", err)
 	}
 	flowColumns(&doc)
 	var body bytes.Buffer
 	enc := yaml.NewEncoder(&body)
 	enc.SetIndent(2)
 	if err := enc.Encode(&doc); err != nil {
-		return "", fmt.Errorf("encode the config: %w", err)
+		return "", ingest.Sink{}, fmt.Errorf("encode the config: %w", err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kafka2pg infer: %d record values of topic %q (%d partitions) sampled", len(smp.values), o.topic, smp.partitions)
@@ -349,13 +366,15 @@ func (o *inferOptions) render(inf *inference, smp *samples) (string, error) {
 		b.WriteString("# The sampling stopped at --timeout, before every partition's end.\n")
 	}
 	b.WriteString("# Types are guesses from the samples: read them, then `kafka2pg check --config FILE`.\n")
-	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL) and any Kafka TLS/SASL settings.\n#\n# The table run creates:\n#\n")
+	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL) and any Kafka TLS/SASL settings.\n")
+	b.WriteString(o.tableNote)
+	b.WriteString("#\n# The table run creates:\n#\n")
 	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(sink.Table)), "\n"), "\n") {
 		b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
 	}
 	b.WriteString("\n")
 	b.Write(body.Bytes())
-	return b.String(), nil
+	return b.String(), sink, nil
 }
 
 // flowColumns writes each column on one line: - {name: ..., path: ..., type: ...}.
@@ -386,34 +405,34 @@ func wireFormat(values [][]byte) bool {
 // renderRegistry prints the sink of a topic whose values carry a schema
 // id: format avro or protobuf (as the registry says of the first sampled
 // id), and the CREATE TABLE its subject's versions fold into.
-func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string, error) {
+func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string, ingest.Sink, error) {
 	if o.mode != "append" {
-		return "", errors.New("--mode upsert: for Avro and Protobuf values infer prints an append sink; then set mode: upsert and key: [key_<field>] (the fields of the <topic>-key subject) by hand")
+		return "", ingest.Sink{}, errors.New("--mode upsert: for Avro and Protobuf values infer prints an append sink; then set mode: upsert and key: [key_<field>] (the fields of the <topic>-key subject) by hand")
 	}
 	if len(o.registry.urls) == 0 {
-		return "", fmt.Errorf("the values of %q are in the Schema Registry wire format (magic byte 0, schema id): give --schema-registry-url to read their schema", o.topic)
+		return "", ingest.Sink{}, fmt.Errorf("the values of %q are in the Schema Registry wire format (magic byte 0, schema id): give --schema-registry-url to read their schema", o.topic)
 	}
 	cfg, err := o.registry.config()
 	if err != nil {
-		return "", err
+		return "", ingest.Sink{}, err
 	}
 	c, err := registry.New(cfg)
 	if err != nil {
-		return "", err
+		return "", ingest.Sink{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.timeout)
 	defer cancel()
 	id := int(binary.BigEndian.Uint32(smp.values[0][1:5]))
 	rs, err := c.SchemaByID(ctx, id)
 	if err != nil {
-		return "", fmt.Errorf("the values of %q carry schema id %d: %w", o.topic, id, err)
+		return "", ingest.Sink{}, fmt.Errorf("the values of %q carry schema id %d: %w", o.topic, id, err)
 	}
 	format := strings.ToLower(rs.Type)
 	if format == "json" {
 		format = schema.FormatJSONSchema
 	}
 	if !registryFormat(format) {
-		return "", fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro, protobuf and json (json_schema)", o.topic, id, rs.Type)
+		return "", ingest.Sink{}, fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro, protobuf and json (json_schema)", o.topic, id, rs.Type)
 	}
 	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
 	if format == schema.FormatProtobuf {
@@ -421,11 +440,11 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 		// config names it by its full name when it is not the first.
 		_, indexes, err := schema.WireHeader(smp.values[0], true)
 		if err != nil {
-			return "", fmt.Errorf("the first sampled value of %q: %w", o.topic, err)
+			return "", ingest.Sink{}, fmt.Errorf("the first sampled value of %q: %w", o.topic, err)
 		}
 		if len(indexes) != 1 || indexes[0] != 0 {
 			if sc.Message, err = schema.ProtobufMessageName(rs, indexes); err != nil {
-				return "", err
+				return "", ingest.Sink{}, err
 			}
 		}
 	}
@@ -434,11 +453,11 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	}
 	ro := &runOptions{pgSchema: "public", registry: o.registry, sinks: []sinkConfig{sc}}
 	if err := ro.connectRegistry(ctx); err != nil {
-		return "", err
+		return "", ingest.Sink{}, err
 	}
 	sink, err := buildSink(ro, sc)
 	if err != nil {
-		return "", err
+		return "", ingest.Sink{}, err
 	}
 	cfgOut := inferredConfig{Brokers: o.brokers, Group: o.group, Registry: o.registry.urls,
 		Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Format: format, Message: sc.Message, Mode: sc.Mode}}}
@@ -446,17 +465,19 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	enc := yaml.NewEncoder(&body)
 	enc.SetIndent(2)
 	if err := enc.Encode(cfgOut); err != nil {
-		return "", fmt.Errorf("encode the config: %w", err)
+		return "", ingest.Sink{}, fmt.Errorf("encode the config: %w", err)
 	}
 	var b strings.Builder
 	fmt.Fprintf(&b, "# kafka2pg infer: %d record values of topic %q (%d partitions) are %s in the Schema Registry wire format (schema id %d, subject %q).\n",
 		len(smp.values), o.topic, smp.partitions, format, id, o.topic+"-value")
 	b.WriteString("# The columns come from the subject's versions; new versions evolve the table while run runs.\n")
-	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL), the registry's credentials and any Kafka TLS/SASL settings.\n#\n# The table run creates:\n#\n")
+	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL), the registry's credentials and any Kafka TLS/SASL settings.\n")
+	b.WriteString(o.tableNote)
+	b.WriteString("#\n# The table run creates:\n#\n")
 	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(sink.Table)), "\n"), "\n") {
 		b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
 	}
 	b.WriteString("\n")
 	b.Write(body.Bytes())
-	return b.String(), nil
+	return b.String(), sink, nil
 }

@@ -121,7 +121,7 @@ func renderInfer(t testing.TB, o inferOptions, docs ...string) string {
 		inf.observe([]byte(d))
 		smp.values = append(smp.values, []byte(d))
 	}
-	out, err := o.render(inf, smp)
+	out, _, err := o.render(inf, smp)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -219,7 +219,7 @@ func TestInferRefusesBadKeysAndBadFlags(t *testing.T) {
 			for _, d := range docs {
 				inf.observe([]byte(d))
 			}
-			_, err := o.render(inf, &samples{partitions: 1})
+			_, _, err := o.render(inf, &samples{partitions: 1})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want one saying %q", err, c.want)
 			}

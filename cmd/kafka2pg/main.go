@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 )
 
@@ -14,9 +15,13 @@ const (
 	exitOK    = 0
 	exitError = 1 // the bridge failed at run time
 	exitUsage = 2 // bad flags or configuration: nothing was written
+	// exitBadRecords: run --until-caught-up caught up, but records of the
+	// run became dead letters (or were skipped): a cron job must notice.
+	exitBadRecords = 3
 )
 
-// version is set with -ldflags "-X main.version=..." by release builds.
+// version is set with -ldflags "-X main.version=..." by make build and the
+// Dockerfile; main resolves "dev" further (resolveVersion).
 var version = "dev"
 
 const usage = `kafka2pg materializes Kafka topics into PostgreSQL tables, exactly once.
@@ -30,8 +35,8 @@ Commands:
   infer         sample a topic and print a config file with typed columns
   migrate       install, upgrade, remove or show the kafka2pg schema
   status        the durable offset, lag and owner of every partition
-  offsets       show or move a group's durable offsets
-  dead-letters  list the records that could not be written, or replay them
+  offsets       show or move a group's durable offsets (moving back deletes what is read again)
+  dead-letters  list the records that could not be written, or replay them through their sinks
   demo          the whole path on an in-process Kafka with sample events
   version       print the version
 
@@ -48,6 +53,7 @@ const (
 )
 
 func main() {
+	version = resolveVersion(version, debug.ReadBuildInfo)
 	ctx, stop := context.WithCancel(context.Background())
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)

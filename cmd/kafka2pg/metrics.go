@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"math"
 	"os"
@@ -19,7 +20,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // bridgeMetrics are the program's metrics, on a registry it owns (never the
@@ -75,9 +76,9 @@ func newBridgeMetrics() *bridgeMetrics {
 	}
 	f(collectors.NewGoCollector())
 	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	// The process collector has the current RSS; the bound that matters for
-	// sizing (1,000 partitions in 512 MB) is the peak, which the kernel
-	// keeps and a scrape every 15 s would miss.
+	// The process collector has the current RSS; to size --memory-limit
+	// or a container's memory limit an operator needs the peak, which the
+	// kernel keeps and a scrape every 15 s would miss.
 	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_process_peak_resident_memory_bytes",
 		Help: "Peak resident set size of the process (VmHWM in /proc/self/status); absent where /proc is not."},
 		peakResidentBytes))
@@ -133,15 +134,17 @@ func (m *bridgeMetrics) initTables(sinks map[string]ingest.Sink) {
 // hooks returns the franz-go option that feeds the Kafka client metrics.
 func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
 
-// observeWrite records one WriteFunc call.
-func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schema.Record, res ingest.Result, err error) {
-	if table = plainTableName(table); table != "" { // "": a topic_regex topic whose sink a failed write did not resolve
+// TraceBatchEnd records one write: the writer calls it at the end of every
+// batch (ingest.Tracer).
+func (m *bridgeMetrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
+	table := plainTableName(t.Table)
+	if table != "" { // "": a topic_regex topic whose sink a failed write did not resolve
 		m.initTable(table)
 	}
-	if err != nil {
-		var stop *ingest.StopError
+	if err := t.Err; err != nil {
+		var stop *stream.StopError
 		switch {
-		case errors.Is(err, ingest.ErrFenced):
+		case errors.Is(err, stream.ErrFenced):
 			m.writeErrors.WithLabelValues("fenced").Inc()
 		case errors.As(err, &stop):
 			m.writeErrors.WithLabelValues("stopped").Inc()
@@ -155,38 +158,42 @@ func (m *bridgeMetrics) observeWrite(table string, b *reader.Batch, recs []schem
 		}
 	}
 	m.batches.WithLabelValues(table).Inc()
-	m.rows.WithLabelValues(table).Add(float64(res.Rows))
-	m.batchRows.WithLabelValues(table).Observe(float64(res.Rows))
-	m.batchBytes.WithLabelValues(table).Observe(float64(b.Bytes))
-	if res.CopyDuration > 0 {
-		m.copySeconds.WithLabelValues(table).Observe(res.CopyDuration.Seconds())
+	m.rows.WithLabelValues(table).Add(float64(t.Rows))
+	m.batchRows.WithLabelValues(table).Observe(float64(t.Rows))
+	if t.CopyDuration > 0 {
+		m.copySeconds.WithLabelValues(table).Observe(t.CopyDuration.Seconds())
 	}
-	if res.CommitDuration > 0 {
-		m.commitSeconds.WithLabelValues(table).Observe(res.CommitDuration.Seconds())
+	if t.CommitDuration > 0 {
+		m.commitSeconds.WithLabelValues(table).Observe(t.CommitDuration.Seconds())
 	}
-	if res.Isolated {
+	if t.Isolated {
 		m.isolatedBatches.WithLabelValues(table).Inc()
 	}
-	if res.Rechecked {
+	if t.Rechecked {
 		m.recheckedBatches.WithLabelValues(table).Inc()
 	}
-	for _, kind := range res.DeadLetterKinds {
+	for _, kind := range t.DeadLetterKinds {
 		m.deadLetters.WithLabelValues(table, kind).Inc()
 	}
-	if res.Skipped > 0 {
-		m.skipped.WithLabelValues(table).Add(float64(res.Skipped))
+	if t.Skipped > 0 {
+		m.skipped.WithLabelValues(table).Add(float64(t.Skipped))
 	}
+	// One walk of the batch's records, dense copies just written, for
+	// their bytes and their end-to-end latency.
 	now := time.Now()
 	var scratch [24]uint64
 	lat := m.endToEndSeconds.batch(scratch[:])
-	// recs, not b.Records: a walk of the dense copies the write made, not
-	// a pointer chase through records long out of cache.
+	size := 0
+	recs := t.Batch.Records
 	for i := range recs {
-		if r := &recs[i]; !r.Timestamp.IsZero() {
+		r := &recs[i]
+		size += len(r.Key) + len(r.Value)
+		if !r.Timestamp.IsZero() {
 			lat.observe(max(now.Sub(r.Timestamp).Seconds(), 0))
 		}
 	}
 	lat.add()
+	m.batchBytes.WithLabelValues(table).Observe(float64(size))
 }
 
 // readerState is what the metrics read of the reader at each scrape.

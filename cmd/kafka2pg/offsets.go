@@ -11,11 +11,12 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
 // partitionState is one row of `status` and `offsets show`.
@@ -112,31 +113,27 @@ func statusCommand(ctx context.Context, name string, args []string, stdout, stde
 }
 
 func loadStates(ctx context.Context, pool *pgxpool.Pool, f offsetsFlags) ([]*partitionState, error) {
-	rows, err := pool.Query(ctx, `SELECT consumer_group, topic, partition, next_offset, epoch, committed_at
-		FROM kafka2pg.offsets
-		WHERE ($1 = '' OR consumer_group = $1)
-		  AND (coalesce(cardinality($2::text[]), 0) = 0 OR topic = ANY($2))
-		  AND (coalesce(cardinality($3::integer[]), 0) = 0 OR partition = ANY($3))
-		ORDER BY 1, 2, 3`, f.group, f.topics, f.partitions)
+	rows, err := offsets.List(ctx, pool, offsets.Filter{Group: f.group, Topics: f.topics, Partitions: f.partitions})
 	if err != nil {
-		return nil, fmt.Errorf("read kafka2pg.offsets: %w", err)
+		return nil, err
 	}
-	var out []*partitionState
-	var s partitionState
-	_, err = pgx.ForEachRow(rows, []any{&s.Group, &s.Topic, &s.Partition, &s.NextOffset, &s.Epoch, &s.LastCommit}, func() error {
-		c := s
-		out = append(out, &c)
-		s = partitionState{}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("read kafka2pg.offsets: %w", err)
+	out := make([]*partitionState, len(rows))
+	for i, r := range rows {
+		s := &partitionState{Group: r.Group, Topic: r.Topic, Partition: r.Partition, Epoch: r.Epoch}
+		if r.NextOffset >= 0 {
+			s.NextOffset = &r.NextOffset
+		}
+		if !r.CommittedAt.IsZero() {
+			s.LastCommit = &r.CommittedAt
+		}
+		out[i] = s
 	}
 	return out, nil
 }
 
-func newAdmin(brokers []string) (*kadm.Client, func(), error) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.ClientID("kafka2pg-admin"))
+// newAdmin is an admin client of the brokers; opts add TLS and SASL.
+func newAdmin(brokers []string, opts ...kgo.Opt) (*kadm.Client, func(), error) {
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(brokers...), kgo.ClientID("kafka2pg-admin"))...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("--kafka-brokers: %w", err)
 	}

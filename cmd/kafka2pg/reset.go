@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"sort"
 	"strconv"
 	"text/tabwriter"
@@ -14,6 +15,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/kadm"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
 func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
@@ -34,40 +38,40 @@ func offsetsCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	return exitUsage
 }
 
-// resetFlags are the flags of offsets reset: offsets show's filters, with
-// the group and the brokers required, and the target.
+// resetFlags are reset's own flags, beside run's (reset takes run's flags
+// and config file, so that it finds the tables as run does).
 type resetFlags struct {
-	offsetsFlags
-	to  string
-	yes bool
+	to              string
+	partitions      []int32
+	yes             bool
+	deleteRows      bool
+	allowDuplicates bool
 }
 
 func defineResetFlags(fs *pflag.FlagSet, f *resetFlags) {
-	definePGURLFlags(fs, &f.pgURL, &f.pgURLFile)
-	fs.StringSliceVar(&f.brokers, "kafka-brokers", nil, "brokers, to find the partitions and their offsets")
-	fs.StringVar(&f.group, "kafka-group", "", "the consumer group whose offsets move")
 	fs.StringVar(&f.to, "to", "", "earliest, latest, an offset, or an RFC 3339 time")
-	fs.StringSliceVar(&f.topics, "topic", nil, "only these topics (default: the group's)")
 	fs.Int32SliceVar(&f.partitions, "partition", nil, "only these partitions")
 	fs.BoolVar(&f.yes, "yes", false, "apply the plan (without it, only print it)")
+	fs.BoolVar(&f.deleteRows, "delete-rewound-rows", true, "moving back, delete the rows read again, same transaction")
+	fs.BoolVar(&f.allowDuplicates, "allow-duplicates", false, "move back where rows read again cannot be deleted")
 }
 
 func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	fs := newFlagSet("offsets reset")
-	var f resetFlags
-	defineResetFlags(fs, &f)
-	if code, ok := parsePGCommand("offsets reset", resetHelp, fs, args, stdout, stderr, &f.pgURL, &f.pgURLFile); !ok {
+	var rf resetFlags
+	o, _, code, ok := loadCommandOptions("offsets reset", resetHelp, args, stdout, stderr,
+		runLoad{flags: func(fs *pflag.FlagSet) { defineResetFlags(fs, &rf) }, offline: true})
+	if !ok {
 		return code
 	}
-	to, yes := &f.to, &f.yes
+	group := o.reader.Group
 	var problems []string
-	if f.group == "" {
+	if group == "" {
 		problems = append(problems, "--kafka-group is empty: name the group whose offsets move")
 	}
-	if len(f.brokers) == 0 {
+	if len(o.reader.Brokers) == 0 {
 		problems = append(problems, "--kafka-brokers is empty: reset needs Kafka to find partitions and offsets")
 	}
-	target, err := parseResetTarget(*to)
+	target, err := parseResetTarget(rf.to)
 	if err != nil {
 		problems = append(problems, err.Error())
 	}
@@ -77,22 +81,27 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitUsage
 	}
-	pool, err := newPool(ctx, f.pgURL, "kafka2pg-offsets")
+	pool, err := newPool(ctx, o.pgURL, "kafka2pg-offsets")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redactErr(err))
 		return exitUsage
 	}
 	defer pool.Close()
-	adm, closeAdm, err := newAdmin(f.brokers)
+	secOpts, err := o.kafkaSecurity.Options()
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
+		return exitUsage
+	}
+	adm, closeAdm, err := newAdmin(o.reader.Brokers, secOpts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
 		return exitUsage
 	}
 	defer closeAdm()
 
-	topics := f.topics
+	topics := o.onlyTopics
 	if len(topics) == 0 {
-		states, err := loadStates(ctx, pool, offsetsFlags{group: f.group})
+		states, err := loadStates(ctx, pool, offsetsFlags{group: group})
 		if err != nil {
 			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
 			return exitError
@@ -103,40 +112,57 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			}
 		}
 		if len(topics) == 0 {
-			fmt.Fprintf(stderr, "kafka2pg offsets reset: group %q has no offsets in Postgres: name the topics with --topic\n", f.group)
+			fmt.Fprintf(stderr, "kafka2pg offsets reset: group %q has no offsets in Postgres: name the topics with --topic\n", group)
 			return exitUsage
 		}
 	}
-	plan, err := planReset(ctx, adm, topics, f.partitions, target)
+	plan, err := planReset(ctx, adm, topics, rf.partitions, target)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
 		return exitError
 	}
-	before, err := loadStates(ctx, pool, offsetsFlags{group: f.group, topics: topics})
+	before, err := loadStates(ctx, pool, offsetsFlags{group: group, topics: topics})
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
 		return exitError
 	}
-	printPlan(stdout, f.group, plan, before)
-	if !*yes {
-		fmt.Fprintln(stdout, "\nnothing changed: run again with --yes to apply")
-		return exitUsage
+	rewinds, err := planRewinds(ctx, pool, o, plan, before, rf.deleteRows)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", redactErr(err))
+		return exitError
 	}
-	if err := applyReset(ctx, pool, f.group, plan); err != nil {
+	if len(o.sinks) == 0 && o.onlyTable == "" {
+		fmt.Fprintln(stdout, "no --config or --pg-table: each topic's table is taken to be its zero-config table, named after the topic; if the bridge runs with a config or --pg-table, give reset the same")
+	}
+	refused := printPlan(stdout, group, plan, before, rewinds, rf.allowDuplicates)
+	if refused > 0 && !rf.allowDuplicates {
+		fmt.Fprintf(stdout, "\nnothing changed: %d partition(s) would move back into a table where the records read again would be written twice (see above)\n", refused)
+		return exitError
+	}
+	if !rf.yes {
+		fmt.Fprintln(stdout, "\nnothing changed: run again with --yes to apply")
+		return exitOK
+	}
+	deleted, err := applyReset(ctx, pool, group, plan, rewinds)
+	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
 		return exitError
 	}
-	fmt.Fprintf(stdout, "\nPostgres: %d partition(s) moved; their epochs were bumped, so running bridges re-claim and continue there\n", len(plan))
+	fmt.Fprintf(stdout, "\nPostgres: %d partition(s) moved", len(plan))
+	if deleted.rows+deleted.letters > 0 {
+		fmt.Fprintf(stdout, ", %d row(s) and %d dead letter(s) the records read again will write deleted", deleted.rows, deleted.letters)
+	}
+	fmt.Fprintln(stdout, ", in one transaction; their epochs were bumped, so running bridges re-claim and continue there (after three heartbeats; idle partitions within --fence-check-interval first)")
 	offs := make(kadm.Offsets)
 	for _, p := range plan {
 		offs.AddOffset(p.topic, p.partition, p.to, -1)
 	}
 	cctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 	defer cancel()
-	if err := adm.CommitAllOffsets(cctx, f.group, offs); err != nil {
-		fmt.Fprintf(stdout, "Kafka group %q: not mirrored now (%v); the bridges mirror the new offsets as they re-claim\n", f.group, err)
+	if err := adm.CommitAllOffsets(cctx, group, offs); err != nil {
+		fmt.Fprintf(stdout, "Kafka group %q: not mirrored now (%v); the bridges mirror the new offsets as they re-claim\n", group, err)
 	} else {
-		fmt.Fprintf(stdout, "Kafka group %q: offsets mirrored\n", f.group)
+		fmt.Fprintf(stdout, "Kafka group %q: offsets mirrored\n", group)
 	}
 	return exitOK
 }
@@ -260,33 +286,158 @@ func containsInt32(xs []int32, x int32) bool {
 	return false
 }
 
-func printPlan(w io.Writer, group string, plan []resetStep, before []*partitionState) {
-	was := map[string]*int64{}
-	for _, s := range before {
-		was[fmt.Sprintf("%s/%d", s.Topic, s.Partition)] = s.NextOffset
-	}
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEXT_OFFSET BEFORE\tAFTER")
-	for _, p := range plan {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\n", group, p.topic, p.partition, fmtOpt(was[fmt.Sprintf("%s/%d", p.topic, p.partition)]), p.to)
-	}
-	tw.Flush()
+// rewind is what moving one partition back does to its table.
+type rewind struct {
+	target        rewindTarget
+	from          int64 // the new next_offset: rows at or past it were written by records read again
+	del           bool  // --delete-rewound-rows: the dead letters, and the rows where target.mode is rewindDelete
+	rows, letters int64 // counted for the plan
 }
 
-// applyReset moves every partition of the plan in one transaction, bumping
-// the epochs so that whoever owns them now is fenced.
-func applyReset(ctx context.Context, pool *pgxpool.Pool, group string, plan []resetStep) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		for _, p := range plan {
-			if _, err := tx.Exec(ctx, `
-				INSERT INTO kafka2pg.offsets AS o (consumer_group, topic, partition, next_offset, epoch)
-				VALUES ($1, $2, $3, $4, 1)
-				ON CONFLICT (consumer_group, topic, partition)
-				DO UPDATE SET next_offset = EXCLUDED.next_offset, epoch = o.epoch + 1, leader_epoch = -1, updated_at = now()`,
-				group, p.topic, p.partition, p.to); err != nil {
-				return fmt.Errorf("reset %s/%d to %d: %w", p.topic, p.partition, p.to, err)
+// planRewinds finds, for every step of the plan that moves a partition
+// back, its table and what the reset does there (planRewind), and counts
+// the rows and dead letters it would delete. Keyed by topic/partition.
+func planRewinds(ctx context.Context, pool *pgxpool.Pool, o *runOptions, plan []resetStep, before []*partitionState, deleteRows bool) (map[string]*rewind, error) {
+	was := map[string]*int64{}
+	var topics []string
+	for _, s := range before {
+		was[stepKey(s.Topic, s.Partition)] = s.NextOffset
+	}
+	for _, p := range plan {
+		if !slices.Contains(topics, p.topic) {
+			topics = append(topics, p.topic)
+		}
+	}
+	sinks, err := offlineSinks(ctx, o, topics)
+	if err != nil {
+		return nil, err
+	}
+	resolve := sinkResolver(o)
+	sinkOf := func(topic string) (ingest.Sink, bool, error) {
+		if s, ok := sinks[topic]; ok {
+			return s, true, nil
+		}
+		if resolve != nil {
+			return resolve(topic)
+		}
+		return ingest.Sink{}, false, nil
+	}
+	targets := map[string]rewindTarget{}
+	out := map[string]*rewind{}
+	for _, p := range plan {
+		w := was[stepKey(p.topic, p.partition)]
+		if w == nil || p.to >= *w {
+			continue // not back: nothing was written at or past the new offset
+		}
+		t, ok := targets[p.topic]
+		if !ok {
+			sink, found, err := sinkOf(p.topic)
+			if err != nil {
+				return nil, err
 			}
+			var gathered []string // other topics into the same table
+			for other := range sinks {
+				if other != p.topic && found && sinks[other].Table.QualifiedName() == sink.Table.QualifiedName() {
+					gathered = append(gathered, other)
+				}
+			}
+			slices.Sort(gathered)
+			if t, err = planRewind(ctx, pool, o, p.topic, sink, found, deleteRows, gathered); err != nil {
+				return nil, err
+			}
+			targets[p.topic] = t
+		}
+		r := &rewind{target: t, from: p.to, del: deleteRows}
+		if deleteRows {
+			if r.rows, r.letters, err = countRewound(ctx, pool, t, o.reader.Group, p.topic, p.partition, p.to); err != nil {
+				return nil, err
+			}
+		}
+		out[stepKey(p.topic, p.partition)] = r
+	}
+	return out, nil
+}
+
+func stepKey(topic string, partition int32) string { return fmt.Sprintf("%s/%d", topic, partition) }
+
+// printPlan prints the plan, partition by partition, with what moving back
+// does to each table, and returns how many partitions would move back
+// into a table that would get duplicates.
+func printPlan(w io.Writer, group string, plan []resetStep, before []*partitionState, rewinds map[string]*rewind, allowDuplicates bool) (refused int) {
+	was := map[string]*int64{}
+	for _, s := range before {
+		was[stepKey(s.Topic, s.Partition)] = s.NextOffset
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tTOPIC\tPARTITION\tNEXT_OFFSET BEFORE\tAFTER\tTABLE\tROWS TO DELETE\tDEAD LETTERS TO DELETE")
+	notes := map[string]string{} // table → what moving back does there
+	var tables []string
+	for _, p := range plan {
+		k := stepKey(p.topic, p.partition)
+		table, rows, letters := "-", "-", "-"
+		if r := rewinds[k]; r != nil {
+			table = cmpOr(r.target.table, "(no sink)")
+			switch r.target.mode {
+			case rewindDelete:
+				rows = fmt.Sprint(r.rows)
+			case rewindRefused:
+				refused++
+				rows = "REFUSED"
+				if allowDuplicates {
+					rows = "none (--allow-duplicates)"
+				}
+			default:
+				rows = "none"
+			}
+			if r.del {
+				letters = fmt.Sprint(r.letters)
+			}
+			if _, seen := notes[table]; !seen {
+				tables = append(tables, table)
+			}
+			notes[table] = r.target.why
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%s\t%s\t%s\n", group, p.topic, p.partition, fmtOpt(was[k]), p.to, table, rows, letters)
+	}
+	tw.Flush()
+	for _, t := range tables {
+		fmt.Fprintf(w, "%s: %s\n", t, notes[t])
+	}
+	return refused
+}
+
+// deletedCounts is what a reset deleted.
+type deletedCounts struct{ rows, letters int64 }
+
+// applyReset moves every partition of the plan in one transaction, and
+// deletes what the records read again wrote (rewinds). The offsets rows
+// come first, in the plan's (topic, partition) order, as a combined write
+// fences them: once they are locked no writer of those partitions is in
+// flight (it committed before, and its rows are seen and deleted) or can
+// commit after (its fence finds the new epoch).
+func applyReset(ctx context.Context, pool *pgxpool.Pool, group string, plan []resetStep, rewinds map[string]*rewind) (deletedCounts, error) {
+	var d deletedCounts
+	moves := make([]offsets.Move, len(plan))
+	for i, p := range plan {
+		moves[i] = offsets.Move{Topic: p.topic, Partition: p.partition, NextOffset: p.to}
+	}
+	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		d = deletedCounts{}
+		if err := offsets.Reset(ctx, tx, group, moves); err != nil {
+			return err
+		}
+		for _, p := range plan {
+			r := rewinds[stepKey(p.topic, p.partition)]
+			if r == nil || !r.del {
+				continue
+			}
+			rows, letters, err := deleteRewound(ctx, tx, r.target, group, p.topic, p.partition, r.from)
+			if err != nil {
+				return err
+			}
+			d.rows, d.letters = d.rows+rows, d.letters+letters
 		}
 		return nil
 	})
+	return d, err
 }

@@ -12,12 +12,12 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/spf13/pflag"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -35,11 +35,29 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, n := range o.oldNames {
 		log.Warn(n)
 	}
-	if err := runBridge(ctx, o, log, nil); err != nil {
+	err := runBridge(ctx, o, log, nil)
+	var bad *badRecordsError
+	switch {
+	case errors.As(err, &bad):
+		log.Error("records of this run became dead letters or were skipped: exit 3", "dead_letters", bad.deadLetters,
+			"skipped", bad.skipped, "exit_code", exitBadRecords,
+			"fix", "kafka2pg dead-letters list shows why; fix the table or the mapping, then kafka2pg dead-letters replay --config ...")
+		return exitBadRecords
+	case err != nil:
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
 		return exitError
 	}
 	return exitOK
+}
+
+// badRecordsError is runBridge's outcome with --until-caught-up when it
+// caught up but records of the run became dead letters or were skipped.
+type badRecordsError struct {
+	deadLetters, skipped int64
+}
+
+func (e *badRecordsError) Error() string {
+	return fmt.Sprintf("caught up with %d dead letter(s) and %d skipped record(s) during the run", e.deadLetters, e.skipped)
 }
 
 // loadRunOptions reads run's flags, the environment and the config file, in
@@ -47,9 +65,36 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 // anything connects; `run` and `check` share it. On failure it has printed
 // why (naming the command) and returns the exit code.
 func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	return loadCommandOptions(command, help, args, stdout, stderr, runLoad{})
+}
+
+// runLoad is what a command that takes run's flags and config file adds to
+// them (dead-letters replay, offsets reset: they must find the tables the
+// bridge writes exactly as run does).
+type runLoad struct {
+	// flags defines the command's own flags beside run's. The config file
+	// may set run's flags only.
+	flags func(fs *pflag.FlagSet)
+	// offline: the command does not consume. Kafka's brokers, group and
+	// topics may be left out; with sinks in --config, --topic and
+	// --pg-table select among them (runOptions.onlyTopics, onlyTable)
+	// instead of naming what to consume.
+	offline bool
+}
+
+// loadCommandOptions is loadRunOptions for a command that adds load to
+// run's flags.
+func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
 	fs := newFlagSet(command)
-	o = &runOptions{}
+	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
+	keys := fs // the flags the config file may set
+	if load.flags != nil {
+		keys = newFlagSet(command)
+		defineRunFlags(keys, &runOptions{})
+		addFlagAliases(keys)
+		load.flags(fs)
+	}
 	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
 		return nil, nil, code, false
 	}
@@ -62,7 +107,7 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 		return nil, nil, exitUsage, false
 	}
 	if o.configPath != "" {
-		cfg, err := loadConfig(o.configPath, fs)
+		cfg, err := loadConfig(o.configPath, keys)
 		if err == nil {
 			err = cfg.apply(fs)
 		}
@@ -72,6 +117,12 @@ func loadRunOptions(command string, help *commandHelp, args []string, stdout, st
 		o.sinks = cfg.sinks
 	}
 	o.oldNames = oldNameNotices(fs)
+	if o.offline {
+		o.onlyTopics, o.onlyTable = slices.Clone(o.reader.Topics), o.table
+		if len(o.sinks) > 0 {
+			o.reader.Topics, o.table = nil, ""
+		}
+	}
 	if err := resolvePGURL(o); err != nil {
 		return invalid(err)
 	}
@@ -102,7 +153,9 @@ type progressFunc func(reader.Stats)
 
 // runBridge runs the bridge until ctx ends (graceful stop: the in-flight
 // batches are written, durable offsets are committed to the group) or, with
-// --until-caught-up, until it has caught up. It returns nil on a clean stop.
+// --until-caught-up, until it has caught up. It returns nil on a clean stop,
+// and a *badRecordsError when --until-caught-up caught up but records of
+// the run became dead letters or were skipped.
 func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) error {
 	// TLS and SASL trouble never heals: stop before touching Postgres.
 	secOpts, err := o.kafkaSecurity.Options()
@@ -140,8 +193,12 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
+	m := newBridgeMetrics()
+	m.initTables(sinks)
+	var written writeCounters
 	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log})
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
+		BadRecordLogInterval: o.badLogEvery, Tracer: writeTracers{m, &written}})
 	if err != nil {
 		return err
 	}
@@ -152,73 +209,6 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 
-	claim := func(ctx context.Context, topic string, partitions []int32) (map[int32]reader.Claim, error) {
-		pos, err := w.Claim(ctx, topic, partitions)
-		if err != nil {
-			return nil, err
-		}
-		out := make(map[int32]reader.Claim, len(pos))
-		for p, c := range pos {
-			out[p] = reader.Claim{Epoch: c.Epoch, NextOffset: c.NextOffset, LeaderEpoch: c.LeaderEpoch}
-		}
-		return out, nil
-	}
-	m := newBridgeMetrics()
-	m.initTables(sinks)
-	var rowsWritten, deadLettered atomic.Int64
-	// The batches' records as ingest takes them, in slices reused from
-	// batch to batch: a batch of 10,000 records would otherwise allocate
-	// 1.5 MB (a sixth of what a drain allocates, measured with the
-	// allocs profile), and under a backlog the memory limit, not GOGC,
-	// paces the garbage collector, so every byte allocated is GC work.
-	var recSlices sync.Pool // of *[]schema.Record
-	write := func(ctx context.Context, b *reader.Batch) error {
-		rp, _ := recSlices.Get().(*[]schema.Record)
-		if rp == nil {
-			rp = new([]schema.Record)
-		}
-		defer func() {
-			clear(*rp) // drop the references to the records' memory
-			recSlices.Put(rp)
-		}()
-		if cap(*rp) < len(b.Records) {
-			*rp = make([]schema.Record, len(b.Records))
-		}
-		*rp = (*rp)[:len(b.Records)]
-		recs := *rp
-		for i, r := range b.Records {
-			recs[i] = schema.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp, Key: r.Key, Value: r.Value}
-			switch r.Attrs.TimestampType() {
-			case 0:
-				recs[i].TimestampType = schema.TimestampCreateTime
-			case 1:
-				recs[i].TimestampType = schema.TimestampLogAppendTime
-			}
-			if len(r.Headers) > 0 {
-				hs := make([]schema.Header, len(r.Headers))
-				for j, h := range r.Headers {
-					hs[j] = schema.Header{Key: h.Key, Value: h.Value}
-				}
-				recs[i].Headers = hs
-			}
-		}
-		res, err := w.Write(ctx, &ingest.Batch{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch,
-			FirstOffset: b.FirstOffset, NextOffset: b.NextOffset, LeaderEpoch: b.LeaderEpoch, LogEndOffset: b.LogEndOffset, Records: recs})
-		m.observeWrite(w.TableName(b.Topic), b, recs, res, err)
-		rowsWritten.Add(int64(res.Rows))
-		deadLettered.Add(int64(res.DeadLetters))
-		var stop *ingest.StopError
-		switch {
-		case errors.Is(err, ingest.ErrFenced):
-			return fmt.Errorf("%w: %w", reader.ErrFenced, err)
-		case errors.As(err, &stop):
-			return &reader.StopError{NextOffset: stop.Offset, Reason: fmt.Sprintf(
-				"bad record at %s/%d offset %d stopped the partition (--on-error=stop): %s: %v; "+
-					"fix the table or the data, or run with --on-error=dead-letter, then restart",
-				stop.Topic, stop.Partition, stop.Offset, stop.Kind, stop.Err)}
-		}
-		return err
-	}
 	rcfg := o.reader
 	rcfg.Logger = log
 	if o.memoryLimitAuto {
@@ -226,12 +216,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
-	rd, err := reader.New(rcfg, claim, write)
+	rd, err := reader.New(rcfg, w)
 	if err != nil {
 		return err
 	}
 	defer rd.Close()
-	rd.SetEpochFunc(w.Epochs)
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
@@ -263,7 +252,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	if o.progressEvery > 0 || progress != nil {
 		g.Go(func() error {
-			progressLoop(gctx, rd, log, o.progressEvery, progress, &rowsWritten, &deadLettered)
+			progressLoop(gctx, rd, log, o.progressEvery, progress, &written)
 			return nil
 		})
 	}
@@ -282,7 +271,11 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return err
 	}
 	st := rd.Stats()
-	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors)
+	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors,
+		"dead_letters", written.deadLetters.Load(), "skipped", written.skipped.Load())
+	if o.untilCaughtUp && written.deadLetters.Load()+written.skipped.Load() > 0 {
+		return &badRecordsError{deadLetters: written.deadLetters.Load(), skipped: written.skipped.Load()}
+	}
 	return nil
 }
 
@@ -319,9 +312,37 @@ func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) 
 	}
 }
 
-func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, rows, deadLetters *atomic.Int64) {
+// The writer is the reader's Store and, for the fence check, its
+// EpochReader: an assertion, so that a changed signature cannot turn the
+// check off unnoticed.
+var (
+	_ reader.Store       = (*ingest.Writer)(nil)
+	_ reader.EpochReader = (*ingest.Writer)(nil)
+)
+
+// writeCounters count what the writer committed, for the progress log and
+// the exit code of --until-caught-up.
+type writeCounters struct{ rows, deadLetters, skipped atomic.Int64 }
+
+func (c *writeCounters) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
+	c.rows.Add(int64(t.Rows))
+	c.deadLetters.Add(int64(t.DeadLetters))
+	c.skipped.Add(int64(t.Skipped))
+}
+
+// writeTracers tells each of its tracers of every write.
+type writeTracers []ingest.Tracer
+
+func (ts writeTracers) TraceBatchEnd(ctx context.Context, t ingest.BatchTrace) {
+	for _, tr := range ts {
+		tr.TraceBatchEnd(ctx, t)
+	}
+}
+
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	rows, deadLetters := &written.rows, &written.deadLetters
 	last, lastRows, lastLog := rd.Stats(), rows.Load(), time.Now()
 	for {
 		select {

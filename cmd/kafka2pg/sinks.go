@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"regexp"
@@ -241,4 +242,19 @@ func sinkResolver(o *runOptions) func(topic string) (ingest.Sink, bool, error) {
 		}
 		return ingest.Sink{}, false, nil
 	}
+}
+
+// offlineSinks are the sinks of a command that works on what run wrote
+// (dead-letters replay, offsets reset), built as run builds them: the
+// config's, or, without sinks in it, the zero-config sink of each of
+// topics unless --topic named them. The registry is connected first, for
+// the sinks of avro and protobuf subjects.
+func offlineSinks(ctx context.Context, o *runOptions, topics []string) (map[string]ingest.Sink, error) {
+	if len(o.sinks) == 0 && len(o.reader.Topics) == 0 {
+		o.reader.Topics = topics // as run with --topic for each
+	}
+	if err := o.connectRegistry(ctx); err != nil {
+		return nil, err
+	}
+	return buildSinks(o)
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 const cdcConfigHead = "kafka-brokers: [h:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n"
@@ -204,13 +205,13 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 }
 
 // fixtureRecord reads one of cdc's fixtures: {"key": ..., "value": ...}.
-func fixtureRecord(t *testing.T, b []byte) schema.Record {
+func fixtureRecord(t *testing.T, b []byte) stream.Record {
 	t.Helper()
 	var f struct{ Key, Value json.RawMessage }
 	if err := json.Unmarshal(b, &f); err != nil {
 		t.Fatal(err)
 	}
-	return schema.Record{Key: f.Key, Value: f.Value}
+	return stream.Record{Key: f.Key, Value: f.Value}
 }
 
 // Until the writer applies change events, run refuses a debezium sink
@@ -315,16 +316,16 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	avroRec := schema.Record{Topic: "shop.public.items", Key: append(schema.AppendWireHeader(nil, 32, nil), key...),
+	avroRec := stream.Record{Topic: "shop.public.items", Key: append(schema.AppendWireHeader(nil, 32, nil), key...),
 		Value: append(schema.AppendWireHeader(nil, 31, nil), value...)}
 
-	protoRec := schema.Record{Topic: "shop.proto.items",
+	protoRec := stream.Record{Topic: "shop.proto.items",
 		Key:   protoWire(t, 42, itemsKeyProto, `{"id": "7"}`),
 		Value: protoWire(t, 41, itemsProto, `{"op": "c", "after": {"id": "7", "price": {"value": "BOI=", "scale": 2}, "at": "2024-02-29T00:00:00.123456Z"}}`)}
 
 	for _, c := range []struct {
 		topic, table, price string
-		rec                 schema.Record
+		rec                 stream.Record
 		indexes             []int // the wire header's message indexes
 	}{
 		{"shop.public.items", "shop_public_items", "numeric(8,2)", avroRec, nil},

@@ -1,0 +1,70 @@
+package ingest
+
+import (
+	"context"
+	"time"
+
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// Tracer is told what every Write did, for metrics and progress counters.
+// TraceBatchEnd is called at the end of each Write, on the goroutine that
+// called Write, concurrently for different partitions; it must not block.
+type Tracer interface {
+	TraceBatchEnd(ctx context.Context, t BatchTrace)
+}
+
+// BatchTrace says what one Write did.
+type BatchTrace struct {
+	// Batch is the batch written. Its Records are the caller's: read them
+	// during TraceBatchEnd only.
+	Batch *stream.Batch
+	// Table is the qualified name of the table the batch's topic goes to;
+	// "" when the topic has no sink yet.
+	Table string
+	// Err is what Write returns. With a *stream.StopError the fields below
+	// say what was committed before the bad record; with any other error
+	// nothing was (or the COMMIT's outcome is unknown).
+	Err error
+
+	Rows            int      // rows written into Table
+	DeadLetters     int      // records stored in kafka2pg.dead_letters
+	DeadLetterKinds []string // the error kind of each dead letter
+	Skipped         int      // bad records only logged (OnError "skip")
+	// CopyDuration and CommitDuration time the COPY (or the upsert's
+	// statements) and the COMMIT; zero when not run, and in a combined
+	// transaction for every batch but the first, so that each statement is
+	// timed once.
+	CopyDuration   time.Duration
+	CommitDuration time.Duration
+	// Isolated: Postgres refused rows, and the batch was redone isolating
+	// them.
+	Isolated bool
+	// Rechecked: Postgres refused a row of the batch written without the
+	// mapping's checks (unchecked.go), and the batch was written again with
+	// them.
+	Rechecked bool
+	// Combined is how many batches shared this batch's transaction (see
+	// Config.TableWriters); 0 when it had one of its own.
+	Combined int
+}
+
+// outcome is what a batch's transaction stored: what BatchTrace reports.
+type outcome struct {
+	rows            int
+	deadLetters     int
+	deadLetterKinds []string
+	skipped         int
+	copyDuration    time.Duration
+	commitDuration  time.Duration
+	isolated        bool
+	rechecked       bool
+	combined        int
+}
+
+func (w *Writer) trace(ctx context.Context, b *stream.Batch, res outcome, err error) {
+	w.cfg.Tracer.TraceBatchEnd(ctx, BatchTrace{Batch: b, Table: w.TableName(b.Topic), Err: err,
+		Rows: res.rows, DeadLetters: res.deadLetters, DeadLetterKinds: res.deadLetterKinds, Skipped: res.skipped,
+		CopyDuration: res.copyDuration, CommitDuration: res.commitDuration,
+		Isolated: res.isolated, Rechecked: res.rechecked, Combined: res.combined})
+}

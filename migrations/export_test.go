@@ -1,0 +1,38 @@
+package migrations
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/golang-migrate/migrate/v4"
+	migratepgx "github.com/golang-migrate/migrate/v4/database/pgx/v5"
+	"github.com/golang-migrate/migrate/v4/source/iofs"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/stdlib"
+)
+
+// UpAsEarlierReleases migrates to version the way releases before the move
+// did: golang-migrate's history in LegacyHistoryTable, in the connection's
+// current schema.
+func UpAsEarlierReleases(ctx context.Context, pgURL string, version uint) error {
+	cc, err := pgx.ParseConfig(pgURL)
+	if err != nil {
+		return err
+	}
+	db := stdlib.OpenDB(*cc)
+	defer db.Close()
+	drv, err := migratepgx.WithInstance(db, &migratepgx.Config{MigrationsTable: LegacyHistoryTable})
+	if err != nil {
+		return fmt.Errorf("legacy layout: %w", err)
+	}
+	src, err := iofs.New(files, ".")
+	if err != nil {
+		return err
+	}
+	m, err := migrate.NewWithInstance("iofs", src, "pgx5", drv)
+	if err != nil {
+		return err
+	}
+	defer m.Close()
+	return m.Migrate(version)
+}

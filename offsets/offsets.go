@@ -1,0 +1,167 @@
+package offsets
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// Config configures a Store. The zero value of each optional field means
+// the default written next to it.
+type Config struct {
+	// Group is the consumer group whose rows the Store reads and writes.
+	// Required.
+	Group string
+	// ClaimLockTimeout is how long a claim waits for another
+	// transaction's lock on an offsets row before terminating its backend.
+	// Default 10s.
+	ClaimLockTimeout time.Duration
+	// Logger receives a warning for every zombie a claim terminates.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+// Store is one consumer group's rows of kafka2pg.offsets. Safe for
+// concurrent use.
+type Store struct {
+	pool *pgxpool.Pool
+	cfg  Config
+	log  *slog.Logger
+}
+
+// New returns a Store on pool. It does not touch the database.
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if cfg.Group == "" {
+		return nil, errors.New("offsets: Config.Group is empty")
+	}
+	if cfg.ClaimLockTimeout <= 0 {
+		cfg.ClaimLockTimeout = 10 * time.Second
+	}
+	log := cfg.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Store{pool: pool, cfg: cfg, log: log}, nil
+}
+
+const claimSQL = `
+INSERT INTO kafka2pg.offsets AS o (consumer_group, topic, partition)
+SELECT $1, $2, p FROM unnest($3::integer[]) AS p
+ON CONFLICT (consumer_group, topic, partition)
+DO UPDATE SET epoch = o.epoch + 1, updated_at = now()
+RETURNING partition, coalesce(next_offset, -1), epoch, leader_epoch`
+
+// terminateHoldersSQL finds the backends whose open transaction holds an
+// offsets row (its xid is the row's xmax) and terminates them.
+const terminateHoldersSQL = `
+SELECT l.pid, o.partition, pg_terminate_backend(l.pid)
+FROM kafka2pg.offsets o
+JOIN pg_locks l ON l.locktype = 'transactionid' AND l.transactionid = o.xmax
+                AND l.mode = 'ExclusiveLock' AND l.granted
+WHERE o.consumer_group = $1 AND o.topic = $2 AND o.partition = ANY($3::integer[])
+  AND l.pid <> pg_backend_pid()`
+
+// maxClaimAttempts bounds how often a claim terminates lock holders and tries
+// again before giving up (the caller retries later with backoff).
+const maxClaimAttempts = 3
+
+// Claim fences every earlier writer of the partitions of topic by bumping
+// their epochs, and returns their durable positions. Rows are created when
+// missing. If an open transaction holds a row for longer than
+// ClaimLockTimeout, its backend is terminated and the claim tries again.
+func (s *Store) Claim(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
+	var lastErr error
+	for range maxClaimAttempts {
+		pos, err := s.claimOnce(ctx, topic, partitions)
+		if err == nil {
+			return pos, nil
+		}
+		lastErr = err
+		if !lockTimeout(err) {
+			return nil, err
+		}
+		if err := s.terminateHolders(ctx, topic, partitions); err != nil {
+			return nil, err
+		}
+	}
+	return nil, fmt.Errorf("claim %s %v: the offsets rows stayed locked: %w", topic, partitions, lastErr)
+}
+
+func (s *Store) claimOnce(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
+	out := make(map[int32]stream.Position, len(partitions))
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		timeout := fmt.Sprintf("%dms", s.cfg.ClaimLockTimeout.Milliseconds())
+		if _, err := tx.Exec(ctx, "SELECT set_config('lock_timeout', $1, true)", timeout); err != nil {
+			return err
+		}
+		rows, err := tx.Query(ctx, claimSQL, s.cfg.Group, topic, partitions)
+		if err != nil {
+			return err
+		}
+		var p int32
+		var pos stream.Position
+		_, err = pgx.ForEachRow(rows, []any{&p, &pos.NextOffset, &pos.Epoch, &pos.LeaderEpoch}, func() error {
+			out[p] = pos
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("claim %s %v: %w", topic, partitions, err)
+	}
+	return out, nil
+}
+
+func (s *Store) terminateHolders(ctx context.Context, topic string, partitions []int32) error {
+	rows, err := s.pool.Query(ctx, terminateHoldersSQL, s.cfg.Group, topic, partitions)
+	if err != nil {
+		return fmt.Errorf("claim %s %v: find the transaction holding the offsets rows: %w", topic, partitions, err)
+	}
+	var pid, partition int32
+	var ok bool
+	_, err = pgx.ForEachRow(rows, []any{&pid, &partition, &ok}, func() error {
+		s.log.Warn("terminated the backend of a writer that held a claimed partition past the claim lock timeout (a zombie)",
+			"topic", topic, "partition", partition, "pid", pid, "terminated", ok, "claim_lock_timeout", s.cfg.ClaimLockTimeout)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("claim %s %v: terminate the transaction holding the offsets rows: %w", topic, partitions, err)
+	}
+	// Give the terminated backend a moment to release its locks.
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(50 * time.Millisecond):
+	}
+	return nil
+}
+
+// lockTimeout is SQLSTATE 55P03 lock_not_available.
+func lockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
+// Epochs returns the epochs stored for the partitions of topic, so that an
+// owner can notice it was fenced while it had nothing to write.
+func (s *Store) Epochs(ctx context.Context, topic string) (map[int32]int64, error) {
+	rows, err := s.pool.Query(ctx, `SELECT partition, epoch FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2`, s.cfg.Group, topic)
+	if err != nil {
+		return nil, fmt.Errorf("read epochs of %s: %w", topic, err)
+	}
+	out := map[int32]int64{}
+	var p int32
+	var e int64
+	if _, err := pgx.ForEachRow(rows, []any{&p, &e}, func() error { out[p] = e; return nil }); err != nil {
+		return nil, fmt.Errorf("read epochs of %s: %w", topic, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/records"
+)
+
+// partitions is the partition count of every topic of the run.
+const partitions = 8
+
+// field is one field of the records' Connect schema and the column it
+// becomes in both systems' tables.
+type field struct {
+	name     string
+	connect  string // the Connect schema type
+	logical  string // the Connect logical type's name, if any
+	optional bool
+	column   string // the Postgres column type
+	extra    string // more of kafka2pg's column config (time_unit)
+}
+
+// fields are the 12 fields of every record, in the order of the payload.
+// ts is a Connect Timestamp (epoch milliseconds), which the JDBC sink binds
+// as a timestamp and kafka2pg reads with time_unit ms.
+var fields = []field{
+	{name: "id", connect: "int64", column: "bigint"},
+	{name: "seq", connect: "int64", column: "bigint"},
+	{name: "user_id", connect: "string", optional: true, column: "text"},
+	{name: "event", connect: "string", optional: true, column: "text"},
+	{name: "amount", connect: "double", optional: true, column: "double precision"},
+	{name: "currency", connect: "string", optional: true, column: "text"},
+	{name: "country", connect: "string", optional: true, column: "text"},
+	{name: "ts", connect: "int64", logical: "org.apache.kafka.connect.data.Timestamp", column: "timestamptz", extra: ", time_unit: ms"},
+	{name: "page", connect: "string", optional: true, column: "text"},
+	{name: "referrer", connect: "string", optional: true, column: "text"},
+	{name: "device", connect: "string", optional: true, column: "text"},
+	{name: "session", connect: "string", optional: true, column: "text"},
+}
+
+// envelopeSchema is the "schema" half of every record: what Kafka Connect's
+// JsonConverter writes with schemas.enable=true.
+var envelopeSchema = func() string {
+	var b strings.Builder
+	b.WriteString(`{"type":"struct","name":"bench.Event","optional":false,"fields":[`)
+	for i, f := range fields {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `{"type":%q,"optional":%t,`, f.connect, f.optional)
+		if f.logical != "" {
+			fmt.Fprintf(&b, `"name":%q,"version":1,`, f.logical)
+		}
+		fmt.Fprintf(&b, `"field":%q}`, f.name)
+	}
+	b.WriteString(`]}`)
+	return b.String()
+}()
+
+var (
+	pages     = []string{"/", "/pricing", "/docs", "/blog", "/signup", "/cart"}
+	referrers = []string{"google.com", "news.example.com", "direct", "partner.example.org", "social.example.net"}
+)
+
+// tsBase is the ts field of record 0; record i is i ms later.
+var tsBase = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC).UnixMilli()
+
+// dataset is a topic's worth of records: record i (0 ≤ i < n) has seq i and
+// the key id(i).
+type dataset struct {
+	name string
+	n    int
+	// updates: 1 record in 10 brings a new key, the other 9 update a key
+	// an earlier record brought; otherwise every record has its own key.
+	updates bool
+}
+
+// id is the key of record i. With updates, record i = 10k brings key k;
+// any other record takes a key chosen by a hash of i among those brought
+// so far (0..i/10), so the updates are spread over the whole table, not
+// bunched in the batch that inserted the key.
+func (d dataset) id(i int) int64 {
+	if !d.updates || i%10 == 0 {
+		if d.updates {
+			return int64(i / 10)
+		}
+		return int64(i)
+	}
+	h := uint64(i) * 0x9E3779B97F4A7C15
+	return int64((h >> 17) % uint64(i/10+1))
+}
+
+// partition places a record by its key, so that every change of one key is
+// in one partition, in order, as a keyed producer would place it.
+func partition(id int64) int32 { return int32(id % partitions) }
+
+// appendValue appends the JSON envelope of record i with key id.
+func appendValue(b []byte, i int, id int64) []byte {
+	b = append(b, `{"schema":`...)
+	b = append(b, envelopeSchema...)
+	b = append(b, `,"payload":{"id":`...)
+	b = strconv.AppendInt(b, id, 10)
+	b = append(b, `,"seq":`...)
+	b = strconv.AppendInt(b, int64(i), 10)
+	b = records.AppendEventFields(b, i)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, tsBase+int64(i), 10)
+	b = records.AppendString(b, `,"page":`, pages[i%len(pages)])
+	b = records.AppendString(b, `,"referrer":`, referrers[i%len(referrers)])
+	b = records.AppendString(b, `,"device":`, records.Devices[i%len(records.Devices)])
+	b = append(b, `,"session":"s`...)
+	b = records.AppendPadded(b, i*7919%100_000_000, 8)
+	return append(b, `"}}`...)
+}
+
+// appendKey appends the record key: the id in decimal, read by the sink's
+// StringConverter (kafka2pg does not read it).
+func appendKey(b []byte, id int64) []byte { return strconv.AppendInt(b, id, 10) }
+
+// meanRecordBytes is the mean key+value size over the first n records.
+func (d dataset) meanRecordBytes() float64 {
+	n := min(d.n, 100_000)
+	total := 0
+	var buf []byte
+	for i := range n {
+		id := d.id(i)
+		buf = appendValue(appendKey(buf[:0], id), i, id)
+		total += len(buf)
+	}
+	return float64(total) / float64(max(n, 1))
+}
+
+// partitionSeqs lists, per partition, the seq of its records in order.
+func (d dataset) partitionSeqs() [][]int64 {
+	out := make([][]int64, partitions)
+	for i := range d.n {
+		p := partition(d.id(i))
+		out[p] = append(out[p], int64(i))
+	}
+	return out
+}
+
+// finalState is what the table holds once every record of d is applied: in
+// upsert mode one row per key, the last record of that key; in append mode
+// one row per record.
+type finalState struct {
+	rows   int64
+	seqSum int64
+	// last holds, per partition that has records, the key and seq of its
+	// last record: once those rows are in an upsert table, everything
+	// before them in their partitions is too (a sink writes a partition in
+	// order, each flush in one transaction).
+	last []keySeq
+}
+
+type keySeq struct{ id, seq int64 }
+
+func (d dataset) final(upsert bool) finalState {
+	var f finalState
+	seen := make([]bool, partitions)
+	for i := d.n - 1; i >= 0; i-- {
+		id := d.id(i)
+		if p := partition(id); !seen[p] {
+			seen[p] = true
+			f.last = append(f.last, keySeq{id, int64(i)})
+		}
+	}
+	if !upsert {
+		n := int64(d.n)
+		f.rows, f.seqSum = n, n*(n-1)/2
+		return f
+	}
+	lastOf := make(map[int64]int64)
+	for i := range d.n {
+		lastOf[d.id(i)] = int64(i)
+	}
+	for _, seq := range lastOf {
+		f.rows++
+		f.seqSum += seq
+	}
+	return f
+}

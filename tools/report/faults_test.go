@@ -1,0 +1,72 @@
+package main
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
+)
+
+func TestAppendReadRender(t *testing.T) {
+	results := []testreport.FaultResult{
+		{Case: "10", Name: "data loss", Produced: 5, Rows: 5, Result: "PASS", Trials: 1},
+		{Case: "2", Name: "pg | stop", Produced: 7, Rows: 7, Result: "PASS", Trials: 3, Notes: "readyz 503"},
+		{Case: "4b", Name: "failover", Produced: 3, Rows: 3, Result: "PASS"},
+		{Case: "4", Name: "restart", Produced: 3, Rows: 3, Result: "PASS"},
+	}
+	got := appendAndRead(t, results, "fault", nil)
+	if len(got) != len(results) {
+		t.Fatalf("read back %d results, want %d", len(got), len(results))
+	}
+	var page strings.Builder
+	if err := renderFaults(&page, got, pageMeta{Generated: time.Unix(0, 0)}); err != nil {
+		t.Fatalf("renderFaults: %v\n%s", err, page.String())
+	}
+	s := page.String()
+	order := []string{"| 2 | pg \\| stop", "| 4 | restart", "| 4b | failover", "| 10 | data loss"}
+	last := -1
+	for _, o := range order {
+		i := strings.Index(s, o)
+		if i < 0 || i < last {
+			t.Fatalf("row %q missing or out of order in:\n%s", o, s)
+		}
+		last = i
+	}
+	if !strings.Contains(s, "**2. pg | stop**: readyz 503") {
+		t.Errorf("notes missing:\n%s", s)
+	}
+}
+
+func TestRenderFailsOnInconsistentCounts(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		r    testreport.FaultResult
+	}{
+		{"a lost record", testreport.FaultResult{Case: "1", Produced: 5, Rows: 4, Lost: 1, Result: "PASS"}},
+		{"a duplicate", testreport.FaultResult{Case: "1", Produced: 5, Rows: 6, Duplicate: 1, Result: "PASS"}},
+		{"an aborted record that landed", testreport.FaultResult{Case: "7", Produced: 5, Rows: 6, Unexpected: 1, Result: "PASS"}},
+		{"a case that failed", testreport.FaultResult{Case: "3", Produced: 5, Rows: 5, Result: "FAIL"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var page strings.Builder
+			err := renderFaults(&page, []testreport.FaultResult{tc.r}, pageMeta{})
+			if err == nil {
+				t.Fatalf("renderFaults: no error for %+v", tc.r)
+			}
+			if !strings.Contains(page.String(), "**FAIL**") {
+				t.Errorf("the row is not marked FAIL:\n%s", page.String())
+			}
+		})
+	}
+	if err := renderFaults(&strings.Builder{}, nil, pageMeta{}); err == nil {
+		t.Error("renderFaults: no error without results")
+	}
+}
+
+func TestReadNamesTheBadLine(t *testing.T) {
+	_, err := decodeLines[testreport.FaultResult](strings.NewReader("{\"case\":\"1\"}\n\nnot json\n"), "fault", nil)
+	if err == nil || !strings.Contains(err.Error(), "line 3") {
+		t.Fatalf("decodeLines: %v, want an error naming line 3", err)
+	}
+}
