@@ -382,3 +382,42 @@ func protoWire(t *testing.T, id int, text, value string) []byte {
 	}
 	return append(schema.AppendWireHeader(nil, id, []int{0}), b...)
 }
+
+// The README's example of Kafka Connect and Debezium sinks is a config
+// check accepts, and that routes and decodes as it says.
+func TestTheREADMEChangeExampleIsValid(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(readme), "## Kafka Connect and Debezium topics")
+	if !ok {
+		t.Fatal("README has no Kafka Connect and Debezium section")
+	}
+	_, rest, ok = strings.Cut(rest, "```yaml\n")
+	example, _, ok2 := strings.Cut(rest, "```")
+	if !ok || !ok2 {
+		t.Fatal("no yaml example in the Kafka Connect and Debezium section")
+	}
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
+	o, stderr, ok := loadCheck(t, example, "--schema-registry-url", fake.URL())
+	if !ok {
+		t.Fatalf("README example: %s", stderr)
+	}
+	if err := o.connectRegistry(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	if sinks["legacy.customers"].Changes == nil || sinks["connect.orders"].Upsert == nil {
+		t.Fatalf("sinks %+v", sinks)
+	}
+	s, ok, err := sinkResolver(o)("shop.billing.invoices")
+	if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica_billing"."invoices"` {
+		t.Fatalf("shop.billing.invoices: %v %v %+v", ok, err, s.Table)
+	}
+}
