@@ -386,19 +386,7 @@ func protoWire(t *testing.T, id int, text, value string) []byte {
 // The README's example of Kafka Connect and Debezium sinks is a config
 // check accepts, and that routes and decodes as it says.
 func TestTheREADMEChangeExampleIsValid(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "## Kafka Connect and Debezium topics")
-	if !ok {
-		t.Fatal("README has no Kafka Connect and Debezium section")
-	}
-	_, rest, ok = strings.Cut(rest, "```yaml\n")
-	example, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("no yaml example in the Kafka Connect and Debezium section")
-	}
+	example := readmeExample(t, "## Kafka Connect and Debezium topics")
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
 	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
