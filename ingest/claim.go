@@ -2,19 +2,39 @@ package ingest
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Claim fences every earlier writer of the partitions of topic and returns
-// their durable positions (offsets.Store.Claim).
+// their durable positions (offsets.Store.Claim). A claim that passes its
+// deadline (Config.WriteTimeout beyond its lock waits) returns a
+// *DeadlineError with StepClaim.
 func (w *Writer) Claim(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
-	return w.offs.Claim(ctx, topic, partitions)
+	start := time.Now()
+	pos, err := w.offs.Claim(ctx, topic, partitions)
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+		de := &DeadlineError{Topic: topic, Partition: -1, Step: StepClaim, Waited: time.Since(start),
+			Deadline: w.cfg.offsetsConfig().ClaimDeadline(), Err: err}
+		if len(partitions) == 1 {
+			de.Partition = partitions[0]
+		}
+		w.log.Warn("claim passed its deadline: cancelled, its connection closed; retrying", "topic", topic,
+			"partitions", fmt.Sprint(partitions), "step", de.Step.String(), "waited", de.Waited.Round(time.Millisecond),
+			"deadline", de.Deadline, "error", err.Error())
+		return nil, de
+	}
+	return pos, err
 }
 
 // Epochs returns the epochs stored for the partitions of topic, so that a
 // reader can notice it was fenced while it had nothing to write
-// (offsets.Store.Epochs).
+// (offsets.Store.Epochs). It has Config.WriteTimeout to answer.
 func (w *Writer) Epochs(ctx context.Context, topic string) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
+	defer cancel()
 	return w.offs.Epochs(ctx, topic)
 }

@@ -164,19 +164,20 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 		}
 	}
 	res, err := w.combinedTx(ctx, ps)
-	if errors.Is(err, errRecheck) {
+	if errors.Is(err, stream.ErrFenced) || res.redo != 0 {
+		// The ordinary path reports a fence, a bad record or a refused
+		// row for its partition.
 		one()
-		for i := range out {
-			out[i].res.rechecked = true
+		if res.redo == attemptChecked {
+			for i := range out {
+				out[i].res.rechecked = true
+			}
 		}
 		return out
 	}
-	if errors.Is(err, errIsolate) {
-		return one()
-	}
 	for i, p := range ps {
 		if err != nil {
-			out[i] = laneOutcome{err: fmt.Errorf("write %s/%d: %w", p.b.Topic, p.b.Partition, err)}
+			out[i] = laneOutcome{err: combinedError(p.b, err)}
 			continue
 		}
 		r := res
@@ -191,87 +192,81 @@ func (w *Writer) writeCombined(ctx context.Context, ps []*pending) []laneOutcome
 	return out
 }
 
+// combinedError is the error of a combined transaction as the write of b
+// returns it: a *DeadlineError names b's partition.
+func combinedError(b *stream.Batch, err error) error {
+	var late *DeadlineError
+	if errors.As(err, &late) {
+		e := *late
+		e.Topic, e.Partition = b.Topic, b.Partition
+		return &e
+	}
+	return fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+}
+
 // combinedTx is the combined transaction: every fence first (in topic and
 // partition order, so two combined transactions never wait on each other
-// in a cycle), the rows in one COPY, the notifications, COMMIT. errIsolate
-// means: nothing was committed, write the batches one by one; errRecheck
-// the same, after Postgres refused a row written unchecked.
+// in a cycle), the rows in one COPY, the notifications, COMMIT. A fence
+// (stream.ErrFenced), a bad record or a row Postgres refused roll it back
+// and ask for the batches to be written one by one (outcome.redo: with
+// attemptChecked after a row written unchecked was refused).
 func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (outcome, error) {
 	order := slices.Clone(ps)
 	slices.SortFunc(order, func(x, y *pending) int {
 		return cmp.Or(cmp.Compare(x.b.Topic, y.b.Topic), cmp.Compare(x.b.Partition, y.b.Partition))
 	})
-	tx, err := w.pool.Begin(ctx)
-	if err != nil {
-		return outcome{}, fmt.Errorf("begin: %w", err)
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
+	spec := txSpec{sink: order[0].sink}
 	for _, p := range order {
-		if err := w.offs.Advance(ctx, tx, p.b); err != nil {
-			if errors.Is(err, stream.ErrFenced) {
-				return outcome{}, errIsolate // the ordinary path reports it for its partition
-			}
-			return outcome{}, fmt.Errorf("fence %s/%d: %w", p.b.Topic, p.b.Partition, err)
-		}
+		spec.batches = append(spec.batches, p.b)
 	}
 	src := &multiSource{ps: order, maxBytes: w.cfg.MaxRecordBytes, unchecked: make([]RowAppender, len(order)), append: make([]appendFunc, len(order))}
-	for i, p := range order {
-		src.unchecked[i] = w.uncheckedFor(p.b.Topic, p.sink.Mapper)
-		src.append[i] = copyAppender(p.sink.Mapper, src.unchecked[i])
-	}
-	t := order[0].sink.Table
-	copyStart := time.Now()
-	n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
-	res := outcome{copyDuration: time.Since(copyStart)}
-	if src.err != nil {
-		err = src.err
-	}
-	if rowError(err) {
-		// Which row Postgres refused is not known here: every topic
-		// whose rows went unchecked is checked from now on, so the batches
-		// written one by one next are (unchecked.go).
-		recheck := errIsolate
+	res, err := w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		for i, p := range order {
-			if src.unchecked[i] != nil {
-				w.recheck(p.b.Topic)
-				recheck = errRecheck
+			src.unchecked[i] = w.uncheckedFor(p.b.Topic, p.sink.Mapper)
+			src.append[i] = copyAppender(p.sink.Mapper, src.unchecked[i])
+		}
+		t := spec.sink.Table
+		copyStart := time.Now()
+		n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
+		res := outcome{copyDuration: time.Since(copyStart)}
+		if src.err != nil {
+			err = src.err
+		}
+		if rowError(err) {
+			// Which row Postgres refused is not known here: every topic
+			// whose rows went unchecked is checked from now on, so the
+			// batches written one by one next are (unchecked.go).
+			redo := attemptIsolated
+			for i, p := range order {
+				if src.unchecked[i] != nil {
+					w.recheck(p.b.Topic)
+					redo = attemptChecked
+				}
+			}
+			return outcome{redo: redo}, nil
+		}
+		if src.bad {
+			if src.badTopic != "" {
+				w.checked(src.badTopic, order[0].sink.Mapper, true)
+			}
+			return outcome{redo: attemptIsolated}, nil
+		}
+		if err != nil {
+			return outcome{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+		}
+		if want := src.rows; int(n) != want {
+			return outcome{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
+		}
+		return res, nil
+	})
+	if err == nil && res.redo == 0 {
+		for i, p := range order {
+			if src.unchecked[i] == nil {
+				w.checked(p.b.Topic, p.sink.Mapper, false)
 			}
 		}
-		return outcome{}, recheck
 	}
-	if src.bad {
-		if src.badTopic != "" {
-			w.checked(src.badTopic, order[0].sink.Mapper, true)
-		}
-		return outcome{}, errIsolate
-	}
-	if err != nil {
-		return outcome{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
-	}
-	if want := src.rows; int(n) != want {
-		return outcome{}, fmt.Errorf("copy into %s: %d rows copied, want %d", t.QualifiedName(), n, want)
-	}
-	for _, p := range order {
-		if err := w.notify(ctx, tx, p.b, p.sink, len(p.b.Records)); err != nil {
-			return outcome{}, err
-		}
-	}
-	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return outcome{}, fmt.Errorf("commit of %d combined batches (outcome unknown, re-read the offsets): %w", len(ps), err)
-	}
-	res.commitDuration = time.Since(commitStart)
-	for i, p := range order {
-		if src.unchecked[i] == nil {
-			w.checked(p.b.Topic, p.sink.Mapper, false)
-		}
-		w.bad.note(p.sink.Table.QualifiedName(), len(p.b.Records), nil, false)
-	}
-	return res, nil
+	return res, err
 }
 
 // multiSource feeds the records of several batches to one COPY; the first

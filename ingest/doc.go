@@ -4,35 +4,72 @@
 //
 // # One Write, one transaction
 //
-//  1. the fence (offsets.Store.Advance): move the partition's
+// Every write transaction goes through one helper (inBatchTx, tx.go), which
+// runs, under the transaction's deadline:
+//
+//  1. BEGIN, on a connection of the pool;
+//  2. the fence (offsets.Store.Advance): move the partition's
 //     kafka2pg.offsets row to the batch's next offset, only if the epoch is
 //     still the writer's and the stored next_offset is not past the batch's
 //     first offset. It must touch exactly one row, or the transaction rolls
 //     back and Write returns a *stream.FencedError. It runs first, so the
 //     row lock serializes writers of a partition and a fenced writer copies
-//     nothing.
-//  2. binary COPY of the rows (CopyFrom, copy.go: pgx's protocol with an
-//     encoder chosen per column), built lazily from the records: a mapper
-//     that is a RowAppender writes each record's row straight into the COPY
-//     stream, others return values that the column encoders write. A mapper
-//     that is an UncheckedAppender leaves to Postgres the checks its column
-//     types make anyway (jsonb's), until Postgres refuses a row: then the
-//     batch is written again with them (unchecked.go). A row Postgres
-//     refuses (SQLSTATE 22, 23, 54000) sends the batch to the isolating
-//     path (isolate.go), which finds the refused rows under savepoints;
-//  3. COPY of the dead letters: records the mapping refused (on a
-//     database whose encoding is not UTF-8, with their messages and
-//     headers in ASCII, which any encoding holds: encoding.go, which also
-//     answers whether a database can hold a name, Holds, for the checks
-//     cmd/kafka2pg makes at start);
-//  4. COMMIT. Only then are the rows and the new next_offset durable.
+//     nothing. The fast path pipelines it with the describe of the table
+//     its COPY needs: one round trip;
+//  3. the body: what differs between the ways of writing a batch. The fast
+//     path streams a binary COPY of the rows (CopyFrom, copy.go: pgx's
+//     protocol with an encoder chosen per column), built lazily from the
+//     records: a mapper that is a RowAppender writes each record's row
+//     straight into the COPY stream, others return values that the column
+//     encoders write. A mapper that is an UncheckedAppender leaves to
+//     Postgres the checks its column types make anyway (jsonb's), until
+//     Postgres refuses a row (unchecked.go). The isolating path finds the
+//     rows Postgres refuses (SQLSTATE 22, 23, 54000) under savepoints
+//     (isolate.go); upserts stage the batch and apply it in one statement,
+//     or one operation at a time (upsert.go); several partitions' batches
+//     may share one transaction (combine.go);
+//  4. COPY of the dead letters: the records the mapping or Postgres
+//     refused (on a database whose encoding is not UTF-8, with their
+//     messages and headers in ASCII, which any encoding holds: encoding.go,
+//     which also answers whether a database can hold a name, Holds, for the
+//     checks cmd/kafka2pg makes at start);
+//  5. NOTIFY, with Config.Notify;
+//  6. COMMIT. Only then are the rows and the new next_offset durable.
 //
-// With Config.OnError "stop", a bad record makes Write commit the records
-// before it, move next_offset back to it (offsets.Store.Rewind) and return
-// a *stream.StopError.
+// Any error rolls the transaction back. A body that meets what it cannot
+// write asks for another attempt instead of failing: Write tries the fast
+// path, then (a row of an unchecked COPY refused) the fast path with the
+// mapping's checks, then (rows refused) the isolating path, each in a
+// transaction of its own, and only the last one commits. With
+// Config.OnError "stop", a bad record makes Write commit the records before
+// it, move next_offset back to it (offsets.Store.Rewind) and return a
+// *stream.StopError.
 //
 // A failed COMMIT is ambiguous (it may have committed). Write never retries:
 // the caller claims again, which re-reads the durable position.
+//
+// # Deadlines
+//
+// A Postgres that stops answering without closing the connection (a hung
+// pooler, a load balancer that lost its state, a frozen server) must not
+// hold a partition for ever. Each write transaction has a deadline:
+// Config.WriteTimeout (default 2 minutes) for a batch of up to
+// Config.WriteTimeoutRows rows, proportionally more for more rows (a
+// combined transaction), twice that when it isolates bad rows. A
+// transaction past its deadline is cancelled and its connection closed,
+// never returned to the pool (pgx closes a connection whose statement it
+// cancels; the helper's rollback, under the expired deadline, closes one
+// that was between statements), and Write returns a *DeadlineError naming
+// the step it waited on (StepBegin, StepFence, StepCopy, StepDeadLetters,
+// StepNotify, StepCommit), logged at WARN. The caller claims again, as
+// after any failed write. A claim has a deadline too: its lock waits and
+// WriteTimeout. Writer.InFlight lists the writes in progress with their
+// deadlines and steps, for readiness checks.
+//
+// Postgres' own timeouts must not end a statement before the deadline
+// would: the sessions of the pool should run with statement_timeout (and
+// lock_timeout) at least Config.StatementTimeout, as cmd/kafka2pg sets them
+// when a connection starts.
 //
 // # Observing writes
 //

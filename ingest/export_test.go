@@ -15,3 +15,10 @@ const RecheckBatches = recheckBatches
 // SetTracer sets w's Config.Tracer, for tests that read what a Write did
 // from writers their helpers built. Call it before the writes.
 func SetTracer(w *Writer, t Tracer) { w.cfg.Tracer = t }
+
+// OnePool and BackendPID are onePool and backendPID, for tests of what
+// happens to the connection of a write.
+var (
+	OnePool    = onePool
+	BackendPID = backendPID
+)

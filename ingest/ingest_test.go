@@ -3,6 +3,9 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,7 +25,7 @@ const topic = "orders"
 
 // newWriter migrates a fresh database and returns a Writer into the
 // zero-config table "orders" with jsonb values.
-func newWriter(t *testing.T, group string) (*ingest.Writer, *pgxpool.Pool) {
+func newWriter(t testing.TB, group string) (*ingest.Writer, *pgxpool.Pool) {
 	t.Helper()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
@@ -33,7 +36,7 @@ func newWriter(t *testing.T, group string) (*ingest.Writer, *pgxpool.Pool) {
 	return w, pool
 }
 
-func writerOn(t *testing.T, pool *pgxpool.Pool, group string) *ingest.Writer {
+func writerOn(t testing.TB, pool *pgxpool.Pool, group string) *ingest.Writer {
 	t.Helper()
 	w, err := ingest.New(pool, ingest.Config{
 		Group:            group,
@@ -259,4 +262,69 @@ func TestRetryableSeparatesServerTroubleFromData(t *testing.T) {
 	if connErr == nil || !ingest.Retryable(connErr) {
 		t.Errorf("a terminated connection (%v) must be retryable", connErr)
 	}
+}
+
+func TestCauseSortsRealPostgresErrors(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := t.Context()
+	role := fmt.Sprintf("cause_%08x", rand.Uint32())
+	if _, err := pool.Exec(ctx, `CREATE ROLE `+role+`; CREATE TABLE cause_locked (n int)`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pool.Exec(context.WithoutCancel(ctx), `DROP TABLE cause_locked; DROP ROLE `+role) })
+	fail := func(sql string) error {
+		t.Helper()
+		tx, err := pool.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tx.Rollback(ctx)
+		_, err = tx.Exec(ctx, sql)
+		if err == nil {
+			t.Fatalf("%s succeeded; the case needs it to fail", sql)
+		}
+		return err
+	}
+	deadline, cancel := context.WithTimeout(ctx, time.Millisecond)
+	defer cancel()
+	_, deadlineErr := pool.Exec(deadline, `SELECT pg_sleep(1)`)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a division by zero is data", fail(`SELECT 1/0`), ingest.CauseData},
+		{"a missing column is data", fail(`SELECT nope FROM cause_locked`), ingest.CauseData},
+		{"a statement timeout is a timeout", fail(`SET LOCAL statement_timeout = 1; SELECT pg_sleep(1)`), ingest.CauseTimeout},
+		{"a read-only transaction is read_only", fail(`SET TRANSACTION READ ONLY; INSERT INTO cause_locked VALUES (1)`), ingest.CauseReadOnly},
+		{"a missing privilege is refused", fail(`SET LOCAL ROLE ` + role + `; INSERT INTO cause_locked VALUES (1)`), ingest.CauseRefused},
+		{"a passed deadline is a timeout", deadlineErr, ingest.CauseTimeout},
+		{"a fenced write is fenced", fmt.Errorf("write: %w", &stream.FencedError{}), ingest.CauseFenced},
+		{"a refused connection is connection trouble", connectRefused(t), ingest.CauseConnection},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := ingest.Cause(tc.err); got != tc.want {
+				t.Errorf("Cause(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+			if got := ingest.Permanent(tc.err); got != (tc.want == ingest.CauseRefused) {
+				t.Errorf("Permanent(%v) = %v", tc.err, got)
+			}
+		})
+	}
+}
+
+// connectRefused returns the error of a connection to a port nobody
+// listens on.
+func connectRefused(t *testing.T) error {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, err = pgx.Connect(t.Context(), "postgres://x@"+addr+"/x?sslmode=disable&connect_timeout=2")
+	if err == nil {
+		t.Fatal("connected to a closed port")
+	}
+	return err
 }

@@ -14,6 +14,13 @@ import (
 // KindTooLarge is the error kind of a record over Config.MaxRecordBytes.
 const KindTooLarge = "too_large"
 
+// KindBatchTooLarge is the error kind of a record that could not be read
+// because its record batch decompresses to more than the reader may hold
+// (stream.Record.Unreadable). Its dead letter holds no key or value, and a
+// replay leaves it: the record is still in Kafka, to be read with a larger
+// --max-buffered-bytes after an offsets reset.
+const KindBatchTooLarge = "batch_too_large"
+
 // rowError reports whether err is Postgres refusing a row for its data (a
 // data exception or an integrity constraint), as opposed to trouble with the
 // connection, the server or the statement. Of the program limits (class

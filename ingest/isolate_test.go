@@ -327,3 +327,53 @@ func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
 		t.Errorf("a rolled-back batch was announced: %s", n.Payload)
 	}
 }
+
+func TestUnreadableRecordsAreDeadLettersAStopOrLeftByAReplay(t *testing.T) {
+	_, pool := newWriter(t, "g")
+	ctx := t.Context()
+	w := writerWith(t, pool, ingest.Config{})
+	c := claim(t, w, 0)
+	tooBig := errors.New("the record batch of offsets 3 to 6 decompresses to more than 64 bytes")
+	b := batch(0, c.Epoch, 0, 10)
+	for i := 3; i <= 6; i++ {
+		b.Records[i] = stream.Record{Topic: topic, Partition: 0, Offset: int64(i), Unreadable: tooBig}
+	}
+	if err := w.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 6 {
+		t.Errorf("%d rows, want the 6 readable records", n)
+	}
+	kinds := deadLetterKinds(t, pool)
+	for o := int64(3); o <= 6; o++ {
+		if kinds[o] != ingest.KindBatchTooLarge {
+			t.Errorf("dead letter of offset %d: kind %q, want %q (all: %v)", o, kinds[o], ingest.KindBatchTooLarge, kinds)
+		}
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE partition = 0`); n != 10 {
+		t.Errorf("next_offset = %d, want 10: every offset is a row or a dead letter", n)
+	}
+	rr, err := w.Replay(ctx, ingest.ReplayFilter{Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Replayed != 0 || rr.Kept != 4 {
+		t.Errorf("replay %+v, want nothing replayed and 4 kept: an unread record has no value to write", rr)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = $1`, ingest.KindBatchTooLarge); n != 4 {
+		t.Errorf("%d dead letters of kind %s after the replay, want 4", n, ingest.KindBatchTooLarge)
+	}
+
+	stopper := writerWith(t, pool, ingest.Config{OnError: ingest.OnErrorStop})
+	c = claim(t, stopper, 0)
+	b = batch(0, c.Epoch, 10, 12)
+	b.Records[1] = stream.Record{Topic: topic, Partition: 0, Offset: 11, Unreadable: tooBig}
+	err = stopper.Write(ctx, b)
+	var stop *stream.StopError
+	if !errors.As(err, &stop) || stop.Offset != 11 || stop.Kind != ingest.KindBatchTooLarge || !errors.Is(stop.Err, tooBig) {
+		t.Fatalf("Write = %v, want a StopError at offset 11 of kind %s", err, ingest.KindBatchTooLarge)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE partition = 0`); n != 11 {
+		t.Errorf("next_offset = %d, want 11", n)
+	}
+}

@@ -19,7 +19,8 @@ import (
 // target table; it is replayed only through the sink of its topic that
 // writes that very table, never into another one (a typed sink's letter
 // into the topic's zero-config table, say): a letter whose table no sink of
-// the configuration writes is kept as it is, and counted as Kept.
+// the configuration writes is kept as it is, and counted as Kept, as is a
+// letter of kind batch_too_large, which holds no record to write.
 //
 // One transaction per batch of letters: the rows that go in now and the
 // removal of their letters commit together, so a replay killed at any point
@@ -190,10 +191,13 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 	if dryRun {
 		opts.AccessMode, query = pgx.ReadOnly, selectLettersSQL
 	}
-	err := pgx.BeginTxFunc(ctx, w.pool, opts, func(tx pgx.Tx) error {
+	// The transaction helper's, with a deadline as for a batch that
+	// isolates its rows: the letters are copied so.
+	spec := txSpec{rows: limit, isolating: true, opts: opts}
+	_, err := w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		rows, err := tx.Query(ctx, query, afterID, f.Group, f.Topics, f.Table, f.IDs, f.Kinds, f.Since, limit)
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		var letters []*letter
 		var headers []byte
@@ -212,15 +216,19 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 			return nil
 		})
 		if err != nil {
-			return err
+			return outcome{}, err
 		}
 		// The letters of each sink, in id order.
 		bySink := map[string][]*letter{}
 		sinks := map[string]Sink{}
 		for _, l := range letters {
+			if l.WasKind == KindBatchTooLarge {
+				l.Outcome = KeptOutcome // never read: no value to write; read it again from Kafka
+				continue
+			}
 			sink, ok, err := w.replaySink(l.Topic, l.Table)
 			if err != nil {
-				return err
+				return outcome{}, err
 			}
 			if !ok {
 				l.Outcome = KeptOutcome
@@ -231,18 +239,18 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 		}
 		for _, table := range slices.Sorted(maps.Keys(bySink)) {
 			if err := w.replayInto(ctx, tx, sinks[table], bySink[table], dryRun); err != nil {
-				return fmt.Errorf("replay into %s: %w", table, err)
+				return outcome{}, fmt.Errorf("replay into %s: %w", table, err)
 			}
 		}
 		if !dryRun {
 			if err := settleLetters(ctx, tx, letters); err != nil {
-				return err
+				return outcome{}, err
 			}
 		}
 		for _, l := range letters {
 			out = append(out, l.ReplayLetter)
 		}
-		return nil
+		return outcome{}, nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("replay dead letters: %w", err)

@@ -49,7 +49,8 @@ type BatchTrace struct {
 	Combined int
 }
 
-// outcome is what a batch's transaction stored: what BatchTrace reports.
+// outcome is what a batch's transaction stored: what BatchTrace reports;
+// and, from a body to inBatchTx, what to do with the transaction.
 type outcome struct {
 	rows            int
 	deadLetters     int
@@ -60,6 +61,16 @@ type outcome struct {
 	isolated        bool
 	rechecked       bool
 	combined        int
+
+	// bad are the bad records a body set aside: inBatchTx stores them as
+	// dead letters (or only counts them, OnError "skip") before COMMIT.
+	bad []badRecord
+	// stop, from a body with OnError "stop": inBatchTx commits what the
+	// body wrote, and returns stop.
+	stop *stream.StopError
+	// redo, from a body: nothing may be committed; write the batch again
+	// this way.
+	redo attempt
 }
 
 func (w *Writer) trace(ctx context.Context, b *stream.Batch, res outcome, err error) {

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"errors"
 	"sync/atomic"
 
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -34,10 +33,6 @@ type UncheckedAppender interface {
 // recheckBatches is how many batches of a topic are written with the
 // mapping's checks after one in which a bad record was found.
 const recheckBatches = 64
-
-// errRecheck: Postgres refused a row of an unchecked COPY; nothing was
-// committed, write the batch again with the checks.
-var errRecheck = errors.New("Postgres refused a row of an unchecked COPY")
 
 // checksOf is the number of the topic's next batches to write checked.
 func (w *Writer) checksOf(topic string) *atomic.Int32 {

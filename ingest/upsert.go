@@ -136,23 +136,25 @@ func stageSQL(t schema.Table) string {
 	return fmt.Sprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DROP", stageTable, strings.Join(defs, ", "))
 }
 
+// upsertFast stages the batch and applies it in one statement. It asks for
+// attemptIsolated when Postgres refused a row, or when a record stops the
+// partition (OnError "stop").
 func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	ops, bad, err := w.upsertOps(b.Records, sink)
 	if err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return outcome{}, errIsolate
-	}
-	tx, rollback, err := w.begin(ctx, b)
-	if err != nil {
 		return outcome{}, err
 	}
-	defer rollback()
-	res := outcome{}
-	if len(ops) > 0 {
+	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
+		return outcome{redo: attemptIsolated}, nil
+	}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		res := outcome{bad: bad}
+		if len(ops) == 0 {
+			return res, nil
+		}
 		if _, err := tx.Exec(ctx, stageSQL(sink.Table)); err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: create the staging table: %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("create the staging table: %w", err)
 		}
 		keyIdx := keyIndexes(sink.Table, sink.Upsert.Key)
 		rows := make([][]any, len(ops))
@@ -172,21 +174,21 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 		cols := append(sink.Table.ColumnNames(), stageSeqCol, stageDelCol)
 		if _, err := CopyFrom(ctx, tx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
 			if rowError(err) {
-				return outcome{}, errIsolate
+				return outcome{redo: attemptIsolated}, nil
 			}
-			return outcome{}, fmt.Errorf("write %s/%d: copy into the staging table: %w", b.Topic, b.Partition, err)
+			return outcome{}, fmt.Errorf("copy into the staging table: %w", err)
 		}
 		_, err := tx.Exec(ctx, upsertSQL(sink.Table, sink.Upsert.Key))
 		res.copyDuration = time.Since(copyStart)
 		if rowError(err) {
-			return outcome{}, errIsolate
+			return outcome{redo: attemptIsolated}, nil
 		}
 		if err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
+			return outcome{}, fmt.Errorf("upsert into %s: %w", sink.Table.QualifiedName(), err)
 		}
 		res.rows = len(ops)
-	}
-	return w.finish(ctx, tx, b, sink, bad, res)
+		return res, nil
+	})
 }
 
 // upsertOneSQL is the statements that apply one operation: the insert (of
@@ -223,74 +225,59 @@ func upsertOneSQL(t schema.Table, key []string) (insert, del string) {
 func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	ops, bad, err := w.upsertOps(b.Records, sink)
 	if err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	tx, rollback, err := w.begin(ctx, b)
-	if err != nil {
 		return outcome{}, err
 	}
-	defer rollback()
 	t := sink.Table
 	insert, del := upsertOneSQL(t, sink.Upsert.Key)
 
-	firstBad := int64(-1)
-	if len(bad) > 0 {
-		firstBad = slices.MinFunc(bad, func(x, y badRecord) int { return int(x.rec.Offset - y.rec.Offset) }).rec.Offset
-	}
-	res := outcome{isolated: true}
-	start := time.Now()
-	for _, op := range ops {
-		if w.cfg.OnError == OnErrorStop && firstBad >= 0 && op.rec.Offset > firstBad {
-			break
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		firstBad := int64(-1)
+		if len(bad) > 0 {
+			firstBad = slices.MinFunc(bad, func(x, y badRecord) int { return int(x.rec.Offset - y.rec.Offset) }).rec.Offset
 		}
-		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
-			return outcome{}, err
-		}
-		var opErr error
-		if op.del {
-			_, opErr = tx.Exec(ctx, del, op.values...)
-		} else {
-			_, opErr = tx.Exec(ctx, insert, op.values...)
-		}
-		if opErr != nil && !rowError(opErr) {
-			return outcome{}, fmt.Errorf("write %s/%d: upsert into %s: %w", b.Topic, b.Partition, t.QualifiedName(), opErr)
-		}
-		if opErr != nil {
-			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
-				return outcome{}, err
-			}
-			bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
-			if w.cfg.OnError == OnErrorStop {
-				if firstBad < 0 || op.rec.Offset < firstBad {
-					firstBad = op.rec.Offset
-				}
+		res := outcome{isolated: true}
+		start := time.Now()
+		for _, op := range ops {
+			if w.cfg.OnError == OnErrorStop && firstBad >= 0 && op.rec.Offset > firstBad {
 				break
 			}
-			continue
-		}
-		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_op"); err != nil {
-			return outcome{}, err
-		}
-		res.rows++
-	}
-	res.copyDuration = time.Since(start)
-	if w.cfg.OnError == OnErrorStop && firstBad >= 0 {
-		var first badRecord
-		for _, x := range bad {
-			if x.rec.Offset == firstBad {
-				first = x
+			if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
+				return outcome{}, err
 			}
+			var opErr error
+			if op.del {
+				_, opErr = tx.Exec(ctx, del, op.values...)
+			} else {
+				_, opErr = tx.Exec(ctx, insert, op.values...)
+			}
+			if opErr != nil && !rowError(opErr) {
+				return outcome{}, fmt.Errorf("upsert into %s: %w", t.QualifiedName(), opErr)
+			}
+			if opErr != nil {
+				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
+					return outcome{}, err
+				}
+				bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
+				if w.cfg.OnError == OnErrorStop {
+					if firstBad < 0 || op.rec.Offset < firstBad {
+						firstBad = op.rec.Offset
+					}
+					break
+				}
+				continue
+			}
+			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_op"); err != nil {
+				return outcome{}, err
+			}
+			res.rows++
 		}
-		if err := w.offs.Rewind(ctx, tx, b, firstBad); err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, firstBad, err)
+		res.copyDuration = time.Since(start)
+		if w.cfg.OnError == OnErrorStop && firstBad >= 0 {
+			first := bad[slices.IndexFunc(bad, func(x badRecord) bool { return x.rec.Offset == firstBad })]
+			return w.stopAt(ctx, tx, b, res.rows, first)
 		}
-		if err := w.notify(ctx, tx, b, sink, res.rows); err != nil {
-			return outcome{}, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-		}
-		return outcome{rows: res.rows}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: firstBad, Kind: first.kind, Err: first.err}
-	}
-	return w.finish(ctx, tx, b, sink, bad, res)
+		res.bad = bad
+		return res, nil
+	})
 }

@@ -1,7 +1,6 @@
 package ingest
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,8 +13,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
@@ -133,6 +130,19 @@ type Config struct {
 	// transaction on the offsets row before terminating its backend.
 	// Default 10s.
 	ClaimLockTimeout time.Duration
+	// WriteTimeout bounds a write transaction of up to WriteTimeoutRows
+	// rows, from the pool's Acquire to COMMIT; one of more rows (a
+	// combined transaction) gets proportionally more, and one that
+	// isolates bad rows twice as much. A transaction past its deadline is
+	// cancelled and its connection closed, never returned to the pool;
+	// Write returns a *DeadlineError. A claim gets WriteTimeout beyond its
+	// lock waits (3 × ClaimLockTimeout at most). The sessions of the pool
+	// should let statements run that long: see Config.StatementTimeout.
+	// Default 2m.
+	WriteTimeout time.Duration
+	// WriteTimeoutRows is the size of the batches WriteTimeout is meant
+	// for: the reader's batch size. Default 10,000.
+	WriteTimeoutRows int
 	// OnError says what happens to a record that cannot be written (it does
 	// not fit its column, Postgres refuses the row, it is over
 	// MaxRecordBytes): OnErrorDeadLetter (default) stores it in
@@ -189,6 +199,11 @@ type Writer struct {
 	changed  map[string]Sink          // sinks whose TableMapper changed the table
 	lanes    map[string]*lane         // by qualified table name, with TableWriters
 	checks   map[string]*atomic.Int32 // by topic: batches to write checked (unchecked.go)
+
+	// flightMu guards flights, the write transactions in flight
+	// (deadline.go); it is never held with mu.
+	flightMu sync.Mutex
+	flights  map[flightKey]*txState
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -206,27 +221,49 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		}
 	}
 	switch cfg.OnError {
-	case "":
-		cfg.OnError = OnErrorDeadLetter
-	case OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
+	case "", OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
 	default:
 		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
 	}
 	if cfg.TableWriters < 0 {
 		return nil, fmt.Errorf("--table-writers is %d: use 0 (off) or the number of transactions that may write one table at once", cfg.TableWriters)
 	}
-	if cfg.CombineMaxRows <= 0 {
-		cfg.CombineMaxRows = 100000
+	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
+		return nil, fmt.Errorf("ingest: Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
+			cfg.WriteTimeout, cfg.WriteTimeoutRows, cfg.ClaimLockTimeout)
 	}
+	cfg = cfg.withDefaults()
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	offs, err := offsets.New(pool, offsets.Config{Group: cfg.Group, ClaimLockTimeout: cfg.ClaimLockTimeout, Logger: log})
+	cfg.Logger = log
+	offs, err := offsets.New(pool, cfg.offsetsConfig())
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{}, lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}}, nil
+	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
+		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}}, nil
+}
+
+// withDefaults is cfg with the default of every optional field left zero.
+func (cfg Config) withDefaults() Config {
+	if cfg.OnError == "" {
+		cfg.OnError = OnErrorDeadLetter
+	}
+	if cfg.CombineMaxRows <= 0 {
+		cfg.CombineMaxRows = 100000
+	}
+	if cfg.ClaimLockTimeout <= 0 {
+		cfg.ClaimLockTimeout = 10 * time.Second
+	}
+	if cfg.WriteTimeout <= 0 {
+		cfg.WriteTimeout = 2 * time.Minute
+	}
+	if cfg.WriteTimeoutRows <= 0 {
+		cfg.WriteTimeoutRows = 10000
+	}
+	return cfg
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -327,227 +364,38 @@ func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) 
 // change comes from a new schema version the batch's records carry.
 const maxTableChanges = 16
 
+// write writes b in one transaction, trying the ways of writing it
+// (attempt) in turn: the fast path; when Postgres refused a row of an
+// unchecked COPY, the fast path with the mapping's checks; when Postgres
+// refused rows (or a record stops the partition), the isolating path.
+// Each attempt is a transaction of its own, and only the last one commits.
 func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	if sink.Upsert != nil {
-		res, err := w.upsertFast(ctx, b, sink)
-		if !errors.Is(err, errIsolate) {
-			return res, err
+	rechecked := false
+	for next := attemptFast; ; {
+		res, err := w.attempt(ctx, b, sink, next)
+		if err != nil || res.redo == 0 {
+			res.rechecked = rechecked
+			return res, named(b, err)
 		}
+		next = res.redo
+		rechecked = rechecked || next == attemptChecked
+	}
+}
+
+// attempt writes b one way: the body of its sink's kind and the attempt.
+func (w *Writer) attempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
+	switch {
+	case sink.Upsert != nil && a == attemptIsolated:
 		return w.upsertIsolated(ctx, b, sink)
+	case sink.Upsert != nil:
+		return w.upsertFast(ctx, b, sink)
+	case a == attemptIsolated:
+		return w.appendIsolated(ctx, b, sink)
+	case a == attemptChecked:
+		return w.appendFast(ctx, b, sink, nil)
+	default:
+		return w.appendFast(ctx, b, sink, w.uncheckedFor(b.Topic, sink.Mapper))
 	}
-	res, err := w.writeFast(ctx, b, sink, w.uncheckedFor(b.Topic, sink.Mapper))
-	rechecked := errors.Is(err, errRecheck)
-	if rechecked {
-		res, err = w.writeFast(ctx, b, sink, nil)
-	}
-	if errors.Is(err, errIsolate) {
-		res, err = w.writeIsolated(ctx, b, sink)
-	}
-	res.rechecked = rechecked
-	return res, err
-}
-
-// errIsolate sends Write to the isolating path.
-var errIsolate = errors.New("isolate bad rows")
-
-// begin starts the batch's transaction and runs the fence.
-func (w *Writer) begin(ctx context.Context, b *stream.Batch) (pgx.Tx, func(), error) {
-	tx, rollback, _, err := w.beginCopy(ctx, b, nil)
-	return tx, rollback, err
-}
-
-// beginCopy is begin that, when into is set, also reads the types of the
-// COPY target's columns in the fence's round trip (fenceAndTypes).
-func (w *Writer) beginCopy(ctx context.Context, b *stream.Batch, into *schema.Table) (pgx.Tx, func(), []uint32, error) {
-	tx, err := w.pool.Begin(ctx)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("write %s/%d: begin: %w", b.Topic, b.Partition, err)
-	}
-	rollback := func() {
-		// Rollback after Commit is a no-op; after a cancel it still must run.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}
-	var oids []uint32
-	if into == nil {
-		err = w.offs.Advance(ctx, tx, b)
-	} else {
-		var tag pgconn.CommandTag
-		if tag, oids, err = fenceAndTypes(ctx, tx, w.offs.AdvanceStatement(b), *into); err == nil {
-			err = w.offs.CheckAdvance(ctx, tx, b, tag)
-		}
-	}
-	if err != nil {
-		rollback()
-		if errors.Is(err, stream.ErrFenced) {
-			return nil, nil, nil, err
-		}
-		return nil, nil, nil, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	return tx, rollback, oids, nil
-}
-
-// fenceAndTypes runs the fence and describes "select columns from t" in
-// one pipelined round trip. The describe is what pgx's CopyFrom does to
-// learn the column types; inside the transaction, its parse locks t
-// (ACCESS SHARE, no privilege needed) until the transaction ends, so no
-// ALTER TABLE can change the types before the COPY. A describe of its own
-// would cost every batch one more round trip: 2-3x the p99 latency at
-// 80,000 records/s on this machine.
-func fenceAndTypes(ctx context.Context, tx pgx.Tx, advance offsets.Statement, t schema.Table) (pgconn.CommandTag, []uint32, error) {
-	// The fence is a statement prepared once per connection (pgx keeps it
-	// by name), so the pipeline only binds it.
-	fence, err := tx.Conn().Prepare(ctx, advance.Name, advance.SQL)
-	if err != nil {
-		return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: prepare: %w", err)
-	}
-	params := make([][]byte, len(advance.Args))
-	for i, a := range advance.Args {
-		if params[i], err = tx.Conn().TypeMap().Encode(fence.ParamOIDs[i], pgtype.TextFormatCode, a, nil); err != nil {
-			return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: parameter %d: %w", i+1, err)
-		}
-	}
-	p := tx.Conn().PgConn().StartPipeline(ctx)
-	p.SendQueryStatement(fence, params, nil, nil)
-	p.SendPrepare("", describeSQL(t.Ident(), t.ColumnNames()), nil)
-	if err := p.Sync(); err != nil {
-		_ = p.Close()
-		return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: %w", err)
-	}
-	var tag pgconn.CommandTag
-	var oids []uint32
-	for step := 0; ; step++ {
-		res, err := p.GetResults()
-		if err != nil {
-			_ = p.Close()
-			if step == 0 {
-				return tag, nil, fmt.Errorf("advance next_offset: %w", err)
-			}
-			return tag, nil, fmt.Errorf("column types of %s: %w", t.QualifiedName(), err)
-		}
-		switch r := res.(type) {
-		case *pgconn.ResultReader:
-			if tag, err = r.Close(); err != nil {
-				_ = p.Close()
-				return tag, nil, fmt.Errorf("advance next_offset: %w", err)
-			}
-		case *pgconn.StatementDescription:
-			oids = make([]uint32, len(r.Fields))
-			for i, f := range r.Fields {
-				oids[i] = f.DataTypeOID
-			}
-		case *pgconn.PipelineSync, nil:
-			if err := p.Close(); err != nil {
-				return tag, nil, fmt.Errorf("advance next_offset: %w", err)
-			}
-			if oids == nil {
-				return tag, nil, fmt.Errorf("column types of %s: no description", t.QualifiedName())
-			}
-			return tag, oids, nil
-		}
-	}
-}
-
-// writeFast copies the rows as the mapping builds them; with unchecked set
-// (uncheckedFor), through it. errRecheck: Postgres refused a row of the
-// unchecked COPY. errIsolate: go the isolating path.
-func (w *Writer) writeFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender) (outcome, error) {
-	tx, rollback, oids, err := w.beginCopy(ctx, b, &sink.Table)
-	if err != nil {
-		return outcome{}, err
-	}
-	defer rollback()
-	src := newRowSource(b.Records, sink.Mapper, unchecked, w.cfg.MaxRecordBytes)
-	var res outcome
-	if len(b.Records) > 0 {
-		copyStart := time.Now()
-		n, err := copyTyped(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), oids, src)
-		res.copyDuration = time.Since(copyStart)
-		if src.err != nil {
-			// The mapping failed, not Postgres (which only reports that
-			// the COPY was cancelled): say why, keeping ErrTableChanged.
-			err = src.err
-		}
-		if rowError(err) && unchecked != nil {
-			w.recheck(b.Topic)
-			return outcome{}, errRecheck
-		}
-		if unchecked == nil {
-			w.checked(b.Topic, sink.Mapper, slices.ContainsFunc(src.bad, badRecord.refusedByMapping))
-		}
-		if rowError(err) {
-			return outcome{}, errIsolate
-		}
-		if err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
-		}
-		res.rows = int(n)
-	}
-	if len(src.bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return outcome{}, errIsolate // commit only what comes before the first bad record
-	}
-	return w.finish(ctx, tx, b, sink, src.bad, res)
-}
-
-// writeIsolated redoes a batch whose fast path met bad rows: it finds every
-// row Postgres refuses, then applies OnError.
-func (w *Writer) writeIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	rows, bad, err := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
-	if err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
-	tx, rollback, err := w.begin(ctx, b)
-	if err != nil {
-		return outcome{}, err
-	}
-	defer rollback()
-	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_batch"); err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: savepoint: %w", b.Topic, b.Partition, err)
-	}
-	copyStart := time.Now()
-	refused, copied, err := copyIsolating(ctx, tx, sink.Table, rows)
-	copyDuration := time.Since(copyStart)
-	if err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
-	}
-	bad = append(bad, refused...)
-	slices.SortFunc(bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
-
-	res := outcome{rows: copied, copyDuration: copyDuration, isolated: true}
-	if w.cfg.OnError == OnErrorStop && len(bad) > 0 {
-		first := bad[0]
-		// Undo everything, then keep only the rows before the first bad
-		// record (all good: the first bad one is the earliest).
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_batch"); err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: rollback to savepoint: %w", b.Topic, b.Partition, err)
-		}
-		var prefix [][]any
-		for _, r := range rows {
-			if r.rec.Offset < first.rec.Offset {
-				prefix = append(prefix, r.values)
-			}
-		}
-		if len(prefix) > 0 {
-			if _, err := CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
-				return outcome{}, fmt.Errorf("write %s/%d: copy into %s: %w", b.Topic, b.Partition, sink.Table.QualifiedName(), err)
-			}
-		}
-		// The fence above holds the row lock; move next_offset back to the
-		// bad record, so nothing past it is committed.
-		if err := w.offs.Rewind(ctx, tx, b, first.rec.Offset); err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: stop at offset %d: %w", b.Topic, b.Partition, first.rec.Offset, err)
-		}
-		if err := w.notify(ctx, tx, b, sink, len(prefix)); err != nil {
-			return outcome{}, err
-		}
-		if err := tx.Commit(ctx); err != nil {
-			return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-		}
-		return outcome{rows: len(prefix)}, &stream.StopError{Topic: b.Topic, Partition: b.Partition, Offset: first.rec.Offset,
-			Kind: first.kind, Err: first.err}
-	}
-	return w.finish(ctx, tx, b, sink, bad, res)
 }
 
 // NotifyChannel is the channel a table's batches are announced on with
@@ -571,32 +419,15 @@ func (w *Writer) notify(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Si
 		"first_offset": b.FirstOffset, "last_offset": b.NextOffset - 1, "rows": rows,
 	})
 	if _, err := tx.Exec(ctx, "SELECT pg_notify($1, $2)", NotifyChannel(sink.Table), string(payload)); err != nil {
-		return fmt.Errorf("write %s/%d: notify: %w", b.Topic, b.Partition, err)
+		return fmt.Errorf("notify: %w", err)
 	}
 	return nil
 }
 
-// finish ends a batch's transaction: the bad records by OnError, the
-// notification, COMMIT.
-func (w *Writer) finish(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res outcome) (outcome, error) {
-	if err := w.handleBad(ctx, tx, b, sink, bad, &res); err != nil {
-		return outcome{}, err
-	}
-	if err := w.notify(ctx, tx, b, sink, res.rows); err != nil {
-		return outcome{}, err
-	}
-	commitStart := time.Now()
-	if err := tx.Commit(ctx); err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: commit (outcome unknown, re-read the offsets): %w", b.Topic, b.Partition, err)
-	}
-	res.commitDuration = time.Since(commitStart)
-	w.bad.note(sink.Table.QualifiedName(), len(b.Records), bad, w.cfg.OnError == OnErrorSkip)
-	return res, nil
-}
-
 // handleBad dead-letters (or, with OnError "skip", only counts) bad records
-// inside the batch's transaction; finish reports them in the log (badLog).
-func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, res *outcome) error {
+// inside the batch's transaction; inBatchTx reports them in the log after
+// COMMIT (badLog).
+func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, sink Sink, bad []badRecord, res *outcome) error {
 	if len(bad) == 0 {
 		return nil
 	}
@@ -613,7 +444,7 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink
 			table, x.kind, text.message(msg)}
 	}
 	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("write %s/%d: copy into kafka2pg.dead_letters: %w", b.Topic, b.Partition, err)
+		return fmt.Errorf("copy into kafka2pg.dead_letters: %w", err)
 	}
 	res.deadLetters = len(rows)
 	for _, x := range bad {
@@ -630,7 +461,9 @@ type badRecord struct {
 
 // refusedByMapping: the mapping refused the record, not the size limit
 // (what keeps a topic's batches checked, unchecked.go).
-func (b badRecord) refusedByMapping() bool { return b.kind != KindTooLarge }
+func (b badRecord) refusedByMapping() bool {
+	return b.kind != KindTooLarge && b.kind != KindBatchTooLarge
+}
 
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
 // mapping refuses are set aside as dead letters.
@@ -713,8 +546,12 @@ func mapRecord(r *stream.Record, m RowMapper, maxBytes int, dst []any) ([]any, *
 	return nil, bad, err
 }
 
-// tooLarge is r as a bad record when its key and value are over maxBytes.
+// tooLarge is r as a bad record when its key and value are over maxBytes,
+// or when it could not be read at all (its batch was too large).
 func tooLarge(r *stream.Record, maxBytes int) *badRecord {
+	if r.Unreadable != nil {
+		return &badRecord{rec: r, kind: KindBatchTooLarge, err: r.Unreadable}
+	}
 	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
 		return &badRecord{rec: r, kind: KindTooLarge,
 			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}

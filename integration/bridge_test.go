@@ -110,6 +110,7 @@ type bridge struct {
 	started time.Time
 	done    chan struct{}
 	state   *os.ProcessState // set before done is closed
+	ended   time.Time        // when the process was reaped; set before done is closed
 }
 
 // startBridge starts the bridge with args, its stdout and stderr going to
@@ -142,7 +143,7 @@ func startBridge(t testing.TB, name string, args ...string) *bridge {
 	go func() {
 		defer close(b.done)
 		cmd.Wait() // the exit status is read from ProcessState
-		b.state = cmd.ProcessState
+		b.state, b.ended = cmd.ProcessState, time.Now()
 		logFile.Close()
 	}()
 	t.Cleanup(func() {

@@ -24,10 +24,33 @@ type Config struct {
 	// transaction's lock on an offsets row before terminating its backend.
 	// Default 10s.
 	ClaimLockTimeout time.Duration
+	// ClaimTimeout bounds a claim beyond its lock waits: a Claim fails
+	// with an error wrapping context.DeadlineExceeded after
+	// Config.ClaimDeadline, its connection closed, when Postgres stops
+	// answering. 0: no bound but the caller's ctx.
+	ClaimTimeout time.Duration
 	// Logger receives a warning for every zombie a claim terminates.
 	// Default: discard.
 	Logger *slog.Logger
 }
+
+// ClaimDeadline is how long a Claim may take: up to maxClaimAttempts lock
+// waits of ClaimLockTimeout (default 10s), each followed by the
+// termination of the holder, and ClaimTimeout for the rest. 0 when
+// ClaimTimeout is 0.
+func (c Config) ClaimDeadline() time.Duration {
+	if c.ClaimTimeout <= 0 {
+		return 0
+	}
+	lock := c.ClaimLockTimeout
+	if lock <= 0 {
+		lock = defaultClaimLockTimeout
+	}
+	return maxClaimAttempts*lock + c.ClaimTimeout
+}
+
+// defaultClaimLockTimeout is Config.ClaimLockTimeout's default.
+const defaultClaimLockTimeout = 10 * time.Second
 
 // Store is one consumer group's rows of kafka2pg.offsets. Safe for
 // concurrent use.
@@ -43,7 +66,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, errors.New("offsets: Config.Group is empty")
 	}
 	if cfg.ClaimLockTimeout <= 0 {
-		cfg.ClaimLockTimeout = 10 * time.Second
+		cfg.ClaimLockTimeout = defaultClaimLockTimeout
 	}
 	log := cfg.Logger
 	if log == nil {
@@ -77,7 +100,14 @@ const maxClaimAttempts = 3
 // their epochs, and returns their durable positions. Rows are created when
 // missing. If an open transaction holds a row for longer than
 // ClaimLockTimeout, its backend is terminated and the claim tries again.
+// With ClaimTimeout, the whole claim has a deadline (Config.ClaimDeadline);
+// a transaction it cancels closes its connection (pgx does on a cancel).
 func (s *Store) Claim(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
+	if d := s.cfg.ClaimDeadline(); d > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, d)
+		defer cancel()
+	}
 	var lastErr error
 	for range maxClaimAttempts {
 		pos, err := s.claimOnce(ctx, topic, partitions)

@@ -128,8 +128,24 @@ type Config struct {
 	FenceCheckInterval time.Duration
 
 	// RetryBackoffMax caps the backoff between re-claims after a failed write
-	// (--retry-backoff-max, default 5s). The first retry waits 100ms.
+	// (--retry-backoff-max, default 5s). The backoff belongs to the
+	// partition's failure streak: about 100ms after the first failed write,
+	// doubling with every consecutive failure (re-claims that succeed
+	// included), with jitter, until a write commits.
 	RetryBackoffMax time.Duration
+
+	// FatalRetryTimeout is how long trouble that retrying cannot fix may
+	// last before Run gives up and returns a *FatalError: credentials,
+	// ACLs and privileges that Kafka or Postgres refuse (Permanent), a
+	// certificate that does not verify, a topic that does not exist. A
+	// rolling restart or a grant being rolled out can cause them for a
+	// moment (--fatal-retry-timeout, default 30s).
+	FatalRetryTimeout time.Duration
+	// Permanent, if set, reports whether a failed claim or write will fail
+	// the same way however often it is retried (in kafka2pg: Postgres
+	// refused the role or a privilege). Such failures are retried for
+	// FatalRetryTimeout, then end Run.
+	Permanent func(error) bool
 
 	// Logger receives the reader's logs. Default: discard.
 	Logger *slog.Logger
@@ -217,6 +233,12 @@ func (cfg Config) withDefaults() Config {
 	if cfg.RetryBackoffMax == 0 {
 		cfg.RetryBackoffMax = 5 * time.Second
 	}
+	if cfg.FatalRetryTimeout == 0 {
+		cfg.FatalRetryTimeout = 30 * time.Second
+	}
+	if cfg.Permanent == nil {
+		cfg.Permanent = func(error) bool { return false }
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -302,7 +324,7 @@ func (cfg Config) Validate() error {
 		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
 		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait}, {"--batch-linger", cfg.BatchLinger},
 		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
-		{"--fence-check-interval", cfg.FenceCheckInterval},
+		{"--fence-check-interval", cfg.FenceCheckInterval}, {"--fatal-retry-timeout", cfg.FatalRetryTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {

@@ -10,8 +10,8 @@
 //
 //	r, err := reader.New(reader.Config{Brokers: brokers, Group: "orders-sink", Topics: []string{"orders"}}, store)
 //	if err != nil { ... }
-//	err = r.Run(ctx) // until ctx ends
-//	r.Close()        // flush, commit to the group, leave
+//	err = r.Run(ctx)         // until ctx ends, or a *FatalError
+//	err = r.Shutdown(sctx)   // flush, commit to the group, leave, within sctx
 //
 // # Positions come from the Store
 //
@@ -38,9 +38,24 @@
 //
 // A failed write halts the partition: its queue is dropped, fetching
 // pauses, and the partition's goroutine claims again (re-reading the Store,
-// never retrying blindly) with capped backoff; then the poll loop seeks to
-// the durable position. A write that returns a *stream.StopError stops the
-// partition until it is revoked or the process restarts.
+// never retrying blindly) after the backoff of its failure streak
+// (streak.go: it grows with every failed write or claim in a row and resets
+// when a write commits); then the poll loop seeks to the durable position.
+// A write that returns a *stream.StopError stops the partition until it is
+// revoked or the process restarts.
+//
+// # Failures and stopping
+//
+// What may heal (a broker down, Postgres unreachable) is retried and logged
+// rate-limited; what will not (credentials, ACLs and privileges refused, a
+// certificate that does not verify; see Config.Permanent) is retried for
+// Config.FatalRetryTimeout, then Run returns a *FatalError (fatal.go).
+// CheckTopics asks before the start whether the topics exist and may be
+// read. After Run returns, Shutdown(ctx) flushes, commits the durable
+// offsets to the group and leaves it, every step within ctx; Close
+// abandons what is in flight (shutdown.go). A record batch that
+// decompresses past the limit is refused by the client and handed on as a
+// span of unreadable records (decompress.go).
 //
 // # Memory
 //

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -15,6 +16,7 @@ import (
 // Runs in franz-go's group goroutine; callbacks never run concurrently.
 func (r *Reader) assigned(ctx context.Context, _ *kgo.Client, assigned map[string][]int32) {
 	r.stats.rebalances.Add(1)
+	r.fatal.ok(r.groupSubject()) // joined: the group lets this member in
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for t, ps := range assigned {
@@ -52,7 +54,7 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 			if ctx.Err() != nil {
 				r.log.Info("claim interrupted by a revoke or shutdown", "topic", topic)
 			} else {
-				r.log.Error("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
+				r.log.Warn("claim failed; leaving this group session to rejoin", "topic", topic, "error", err.Error())
 			}
 			return nil, err
 		}
@@ -108,6 +110,10 @@ func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []
 		}
 		if ctx.Err() != nil {
 			return nil, err
+		}
+		if r.cfg.Permanent(err) && r.fatal.failed(fmt.Sprintf("claims in Postgres of topic %q", topic), err, "") {
+			r.wake()
+			return nil, err // Run returns the fatal error
 		}
 		r.log.Warn("claim failed; retrying", "topic", topic, "error", err.Error(), "backoff", backoff)
 		select {

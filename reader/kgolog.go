@@ -9,7 +9,9 @@ import (
 
 // kgoLogger routes franz-go's own logs into the reader's slog.Logger, one
 // level lower than franz-go rates them: its info lines (every join, sync and
-// heartbeat decision) are debug detail for an operator of kafka2pg.
+// heartbeat decision) are debug detail for an operator of kafka2pg, and its
+// errors are what the client retries, or what the reader reports itself
+// (a fatal error is one ERROR line, the bridge's own).
 type kgoLogger struct{ log *slog.Logger }
 
 func (l kgoLogger) Level() kgo.LogLevel {
@@ -27,7 +29,7 @@ func (l kgoLogger) Level() kgo.LogLevel {
 }
 
 func (l kgoLogger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lvl := slog.LevelError
+	lvl := slog.LevelWarn
 	switch level {
 	case kgo.LogLevelDebug:
 		lvl = slog.LevelDebug - 4

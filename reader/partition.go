@@ -9,6 +9,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/internal/trouble"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -23,6 +24,7 @@ type partition struct {
 	done   chan struct{} // closed when run returns
 
 	lastFetch atomic.Int64 // UnixNano of the last poll that brought records; 0 before the first
+	trouble   *trouble.Log // failed writes and claims, logged rate-limited
 
 	mu         sync.Mutex
 	queue      []*kgo.Record
@@ -38,11 +40,20 @@ type partition struct {
 	halted     bool  // a write failed; waiting to re-claim and seek
 	paused     bool  // fetching is paused for backpressure or while halted
 	closing    bool
-	flush      bool   // with closing: write what is queued first
-	logEnd     int64  // the highest end offset seen in a fetch; -1 until one arrives
-	lossCheck  bool   // the fetch position fell out of range: check for data loss once the queue is written
-	fenceSeen  bool   // the fence check saw a newer epoch in Postgres
-	stoppedWhy string // set when data loss or a bad record stopped the partition
+	flush      bool        // with closing: write what is queued first
+	logEnd     int64       // the highest end offset seen in a fetch; -1 until one arrives
+	lossCheck  bool        // the fetch position fell out of range: check for data loss once the queue is written
+	fenceSeen  bool        // the fence check saw a newer epoch in Postgres
+	stoppedWhy string      // set when data loss or a bad record stopped the partition
+	unread     *unreadSpan // offsets whose batch could not be read, to write after the queue
+
+	// For backoff and readiness: the failed writes and claims since the
+	// last committed write (the failure streak), when a write last
+	// committed (or the partition was claimed), when the write in flight
+	// began (zero: none).
+	failures     int
+	lastCommit   time.Time
+	writingSince time.Time
 
 	// recs is the pooled slice behind the Records of the batch being
 	// written; only run's goroutine touches it (fill, release).
@@ -54,7 +65,8 @@ func newPartition(r *Reader, tp TopicPartition) *partition {
 	// callback ctx that created it.
 	ctx, cancel := context.WithCancel(context.Background())
 	return &partition{r: r, tp: tp, ctx: ctx, cancel: cancel,
-		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1, logEnd: -1}
+		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1, logEnd: -1, lastCommit: time.Now(),
+		trouble: trouble.New(r.cfg.Logger.With("topic", tp.Topic, "partition", tp.Partition), "write to Postgres failed; re-reading the durable position and retrying", 0)}
 }
 
 func (p *partition) signal() {
@@ -93,6 +105,7 @@ func (p *partition) accountLocked() {
 func (p *partition) setClaim(c stream.Position) {
 	p.mu.Lock()
 	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
+	p.lastCommit = time.Now() // the stall clock starts at the claim
 	p.mu.Unlock()
 	p.signal()
 }
@@ -180,7 +193,7 @@ func (p *partition) stop(flush bool) {
 	p.flush = p.flush || flush
 	if !flush {
 		p.flush = false
-		p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+		p.queue, p.queueRows, p.queueBytes, p.unread = nil, 0, 0, nil
 		p.accountLocked()
 		p.cancel()
 	}
@@ -195,7 +208,7 @@ func (p *partition) resumeAt(epoch, at int64) {
 	p.mu.Lock()
 	p.epoch, p.pos, p.halted = epoch, at, false
 	p.setPausedLocked(false)
-	p.queue, p.queueRows, p.queueBytes = nil, 0, 0
+	p.queue, p.queueRows, p.queueBytes, p.unread = nil, 0, 0, nil
 	p.accountLocked()
 	p.mu.Unlock()
 	p.signal()
@@ -236,6 +249,7 @@ func (p *partition) run() {
 			p.mu.Unlock()
 			if fenced {
 				p.r.stats.fenced.Add(1)
+				p.noteFailure()
 				p.halt()
 				if !p.reclaim(true, from) {
 					return
@@ -248,7 +262,9 @@ func (p *partition) run() {
 			}
 			continue
 		}
+		p.beginWrite()
 		err := p.r.store.Write(p.ctx, b)
+		p.endWrite()
 		p.release()
 		if err == nil {
 			p.written(b)
@@ -263,14 +279,14 @@ func (p *partition) run() {
 		closing := p.closing
 		p.mu.Unlock()
 		fenced := errors.Is(err, stream.ErrFenced)
+		n := p.noteFailure()
 		if fenced {
 			p.r.stats.fenced.Add(1)
 			p.r.log.Warn("write fenced: another owner holds the partition; dropping local state and re-claiming",
 				"topic", p.tp.Topic, "partition", p.tp.Partition, "first_offset", b.FirstOffset, "error", err.Error())
 		} else if p.ctx.Err() == nil {
 			p.r.stats.writeErrors.Add(1)
-			p.r.log.Error("write failed; re-reading the durable position from Postgres",
-				"topic", p.tp.Topic, "partition", p.tp.Partition, "first_offset", b.FirstOffset, "error", err.Error())
+			p.failed(err, "first_offset", b.FirstOffset, "failures", n)
 		}
 		if closing || p.ctx.Err() != nil {
 			return // abandon: the next owner re-reads these records
@@ -294,7 +310,7 @@ func (p *partition) next() (*stream.Batch, bool) {
 	}()
 	for {
 		p.mu.Lock()
-		if p.closing && (!p.flush || p.halted || len(p.queue) == 0) {
+		if p.closing && (!p.flush || p.halted || (len(p.queue) == 0 && p.unread == nil)) {
 			p.mu.Unlock()
 			return nil, false
 		}
@@ -306,6 +322,11 @@ func (p *partition) next() (*stream.Batch, bool) {
 			p.lossCheck = false
 			p.mu.Unlock()
 			return nil, true
+		}
+		if p.claimed && !p.halted && p.unread != nil && (len(p.queue) == 0 || p.queue[0].Offset >= p.unread.first) {
+			b := p.takeUnreadLocked()
+			p.mu.Unlock()
+			return b, true
 		}
 		var wait time.Duration = -1
 		if p.claimed && !p.halted && len(p.queue) > 0 {
@@ -356,6 +377,9 @@ func (p *partition) takeLocked() (b *stream.Batch, taken []*kgo.Record, rows int
 	bytes, n := 0, 0
 	for n < len(p.queue) && rows < cfg.BatchMaxRows && (bytes < cfg.BatchMaxBytes || rows == 0) {
 		rec := p.queue[n]
+		if p.unread != nil && rec.Offset >= p.unread.first {
+			break // the unreadable span comes first (next)
+		}
 		n++
 		b.NextOffset, b.LeaderEpoch = rec.Offset+1, rec.LeaderEpoch
 		if rec.Attrs.IsControl() {
@@ -438,7 +462,10 @@ func copyRecord(dst *stream.Record, rec *kgo.Record) {
 func (p *partition) written(b *stream.Batch) {
 	p.r.stats.batches.Add(1)
 	p.r.markDurable(p.tp, kgo.EpochOffset{Epoch: b.LeaderEpoch, Offset: b.NextOffset})
+	p.trouble.OK()
+	p.r.fatal.ok(writesSubject(p.tp))
 	p.mu.Lock()
+	p.failures, p.lastCommit = 0, time.Now()
 	p.inflight = 0
 	p.accountLocked()
 	resume := p.paused && !p.halted && p.queueSmallLocked()
@@ -477,25 +504,26 @@ func (p *partition) stopAt(stop *stream.StopError) {
 func (p *partition) halt() {
 	p.mu.Lock()
 	p.halted = true
-	p.queue, p.queueRows, p.queueBytes, p.inflight = nil, 0, 0, 0
+	p.queue, p.queueRows, p.queueBytes, p.inflight, p.unread = nil, 0, 0, 0, nil
 	p.accountLocked()
 	p.setPausedLocked(true)
 	p.mu.Unlock()
 	p.r.pausesChanged()
 }
 
-// reclaim re-reads the durable position with a new epoch, with capped
-// backoff, and hands the seek to the poll loop. After a fence it first waits
-// a few heartbeats, so that a zombie learns from the group that it lost the
-// partition instead of fencing the rightful owner back. It returns false
-// when the partition is being stopped.
+// reclaim re-reads the durable position with a new epoch, after the
+// backoff of the partition's failure streak, and hands the seek to the
+// poll loop. After a fence it waits at least a few heartbeats, so that a
+// zombie learns from the group that it lost the partition instead of
+// fencing the rightful owner back. It returns false when the partition is
+// being stopped.
 func (p *partition) reclaim(fenced bool, failedFrom int64) bool {
 	cfg := &p.r.cfg
-	backoff := 100 * time.Millisecond
-	if fenced {
-		backoff = max(3*cfg.HeartbeatInterval, time.Second)
-	}
 	for {
+		backoff := failureBackoff(p.streak(), cfg.RetryBackoffMax)
+		if fenced {
+			backoff = max(backoff, 3*cfg.HeartbeatInterval, time.Second)
+		}
 		if !p.sleep(backoff) {
 			return false
 		}
@@ -516,9 +544,8 @@ func (p *partition) reclaim(fenced bool, failedFrom int64) bool {
 		if p.ctx.Err() != nil {
 			return false
 		}
-		p.r.log.Warn("re-claim failed; retrying", "topic", p.tp.Topic, "partition", p.tp.Partition,
-			"error", err.Error(), "backoff", backoff)
-		backoff = min(max(2*backoff, 200*time.Millisecond), cfg.RetryBackoffMax)
+		n := p.noteFailure()
+		p.failed(err, "while", "re-claim", "failures", n)
 	}
 }
 

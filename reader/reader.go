@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafka2pg/kafka2pg/internal/trouble"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -92,6 +93,13 @@ type Reader struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
 	}
 
+	// fatal follows the trouble that ends Run once it lasts
+	// FatalRetryTimeout (fatal.go). The trouble logs log, rate-limited,
+	// what may heal (connTrouble: connections to brokers; fetchTrouble:
+	// errors the polls return) and what will not (refusedTrouble).
+	fatal                                     *fatalWatch
+	connTrouble, fetchTrouble, refusedTrouble *trouble.Log
+
 	// buffered is the record bytes all partitions hold (queued or being
 	// written); overBudget is set while the poll loop waits for partitions to
 	// bring it under MaxBufferedBytes.
@@ -127,16 +135,24 @@ func New(cfg Config, store Store) (*Reader, error) {
 	cfg = cfg.withDefaults()
 	epochs, _ := store.(EpochReader)
 	r := &Reader{
-		cfg:     cfg,
-		log:     cfg.Logger,
-		store:   store,
-		epochs:  epochs,
-		parts:   make(map[TopicPartition]*partition),
-		durable: make(map[TopicPartition]kgo.EpochOffset),
-		mirror:  make(map[TopicPartition]int64),
-		dirty:   make(map[TopicPartition]bool),
-		seeks:   make(chan seekRequest, 4096),
-		settled: make(chan struct{}),
+		cfg:            cfg,
+		log:            cfg.Logger,
+		store:          store,
+		epochs:         epochs,
+		parts:          make(map[TopicPartition]*partition),
+		durable:        make(map[TopicPartition]kgo.EpochOffset),
+		mirror:         make(map[TopicPartition]int64),
+		dirty:          make(map[TopicPartition]bool),
+		seeks:          make(chan seekRequest, 4096),
+		settled:        make(chan struct{}),
+		fatal:          newFatalWatch(cfg.FatalRetryTimeout),
+		connTrouble:    trouble.New(cfg.Logger, "kafka unreachable; retrying", 0),
+		fetchTrouble:   trouble.New(cfg.Logger, "kafka fetch failed; retrying", 0),
+		refusedTrouble: trouble.New(cfg.Logger, "kafka refuses the bridge; retrying until --fatal-retry-timeout, then stopping", 0),
+	}
+	dec, err := newBoundedDecompressor(maxBatchBytes(&cfg))
+	if err != nil {
+		return nil, err
 	}
 	names := cfg.Balancers
 	if cfg.GroupProtocol == "consumer" && names[0] == "cooperative-sticky" {
@@ -190,7 +206,9 @@ func New(cfg Config, store Store) (*Reader, error) {
 		// partition and the order is ours (see fair.go).
 		kgo.ConsumePreferringLagFn(r.leastRecentlyServedFirst),
 		kgo.DisableFetchSessions(),
-		kgo.WithHooks(batchSizes{r}),
+		kgo.WithHooks(batchSizes{r}, kafkaHealth{r}),
+		// Memory is counted after decompression (decompress.go).
+		kgo.WithDecompressor(dec),
 	}
 	if cfg.TopicsAreRegex {
 		opts = append(opts, kgo.ConsumeRegex())
@@ -251,6 +269,14 @@ type PartitionStats struct {
 	Mirrored   int64 // last offset the Kafka group accepted from this member; -1 if none
 	Queued     int   // records buffered, not yet written
 	Paused     bool
+	// LastCommit is when a write of the partition last committed, or when
+	// it was claimed if none has since.
+	LastCommit time.Time
+	// WritingSince is when the write in flight began; zero when none is.
+	WritingSince time.Time
+	// Failures is the partition's failure streak: failed writes and
+	// claims since its last committed write.
+	Failures int
 }
 
 // Lag is LogEnd minus the durable offset, or -1 when either is unknown.
@@ -276,7 +302,8 @@ func (r *Reader) Partitions() []PartitionStats {
 		}
 		p.mu.Lock()
 		out = append(out, PartitionStats{Topic: tp.Topic, Partition: tp.Partition, NextOffset: next,
-			LogEnd: p.logEnd, Mirrored: mirrored, Queued: len(p.queue), Paused: p.paused})
+			LogEnd: p.logEnd, Mirrored: mirrored, Queued: len(p.queue), Paused: p.paused,
+			LastCommit: p.lastCommit, WritingSince: p.writingSince, Failures: p.failures})
 		p.mu.Unlock()
 	}
 	return out
@@ -289,6 +316,26 @@ func (r *Reader) Settled() <-chan struct{} { return r.settled }
 
 func (r *Reader) markSettled() { r.settleOnce.Do(func() { close(r.settled) }) }
 
+func (r *Reader) isSettled() bool {
+	select {
+	case <-r.settled:
+		return true
+	default:
+		return false
+	}
+}
+
+// ownedPartitions returns the partitions owned now.
+func (r *Reader) ownedPartitions() []*partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	parts := make([]*partition, 0, len(r.parts))
+	for _, p := range r.parts {
+		parts = append(parts, p)
+	}
+	return parts
+}
+
 // Assigned lists the partitions this member owns now.
 func (r *Reader) Assigned() []TopicPartition {
 	r.mu.Lock()
@@ -300,9 +347,11 @@ func (r *Reader) Assigned() []TopicPartition {
 	return out
 }
 
-// Run polls and dispatches records until ctx ends, then returns nil. It also
-// runs the loop that mirrors durable offsets to the Kafka group. Call Close
-// after Run returns to flush, commit and leave the group.
+// Run polls and dispatches records until ctx ends, then returns nil, or
+// until trouble that retrying cannot fix has lasted FatalRetryTimeout, then
+// returns it as a *FatalError. It also runs the loop that mirrors durable
+// offsets to the Kafka group. After Run returns, call Shutdown to flush,
+// commit and leave the group within a deadline, or Close to abandon.
 func (r *Reader) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	commitCtx, stopCommits := context.WithCancel(ctx)
@@ -335,12 +384,20 @@ func (r *Reader) Run(ctx context.Context) error {
 		r.wakeFn = nil
 		r.wakeMu.Unlock()
 		wake()
+		if err := r.fatal.fatal(); err != nil {
+			return err
+		}
 		if fs.IsClientClosed() || ctx.Err() != nil {
 			return nil
 		}
+		fetchFailed := false
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return // our own wake-up
+			}
+			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
+				r.unreadableBatch(tooLarge)
+				return
 			}
 			if errors.Is(err, kerr.OffsetOutOfRange) {
 				r.mu.Lock()
@@ -352,8 +409,12 @@ func (r *Reader) Run(ctx context.Context) error {
 				return
 			}
 			r.stats.fetchErrors.Add(1)
-			r.log.Error("fetch", "topic", t, "partition", p, "error", err.Error())
+			fetchFailed = true
+			r.noteFetchError(t, p, err)
 		})
+		if !fetchFailed && fs.NumRecords() > 0 {
+			r.fetchTrouble.OK()
+		}
 		r.mu.Lock()
 		fs.EachPartition(func(fp kgo.FetchTopicPartition) {
 			p := r.parts[TopicPartition{fp.Topic, fp.Partition}]
@@ -628,27 +689,6 @@ func (r *Reader) takeDirty() map[string]map[int32]kgo.EpochOffset {
 	}
 	clear(r.dirty)
 	return out
-}
-
-// Close flushes what is queued (within FlushTimeout), commits the durable
-// offsets to the group synchronously and leaves the group. Call it after Run
-// returned. It waits for every partition goroutine.
-func (r *Reader) Close() {
-	r.closeOnce.Do(func() {
-		// Leaving the group runs OnPartitionsRevoked, which flushes and commits.
-		r.cl.CloseAllowingRebalance()
-		r.mu.Lock()
-		left := make([]*partition, 0, len(r.parts))
-		for tp, p := range r.parts {
-			left = append(left, p)
-			delete(r.parts, tp)
-		}
-		r.mu.Unlock()
-		for _, p := range left { // only if the client closed without a revoke
-			p.stop(false)
-			<-p.done
-		}
-	})
 }
 
 func commitResponseErr(resp *kmsg.OffsetCommitResponse) error {

@@ -227,7 +227,17 @@ func start(t *testing.T, c *kfake.Cluster, group string, s *store, tweak func(*C
 	done := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
 	var once sync.Once
-	x := &running{r: r, stop: func() { once.Do(func() { cancel(); <-done; r.Close() }) }}
+	x := &running{r: r, stop: func() {
+		once.Do(func() {
+			cancel()
+			<-done
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if err := r.Shutdown(ctx); err != nil {
+				t.Errorf("Shutdown: %v", err)
+			}
+		})
+	}}
 	t.Cleanup(x.stop)
 	return x
 }

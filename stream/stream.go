@@ -18,6 +18,12 @@ type Record struct {
 	Key           []byte // nil when the record has no key
 	Value         []byte // nil for a tombstone
 	Headers       []Header
+	// Unreadable, when set, says the record could not be read: its record
+	// batch decompresses to more than the reader may hold. Key, Value and
+	// Headers are empty; the writer makes the record a bad record (kind
+	// batch_too_large) with this reason, so that its offset is accounted
+	// for in the fenced transaction like any other.
+	Unreadable error
 }
 
 // Header is one Kafka record header.

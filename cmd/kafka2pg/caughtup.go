@@ -101,10 +101,14 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 	return w, nil
 }
 
+// retryKafka runs fn until it succeeds or ctx ends (--caught-up-timeout
+// bounds it), with capped backoff; a topic that stays unknown for a few
+// tries is returned at once.
 func retryKafka(ctx context.Context, fn func() error) error {
-	var err error
-	for attempt := range 20 {
-		if err = fn(); err == nil {
+	backoff := 250 * time.Millisecond
+	for attempt := 0; ; attempt++ {
+		err := fn()
+		if err == nil {
 			return nil
 		}
 		if errors.Is(err, kerr.UnknownTopicOrPartition) && attempt >= 5 {
@@ -113,10 +117,10 @@ func retryKafka(ctx context.Context, fn func() error) error {
 		select {
 		case <-ctx.Done():
 			return err
-		case <-time.After(250 * time.Millisecond):
+		case <-time.After(backoff):
 		}
+		backoff = min(2*backoff, 5*time.Second)
 	}
-	return err
 }
 
 func (w *caughtUpWatch) describe() string {

@@ -155,7 +155,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		r.line("FAIL", "postgres: --pg-url: %v", redactErr(err))
 		return
 	}
-	if err := configureConn(&cc.Config, "kafka2pg-check"); err != nil {
+	if err := configureConn(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
 		r.line("FAIL", "postgres: --pg-url: %v", err)
 		return
 	}

@@ -110,16 +110,17 @@ var runSections = []helpSection{
 	kafkaSecuritySection,
 	registrySection,
 	{"Postgres", []string{
-		"pg-url", "pg-url-file", "pg-max-conns", "migrate", "claim-lock-timeout", "fence-check-interval"}},
+		"pg-url", "pg-url-file", "pg-max-conns", "migrate", "pg-write-timeout", "claim-lock-timeout", "fence-check-interval"}},
 	{"Tables and mapping", []string{
 		"config", "pg-schema", "pg-table", "value-format", "create-tables", "notify"}},
 	{"Batching and memory", []string{
 		"batch-max-rows", "batch-max-bytes", "batch-max-wait", "batch-linger", "batch-wait-at-end", "table-writers",
 		"max-buffered-bytes", "queue-capacity", "memory-limit"}},
 	{"Errors", []string{
-		"on-error", "on-data-loss", "max-record-bytes", "retry-backoff-max", "log-dead-letters"}},
+		"on-error", "on-data-loss", "max-record-bytes", "retry-backoff-max", "fatal-retry-timeout", "log-dead-letters"}},
 	{"Operations", []string{
-		"until-caught-up", "shutdown-timeout", "metrics-addr", "pprof", "progress-interval", "log-format", "log-level"}},
+		"until-caught-up", "caught-up-timeout", "shutdown-timeout", "metrics-addr", "ready-stall-timeout", "pprof",
+		"progress-interval", "log-format", "log-level"}},
 }
 
 const envNote = `Every flag is also an environment variable, KAFKA2PG_<FLAG> (KAFKA2PG_PG_URL), and a key of

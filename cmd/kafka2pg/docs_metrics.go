@@ -176,6 +176,7 @@ A dashboard or an alert that uses an old name or label value needs the new one.
 		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", r.old, newName, r.why)
 	}
 	b.WriteString("| label `table=\"\\\"public\\\".\\\"orders\\\"\"` | `table=\"public.orders\"` | the table's name as a reader writes it, without SQL quotes |\n")
+	b.WriteString("| label `cause=\"postgres_unavailable\"` of `kafka2pg_ingest_write_errors_total` | `connection`, `timeout`, `read_only`, `refused` or `data` | what went wrong, not only that Postgres could not take the write (`other` and `stopped` stay) |\n")
 	placed := map[string]bool{}
 	for _, s := range metricSubsystems {
 		var rows []metricFamily

@@ -67,15 +67,41 @@ var flagDetails = map[string]string{
 		"resident memory is the limit plus some 23 MiB of the binary's own pages. Under a limit, `GOGC` is " +
 		"400 unless set in the environment: in a steady flow the heap stays far under the limit, and the " +
 		"default 100 would collect far more often for nothing.",
-	"shutdown-timeout": "How long a revoke (a rebalance) or a graceful stop waits for the queued records to be " +
-		"written before it abandons them. Abandoned records are not lost: their offsets were not advanced, so " +
-		"the next owner reads them again. A container's grace period should be longer.",
+	"shutdown-timeout": "How long a revoke (a rebalance) waits for the queued records to be written before it " +
+		"abandons them, and the whole deadline of a graceful stop: writing what is queued, committing the " +
+		"offsets to the group and leaving it. Abandoned records are not lost: their offsets were not " +
+		"advanced, so the next owner reads them again. A container's grace period should be longer.",
+	"fatal-retry-timeout": "Trouble that retrying cannot fix stops `run` with exit 1 and one ERROR line naming " +
+		"the fix, once it has lasted this long: credentials or ACLs the brokers refuse, a certificate that does " +
+		"not verify, a topic that does not exist (checked before a table is created for it), a role or " +
+		"privilege Postgres refuses (SQLSTATE 28xxx, 42501). The wait covers what a rolling restart or a grant " +
+		"being rolled out causes for a moment.",
+	"caught-up-timeout": "With `--until-caught-up`, exit 1 when no write has committed for this long, from the " +
+		"start or the last commit, whichever side is down; the message says what failed. 0 waits for ever.",
+	"ready-stall-timeout": "`/readyz` answers 503 when a partition has lag and has committed no write for this " +
+		"long, or has had a write in flight this long (a lock on the table, a stalled connection); the body " +
+		"names the partition and what it waits on. 0 turns the check off.",
 	"fence-check-interval": "A partition that writes learns at once that it was fenced (its epoch changed: an " +
 		"offsets reset, or a new owner). One that idles asks Postgres this often, so an `offsets reset` takes " +
 		"effect within it.",
-	"retry-backoff-max": "Failed writes are retried with a backoff that doubles up to this cap, as long as the " +
-		"error is connectivity or server trouble; a partition in backoff shows in " +
+	"retry-backoff-max": "Failed writes are retried with a backoff that belongs to the partition's failure " +
+		"streak: about 100ms after the first, doubling with each failed write or claim in a row (with jitter) " +
+		"up to this cap, and back to the start only when a write commits. A partition in backoff shows in " +
 		"`kafka2pg_reader_partitions_halted`.",
+	"pg-write-timeout": "The deadline of one write transaction of up to `--batch-max-rows` rows, from taking a " +
+		"connection to COMMIT. A transaction of more rows gets proportionally more (a combined one, " +
+		"`--table-writers`: 100,000 rows at most, 10 × at the defaults), and one that isolates bad rows twice as " +
+		"much. Past it the transaction is cancelled and its connection closed, never reused; the partition logs a " +
+		"WARN naming the step it waited on (begin, fence, copy, dead letters, notify, commit), counts a write " +
+		"error of cause `timeout`, claims again and retries: a COMMIT past its deadline may have committed, and " +
+		"the claim reads back what did. A claim gets it too, beyond its lock waits (3 × `--claim-lock-timeout`). " +
+		"A lock held on a target table makes writes wait up to the deadline, then retry. kafka2pg's sessions " +
+		"start with `statement_timeout` and `lock_timeout` at the longest of these deadlines (20m at the " +
+		"defaults, a combined transaction's; 4m with `--table-writers 0`), unless `--pg-url` sets them (`?statement_timeout=10min`, or in " +
+		"`options`), so that a database's or role's defaults meant for interactive queries cannot cancel its " +
+		"statements. Behind PgBouncer, which refuses startup parameters it does not know, list both in its " +
+		"`ignore_startup_parameters` (the server's defaults then apply). A role's `transaction_timeout` " +
+		"(PostgreSQL 17) must exceed the deadline too.",
 	"claim-lock-timeout": "A new owner of a partition first waits this long for the previous owner's open " +
 		"transaction on it (a member that was cut off mid-write), then terminates that session; the fence " +
 		"makes its commit fail either way.",

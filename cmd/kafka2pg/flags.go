@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -39,6 +40,7 @@ type runOptions struct {
 	createTables    bool
 	migrate         bool // --migrate; --no-migrate is its old, inverted spelling
 	claimLockWait   time.Duration
+	pgWriteTimeout  time.Duration
 	onError         string
 	notify          bool
 	maxRecordBytes  int
@@ -53,7 +55,9 @@ type runOptions struct {
 	logFormat       string
 	logLevel        string
 	caughtUpPeriod  time.Duration
-	oldNames        []string // notices of the old flag names given (aliases.go)
+	oldNames        []string      // notices of the old flag names given (aliases.go)
+	caughtUpTimeout time.Duration // --caught-up-timeout
+	readyStall      time.Duration // --ready-stall-timeout
 
 	// A command that does not consume (runLoad.offline) leaves Kafka's
 	// brokers, group and topics optional; onlyTopics and onlyTable are the
@@ -92,9 +96,10 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "a caught-up partition waits --batch-max-wait too")
 	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "buffered records of all partitions, at most")
 	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition (default: 2 × --batch-max-rows)")
-	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "longest a revoke or stop waits to write queued records")
+	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "deadline of a stop or revoke (flush, commit, leave)")
 	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions look for a newer epoch")
-	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "longest backoff between retries after Postgres errors")
+	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "longest backoff of a partition's failed writes")
+	fs.DurationVar(&rc.FatalRetryTimeout, "fatal-retry-timeout", 30*time.Second, "retry refused access, a missing topic, this long")
 	defineSecurityFlags(fs, &o.kafkaSecurity)
 	defineRegistryFlags(fs, &o.registry)
 
@@ -111,8 +116,11 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
 	fs.BoolVar(&o.migrate, "migrate", true, "migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
+	fs.DurationVar(&o.pgWriteTimeout, "pg-write-timeout", 2*time.Minute, "deadline of a full batch's write transaction")
 	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
-	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "address of /metrics and the probes; '': off")
+	fs.DurationVar(&o.caughtUpTimeout, "caught-up-timeout", 10*time.Minute, "exit 1 after this long without a write; 0: never")
+	fs.DurationVar(&o.readyStall, "ready-stall-timeout", 60*time.Second, "/readyz fails on a stall this long; 0: off")
+	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "/metrics and probes address; '': off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr")
 	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged; 0: never")
@@ -120,6 +128,15 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 	o.caughtUpPeriod = 200 * time.Millisecond
+}
+
+// writerConfig is the writer's configuration the flags set; run adds the
+// sinks, the logger and the tracer.
+func (o *runOptions) writerConfig() ingest.Config {
+	return ingest.Config{Group: o.reader.Group, ClaimLockTimeout: o.claimLockWait,
+		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: o.reader.BatchMaxRows,
+		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters,
+		BadRecordLogInterval: o.badLogEvery}
 }
 
 // validate checks what the reader does not; every message names the flag.
@@ -174,6 +191,15 @@ func (o *runOptions) validate() error {
 	}
 	if o.claimLockWait <= 0 {
 		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	}
+	if o.pgWriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.pgWriteTimeout))
+	}
+	if o.caughtUpTimeout < 0 {
+		errs = append(errs, fmt.Errorf("--caught-up-timeout is %s: use a positive duration such as 10m, or 0 to wait for ever", o.caughtUpTimeout))
+	}
+	if o.readyStall < 0 {
+		errs = append(errs, fmt.Errorf("--ready-stall-timeout is %s: use a positive duration such as 60s, or 0 to turn the check off", o.readyStall))
 	}
 	if o.badLogEvery <= 0 {
 		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.badLogEvery))

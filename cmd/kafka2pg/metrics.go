@@ -38,6 +38,7 @@ type bridgeMetrics struct {
 	deadLetters         *prometheus.CounterVec // table, kind
 	skipped             *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
+	writeErrorCounts    causeCounts            // the same, for the progress line
 	endToEndSeconds     *batchHistogram
 	kafka               kafkaHooks
 	partitionsCollector *partitionCollector
@@ -63,7 +64,7 @@ func newBridgeMetrics() *bridgeMetrics {
 		recheckedBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rechecked_batches_total", Help: "Batches written without the checks Postgres makes itself (a jsonb value's JSON) whose rows Postgres refused, written again with them."}, []string{"table"}),
 		deadLetters:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
 		skipped:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
-		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause; each is followed by a re-claim and a retry."}, []string{"cause"}),
+		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause: fenced, timeout, connection, read_only, refused (a role or privilege), data, other, stopped; each but stopped is followed by a re-claim and a retry."}, []string{"cause"}),
 		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
 	}
 	f := m.mustRegister
@@ -71,7 +72,7 @@ func newBridgeMetrics() *bridgeMetrics {
 		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
 		f(c)
 	}
-	for _, cause := range []string{"fenced", "postgres_unavailable", "other", "stopped"} {
+	for _, cause := range writeErrorCauses {
 		m.writeErrors.WithLabelValues(cause)
 	}
 	f(collectors.NewGoCollector())
@@ -143,16 +144,12 @@ func (m *bridgeMetrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	}
 	if err := t.Err; err != nil {
 		var stop *stream.StopError
-		switch {
-		case errors.Is(err, stream.ErrFenced):
-			m.writeErrors.WithLabelValues("fenced").Inc()
-		case errors.As(err, &stop):
-			m.writeErrors.WithLabelValues("stopped").Inc()
-		case ingest.Retryable(err):
-			m.writeErrors.WithLabelValues("postgres_unavailable").Inc()
-		default:
-			m.writeErrors.WithLabelValues("other").Inc()
+		cause := causeStopped
+		if !errors.As(err, &stop) {
+			cause = ingest.Cause(err)
 		}
+		m.writeErrors.WithLabelValues(cause).Inc()
+		m.writeErrorCounts.add(cause)
 		if stop == nil {
 			return
 		}

@@ -171,6 +171,7 @@ func TestTheWriteMetricsCountWhatTheWriterTraced(t *testing.T) {
 	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: &stream.Batch{Topic: "orders"}, Table: table, Err: stop, Rows: 4})
 	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Err: &stream.FencedError{Topic: "orders"}})
 	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Err: errors.New("boom")})
+	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Err: &ingest.DeadlineError{Topic: "orders", Step: ingest.StepCopy, Err: context.DeadlineExceeded}})
 
 	checks := []struct {
 		name   string
@@ -190,7 +191,8 @@ func TestTheWriteMetricsCountWhatTheWriterTraced(t *testing.T) {
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "stopped"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "fenced"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "other"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
-		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "postgres_unavailable"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 0},
+		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "connection"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 0},
+				{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "timeout"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 	}
 	for _, c := range checks {
 		if got := c.got(series(t, m, c.name, c.labels)); got != c.want {

@@ -11,7 +11,9 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -48,6 +50,30 @@ func sessionParams(cc *pgconn.Config, app string) error {
 	return nil
 }
 
+// sessionTimeouts sets statement_timeout and lock_timeout, each unless
+// the URL sets it (as a parameter or in options), to d: the longest
+// deadline the writer gives a transaction or a claim
+// (ingest.Config.StatementTimeout). A database's or role's default meant
+// for interactive queries (1s, or 30s, which a large COPY may need) would
+// otherwise cancel kafka2pg's statements, and a short lock_timeout fail
+// every write behind a lock at once; the write deadline, which starts
+// earlier, ends them first. As startup parameters they cost no round trip.
+// d 0 leaves both to Postgres.
+func sessionTimeouts(cc *pgconn.Config, d time.Duration) {
+	if d <= 0 {
+		return
+	}
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	ms := strconv.FormatInt(d.Milliseconds(), 10) // both settings count milliseconds
+	for _, name := range []string{"statement_timeout", "lock_timeout"} {
+		if _, ok := cc.RuntimeParams[name]; !ok && !strings.Contains(cc.RuntimeParams["options"], name) {
+			cc.RuntimeParams[name] = ms
+		}
+	}
+}
+
 // isUTF8Name says name is how Postgres may spell UTF-8: case and
 // punctuation do not count (utf8, UTF-8, Unicode).
 func isUTF8Name(name string) bool {
@@ -55,13 +81,14 @@ func isUTF8Name(name string) bool {
 	return name == "utf8" || name == "unicode"
 }
 
-// newPool is pgxpool.New with kafka2pg's session parameters and transport.
+// newPool is pgxpool.New with kafka2pg's session parameters (the timeouts
+// of a writer with the default configuration) and transport.
 func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
-	if err := configureConn(&cfg.ConnConfig.Config, app); err != nil {
+	if err := configureConn(&cfg.ConnConfig.Config, app, ingest.Config{}.StatementTimeout()); err != nil {
 		return nil, err
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)

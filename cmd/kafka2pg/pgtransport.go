@@ -16,8 +16,8 @@ import (
 // NAT that dropped its state, a host that went away) must fail, not hang:
 // a connect has a deadline, idle connections are probed by TCP keepalives,
 // and unacknowledged data fails the connection after tcpUserTimeout. A
-// server that acknowledges but never answers is not covered: that needs a
-// deadline on each write transaction, which does not exist yet.
+// server that acknowledges but never answers is the write deadline's
+// (--pg-write-timeout, ingest.Config.WriteTimeout).
 const (
 	// defaultConnectTimeout bounds each host's connect, TLS and
 	// authentication when the URL sets no connect_timeout; with several
@@ -33,11 +33,13 @@ const (
 )
 
 // configureConn is what every kafka2pg connection to Postgres gets: the
-// session parameters (sessionParams) and the transport (pgTransport).
-func configureConn(cc *pgconn.Config, app string) error {
+// session parameters (sessionParams), statement_timeout and lock_timeout
+// at statementTimeout (sessionTimeouts), and the transport (pgTransport).
+func configureConn(cc *pgconn.Config, app string, statementTimeout time.Duration) error {
 	if err := sessionParams(cc, app); err != nil {
 		return err
 	}
+	sessionTimeouts(cc, statementTimeout)
 	pgTransport(cc)
 	return nil
 }

@@ -24,7 +24,7 @@ func TestAConnectionGetsAConnectTimeoutUnlessTheURLSetsOne(t *testing.T) {
 		if err != nil {
 			t.Fatalf("parse %s: %v", tc.url, err)
 		}
-		if err := configureConn(cc, "test"); err != nil {
+		if err := configureConn(cc, "test", 0); err != nil {
 			t.Fatalf("configureConn(%s): %v", tc.url, err)
 		}
 		if cc.ConnectTimeout != tc.want {

@@ -68,7 +68,11 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if err != nil {
 		return fail(exitUsage, "--pg-url: %v", redactErr(err))
 	}
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters"); err != nil {
+	// A replay's transactions have run's write deadline, for batches of
+	// --batch-size letters.
+	wcfg := ingest.Config{Group: cmpOr(o.reader.Group, "replay"), MaxRecordBytes: o.maxRecordBytes,
+		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: max(o.reader.BatchMaxRows, rf.batchSize)}
+	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
 		return fail(exitUsage, "--pg-url: %v", err)
 	}
 	pcfg.AfterConnect = registerCodecs // replay copies like run does
@@ -105,8 +109,8 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		// them, to keep them and say so.
 		resolve = func(string) (ingest.Sink, bool, error) { return ingest.Sink{}, false, nil }
 	}
-	w, err := ingest.New(pool, ingest.Config{Group: cmpOr(o.reader.Group, "replay"), Sinks: sinks, Resolve: resolve,
-		MaxRecordBytes: o.maxRecordBytes})
+	wcfg.Sinks, wcfg.Resolve = sinks, resolve
+	w, err := ingest.New(pool, wcfg)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -45,6 +45,9 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 		return exitBadRecords
 	case err != nil:
 		log.Error("kafka2pg stopped", "error", redactErr(explainPrivilege(err, o.pgURL)).Error())
+		if errors.As(err, new(*bindError)) {
+			return exitUsage
+		}
 		return exitError
 	}
 	return exitOK
@@ -152,21 +155,51 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 type progressFunc func(reader.Stats)
 
 // runBridge runs the bridge until ctx ends (graceful stop: the in-flight
-// batches are written, durable offsets are committed to the group) or, with
-// --until-caught-up, until it has caught up. It returns nil on a clean stop,
-// and a *badRecordsError when --until-caught-up caught up but records of
-// the run became dead letters or were skipped.
-func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) error {
+// batches are written within --shutdown-timeout, durable offsets are
+// committed to the group, the member leaves it) or, with --until-caught-up,
+// until it has caught up. It returns nil on a clean stop; a
+// *badRecordsError when --until-caught-up caught up but records of the run
+// became dead letters or were skipped; a *bindError
+// when --metrics-addr cannot be listened on; a *reader.FatalError when
+// trouble that retrying cannot fix lasted --fatal-retry-timeout.
+//
+// The order of the start matters: the metrics listener is bound first (a
+// taken port fails at once, before anything connects or joins), the
+// topics are checked before a table is created for them, and the group is
+// joined (reader.New) only once Postgres, the migrations and the tables
+// are ready.
+func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress progressFunc) (err error) {
+	st := newBridgeStatus(log)
+	m := newBridgeMetrics()
+	if o.metricsAddr != "" {
+		srv, err := listenHTTP(o.metricsAddr, m.reg, st, o.readyStall, log, o.pprof)
+		if err != nil {
+			return err
+		}
+		srv.serve()
+		defer srv.stop(5 * time.Second) // the very last step: /healthz answers through the shutdown
+	}
+	if o.untilCaughtUp && o.caughtUpTimeout > 0 {
+		var stop func()
+		ctx, stop = caughtUpDeadline(ctx, st, o.caughtUpTimeout)
+		defer stop()
+		defer func() { err = givenUp(ctx, err) }()
+	}
 	// TLS and SASL trouble never heals: stop before touching Postgres.
 	secOpts, err := o.kafkaSecurity.Options()
 	if err != nil {
 		return err
 	}
+	st.starting("check the Kafka brokers")
 	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, 15*time.Second); err != nil {
 		return err
 	}
+	st.starting("check the topics")
+	if err := reader.CheckTopics(ctx, o.readerConfig(log), literalTopics(o), secOpts...); err != nil {
+		return err
+	}
 	if o.migrate {
-		if err := retry(ctx, log, "migrate the kafka2pg schema", func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
+		if err := st.retry(ctx, migrateOp, func() error { return migrations.Up(ctx, o.pgURL) }); err != nil {
 			return err
 		}
 	}
@@ -176,7 +209,8 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.MaxConns = o.pgMaxConns
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg"); err != nil {
+	wcfg := o.writerConfig()
+	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg", wcfg.StatementTimeout()); err != nil {
 		return fmt.Errorf("--pg-url: %w", err)
 	}
 	pcfg.AfterConnect = registerCodecs
@@ -193,34 +227,32 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	if err != nil {
 		return err
 	}
-	m := newBridgeMetrics()
 	m.initTables(sinks)
 	var written writeCounters
-	w, err := ingest.New(pool, ingest.Config{Group: o.reader.Group, Sinks: sinks, Resolve: sinkResolver(o), ClaimLockTimeout: o.claimLockWait,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters, Logger: log,
-		BadRecordLogInterval: o.badLogEvery, Tracer: writeTracers{m, &written}})
+	wcfg.Sinks, wcfg.Resolve, wcfg.Logger, wcfg.Tracer = sinks, sinkResolver(o), log, writeTracers{m, &written}
+	w, err := ingest.New(pool, wcfg)
 	if err != nil {
 		return err
 	}
-	if err := retry(ctx, log, "check the database's encoding", func() error { return checkEncoding(ctx, pool, log, o.reader.Group, sinks, regexProbes(o)) }); err != nil {
+	if err := st.retry(ctx, "check the database's encoding", func() error { return checkEncoding(ctx, pool, log, o.reader.Group, sinks, regexProbes(o)) }); err != nil {
 		return err
 	}
-	if err := retry(ctx, log, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {
+	if err := st.retry(ctx, "prepare the target tables", func() error { return w.EnsureTables(ctx, o.createTables) }); err != nil {
 		return err
 	}
 
-	rcfg := o.reader
-	rcfg.Logger = log
+	rcfg := o.readerConfig(log)
 	if o.memoryLimitAuto {
 		rcfg.OnOwned = func(n int) { debug.SetMemoryLimit(autoMemoryLimit(o.reader.MaxBufferedBytes, n)) }
 	}
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, secOpts...)
 	rcfg.ExtraOpts = append(rcfg.ExtraOpts, m.hooks())
+	st.starting("join the consumer group")
 	rd, err := reader.New(rcfg, w)
 	if err != nil {
 		return err
 	}
-	defer rd.Close()
+	defer rd.Close() // on an error before the graceful stop below: abandon
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
@@ -238,6 +270,7 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 		log.Info("running until caught up", "targets", caughtUp.describe())
 	}
 
+	st.running(rd, pool)
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rd.Run(gctx) })
 	if caughtUp != nil {
@@ -252,26 +285,23 @@ func runBridge(ctx context.Context, o *runOptions, log *slog.Logger, progress pr
 	}
 	if o.progressEvery > 0 || progress != nil {
 		g.Go(func() error {
-			progressLoop(gctx, rd, log, o.progressEvery, progress, &written)
+			progressLoop(gctx, rd, log, o.progressEvery, progress, &written, &m.writeErrorCounts)
 			return nil
 		})
-	}
-	if o.metricsAddr != "" {
-		srv, err := newHTTPServer(o.metricsAddr, m.reg, rd, pool, log, o.pprof)
-		if err != nil {
-			return err
-		}
-		g.Go(func() error { return srv.serve(gctx) })
 	}
 	log.Info("kafka2pg running", "version", version, "group", o.reader.Group, "topics", strings.Join(o.reader.Topics, ","),
 		tableNames(sinks), "start", o.reader.Start.String())
 	err = g.Wait()
-	rd.Close() // flush, commit to the group, leave
+	st.stopping()
+	stopReader(ctx, rd, o.reader.FlushTimeout, log)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err
 	}
-	st := rd.Stats()
-	log.Info("kafka2pg stopped cleanly", "records", st.Records, "batches", st.Batches, "fenced", st.Fenced, "write_errors", st.WriteErrors,
+	if err := givenUp(ctx, nil); err != nil {
+		return err
+	}
+	stats := rd.Stats()
+	log.Info("kafka2pg stopped cleanly", "records", stats.Records, "batches", stats.Batches, "fenced", stats.Fenced, "write_errors", stats.WriteErrors,
 		"dead_letters", written.deadLetters.Load(), "skipped", written.skipped.Load())
 	if o.untilCaughtUp && written.deadLetters.Load()+written.skipped.Load() > 0 {
 		return &badRecordsError{deadLetters: written.deadLetters.Load(), skipped: written.skipped.Load()}
@@ -290,26 +320,37 @@ func tableNames(sinks map[string]ingest.Sink) slog.Attr {
 	return slog.Group("tables", attrs...)
 }
 
-// retry runs fn until it succeeds or ctx ends, with capped backoff, as long
-// as the error is connection or server trouble. Other errors return at once.
-func retry(ctx context.Context, log *slog.Logger, what string, fn func() error) error {
-	backoff := 200 * time.Millisecond
-	for {
-		err := fn()
-		if err == nil {
-			return nil
-		}
-		if !ingest.Retryable(err) || ctx.Err() != nil {
-			return fmt.Errorf("%s: %w", what, err)
-		}
-		log.Warn("retrying", "what", what, "error", redactErr(err).Error(), "backoff", backoff)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%s: %w", what, err)
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 5*time.Second)
+// stopReader is the graceful stop of the reader: flush, commit, leave, all
+// within timeout (--shutdown-timeout), even after ctx ended.
+func stopReader(ctx context.Context, rd *reader.Reader, timeout time.Duration, log *slog.Logger) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), timeout)
+	defer cancel()
+	if err := rd.Shutdown(sctx); err != nil {
+		log.Warn("graceful stop cut short by --shutdown-timeout", "error", err.Error())
 	}
+}
+
+// readerConfig is the reader's configuration from the flags.
+func (o *runOptions) readerConfig(log *slog.Logger) reader.Config {
+	rcfg := o.reader
+	rcfg.Logger = log
+	rcfg.Permanent = ingest.Permanent
+	return rcfg
+}
+
+// literalTopics are the topics named literally when the subscription is
+// made of regular expressions (sinks of topic and of topic_regex mixed in
+// --config): they must exist as much as a --topic must.
+func literalTopics(o *runOptions) []string {
+	var out []string
+	if o.reader.TopicsAreRegex {
+		for _, sc := range o.sinks {
+			if sc.Topic != "" {
+				out = append(out, sc.Topic)
+			}
+		}
+	}
+	return out
 }
 
 // The writer is the reader's Store and, for the fence check, its
@@ -339,11 +380,12 @@ func (ts writeTracers) TraceBatchEnd(ctx context.Context, t ingest.BatchTrace) {
 	}
 }
 
-func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters) {
+func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, progress progressFunc, written *writeCounters, writeErrors *causeCounts) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	rows, deadLetters := &written.rows, &written.deadLetters
 	last, lastRows, lastLog := rd.Stats(), rows.Load(), time.Now()
+	lastCauses, _ := writeErrors.since(nil)
 	for {
 		select {
 		case <-ctx.Done():
@@ -361,10 +403,16 @@ func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, ever
 				lag += max(p.Lag(), 0)
 			}
 			nowRows := rows.Load()
-			log.Info("progress", "records_per_s", int64(float64(st.Records-last.Records)/secs),
-				"rows_per_s", int64(float64(nowRows-lastRows)/secs), "lag", lag, "dead_letters", deadLetters.Load(),
+			var causes string
+			lastCauses, causes = writeErrors.since(lastCauses)
+			attrs := []any{"records_per_s", int64(float64(st.Records-last.Records) / secs),
+				"rows_per_s", int64(float64(nowRows-lastRows) / secs), "lag", lag, "dead_letters", deadLetters.Load(),
 				"batches", st.Batches, "partitions", st.Partitions, "fenced", st.Fenced, "write_errors", st.WriteErrors,
-				"stopped_partitions", len(st.Stopped))
+				"stopped_partitions", len(st.Stopped)}
+			if causes != "" {
+				attrs = append(attrs, "write_errors_since_last", causes)
+			}
+			log.Info("progress", attrs...)
 			last, lastRows, lastLog = st, nowRows, time.Now()
 		}
 	}

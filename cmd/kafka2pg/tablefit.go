@@ -151,7 +151,7 @@ func (o *inferOptions) renderAvoidingTakenTables(ctx context.Context, render fun
 	if err != nil {
 		return "", fmt.Errorf("--pg-url: %w", redactErr(err))
 	}
-	if err := configureConn(&cc.Config, "kafka2pg-infer"); err != nil {
+	if err := configureConn(&cc.Config, "kafka2pg-infer", ingest.Config{}.StatementTimeout()); err != nil {
 		return "", fmt.Errorf("--pg-url: %w", err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)

@@ -1,0 +1,191 @@
+package integration_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"hash/crc32"
+	"os"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kbin"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// A decompression bomb: one zstd record batch of bombValues values of
+// bombValueBytes zero bytes each, a few KB on the wire and 800 MB
+// decompressed. It is compressed as a stream, so its frame does not declare
+// its size: the bridge's decoder cannot refuse it before decoding, which is
+// how Java producers write zstd.
+const (
+	bombValues     = 16
+	bombValueBytes = 50 << 20
+)
+
+// produceBomb appends the bomb to partition 0 of topic with a raw produce
+// request (a client's producer would build the 800 MB batch in memory) and
+// returns the batch's first offset.
+func produceBomb(t testing.TB, s *scenario) int64 {
+	t.Helper()
+	var compressed bytes.Buffer
+	enc, err := zstd.NewWriter(&compressed, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	zeros := make([]byte, 1<<20)
+	for i := range bombValues {
+		// A record (v2): length, attributes, timestamp delta, offset delta,
+		// key (null), value, headers (none).
+		var head []byte
+		head = append(head, 0)
+		head = kbin.AppendVarlong(head, 0)
+		head = kbin.AppendVarint(head, int32(i))
+		head = kbin.AppendVarint(head, -1)
+		head = kbin.AppendVarint(head, bombValueBytes)
+		length := len(head) + bombValueBytes + 1 // + the header count
+		enc.Write(kbin.AppendVarint(nil, int32(length)))
+		enc.Write(head)
+		for range bombValueBytes / len(zeros) {
+			enc.Write(zeros)
+		}
+		enc.Write(kbin.AppendVarint(nil, 0))
+	}
+	if err := enc.Close(); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UnixMilli()
+	batch := kmsg.RecordBatch{
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(kgo.CodecZstd), LastOffsetDelta: bombValues - 1,
+		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
+		NumRecords: bombValues, Records: compressed.Bytes(),
+	}
+	raw := batch.AppendTo(nil)
+	// Length counts what follows it; the CRC (Castagnoli) covers the bytes
+	// from the attributes on.
+	copy(raw[8:12], kbin.AppendInt32(nil, int32(len(raw)-12)))
+	copy(raw[17:21], kbin.AppendInt32(nil, int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))))
+	t.Logf("the bomb: %d values of %d MiB in one zstd batch of %d bytes", bombValues, bombValueBytes>>20, len(raw))
+
+	cl := s.kafka.NewClient(t)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	meta := kmsg.NewPtrMetadataRequest()
+	mt := kmsg.NewMetadataRequestTopic()
+	mt.Topic = kmsg.StringPtr(s.topic)
+	meta.Topics = append(meta.Topics, mt)
+	mresp, err := meta.RequestWith(ctx, cl)
+	if err != nil || len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) == 0 {
+		t.Fatalf("metadata of %s: %v %+v", s.topic, err, mresp)
+	}
+	leader := mresp.Topics[0].Partitions[0].Leader
+	req := kmsg.NewPtrProduceRequest()
+	req.Acks, req.TimeoutMillis = -1, 30000
+	rt := kmsg.NewProduceRequestTopic()
+	rt.Topic, rt.TopicID = s.topic, mresp.Topics[0].TopicID // Produce v13 names topics by ID
+	rp := kmsg.NewProduceRequestTopicPartition()
+	rp.Partition, rp.Records = 0, raw
+	rt.Partitions = append(rt.Partitions, rp)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
+	if err != nil {
+		t.Fatalf("produce the bomb: %v", err)
+	}
+	p := resp.Topics[0].Partitions[0]
+	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
+		t.Fatalf("produce the bomb: %v", err)
+	}
+	return p.BaseOffset
+}
+
+// peakRSS follows the VmHWM of a process (its peak resident set) in
+// /proc/<pid>/status until it ends, and returns the last value read.
+type peakRSS struct {
+	bytes atomic.Int64
+	done  chan struct{}
+}
+
+func watchPeakRSS(b *bridge) *peakRSS {
+	p := &peakRSS{done: make(chan struct{})}
+	path := "/proc/" + strconv.Itoa(b.cmd.Process.Pid) + "/status"
+	go func() {
+		defer close(p.done)
+		for !b.exited() {
+			if data, err := os.ReadFile(path); err == nil {
+				for line := range strings.SplitSeq(string(data), "\n") {
+					if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+						if f := strings.Fields(rest); len(f) == 2 {
+							if kb, err := strconv.ParseInt(f[0], 10, 64); err == nil {
+								p.bytes.Store(kb << 10)
+							}
+						}
+					}
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return p
+}
+
+func TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc to measure the bridge's peak memory: %v", err)
+	}
+	s := newScenario(t, 1)
+	s.produce(t, 10)
+	first := produceBomb(t, s)
+	s.produce(t, 10)
+	ends := s.kafka.EndOffsets(t, s.topic)
+
+	b := s.start(t, "bomb", "--until-caught-up") // default flags: --max-buffered-bytes 64MiB
+	peak := watchPeakRSS(b)
+	requireExit(t, b, 3, 2*time.Minute) // 3: caught up, with dead letters
+	<-peak.done
+	maxrss := b.state.SysUsage().(*syscall.Rusage).Maxrss << 10
+	t.Logf("peak RSS of the bridge: VmHWM %d MiB (last read), getrusage %d MiB", peak.bytes.Load()>>20, maxrss>>20)
+	if maxrss > 256<<20 || peak.bytes.Load() > 256<<20 {
+		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for a bomb of %d MB", maxrss>>20, peak.bytes.Load()>>20, bombValues*bombValueBytes>>20)
+	}
+	// Every offset is a row or a dead letter.
+	if n := countRows(t, s.db, s.table); n != 20 {
+		t.Errorf("%d rows, want the 20 readable records", n)
+	}
+	var dead, kinds int
+	var lo, hi int64
+	err := s.db.QueryRow(t.Context(), `SELECT count(*), count(*) FILTER (WHERE error_kind = 'batch_too_large'), coalesce(min(kafka_offset), -1), coalesce(max(kafka_offset), -1)
+		FROM kafka2pg.dead_letters WHERE consumer_group = $1 AND topic = $2`, s.group, s.topic).Scan(&dead, &kinds, &lo, &hi)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dead != bombValues || kinds != bombValues || lo != first || hi != first+bombValues-1 {
+		t.Errorf("dead letters: %d (%d of kind batch_too_large) at offsets %d-%d, want %d at %d-%d", dead, kinds, lo, hi,
+			bombValues, first, first+bombValues-1)
+	}
+	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
+	if !b.logged("--max-buffered-bytes") {
+		t.Errorf("the log does not say what to raise to read the batch")
+	}
+
+	t.Run("with --on-error=stop the partition stops at the batch", func(t *testing.T) {
+		sc := *s
+		sc.group = s.group + "-stop"
+		sc.table = s.table + "_stop"
+		stop := sc.start(t, "bomb-stop", "--until-caught-up", "--on-error=stop")
+		_, out := requireExit(t, stop, 1, 2*time.Minute)
+		requireLogHas(t, out, "stopped the partition", "batch_too_large", fmt.Sprintf("offset %d", first), "--max-buffered-bytes")
+		if n := countRows(t, s.db, sc.table); n != 10 {
+			t.Errorf("%d rows, want the 10 before the batch", n)
+		}
+		if got := sc.durableOffsets(t); got[0] != first {
+			t.Errorf("next_offset %v, want %d: nothing at or past the batch", got, first)
+		}
+	})
+}

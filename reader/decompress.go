@@ -1,0 +1,70 @@
+package reader
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Memory is counted after decompression. A compressed record batch can
+// hold a thousand times its size (16 values of 50 MB of zeros take a few
+// KB with zstd), and franz-go decompresses a fetch's batches in its own
+// goroutines before any record reaches the reader's budget. So one batch
+// may decompress to at most MaxBufferedBytes, but never less than
+// minBatchLimit (maxBatchBytes; boundedDecompressor:
+// franz-go's own decompressor bounded as kgo.MaxDecompressBatchBytes
+// bounds it, and a zstd batch that may be larger counted before it is
+// decoded, in constant memory): the client refuses a
+// larger one with *kgo.ErrDecompressTooLarge, naming its offsets, and the
+// reader hands those offsets on as unreadable (Batch.Unreadable), so that
+// the writer accounts for each of them in the fenced transaction, and moves
+// the client past the batch (SetOffsets).
+//
+// What this does not bound: the batches of one fetch response are all
+// decompressed before the poll loop sees any of them, so a response of many
+// batches, each just under the limit, can hold many times the budget. A
+// response is at most FetchMaxBytes compressed (MaxBufferedBytes / 8 by
+// default), which bounds it for data that compresses as data usually does,
+// not for a crafted one. Refusing batches for a full budget instead would
+// need a decompressor that knows which partition and offset it decompresses
+// (franz-go's does not say), else the batches after a refused one would be
+// delivered with a gap.
+
+// minBatchLimit is the least a record batch may decompress to whatever
+// MaxBufferedBytes says: a small budget (tests use 64 KiB) must not make
+// ordinary batches unreadable; it is exceeded by a batch, as by a fetch.
+const minBatchLimit = 16 << 20
+
+// maxBatchBytes is how large a record batch may decompress to.
+func maxBatchBytes(cfg *Config) int {
+	return min(max(cfg.MaxBufferedBytes, minBatchLimit), math.MaxInt32)
+}
+
+// unreadSpan is a span of offsets whose record batch could not be read.
+type unreadSpan struct {
+	first, next int64
+	leaderEpoch int32
+	err         error
+}
+
+// unreadableBatch turns the client's refusal of a batch into a span of
+// offsets for the partition to write as unreadable, and moves the client
+// past the batch. The poll loop calls it (SetOffsets is safe there).
+func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
+	r.mu.Lock()
+	p := r.parts[TopicPartition{e.Topic, e.Partition}]
+	r.mu.Unlock()
+	if p == nil {
+		return
+	}
+	err := fmt.Errorf("the record batch of offsets %d to %d decompresses to more than %d bytes (--max-buffered-bytes, at least 16 MiB), more than kafka2pg may hold; "+
+		"raise --max-buffered-bytes above its size and reset the offsets to read it", e.Offset, e.NextOffset-1, maxBatchBytes(&r.cfg))
+	if !p.noteUnreadable(unreadSpan{first: e.Offset, next: e.NextOffset, leaderEpoch: e.Epoch, err: err}) {
+		return
+	}
+	r.log.Warn("record batch too large to read; its offsets go to the dead letters (or stop the partition with --on-error=stop)",
+		"topic", e.Topic, "partition", e.Partition, "first_offset", e.Offset, "next_offset", e.NextOffset,
+		"max_batch_bytes", maxBatchBytes(&r.cfg))
+	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{e.Topic: {e.Partition: {Epoch: e.Epoch, Offset: e.NextOffset}}})
+}

@@ -1,0 +1,158 @@
+package reader
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// boundedDecompressor is franz-go's own decompressor, bounded at
+// maxBatchBytes, with one thing more for zstd: a frame that does not
+// declare its size (Java's producer streams zstd that way) was decoded
+// into a slice that grew to the bound before the decoder gave up, twice
+// the bound live while it grew, and the bridge's peak memory jumped by
+// that much for every bomb it met. A batch that its block headers say
+// could be larger than the bound is now first decoded without keeping
+// anything, counting, in the decoder's window; only if it fits is it
+// decoded for real. Batches of normal size never take that path: the bound
+// is at most about twice what a batch decodes to (a stream's blocks hold
+// 64 KiB, counted as the 128 KiB a block may hold), so only batches over
+// half the limit are counted first, which costs their decoding twice.
+//
+// gzip and lz4 still grow a buffer up to the bound before failing (their
+// streams say nothing of their size), and snappy checks the size it
+// declares before decoding.
+type boundedDecompressor struct {
+	inner         kgo.Decompressor // franz-go's, bounded at maxBatchBytes
+	maxBatchBytes int
+}
+
+// newBoundedDecompressor takes franz-go's decompressor from a client that
+// is never used (kgo.Client.OptValue): franz-go bounds its own at
+// MaxDecompressBatchBytes, but does not bound one it is given.
+func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
+	probe, err := kgo.NewClient(kgo.MaxDecompressBatchBytes(maxBatchBytes))
+	if err != nil {
+		return nil, fmt.Errorf("create Kafka decompressor: %w", err)
+	}
+	defer probe.Close()
+	inner, ok := probe.OptValue(kgo.WithDecompressor).(kgo.Decompressor)
+	if !ok || inner == nil {
+		return nil, errors.New("create Kafka decompressor: the client has none")
+	}
+	return &boundedDecompressor{inner: inner, maxBatchBytes: maxBatchBytes}, nil
+}
+
+// Decompress is called by the client's fetch goroutines, concurrently.
+func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
+	if codec == kgo.CodecZstd {
+		if bound, ok := zstdBound(src); !ok || bound > int64(d.maxBatchBytes) {
+			// An error here is left to the decoder below to report.
+			if n, err := zstdCount(src, d.maxBatchBytes); err == nil && n > int64(d.maxBatchBytes) {
+				return nil, kgo.ErrMaxDecompress
+			}
+		}
+	}
+	return d.inner.Decompress(src, codec)
+}
+
+// zstdCount decodes src without keeping the output and returns how many
+// bytes it decodes to, counting no further than max+1. The decoder holds
+// its window, at most max as franz-go's own allows.
+func zstdCount(src []byte, max int) (int64, error) {
+	dec, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(uint64(max)), zstd.WithDecoderMaxWindow(uint64(max)))
+	if err != nil {
+		return 0, err
+	}
+	defer dec.Close()
+	n, err := io.CopyN(io.Discard, dec, int64(max)+1)
+	if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
+}
+
+// zstdMaxBlock is the most a zstd block decodes to (Block_Maximum_Size).
+const zstdMaxBlock = 128 << 10
+
+// zstdBound returns an upper bound of what src, zstd frames, decodes to,
+// from the frame and block headers alone (RFC 8878, section 3.1): a raw
+// or RLE block says its size, a compressed one decodes to zstdMaxBlock at
+// most. ok is false when src is not frames as the RFC writes them; the
+// decoder then says what is wrong.
+func zstdBound(src []byte) (bound int64, ok bool) {
+	for len(src) > 0 {
+		if len(src) < 4 {
+			return 0, false
+		}
+		magic := binary.LittleEndian.Uint32(src)
+		if magic&0xFFFFFFF0 == 0x184D2A50 { // a skippable frame
+			if len(src) < 8 {
+				return 0, false
+			}
+			n := int(binary.LittleEndian.Uint32(src[4:]))
+			if n < 0 || len(src) < 8+n {
+				return 0, false
+			}
+			src = src[8+n:]
+			continue
+		}
+		if magic != 0xFD2FB528 || len(src) < 5 {
+			return 0, false
+		}
+		fhd := src[4]
+		singleSegment := fhd&0x20 != 0
+		checksum := fhd&0x04 != 0
+		header := 5
+		if !singleSegment {
+			header++ // Window_Descriptor
+		}
+		header += [4]int{0, 1, 2, 4}[fhd&0x03] // Dictionary_ID
+		fcs := [4]int{0, 2, 4, 8}[fhd>>6]
+		if fcs == 0 && singleSegment {
+			fcs = 1
+		}
+		header += fcs
+		if len(src) < header {
+			return 0, false
+		}
+		src = src[header:]
+		for last := false; !last; {
+			if len(src) < 3 {
+				return 0, false
+			}
+			h := uint32(src[0]) | uint32(src[1])<<8 | uint32(src[2])<<16
+			src = src[3:]
+			last = h&1 != 0
+			size := int(h >> 3)
+			switch (h >> 1) & 3 {
+			case 0: // raw
+				bound += int64(size)
+			case 1: // RLE: one byte, repeated size times
+				bound += int64(size)
+				size = 1
+			case 2: // compressed
+				bound += zstdMaxBlock
+			default:
+				return 0, false
+			}
+			if len(src) < size {
+				return 0, false
+			}
+			src = src[size:]
+		}
+		if checksum {
+			if len(src) < 4 {
+				return 0, false
+			}
+			src = src[4:]
+		}
+	}
+	return bound, true
+}
