@@ -89,23 +89,46 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// withDefaults is c with the default of every field left zero.
-func (c Config) withDefaults() Config {
-	if c.PostgresMaxConns == 0 {
-		c.PostgresMaxConns = 4
+// DefaultConfig returns the configuration a zero Config stands for: the
+// reader's and the writer's defaults (reader.DefaultConfig,
+// ingest.DefaultConfig) and the bridge's own, and nothing of what has none
+// (the brokers, the group, the topics, the sinks, the URL). The writer's
+// WriteTimeoutRows stays zero: it is Kafka.BatchMaxRows. The kafka2pg
+// command's flags show these values.
+func DefaultConfig() Config {
+	c := Config{
+		Kafka:             reader.DefaultConfig(),
+		KafkaSecurity:     reader.Security{TLSMinVersion: reader.DefaultTLSMinVersion},
+		Writer:            ingest.DefaultConfig(),
+		PostgresMaxConns:  4,
+		CaughtUpTimeout:   10 * time.Minute,
+		ReadyStallTimeout: 60 * time.Second,
+		ProgressInterval:  10 * time.Second,
 	}
-	if c.CaughtUpTimeout == 0 {
-		c.CaughtUpTimeout = 10 * time.Minute
-	}
-	if c.ReadyStallTimeout == 0 {
-		c.ReadyStallTimeout = 60 * time.Second
-	}
-	if c.ProgressInterval == 0 {
-		c.ProgressInterval = 10 * time.Second
-	}
-	c.Writer.Group = c.Kafka.Group
-	if c.Writer.WriteTimeoutRows == 0 {
-		c.Writer.WriteTimeoutRows = c.Kafka.BatchMaxRows
-	}
+	c.Writer.WriteTimeoutRows = 0
 	return c
+}
+
+// withDefaults is c with the default of every field left zero
+// (DefaultConfig's; the reader and the writer fill theirs), and the
+// writer's group and batch size from the Kafka side.
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	orDefault(&c.PostgresMaxConns, def.PostgresMaxConns)
+	orDefault(&c.CaughtUpTimeout, def.CaughtUpTimeout)
+	orDefault(&c.ReadyStallTimeout, def.ReadyStallTimeout)
+	orDefault(&c.ProgressInterval, def.ProgressInterval)
+	orDefault(&c.Kafka.BatchMaxRows, def.Kafka.BatchMaxRows)
+	orDefault(&c.Kafka.FlushTimeout, def.Kafka.FlushTimeout)
+	c.Writer.Group = c.Kafka.Group
+	orDefault(&c.Writer.WriteTimeoutRows, c.Kafka.BatchMaxRows)
+	return c
+}
+
+// orDefault sets *p to def when *p is zero.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }

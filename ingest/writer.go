@@ -151,7 +151,8 @@ type Config struct {
 	// *stream.StopError); OnErrorSkip logs and counts it.
 	OnError string
 	// MaxRecordBytes makes a record whose key and value are larger a bad
-	// record (KindTooLarge). 0 means no limit.
+	// record (KindTooLarge). Default 64 MiB; a negative size sets no
+	// limit.
 	MaxRecordBytes int
 	// Notify makes each batch transaction that wrote rows also run
 	// NOTIFY on the channel NotifyChannel(table) with a JSON payload
@@ -162,8 +163,9 @@ type Config struct {
 	// TableWriters bounds the transactions writing one append table at
 	// once and turns on cross-partition batches (see combine.go): batches
 	// of the table's partitions that find every writer busy wait, and the
-	// next free writer takes all of them in one transaction. 0 (default)
-	// writes every batch in a transaction of its own, at once.
+	// next free writer takes all of them in one transaction. Default 2; a
+	// negative number turns it off: every batch is written in a
+	// transaction of its own, at once.
 	TableWriters int
 	// CombineMaxRows caps the rows of one combined transaction. Default
 	// 100,000.
@@ -225,9 +227,6 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	default:
 		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
 	}
-	if cfg.TableWriters < 0 {
-		return nil, fmt.Errorf("--table-writers is %d: use 0 (off) or the number of transactions that may write one table at once", cfg.TableWriters)
-	}
 	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
 		return nil, fmt.Errorf("ingest: Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
 			cfg.WriteTimeout, cfg.WriteTimeoutRows, cfg.ClaimLockTimeout)
@@ -246,24 +245,45 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}}, nil
 }
 
-// withDefaults is cfg with the default of every optional field left zero.
+// DefaultConfig returns the configuration a zero Config stands for: every
+// default, and nothing of what has none (the group, the sinks). The
+// kafka2pg command's flags show these values.
+func DefaultConfig() Config {
+	return Config{
+		ClaimLockTimeout:     10 * time.Second,
+		WriteTimeout:         2 * time.Minute,
+		WriteTimeoutRows:     10000,
+		OnError:              OnErrorDeadLetter,
+		MaxRecordBytes:       64 << 20,
+		TableWriters:         2,
+		CombineMaxRows:       100000,
+		BadRecordLogInterval: 10 * time.Second,
+	}
+}
+
+// withDefaults is cfg with the default of every optional field left zero
+// (DefaultConfig's).
 func (cfg Config) withDefaults() Config {
-	if cfg.OnError == "" {
-		cfg.OnError = OnErrorDeadLetter
-	}
+	def := DefaultConfig()
+	orDefault(&cfg.ClaimLockTimeout, def.ClaimLockTimeout)
+	orDefault(&cfg.WriteTimeout, def.WriteTimeout)
+	orDefault(&cfg.WriteTimeoutRows, def.WriteTimeoutRows)
+	orDefault(&cfg.OnError, def.OnError)
+	orDefault(&cfg.MaxRecordBytes, def.MaxRecordBytes)
+	orDefault(&cfg.TableWriters, def.TableWriters)
 	if cfg.CombineMaxRows <= 0 {
-		cfg.CombineMaxRows = 100000
+		cfg.CombineMaxRows = def.CombineMaxRows
 	}
-	if cfg.ClaimLockTimeout <= 0 {
-		cfg.ClaimLockTimeout = 10 * time.Second
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 2 * time.Minute
-	}
-	if cfg.WriteTimeoutRows <= 0 {
-		cfg.WriteTimeoutRows = 10000
-	}
+	orDefault(&cfg.BadRecordLogInterval, def.BadRecordLogInterval)
 	return cfg
+}
+
+// orDefault sets *p to def when *p is zero.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }
 
 func validateSink(topic string, sink Sink) error {

@@ -91,7 +91,7 @@ type Config struct {
 	// (--batch-wait-at-end) waits anyway: fewer, larger transactions on
 	// slow topics, for more latency.
 	WaitAtEnd bool
-	// BatchLinger (--batch-linger, 50ms in kafka2pg) spaces those writes at
+	// BatchLinger (--batch-linger, default 50ms) spaces those writes at
 	// the end: a partition at its end writes at once when its last batch
 	// was taken BatchLinger ago or longer, else when that much time has
 	// passed. A slow topic's record is written at once as before; a busy
@@ -99,8 +99,8 @@ type Config struct {
 	// arrived meanwhile. Under a steady flow, batches taken at once are
 	// small, and every transaction costs Postgres CPU beyond its rows (the
 	// fence, the COPY statement, the COMMIT's WAL flush): fewer, larger
-	// transactions leave Postgres more CPU for the rows. The zero value
-	// turns it off.
+	// transactions leave Postgres more CPU for the rows. A negative
+	// duration turns it off.
 	BatchLinger time.Duration
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
@@ -164,26 +164,72 @@ var balancerNames = map[string]func() kgo.GroupBalancer{
 	"round-robin":        kgo.RoundRobinBalancer,
 }
 
-// withDefaults returns cfg with every zero field set to its default.
+// DefaultConfig returns the configuration a zero Config stands for:
+// every default, and nothing of what has none (the brokers, the group, the
+// topics). The fields whose default is derived from others
+// (FetchMaxBytes, FetchMaxPartitionBytes, QueueCapacity) stay zero, as in
+// a zero Config. The kafka2pg command's flags show these values.
+func DefaultConfig() Config {
+	return Config{
+		ClientID:           "kafka2pg",
+		Balancers:          []string{"cooperative-sticky"},
+		IsolationLevel:     "read_committed",
+		GroupProtocol:      "classic",
+		FetchMinBytes:      1,
+		FetchMaxWait:       500 * time.Millisecond,
+		MetadataMaxAge:     5 * time.Minute,
+		SessionTimeout:     45 * time.Second,
+		RebalanceTimeout:   60 * time.Second,
+		HeartbeatInterval:  3 * time.Second,
+		CommitInterval:     time.Second,
+		OnDataLoss:         "stop",
+		BatchMaxRows:       10000,
+		BatchMaxBytes:      16 << 20,
+		BatchMaxWait:       200 * time.Millisecond,
+		BatchLinger:        50 * time.Millisecond,
+		MaxBufferedBytes:   64 << 20,
+		FlushTimeout:       30 * time.Second,
+		FenceCheckInterval: 5 * time.Second,
+		RetryBackoffMax:    5 * time.Second,
+		FatalRetryTimeout:  30 * time.Second,
+	}
+}
+
+// orDefault sets *p to def when *p is zero.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// withDefaults returns cfg with every zero field set to its default
+// (DefaultConfig's), and the derived ones derived.
 func (cfg Config) withDefaults() Config {
-	if cfg.ClientID == "" {
-		cfg.ClientID = "kafka2pg"
-	}
+	def := DefaultConfig()
+	orDefault(&cfg.ClientID, def.ClientID)
 	if len(cfg.Balancers) == 0 {
-		cfg.Balancers = []string{"cooperative-sticky"}
+		cfg.Balancers = def.Balancers
 	}
-	if cfg.OnDataLoss == "" {
-		cfg.OnDataLoss = "stop"
-	}
-	if cfg.IsolationLevel == "" {
-		cfg.IsolationLevel = "read_committed"
-	}
-	if cfg.FetchMinBytes == 0 {
-		cfg.FetchMinBytes = 1
-	}
-	if cfg.MaxBufferedBytes == 0 {
-		cfg.MaxBufferedBytes = 64 << 20
-	}
+	orDefault(&cfg.IsolationLevel, def.IsolationLevel)
+	orDefault(&cfg.GroupProtocol, def.GroupProtocol)
+	orDefault(&cfg.FetchMinBytes, def.FetchMinBytes)
+	orDefault(&cfg.FetchMaxWait, def.FetchMaxWait)
+	orDefault(&cfg.MetadataMaxAge, def.MetadataMaxAge)
+	orDefault(&cfg.SessionTimeout, def.SessionTimeout)
+	orDefault(&cfg.RebalanceTimeout, def.RebalanceTimeout)
+	orDefault(&cfg.HeartbeatInterval, def.HeartbeatInterval)
+	orDefault(&cfg.CommitInterval, def.CommitInterval)
+	orDefault(&cfg.OnDataLoss, def.OnDataLoss)
+	orDefault(&cfg.BatchMaxRows, def.BatchMaxRows)
+	orDefault(&cfg.BatchMaxBytes, def.BatchMaxBytes)
+	orDefault(&cfg.BatchMaxWait, def.BatchMaxWait)
+	orDefault(&cfg.BatchLinger, def.BatchLinger)
+	orDefault(&cfg.MaxBufferedBytes, def.MaxBufferedBytes)
+	orDefault(&cfg.FlushTimeout, def.FlushTimeout)
+	orDefault(&cfg.FenceCheckInterval, def.FenceCheckInterval)
+	orDefault(&cfg.RetryBackoffMax, def.RetryBackoffMax)
+	orDefault(&cfg.FatalRetryTimeout, def.FatalRetryTimeout)
 	if cfg.FetchMaxBytes == 0 {
 		cfg.FetchMaxBytes = int32(min(max(cfg.MaxBufferedBytes/8, 1<<20), 50<<20))
 	}
@@ -191,50 +237,8 @@ func (cfg Config) withDefaults() Config {
 		cfg.FetchMaxPartitionBytes = min(1<<20, cfg.FetchMaxBytes)
 		cfg.sharePartitionBytes = true
 	}
-	if cfg.FetchMaxWait == 0 {
-		cfg.FetchMaxWait = 500 * time.Millisecond
-	}
-	if cfg.MetadataMaxAge == 0 {
-		cfg.MetadataMaxAge = 5 * time.Minute
-	}
-	if cfg.SessionTimeout == 0 {
-		cfg.SessionTimeout = 45 * time.Second
-	}
-	if cfg.RebalanceTimeout == 0 {
-		cfg.RebalanceTimeout = 60 * time.Second
-	}
-	if cfg.HeartbeatInterval == 0 {
-		cfg.HeartbeatInterval = 3 * time.Second
-	}
-	if cfg.CommitInterval == 0 {
-		cfg.CommitInterval = time.Second
-	}
-	if cfg.BatchMaxRows == 0 {
-		cfg.BatchMaxRows = 10000
-	}
-	if cfg.BatchMaxBytes == 0 {
-		cfg.BatchMaxBytes = 16 << 20
-	}
-	if cfg.BatchMaxWait == 0 {
-		cfg.BatchMaxWait = 200 * time.Millisecond
-	}
-	if cfg.GroupProtocol == "" {
-		cfg.GroupProtocol = "classic"
-	}
 	if cfg.QueueCapacity == 0 {
 		cfg.QueueCapacity = 2 * cfg.BatchMaxRows
-	}
-	if cfg.FlushTimeout == 0 {
-		cfg.FlushTimeout = 30 * time.Second
-	}
-	if cfg.FenceCheckInterval == 0 {
-		cfg.FenceCheckInterval = 5 * time.Second
-	}
-	if cfg.RetryBackoffMax == 0 {
-		cfg.RetryBackoffMax = 5 * time.Second
-	}
-	if cfg.FatalRetryTimeout == 0 {
-		cfg.FatalRetryTimeout = 30 * time.Second
 	}
 	if cfg.Permanent == nil {
 		cfg.Permanent = func(error) bool { return false }
@@ -322,7 +326,7 @@ func (cfg Config) Validate() error {
 		{"--kafka-fetch-max-wait", cfg.FetchMaxWait}, {"--kafka-session-timeout", cfg.SessionTimeout},
 		{"--kafka-metadata-max-age", cfg.MetadataMaxAge},
 		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
-		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait}, {"--batch-linger", cfg.BatchLinger},
+		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait},
 		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
 		{"--fence-check-interval", cfg.FenceCheckInterval}, {"--fatal-retry-timeout", cfg.FatalRetryTimeout},
 	}

@@ -32,6 +32,10 @@ const (
 	SASLOAuthBearer = "OAUTHBEARER"
 )
 
+// DefaultTLSMinVersion is the oldest TLS version Security accepts unless
+// TLSMinVersion says otherwise.
+const DefaultTLSMinVersion = "1.2"
+
 // Security is how the bridge connects to Kafka: TLS, and SASL
 // authentication. Each field maps to a run flag named in its comment; the
 // zero value is a plaintext, unauthenticated connection.
@@ -190,7 +194,7 @@ func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
 
 func tlsVersion(v string) (uint16, error) {
 	switch v {
-	case "", "1.2":
+	case "", DefaultTLSMinVersion:
 		return tls.VersionTLS12, nil
 	case "1.3":
 		return tls.VersionTLS13, nil

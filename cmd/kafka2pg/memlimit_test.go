@@ -111,7 +111,7 @@ func TestByteFlagsTakeSizes(t *testing.T) {
 	t.Setenv("KAFKA2PG_BATCH_MAX_BYTES", "4MiB")
 	o, err = parse("--max-buffered-bytes", "32MiB", "--kafka-fetch-max-bytes=8388608", "--kafka-fetch-max-partition-bytes", "1 MiB", "--max-record-bytes", "0")
 	if err != nil || o.cfg.Kafka.MaxBufferedBytes != 32<<20 || o.cfg.Kafka.FetchMaxBytes != 8<<20 || o.cfg.Kafka.FetchMaxPartitionBytes != 1<<20 ||
-		o.cfg.Writer.MaxRecordBytes != 0 || o.cfg.Kafka.BatchMaxBytes != 4<<20 {
+		o.cfg.Writer.MaxRecordBytes != -1 || o.cfg.Kafka.BatchMaxBytes != 4<<20 { // 0 is the library's no limit, -1
 		t.Errorf("sizes: %v, buffered %d, fetch %d, partition %d, record %d, batch %d", err, o.cfg.Kafka.MaxBufferedBytes, o.cfg.Kafka.FetchMaxBytes,
 			o.cfg.Kafka.FetchMaxPartitionBytes, o.cfg.Writer.MaxRecordBytes, o.cfg.Kafka.BatchMaxBytes)
 	}

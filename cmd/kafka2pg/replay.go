@@ -72,8 +72,10 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	// A replay's transactions have run's write deadline, for batches of
 	// --batch-size letters.
+	// A replay writes each batch in a transaction of its own (no
+	// TableWriters).
 	wcfg := ingest.Config{Group: cmpOr(o.cfg.Kafka.Group, "replay"), MaxRecordBytes: o.cfg.Writer.MaxRecordBytes,
-		WriteTimeout: o.cfg.Writer.WriteTimeout, WriteTimeoutRows: max(o.cfg.Kafka.BatchMaxRows, rf.batchSize)}
+		WriteTimeout: o.cfg.Writer.WriteTimeout, WriteTimeoutRows: max(o.cfg.Kafka.BatchMaxRows, rf.batchSize), TableWriters: -1}
 	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
 		return fail(exitUsage, "--pg-url: %v", err)
 	}

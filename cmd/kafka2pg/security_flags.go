@@ -20,7 +20,7 @@ func defineSecurityFlags(fs *pflag.FlagSet, s *reader.Security) {
 	fs.StringVar(&s.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate, for mutual TLS")
 	fs.StringVar(&s.TLSKeyFile, "kafka-tls-key-file", "", "PEM key of --kafka-tls-cert-file")
 	fs.StringVar(&s.TLSServerName, "kafka-tls-server-name", "", "name the brokers' certificates carry (default: the host)")
-	fs.StringVar(&s.TLSMinVersion, "kafka-tls-min-version", "1.2", "oldest TLS version accepted: 1.2 or 1.3")
+	fs.StringVar(&s.TLSMinVersion, "kafka-tls-min-version", reader.DefaultTLSMinVersion, "oldest TLS version accepted: 1.2 or 1.3")
 	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
 	fs.StringVar(&s.SASLUser, "kafka-sasl-user", "", "SASL user (PLAIN, SCRAM)")
 	fs.StringVar(&s.SASLPassword, "kafka-sasl-password", "", "SASL password; better in the environment or a file")
