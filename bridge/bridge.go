@@ -359,7 +359,7 @@ func (b *Bridge) stopReader(parent context.Context, rd *reader.Reader) {
 		ctx, cancel = context.WithCancel(b.shutdown)
 	} else {
 		ctx, cancel = context.WithTimeout(context.WithoutCancel(parent), b.cfg.Kafka.FlushTimeout)
-		bound = "--shutdown-timeout"
+		bound = "reader.Config.FlushTimeout"
 	}
 	b.cancelStop = cancel
 	b.mu.Unlock()

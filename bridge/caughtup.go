@@ -36,7 +36,7 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 		}
 		var listed kadm.TopicDetails
 		if err := retryKafka(ctx, func() (err error) { listed, err = adm.ListTopics(ctx); return err }); err != nil {
-			return nil, fmt.Errorf("--until-caught-up: list topics: %w", err)
+			return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: list topics: %w", err)
 		}
 		topics = nil
 		for _, name := range listed.Names() {
@@ -76,14 +76,14 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 	})
 	if err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("--until-caught-up: list end offsets of %v: a topic does not exist: %w", topics, err)
+			return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: list end offsets of %v: a topic does not exist: %w", topics, err)
 		}
-		return nil, fmt.Errorf("--until-caught-up: list end offsets of %v: %w", topics, err)
+		return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: list end offsets of %v: %w", topics, err)
 	}
 	w := &caughtUpWatch{pool: pool, group: group, topics: topics, target: map[string]map[int32]int64{}}
 	for _, t := range topics {
 		if _, ok := ends[t]; !ok {
-			return nil, fmt.Errorf("--until-caught-up: topic %q does not exist (or has no partitions)", t)
+			return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: topic %q does not exist (or has no partitions)", t)
 		}
 	}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -151,7 +151,7 @@ func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, stopp
 	defer t.Stop()
 	for {
 		if why := stopped(); len(why) > 0 {
-			return fmt.Errorf("--until-caught-up cannot finish: %s", strings.Join(why, "; "))
+			return fmt.Errorf("bridge.Config.UntilCaughtUp cannot finish: %s", strings.Join(why, "; "))
 		}
 		done, err := w.check(ctx)
 		if err == nil && done {

@@ -119,7 +119,7 @@ func (s *bridgeStatus) retry(ctx context.Context, what string, fn func() error) 
 	}
 }
 
-// caughtUpTimeoutError is how --until-caught-up gives up.
+// caughtUpTimeoutError is how UntilCaughtUp gives up.
 type caughtUpTimeoutError struct {
 	timeout time.Duration
 	trouble string // what failed, as bridgeStatus.trouble says; "" when nothing did
@@ -134,7 +134,7 @@ func (e *caughtUpTimeoutError) Error() string {
 	case why == "":
 		why = "nothing failed, but no partition made progress"
 	}
-	return fmt.Sprintf("--until-caught-up: no write committed for %s (--caught-up-timeout); giving up: %s", e.timeout, why)
+	return fmt.Sprintf("bridge.Config.UntilCaughtUp: no write committed for %s (bridge.Config.CaughtUpTimeout); giving up: %s", e.timeout, why)
 }
 
 // caughtUpDeadline returns ctx ended, with a *caughtUpTimeoutError as its

@@ -212,10 +212,10 @@ type Writer struct {
 // EnsureTables before the first Write.
 func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if cfg.Group == "" {
-		return nil, errors.New("ingest: Config.Group is empty")
+		return nil, errors.New("ingest.Config.Group is empty")
 	}
 	if len(cfg.Sinks) == 0 && cfg.Resolve == nil {
-		return nil, errors.New("ingest: Config.Sinks is empty")
+		return nil, errors.New("ingest.Config.Sinks is empty: give every topic a sink, or a Resolve")
 	}
 	for topic, sink := range cfg.Sinks {
 		if err := validateSink(topic, sink); err != nil {
@@ -225,10 +225,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	switch cfg.OnError {
 	case "", OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
 	default:
-		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
+		return nil, fmt.Errorf("ingest.Config.OnError: %q is not dead-letter, stop or skip", cfg.OnError)
 	}
 	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
-		return nil, fmt.Errorf("ingest: Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
+		return nil, fmt.Errorf("ingest.Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
 			cfg.WriteTimeout, cfg.WriteTimeoutRows, cfg.ClaimLockTimeout)
 	}
 	cfg = cfg.withDefaults()
@@ -574,7 +574,7 @@ func tooLarge(r *stream.Record, maxBytes int) *badRecord {
 	}
 	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
 		return &badRecord{rec: r, kind: KindTooLarge,
-			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}
+			err: fmt.Errorf("the record is %d bytes (key and value), over the limit of %d", size, maxBytes)}
 	}
 	return nil
 }

@@ -250,102 +250,102 @@ func (cfg Config) withDefaults() Config {
 }
 
 // Validate checks the configuration after defaults; every message names the
-// flag and says what to do.
+// field (reader.Config.BatchMaxRows) and says what to do.
 func (cfg Config) Validate() error {
 	cfg = cfg.withDefaults()
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(cfg.Brokers) == 0 {
-		add("--kafka-brokers is empty: give at least one host:port of a Kafka broker")
+		add("reader.Config.Brokers is empty: give at least one host:port of a Kafka broker")
 	}
 	for _, b := range cfg.Brokers {
 		if !strings.Contains(b, ":") || strings.HasPrefix(b, ":") || strings.HasSuffix(b, ":") {
-			add("--kafka-brokers: %q is not host:port (for example 127.0.0.1:9092)", b)
+			add("reader.Config.Brokers: %q is not host:port (for example 127.0.0.1:9092)", b)
 		}
 	}
 	if cfg.Group == "" {
-		add("--kafka-group is empty: name the consumer group (it also keys the offsets in Postgres)")
+		add("reader.Config.Group is empty: name the consumer group (it also keys the offsets in Postgres)")
 	}
 	if len(cfg.Topics) == 0 {
-		add("--topic is missing: name at least one topic to consume")
+		add("reader.Config.Topics is empty: name at least one topic to consume")
 	}
 	for _, t := range cfg.Topics {
 		if cfg.TopicsAreRegex {
 			if _, err := regexp.Compile(t); err != nil {
-				add("topic_regex %q: %v", t, err)
+				add("reader.Config.Topics pattern %q: %v", t, err)
 			}
 			continue
 		}
 		if t == "" || len(t) > 249 {
-			add("--topic %q is not a valid Kafka topic name (1 to 249 characters)", t)
+			add("reader.Config.Topics: %q is not a valid Kafka topic name (1 to 249 characters)", t)
 		}
 	}
 	for _, b := range cfg.Balancers {
 		if balancerNames[b] == nil {
-			add("--kafka-balancers: %q is not one of cooperative-sticky, sticky, range, round-robin", b)
+			add("reader.Config.Balancers: %q is not one of cooperative-sticky, sticky, range, round-robin", b)
 		}
 	}
 	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == "cooperative-sticky" {
 		for _, b := range cfg.Balancers[1:] {
 			if b != "cooperative-sticky" {
-				add("--kafka-balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
+				add("reader.Config.Balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
 			}
 		}
 	}
 	if cfg.IsolationLevel != "read_committed" && cfg.IsolationLevel != "read_uncommitted" {
-		add("--kafka-isolation-level: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
+		add("reader.Config.IsolationLevel: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
 	}
 	if cfg.GroupProtocol != "classic" && cfg.GroupProtocol != "consumer" {
-		add("--kafka-group-protocol: %q is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
+		add("reader.Config.GroupProtocol: %q is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
 	}
 	if cfg.GroupProtocol == "consumer" && cfg.Balancers[0] != "cooperative-sticky" && cfg.Balancers[0] != "sticky" && cfg.Balancers[0] != "range" {
-		add("--kafka-group-protocol consumer: the broker assigns with uniform (sticky) or range, not %q: set --kafka-balancers sticky or range", cfg.Balancers[0])
+		add("reader.Config.GroupProtocol consumer: the broker assigns with uniform (sticky) or range, not %q: set reader.Config.Balancers sticky or range", cfg.Balancers[0])
 	}
 	if len(cfg.InstanceID) > 249 || strings.ContainsAny(cfg.InstanceID, "\x00\n") {
-		add("--kafka-instance-id %q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
+		add("reader.Config.InstanceID %q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
 	}
 	if cfg.MaxBufferedBytes < 0 {
-		add("--max-buffered-bytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
+		add("reader.Config.MaxBufferedBytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
 	}
 	if cfg.OnDataLoss != "stop" && cfg.OnDataLoss != "skip" {
-		add("--on-data-loss: %q is not stop or skip", cfg.OnDataLoss)
+		add("reader.Config.OnDataLoss: %q is not stop or skip", cfg.OnDataLoss)
 	}
 	if cfg.FetchMinBytes < 0 {
-		add("--kafka-fetch-min-bytes is %d: use a positive number of bytes", cfg.FetchMinBytes)
+		add("reader.Config.FetchMinBytes is %d: use a positive number of bytes", cfg.FetchMinBytes)
 	}
 	if cfg.FetchMaxBytes < 0 || cfg.FetchMaxPartitionBytes < 0 {
-		add("--kafka-fetch-max-bytes and --kafka-fetch-max-partition-bytes must be positive")
+		add("reader.Config.FetchMaxBytes and reader.Config.FetchMaxPartitionBytes must be positive")
 	}
 	if cfg.FetchMaxPartitionBytes > cfg.FetchMaxBytes {
-		add("--kafka-fetch-max-partition-bytes (%d) is larger than --kafka-fetch-max-bytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
+		add("reader.Config.FetchMaxPartitionBytes (%d) is larger than reader.Config.FetchMaxBytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
 	}
 	positive := []struct {
-		flag string
-		d    time.Duration
+		field string
+		d     time.Duration
 	}{
-		{"--kafka-fetch-max-wait", cfg.FetchMaxWait}, {"--kafka-session-timeout", cfg.SessionTimeout},
-		{"--kafka-metadata-max-age", cfg.MetadataMaxAge},
-		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
-		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait},
-		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
-		{"--fence-check-interval", cfg.FenceCheckInterval}, {"--fatal-retry-timeout", cfg.FatalRetryTimeout},
+		{"FetchMaxWait", cfg.FetchMaxWait}, {"SessionTimeout", cfg.SessionTimeout},
+		{"MetadataMaxAge", cfg.MetadataMaxAge},
+		{"RebalanceTimeout", cfg.RebalanceTimeout}, {"HeartbeatInterval", cfg.HeartbeatInterval},
+		{"CommitInterval", cfg.CommitInterval}, {"BatchMaxWait", cfg.BatchMaxWait},
+		{"FlushTimeout", cfg.FlushTimeout}, {"RetryBackoffMax", cfg.RetryBackoffMax},
+		{"FenceCheckInterval", cfg.FenceCheckInterval}, {"FatalRetryTimeout", cfg.FatalRetryTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {
-			add("%s is %s: use a positive duration such as 500ms or 10s", p.flag, p.d)
+			add("reader.Config.%s is %s: use a positive duration such as 500ms or 10s", p.field, p.d)
 		}
 	}
 	if cfg.HeartbeatInterval >= cfg.SessionTimeout {
-		add("--kafka-heartbeat-interval (%s) must be shorter than --kafka-session-timeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
+		add("reader.Config.HeartbeatInterval (%s) must be shorter than reader.Config.SessionTimeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
 	}
 	if cfg.BatchMaxRows < 0 {
-		add("--batch-max-rows is %d: use a positive number of rows", cfg.BatchMaxRows)
+		add("reader.Config.BatchMaxRows is %d: use a positive number of rows", cfg.BatchMaxRows)
 	}
 	if cfg.BatchMaxBytes < 0 {
-		add("--batch-max-bytes is %d: use a positive number of bytes", cfg.BatchMaxBytes)
+		add("reader.Config.BatchMaxBytes is %d: use a positive number of bytes", cfg.BatchMaxBytes)
 	}
 	if cfg.QueueCapacity < 0 || (cfg.QueueCapacity > 0 && cfg.QueueCapacity < cfg.BatchMaxRows) {
-		add("--queue-capacity is %d: use at least --batch-max-rows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
+		add("reader.Config.QueueCapacity is %d: use at least reader.Config.BatchMaxRows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
 	}
 	if err := cfg.Start.validate(); err != nil {
 		errs = append(errs, err)

@@ -148,7 +148,7 @@ func New(cfg Config, store Store) (*Reader, error) {
 		fatal:          newFatalWatch(cfg.FatalRetryTimeout),
 		connTrouble:    trouble.New(cfg.Logger, "kafka unreachable; retrying", 0),
 		fetchTrouble:   trouble.New(cfg.Logger, "kafka fetch failed; retrying", 0),
-		refusedTrouble: trouble.New(cfg.Logger, "kafka refuses the bridge; retrying until --fatal-retry-timeout, then stopping", 0),
+		refusedTrouble: trouble.New(cfg.Logger, "kafka refuses the bridge; retrying until reader.Config.FatalRetryTimeout, then stopping", 0),
 	}
 	dec, err := newBoundedDecompressor(maxBatchBytes(&cfg))
 	if err != nil {

@@ -165,10 +165,10 @@ func TestGroupProtocolAndInstanceIDAreValidated(t *testing.T) {
 		tweak func(*Config)
 		want  string
 	}{
-		{"an unknown protocol", func(c *Config) { c.GroupProtocol = "next" }, "--kafka-group-protocol"},
-		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"round-robin"} }, "--kafka-balancers sticky or range"},
-		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "--kafka-instance-id"},
-		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "--max-buffered-bytes"},
+		{"an unknown protocol", func(c *Config) { c.GroupProtocol = "next" }, "reader.Config.GroupProtocol"},
+		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"round-robin"} }, "reader.Config.Balancers sticky or range"},
+		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "reader.Config.InstanceID"},
+		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "reader.Config.MaxBufferedBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

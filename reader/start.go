@@ -24,8 +24,8 @@ const (
 	StartAtTime                     // the first record at or after At
 )
 
-// ParseStart reads the --kafka-start flag: earliest, latest, committed, or an
-// RFC 3339 time.
+// ParseStart reads a start policy: earliest, latest, committed, or an RFC
+// 3339 time.
 func ParseStart(s string) (StartPolicy, error) {
 	switch s {
 	case "", "earliest":
@@ -37,7 +37,7 @@ func ParseStart(s string) (StartPolicy, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return StartPolicy{}, fmt.Errorf("--kafka-start %q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
+		return StartPolicy{}, fmt.Errorf("reader.Config.Start %q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
 	}
 	return StartPolicy{Kind: StartAtTime, At: t}, nil
 }
@@ -56,7 +56,7 @@ func (p StartPolicy) String() string {
 
 func (p StartPolicy) validate() error {
 	if p.Kind < StartEarliest || p.Kind > StartAtTime {
-		return fmt.Errorf("--kafka-start: unknown policy %d", p.Kind)
+		return fmt.Errorf("reader.Config.Start: unknown policy %d", p.Kind)
 	}
 	return nil
 }

@@ -75,7 +75,7 @@ func (r *checkReport) line(status, format string, args ...any) {
 	if status == "FAIL" {
 		r.failed++
 	}
-	fmt.Fprintf(r.w, "%-4s  %s\n", status, fmt.Sprintf(format, args...))
+	fmt.Fprintf(r.w, "%-4s  %s\n", status, cliText(fmt.Sprintf(format, args...)))
 }
 
 // statements prints planned DDL, indented, each ending with a semicolon.

@@ -135,12 +135,12 @@ func (o *runOptions) writerConfig() ingest.Config {
 	return w
 }
 
-// validate checks what the reader does not; every message names the flag.
+// validate checks the flags: what the command owns here, naming the
+// flags, then the bridge's configuration (bridge.Config.Validate), whose
+// messages name its fields and reach the user as flags (cliNames).
 func (o *runOptions) validate() error {
 	var errs []error
-	if o.cfg.PostgresURL == "" {
-		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
-	} else if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); err == nil {
+	if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); o.cfg.PostgresURL != "" && err == nil {
 		// (A URL that does not parse is reported, redacted, where run
 		// connects.)
 		if err := pgsession.Params(cc, ""); err != nil {
@@ -227,22 +227,19 @@ func (o *runOptions) validate() error {
 			}
 		}
 	}
-	rc := o.cfg.Kafka
+	c := o.cfg
 	if o.offline {
 		// Left out, they are not needed: fill in what passes the reader's
 		// checks of the rest.
-		if len(rc.Brokers) == 0 {
-			rc.Brokers = []string{"offline:9092"}
+		if len(c.Kafka.Brokers) == 0 {
+			c.Kafka.Brokers = []string{"offline:9092"}
 		}
-		rc.Group = cmp.Or(rc.Group, "offline")
-		if len(rc.Topics) == 0 {
-			rc.Topics = []string{"offline"}
+		c.Kafka.Group = cmp.Or(c.Kafka.Group, "offline")
+		if len(c.Kafka.Topics) == 0 {
+			c.Kafka.Topics = []string{"offline"}
 		}
 	}
-	if err := rc.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := o.cfg.KafkaSecurity.Validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -83,6 +83,7 @@ type runLoad struct {
 // loadCommandOptions is loadRunOptions for a command that adds load to
 // run's flags.
 func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+	stderr = cliStderr(stderr) // the bridge's checks name its fields
 	fs := newFlagSet(command)
 	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)

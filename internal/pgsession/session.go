@@ -44,7 +44,7 @@ func Params(cc *pgconn.Config, app string) error {
 		cc.RuntimeParams = map[string]string{}
 	}
 	if ce, ok := cc.RuntimeParams["client_encoding"]; ok && !isUTF8Name(ce) {
-		return fmt.Errorf("client_encoding is %q: kafka2pg sends UTF-8 text, which Postgres converts to the database's encoding; remove client_encoding from --pg-url, or set it to UTF8", ce)
+		return fmt.Errorf("client_encoding is %q: kafka2pg sends UTF-8 text, which Postgres converts to the database's encoding; remove client_encoding from the URL, or set it to UTF8", ce)
 	}
 	cc.RuntimeParams["client_encoding"] = "UTF8"
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
@@ -147,12 +147,12 @@ func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks m
 // group's, then each sink's (by topic, then topic_regex sinks as built for
 // a sample topic) schema, table and column names.
 func namesToHold(group string, sinks map[string]ingest.Sink, probes []Probe) []NameError {
-	out := []NameError{{subject: fmt.Sprintf("--kafka-group %q", group), of: "it", name: group,
+	out := []NameError{{subject: fmt.Sprintf("reader.Config.Group %q", group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
 	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
 		t := sinks[topic].Table
 		out = append(out, namesOfTable(t, fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic),
-			"(--pg-table, or the sink's table in the config)")...)
+			"(ingest.Sink.Table)")...)
 	}
 	for _, p := range probes {
 		out = append(out, namesOfTable(p.Sink.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.Table, p.Regex),
@@ -167,7 +167,7 @@ func namesOfTable(t schema.Table, subject, where string) []NameError {
 	var out []NameError
 	if t.Schema != "" {
 		out = append(out, NameError{subject: "the schema of " + subject, of: "its name", name: t.Schema,
-			fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
+			fix: "name a schema %[1]s can hold (ingest.Sink.Table's schema), or use a UTF8 database"})
 	}
 	out = append(out, NameError{subject: subject, of: "its name", name: t.Name,
 		fix: "name the table with characters %[1]s has " + where + ", or use a UTF8 database"})
