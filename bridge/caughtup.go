@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/offsets"
+	"github.com/kafka2pg/kafka2pg/reader"
 )
 
 // caughtUpWatch knows the end offsets seen at start and tells when Postgres
@@ -26,7 +27,7 @@ type caughtUpWatch struct {
 	target map[string]map[int32]int64 // only partitions with something to read
 }
 
-func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, regex bool, isolation string) (*caughtUpWatch, error) {
+func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, regex bool, isolation reader.IsolationLevel) (*caughtUpWatch, error) {
 	adm := kadm.NewClient(cl)
 	if regex {
 		// The patterns stand for the topics that match them now.
@@ -57,7 +58,7 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 		var err error
 		// Under read_committed the end is the last stable offset: records of
 		// open transactions are not ours to wait for yet.
-		if isolation == "read_uncommitted" {
+		if isolation == reader.ReadUncommitted {
 			ends, err = adm.ListEndOffsets(ctx, topics...)
 		} else {
 			ends, err = adm.ListCommittedOffsets(ctx, topics...)

@@ -20,8 +20,9 @@
 //	...
 //	err = b.Run(ctx)
 //
-// Config's zero values are the defaults the kafka2pg command shows in its
-// --help; a field says when a negative value turns its feature off.
+// A zero field of Config is its default, the value DefaultConfig holds and
+// the kafka2pg command shows in its --help; a field says when a negative
+// value turns its feature off.
 //
 // # Lifecycle
 //

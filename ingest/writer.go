@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/offsets"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -149,7 +150,7 @@ type Config struct {
 	// kafka2pg.dead_letters in the batch's transaction; OnErrorStop commits
 	// the records before it and stops the partition (Write returns a
 	// *stream.StopError); OnErrorSkip logs and counts it.
-	OnError string
+	OnError OnError
 	// MaxRecordBytes makes a record whose key and value are larger a bad
 	// record (KindTooLarge). Default 64 MiB; a negative size sets no
 	// limit.
@@ -180,12 +181,36 @@ type Config struct {
 	Tracer Tracer
 }
 
+// OnError is what happens to a record that cannot be written.
+type OnError int
+
 // The OnError policies.
 const (
-	OnErrorDeadLetter = "dead-letter"
-	OnErrorStop       = "stop"
-	OnErrorSkip       = "skip"
+	// OnErrorDeadLetter stores the record in kafka2pg.dead_letters, in
+	// its batch's transaction, with the reason.
+	OnErrorDeadLetter OnError = iota
+	// OnErrorStop commits the records before it and stops the partition.
+	OnErrorStop
+	// OnErrorSkip logs and counts it, and writes no trace of it.
+	OnErrorSkip
 )
+
+var onErrorNames = enum.Names{"dead-letter", "stop", "skip"}
+
+func (e OnError) String() string { return onErrorNames.Name(int(e), "OnError") }
+
+// ParseOnError reads dead-letter, stop or skip.
+func ParseOnError(s string) (OnError, error) {
+	v, err := onErrorNames.Parse(s)
+	return OnError(v), err
+}
+
+func (e OnError) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+func (e *OnError) UnmarshalText(b []byte) (err error) {
+	*e, err = ParseOnError(string(b))
+	return err
+}
 
 // Writer writes batches. Safe for concurrent use.
 type Writer struct {
@@ -222,10 +247,8 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 			return nil, err
 		}
 	}
-	switch cfg.OnError {
-	case "", OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
-	default:
-		return nil, fmt.Errorf("ingest.Config.OnError: %q is not dead-letter, stop or skip", cfg.OnError)
+	if !onErrorNames.Valid(int(cfg.OnError)) {
+		return nil, fmt.Errorf("ingest.Config.OnError: %s is not %s", cfg.OnError, onErrorNames.List())
 	}
 	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
 		return nil, fmt.Errorf("ingest.Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
@@ -268,7 +291,6 @@ func (cfg Config) withDefaults() Config {
 	orDefault(&cfg.ClaimLockTimeout, def.ClaimLockTimeout)
 	orDefault(&cfg.WriteTimeout, def.WriteTimeout)
 	orDefault(&cfg.WriteTimeoutRows, def.WriteTimeoutRows)
-	orDefault(&cfg.OnError, def.OnError)
 	orDefault(&cfg.MaxRecordBytes, def.MaxRecordBytes)
 	orDefault(&cfg.TableWriters, def.TableWriters)
 	if cfg.CombineMaxRows <= 0 {

@@ -23,24 +23,25 @@ type Config struct {
 	TopicsAreRegex bool
 	ClientID       string // --kafka-client-id, default "kafka2pg"
 
-	// Balancers in preference order (--kafka-balancers): cooperative-sticky
-	// (default), sticky, range, round-robin. Mixing cooperative-sticky with an
-	// eager one downgrades the whole group to eager rebalances.
-	Balancers []string
-	// IsolationLevel is read_committed (default) or read_uncommitted
+	// Balancers in preference order (--kafka-balancers); default
+	// CooperativeSticky. Mixing cooperative-sticky with an eager one
+	// downgrades the whole group to eager rebalances.
+	Balancers []Balancer
+	// IsolationLevel is ReadCommitted (default) or ReadUncommitted
 	// (--kafka-isolation-level).
-	IsolationLevel string
+	IsolationLevel IsolationLevel
 	// InstanceID makes this member static (KIP-345, --kafka-instance-id):
 	// a restart within SessionTimeout gets its partitions back without a
 	// rebalance. Unique per running instance; "" (default) is dynamic.
 	InstanceID string
-	// GroupProtocol is "classic" (default: the client-side balancers) or
-	// "consumer" (KIP-848, --kafka-group-protocol): the broker assigns
-	// partitions, incrementally, with its "uniform" assignor (or "range"
-	// when Balancers starts with range). Needs Kafka 4.0 or newer; on an
-	// older broker the client falls back to classic with
-	// cooperative-sticky replaced by sticky.
-	GroupProtocol string
+	// GroupProtocol is GroupProtocolClassic (default: the client-side
+	// balancers) or GroupProtocolConsumer (KIP-848,
+	// --kafka-group-protocol): the broker assigns partitions,
+	// incrementally, with its "uniform" assignor (or "range" when
+	// Balancers starts with Range). Needs Kafka 4.0 or newer; on an older
+	// broker the client falls back to classic with cooperative-sticky
+	// replaced by sticky.
+	GroupProtocol GroupProtocol
 
 	FetchMinBytes int32 // --kafka-fetch-min-bytes, default 1
 	// FetchMaxBytes bounds one fetch response, compressed
@@ -75,10 +76,10 @@ type Config struct {
 
 	// OnDataLoss says what happens when retention deleted records before
 	// they were read (the stored position is below the log start):
-	// "stop" (default) stops that partition with an error naming the lost
-	// range; "skip" logs the range and continues at the log start
-	// (--on-data-loss).
-	OnDataLoss string
+	// OnDataLossStop (default) stops that partition with an error naming
+	// the lost range; OnDataLossSkip logs the range and continues at the
+	// log start (--on-data-loss).
+	OnDataLoss OnDataLoss
 
 	BatchMaxRows  int           // --batch-max-rows, default 10000
 	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
@@ -157,13 +158,6 @@ type Config struct {
 	OnOwned func(partitions int)
 }
 
-var balancerNames = map[string]func() kgo.GroupBalancer{
-	"cooperative-sticky": kgo.CooperativeStickyBalancer,
-	"sticky":             kgo.StickyBalancer,
-	"range":              kgo.RangeBalancer,
-	"round-robin":        kgo.RoundRobinBalancer,
-}
-
 // DefaultConfig returns the configuration a zero Config stands for:
 // every default, and nothing of what has none (the brokers, the group, the
 // topics). The fields whose default is derived from others
@@ -172,9 +166,9 @@ var balancerNames = map[string]func() kgo.GroupBalancer{
 func DefaultConfig() Config {
 	return Config{
 		ClientID:           "kafka2pg",
-		Balancers:          []string{"cooperative-sticky"},
-		IsolationLevel:     "read_committed",
-		GroupProtocol:      "classic",
+		Balancers:          []Balancer{CooperativeSticky},
+		IsolationLevel:     ReadCommitted,
+		GroupProtocol:      GroupProtocolClassic,
 		FetchMinBytes:      1,
 		FetchMaxWait:       500 * time.Millisecond,
 		MetadataMaxAge:     5 * time.Minute,
@@ -182,7 +176,7 @@ func DefaultConfig() Config {
 		RebalanceTimeout:   60 * time.Second,
 		HeartbeatInterval:  3 * time.Second,
 		CommitInterval:     time.Second,
-		OnDataLoss:         "stop",
+		OnDataLoss:         OnDataLossStop,
 		BatchMaxRows:       10000,
 		BatchMaxBytes:      16 << 20,
 		BatchMaxWait:       200 * time.Millisecond,
@@ -211,8 +205,6 @@ func (cfg Config) withDefaults() Config {
 	if len(cfg.Balancers) == 0 {
 		cfg.Balancers = def.Balancers
 	}
-	orDefault(&cfg.IsolationLevel, def.IsolationLevel)
-	orDefault(&cfg.GroupProtocol, def.GroupProtocol)
 	orDefault(&cfg.FetchMinBytes, def.FetchMinBytes)
 	orDefault(&cfg.FetchMaxWait, def.FetchMaxWait)
 	orDefault(&cfg.MetadataMaxAge, def.MetadataMaxAge)
@@ -220,7 +212,6 @@ func (cfg Config) withDefaults() Config {
 	orDefault(&cfg.RebalanceTimeout, def.RebalanceTimeout)
 	orDefault(&cfg.HeartbeatInterval, def.HeartbeatInterval)
 	orDefault(&cfg.CommitInterval, def.CommitInterval)
-	orDefault(&cfg.OnDataLoss, def.OnDataLoss)
 	orDefault(&cfg.BatchMaxRows, def.BatchMaxRows)
 	orDefault(&cfg.BatchMaxBytes, def.BatchMaxBytes)
 	orDefault(&cfg.BatchMaxWait, def.BatchMaxWait)
@@ -281,24 +272,24 @@ func (cfg Config) Validate() error {
 		}
 	}
 	for _, b := range cfg.Balancers {
-		if balancerNames[b] == nil {
-			add("reader.Config.Balancers: %q is not one of cooperative-sticky, sticky, range, round-robin", b)
+		if !balancerNames.Valid(int(b)) {
+			add("reader.Config.Balancers: %s is not %s", b, balancerNames.List())
 		}
 	}
-	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == "cooperative-sticky" {
+	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == CooperativeSticky {
 		for _, b := range cfg.Balancers[1:] {
-			if b != "cooperative-sticky" {
+			if b != CooperativeSticky {
 				add("reader.Config.Balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
 			}
 		}
 	}
-	if cfg.IsolationLevel != "read_committed" && cfg.IsolationLevel != "read_uncommitted" {
-		add("reader.Config.IsolationLevel: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
+	if !isolationNames.Valid(int(cfg.IsolationLevel)) {
+		add("reader.Config.IsolationLevel: %s is not %s", cfg.IsolationLevel, isolationNames.List())
 	}
-	if cfg.GroupProtocol != "classic" && cfg.GroupProtocol != "consumer" {
-		add("reader.Config.GroupProtocol: %q is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
+	if !groupProtocolNames.Valid(int(cfg.GroupProtocol)) {
+		add("reader.Config.GroupProtocol: %s is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
 	}
-	if cfg.GroupProtocol == "consumer" && cfg.Balancers[0] != "cooperative-sticky" && cfg.Balancers[0] != "sticky" && cfg.Balancers[0] != "range" {
+	if cfg.GroupProtocol == GroupProtocolConsumer && cfg.Balancers[0] != CooperativeSticky && cfg.Balancers[0] != Sticky && cfg.Balancers[0] != Range {
 		add("reader.Config.GroupProtocol consumer: the broker assigns with uniform (sticky) or range, not %q: set reader.Config.Balancers sticky or range", cfg.Balancers[0])
 	}
 	if len(cfg.InstanceID) > 249 || strings.ContainsAny(cfg.InstanceID, "\x00\n") {
@@ -307,8 +298,8 @@ func (cfg Config) Validate() error {
 	if cfg.MaxBufferedBytes < 0 {
 		add("reader.Config.MaxBufferedBytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
 	}
-	if cfg.OnDataLoss != "stop" && cfg.OnDataLoss != "skip" {
-		add("reader.Config.OnDataLoss: %q is not stop or skip", cfg.OnDataLoss)
+	if !onDataLossNames.Valid(int(cfg.OnDataLoss)) {
+		add("reader.Config.OnDataLoss: %s is not %s", cfg.OnDataLoss, onDataLossNames.List())
 	}
 	if cfg.FetchMinBytes < 0 {
 		add("reader.Config.FetchMinBytes is %d: use a positive number of bytes", cfg.FetchMinBytes)

@@ -42,7 +42,7 @@ func (p *partition) checkDataLoss() bool {
 		// In range by now (a leader change, a race with retention): go on.
 		log.Info("fetch position is back in range; resuming")
 		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, from)
-	case from < start && p.r.cfg.OnDataLoss == "skip":
+	case from < start && p.r.cfg.OnDataLoss == OnDataLossSkip:
 		p.r.stats.skipped.Add(start - max(from, 0))
 		log.Warn(fmt.Sprintf("data loss: offsets [%d, %d) were deleted by retention before kafka2pg read them; skipping them (reader.Config.OnDataLoss=skip)", from, start))
 		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, start)

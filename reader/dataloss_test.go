@@ -52,7 +52,7 @@ func TestDataLossSkipContinuesAtTheLogStart(t *testing.T) {
 	deleteBelow(t, adm, 50)
 	s := newStore()
 	s.next[0] = 10
-	x := start(t, c, "g", s, func(c *Config) { c.OnDataLoss = "skip" })
+	x := start(t, c, "g", s, func(c *Config) { c.OnDataLoss = OnDataLossSkip })
 	ends := endOffsets(t, adm)
 	waitFor(t, 20*time.Second, "catch up past the gap", func() bool { return s.caughtUp(ends) })
 	x.stop()

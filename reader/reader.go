@@ -154,18 +154,18 @@ func New(cfg Config, store Store) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	names := cfg.Balancers
-	if cfg.GroupProtocol == "consumer" && names[0] == "cooperative-sticky" {
+	wanted := cfg.Balancers
+	if cfg.GroupProtocol == GroupProtocolConsumer && wanted[0] == CooperativeSticky {
 		// KIP-848 assigns on the broker, incrementally by design; the
 		// client names its wish with sticky ("uniform") or range.
-		names = []string{"sticky"}
+		wanted = []Balancer{Sticky}
 	}
-	balancers := make([]kgo.GroupBalancer, len(names))
-	for i, b := range names {
-		balancers[i] = balancerNames[b]()
+	balancers := make([]kgo.GroupBalancer, len(wanted))
+	for i, b := range wanted {
+		balancers[i] = b.kgo()
 	}
 	isolation := kgo.ReadCommitted()
-	if cfg.IsolationLevel == "read_uncommitted" {
+	if cfg.IsolationLevel == ReadUncommitted {
 		isolation = kgo.ReadUncommitted()
 	}
 	opts := []kgo.Opt{
@@ -216,7 +216,7 @@ func New(cfg Config, store Store) (*Reader, error) {
 	if cfg.InstanceID != "" {
 		opts = append(opts, kgo.InstanceID(cfg.InstanceID))
 	}
-	if cfg.GroupProtocol == "consumer" {
+	if cfg.GroupProtocol == GroupProtocolConsumer {
 		opts = append(opts, kgo.ServerSideBalancer())
 	}
 	cl, err := kgo.NewClient(append(opts, cfg.ExtraOpts...)...)
@@ -422,7 +422,7 @@ func (r *Reader) Run(ctx context.Context) error {
 				return // BlockRebalanceOnPoll makes this unreachable; stay safe
 			}
 			end := fp.HighWatermark
-			if r.cfg.IsolationLevel == "read_committed" && fp.LastStableOffset >= 0 {
+			if r.cfg.IsolationLevel == ReadCommitted && fp.LastStableOffset >= 0 {
 				end = fp.LastStableOffset
 			}
 			p.noteLogEnd(end)

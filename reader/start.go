@@ -37,7 +37,7 @@ func ParseStart(s string) (StartPolicy, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return StartPolicy{}, fmt.Errorf("reader.Config.Start %q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
+		return StartPolicy{}, fmt.Errorf("%q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
 	}
 	return StartPolicy{Kind: StartAtTime, At: t}, nil
 }
@@ -52,6 +52,13 @@ func (p StartPolicy) String() string {
 		return p.At.Format(time.RFC3339Nano)
 	}
 	return "earliest"
+}
+
+func (p StartPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+func (p *StartPolicy) UnmarshalText(b []byte) (err error) {
+	*p, err = ParseStart(string(b))
+	return err
 }
 
 func (p StartPolicy) validate() error {

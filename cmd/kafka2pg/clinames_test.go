@@ -57,14 +57,15 @@ func TestLibraryErrorsReadAsTheirFlags(t *testing.T) {
 		{"no topic", with(func(c *reader.Config) { c.Topics = nil }), "--topic is missing"},
 		{"a topic name too long", with(func(c *reader.Config) { c.Topics = []string{strings.Repeat("t", 250)} }), `--topic "ttt`},
 		{"a bad pattern", with(func(c *reader.Config) { c.Topics, c.TopicsAreRegex = []string{"("}, true }), `topic_regex "(": `},
-		{"an unknown protocol", with(func(c *reader.Config) { c.GroupProtocol = "next" }), "--kafka-group-protocol"},
-		{"consumer with round-robin", with(func(c *reader.Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"round-robin"} }), "--kafka-balancers sticky or range"},
+		{"an unknown protocol", with(func(c *reader.Config) { c.GroupProtocol = 7 }), "--kafka-group-protocol"},
+		{"consumer with round-robin", with(func(c *reader.Config) {
+			c.GroupProtocol, c.Balancers = reader.GroupProtocolConsumer, []reader.Balancer{reader.RoundRobin}
+		}), "--kafka-balancers sticky or range"},
 		{"an instance id with a newline", with(func(c *reader.Config) { c.InstanceID = "a\nb" }), "--kafka-instance-id"},
 		{"a negative budget", with(func(c *reader.Config) { c.MaxBufferedBytes = -1 }), "--max-buffered-bytes is -1"},
 		{"a heartbeat longer than the session", with(func(c *reader.Config) { c.HeartbeatInterval = time.Hour }), "--kafka-heartbeat-interval (1h0m0s) must be shorter than --kafka-session-timeout (45s)"},
 		{"a negative shutdown timeout", with(func(c *reader.Config) { c.FlushTimeout = -time.Second }), "--shutdown-timeout is -1s"},
 		{"a queue smaller than a batch", with(func(c *reader.Config) { c.QueueCapacity = 5 }), "--queue-capacity is 5: use at least --batch-max-rows (10000)"},
-		{"a bad start", func() error { _, err := reader.ParseStart("yesterday"); return err }(), `--kafka-start "yesterday" is not earliest`},
 		{"no registry URL", registry.Config{}.Validate(), "--schema-registry-url is empty"},
 		{"a registry URL without a scheme", registry.Config{URLs: []string{"registry:8081"}}.Validate(), `--schema-registry-url "registry:8081": the URL must start with http://`},
 		{"a registry cert without its key", registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}.Validate(), "--schema-registry-tls-cert-file and --schema-registry-tls-key-file go together"},

@@ -18,7 +18,6 @@ import (
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
-	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -27,8 +26,7 @@ import (
 // what the command itself does with the rest (the sinks, the HTTP server,
 // the memory limit, the logs).
 type runOptions struct {
-	cfg   bridge.Config
-	start string // --kafka-start, parsed into cfg.Kafka.Start by validate
+	cfg bridge.Config
 
 	configPath      string          // --config
 	sinks           []sinkConfig    // from the config file
@@ -36,7 +34,7 @@ type runOptions struct {
 	registry        registryOptions // --schema-registry-*, and the client connectRegistry makes
 	pgSchema        string
 	table           string
-	valueFormat     string
+	valueFormat     schema.ValueFormat
 	metricsAddr     string
 	pprof           bool
 	memoryLimit     string // --memory-limit: auto, off or a size such as 256MiB
@@ -65,10 +63,10 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets kept in Postgres")
 	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")
 	fs.StringVar(&rc.ClientID, "kafka-client-id", rd.ClientID, "client id the brokers see")
-	fs.StringSliceVar(&rc.Balancers, "kafka-balancers", rd.Balancers, "balancers, preferred first")
-	fs.StringVar(&rc.IsolationLevel, "kafka-isolation-level", rd.IsolationLevel, "read_committed, read_uncommitted")
+	balancersVar(fs, &rc.Balancers, "kafka-balancers", rd.Balancers, "balancers, preferred first")
+	textVar(fs, &rc.IsolationLevel, "kafka-isolation-level", rd.IsolationLevel, "read_committed, read_uncommitted")
 	fs.StringVar(&rc.InstanceID, "kafka-instance-id", "", "static membership id (KIP-345), unique per instance")
-	fs.StringVar(&rc.GroupProtocol, "kafka-group-protocol", rd.GroupProtocol, "classic, or consumer (KIP-848)")
+	textVar(fs, &rc.GroupProtocol, "kafka-group-protocol", rd.GroupProtocol, "classic, or consumer (KIP-848)")
 	bytesVar(fs, &rc.FetchMinBytes, "kafka-fetch-min-bytes", rd.FetchMinBytes, "bytes a fetch waits for")
 	bytesVar(fs, &rc.FetchMaxBytes, "kafka-fetch-max-bytes", rd.FetchMaxBytes, "bytes of one fetch response (default: derived)")
 	bytesVar(fs, &rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", rd.FetchMaxPartitionBytes, "bytes per partition in a fetch (default: derived)")
@@ -78,8 +76,8 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.DurationVar(&rc.RebalanceTimeout, "kafka-rebalance-timeout", rd.RebalanceTimeout, "group rebalance timeout")
 	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", rd.HeartbeatInterval, "group heartbeat interval")
 	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", rd.CommitInterval, "how often Kafka gets the durable offsets")
-	fs.StringVar(&o.start, "kafka-start", rd.Start.String(), "earliest, latest, committed or a time")
-	fs.StringVar(&rc.OnDataLoss, "on-data-loss", rd.OnDataLoss, "records lost to retention: stop, or skip them")
+	textVar(fs, &rc.Start, "kafka-start", rd.Start, "earliest, latest, committed or a time")
+	textVar(fs, &rc.OnDataLoss, "on-data-loss", rd.OnDataLoss, "records lost to retention: stop, or skip them")
 	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", rd.BatchMaxRows, "rows per transaction, at most")
 	bytesVar(fs, &rc.BatchMaxBytes, "batch-max-bytes", rd.BatchMaxBytes, "record bytes per transaction, about at most")
 	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", rd.BatchMaxWait, "longest a record waits for its batch to fill")
@@ -102,10 +100,10 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.IntVar(&o.cfg.Writer.TableWriters, "table-writers", wd.TableWriters, "transactions writing one table at once; 0: one per batch")
 	zeroMeansOff(fs, "table-writers", &o.cfg.Writer.TableWriters)
 	fs.StringVar(&o.table, "pg-table", "", "target table of every topic (default: the topic's name)")
-	fs.StringVar(&o.valueFormat, "value-format", "json", "value column type: json (jsonb), text or bytes (bytea)")
+	textVar(fs, &o.valueFormat, "value-format", schema.ValueJSON, "value column type: json (jsonb), text or bytes (bytea)")
 	negatedBoolVar(fs, &o.cfg.SkipCreateTables, "create-tables", !def.SkipCreateTables, "create missing target tables")
 	fs.BoolVar(&o.cfg.Writer.Notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
-	fs.StringVar(&o.cfg.Writer.OnError, "on-error", wd.OnError, "bad records: dead-letter, stop or skip")
+	textVar(fs, &o.cfg.Writer.OnError, "on-error", wd.OnError, "bad records: dead-letter, stop or skip")
 	bytesVar(fs, &o.cfg.Writer.MaxRecordBytes, "max-record-bytes", wd.MaxRecordBytes, "larger records are bad records; 0: no limit")
 	zeroMeansOff(fs, "max-record-bytes", &o.cfg.Writer.MaxRecordBytes)
 	negatedBoolVar(fs, &o.cfg.SkipMigrations, "migrate", !def.SkipMigrations, "migrate the kafka2pg schema on start")
@@ -158,14 +156,6 @@ func (o *runOptions) validate() error {
 		}
 		o.memoryLimitN = n
 	}
-	st, err := reader.ParseStart(o.start)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	o.cfg.Kafka.Start = st
-	if _, err := schema.ParseValueFormat(o.valueFormat); err != nil {
-		errs = append(errs, fmt.Errorf("--value-format: %w", err))
-	}
 	if err := schema.ValidateIdent("--pg-schema", o.pgSchema); err != nil {
 		errs = append(errs, err)
 	}
@@ -173,11 +163,6 @@ func (o *runOptions) validate() error {
 		if err := schema.ValidateIdent("--pg-table", o.table); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	switch o.cfg.Writer.OnError {
-	case "dead-letter", "stop", "skip":
-	default:
-		errs = append(errs, fmt.Errorf("--on-error %q is not dead-letter, stop or skip", o.cfg.Writer.OnError))
 	}
 	if o.cfg.Writer.MaxRecordBytes < 0 {
 		errs = append(errs, fmt.Errorf("--max-record-bytes is %d: use 0 for no limit or a positive number of bytes", o.cfg.Writer.MaxRecordBytes))

@@ -2,9 +2,14 @@ package main
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // Run's flags, given nothing, set the bridge's configuration to the
@@ -46,5 +51,35 @@ func TestRunFlagsDefaultToTheLibrarysConfig(t *testing.T) {
 	}
 	if fs, _ := parseRunForTest(t, "--batch-linger", "0"); fs.Lookup("batch-linger").Value.String() != "0" {
 		t.Errorf("--batch-linger 0 reads back as %q, want 0", fs.Lookup("batch-linger").Value.String())
+	}
+}
+
+// The flags of the closed sets set their typed fields from their names, and
+// a name that is not one of them is refused naming the flag and the
+// choices.
+func TestClosedSetFlagsTakeTheirNames(t *testing.T) {
+	t.Setenv("KAFKA2PG_PG_URL", "")
+	t.Setenv("DATABASE_URL", "")
+	_, o := parseRunForTest(t, "--kafka-isolation-level", "read_uncommitted", "--kafka-group-protocol", "consumer",
+		"--on-data-loss", "skip", "--on-error", "skip", "--kafka-balancers", "sticky,range", "--kafka-balancers", "round-robin",
+		"--kafka-start", "latest", "--value-format", "text")
+	c := o.cfg
+	if c.Kafka.IsolationLevel != reader.ReadUncommitted || c.Kafka.GroupProtocol != reader.GroupProtocolConsumer ||
+		c.Kafka.OnDataLoss != reader.OnDataLossSkip || c.Writer.OnError != ingest.OnErrorSkip ||
+		!slices.Equal(c.Kafka.Balancers, []reader.Balancer{reader.Sticky, reader.Range, reader.RoundRobin}) ||
+		c.Kafka.Start.Kind != reader.StartLatest || o.valueFormat != schema.ValueText {
+		t.Errorf("parsed %+v, value format %v", c, o.valueFormat)
+	}
+	for flag, want := range map[string]string{
+		"kafka-isolation-level": "read_committed or read_uncommitted", "kafka-group-protocol": "classic or consumer",
+		"on-data-loss": "stop or skip", "on-error": "dead-letter, stop or skip",
+		"kafka-balancers": "cooperative-sticky, sticky, range or round-robin", "kafka-start": "earliest, latest, committed",
+	} {
+		fs := newFlagSet("run")
+		defineRunFlags(fs, &runOptions{})
+		err := fs.Parse([]string{"--" + flag, "nope"})
+		if err == nil || !strings.Contains(err.Error(), "--"+flag) || !strings.Contains(err.Error(), want) {
+			t.Errorf("--%s nope: %v, want an error naming the flag and %q", flag, err, want)
+		}
 	}
 }

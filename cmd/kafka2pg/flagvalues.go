@@ -1,10 +1,15 @@
 package main
 
 import (
+	"encoding"
 	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/reader"
 )
 
 // The flags whose words differ from their field's: a flag bound to a
@@ -74,6 +79,78 @@ func (o offAtZero[T]) Set(s string) error {
 		return fmt.Errorf("%s is negative: give 0 to turn it off, or a positive value", s)
 	case *o.p == 0:
 		*o.p = -1
+	}
+	return nil
+}
+
+// textVar defines a flag of one of the libraries' closed sets (or of
+// another value that reads and writes itself as text), bound to p, with
+// default def. It shows as a string in the help, as its name does.
+func textVar[T encoding.TextMarshaler, P interface {
+	*T
+	encoding.TextUnmarshaler
+}](fs *pflag.FlagSet, p P, name string, def T, usage string) {
+	*p = def
+	fs.Var(textValue[T, P]{p}, name, usage)
+}
+
+// textValue is the flag value of textVar.
+type textValue[T encoding.TextMarshaler, P interface {
+	*T
+	encoding.TextUnmarshaler
+}] struct{ p P }
+
+func (v textValue[T, P]) Type() string { return "string" }
+
+func (v textValue[T, P]) String() string {
+	if v.p == nil {
+		return ""
+	}
+	b, _ := (*v.p).MarshalText()
+	return string(b)
+}
+
+func (v textValue[T, P]) Set(s string) error { return v.p.UnmarshalText([]byte(s)) }
+
+// balancersVar defines --kafka-balancers, a list of reader.Balancer
+// written as pflag writes a list of strings: comma-separated, repeatable,
+// the first value given replacing the default.
+func balancersVar(fs *pflag.FlagSet, p *[]reader.Balancer, name string, def []reader.Balancer, usage string) {
+	*p = slices.Clone(def)
+	fs.Var(&balancersValue{p: p}, name, usage)
+}
+
+type balancersValue struct {
+	p   *[]reader.Balancer
+	set bool // a value was given: the next one appends
+}
+
+func (v *balancersValue) Type() string { return "stringSlice" } // as pflag's, so that the help shows it alike
+
+func (v *balancersValue) String() string {
+	if v.p == nil {
+		return "[]"
+	}
+	names := make([]string, len(*v.p))
+	for i, b := range *v.p {
+		names[i] = b.String()
+	}
+	return "[" + strings.Join(names, ",") + "]"
+}
+
+func (v *balancersValue) Set(s string) error {
+	var bs []reader.Balancer
+	for name := range strings.SplitSeq(s, ",") {
+		b, err := reader.ParseBalancer(strings.TrimSpace(name))
+		if err != nil {
+			return err
+		}
+		bs = append(bs, b)
+	}
+	if v.set {
+		*v.p = append(*v.p, bs...)
+	} else {
+		*v.p, v.set = bs, true
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func TestParseByteSize(t *testing.T) {
 }
 
 func TestAMemoryLimitBelow32MiBNamesTheFlag(t *testing.T) {
-	o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, start: "earliest", memoryLimit: "16MiB"}
+	o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, memoryLimit: "16MiB"}
 	err := o.validate()
 	if err == nil || !strings.Contains(err.Error(), "--memory-limit") {
 		t.Fatalf("validate() = %v, want an error naming --memory-limit", err)
@@ -48,7 +48,7 @@ func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
 		auto bool
 		n    int64
 	}{{"auto", true, 0}, {"off", false, 0}, {"400MiB", false, 400 << 20}} {
-		o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, start: "earliest", memoryLimit: c.flag}
+		o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, memoryLimit: c.flag}
 		// The other flags are unset here: only --memory-limit must not be
 		// among the complaints.
 		if err := o.validate(); err != nil && strings.Contains(err.Error(), "--memory-limit") {
@@ -59,7 +59,7 @@ func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
 		}
 	}
 	t.Setenv("GOMEMLIMIT", "300MiB")
-	o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, start: "earliest", memoryLimit: "auto"}
+	o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, memoryLimit: "auto"}
 	_ = o.validate()
 	if o.memoryLimitAuto {
 		t.Error("with GOMEMLIMIT set, auto must leave the runtime's limit alone")

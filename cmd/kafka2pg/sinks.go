@@ -18,7 +18,7 @@ import (
 func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	sinks := map[string]ingest.Sink{}
 	if len(o.sinks) == 0 {
-		format, _ := schema.ParseValueFormat(o.valueFormat)
+		format := o.valueFormat
 		for _, topic := range o.cfg.Kafka.Topics {
 			name := o.table
 			if name == "" {
