@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
-	"os"
 	"runtime/debug"
 	"slices"
 	"sync/atomic"
@@ -211,62 +209,4 @@ func (o *runOptions) bridgeConfig(ctx context.Context) (bridge.Config, error) {
 		cfg.PatternSinks = append(cfg.PatternSinks, bridge.PatternSink{Pattern: p.Regex, Table: p.Table, Sink: p.Sink})
 	}
 	return cfg, nil
-}
-
-// setMemoryLimit applies --memory-limit and tunes GOGC under it. Its lines
-// are at debug level: they say what the flags asked for, nothing to act on.
-func setMemoryLimit(o *runOptions, log *slog.Logger) {
-	if o.memoryLimitN > 0 {
-		debug.SetMemoryLimit(o.memoryLimitN)
-		log.Debug("soft memory limit set", "memory_limit_bytes", o.memoryLimitN)
-	}
-	if o.memoryLimitAuto {
-		limit := autoMemoryLimit(o.cfg.Kafka.MaxBufferedBytes, 0)
-		debug.SetMemoryLimit(limit)
-		log.Debug("soft memory limit set from --max-buffered-bytes; it grows with the partitions owned", "memory_limit_bytes", limit)
-	}
-	tuneGC(log)
-}
-
-// autoMemoryLimit is --memory-limit auto: Go's soft memory limit from the
-// record budget and the partitions owned. The budget bounds the records held
-// (with their overhead); a fetch being decoded, the batches being encoded
-// and the runtime come on top, and Go's collector, left alone, lets the heap
-// grow to twice what is live and returns freed pages lazily. Measured (make
-// bench's 5,000,000-record backlog, 64 MiB budget, 8 partitions): peak RSS
-// 278 MiB without a limit; 239-246 MiB at 3.5 × the budget (224 MiB), over
-// the 256 MB in some runs; 206-214 MiB at 3 × (192 MiB), at the same
-// rows/s and bridge CPU per row in five alternating pairs, and in six of
-// the typed drain. The live heap after a collection was 76-126 MB there, so
-// 3 × leaves the collector room. The RSS is the limit plus some 23 MiB of
-// the binary's own pages, which no limit covers. Each owned partition adds
-// 256 KiB (its goroutine, queue, client cursor and fetch buffers), so that
-// 1,000 partitions get 442 MiB instead of a limit under their live set,
-// which would make the collector run without pause. Never under 128 MiB: a
-// small budget does not shrink the runtime, the client and the connections.
-func autoMemoryLimit(maxBuffered, partitions int) int64 {
-	if maxBuffered <= 0 {
-		maxBuffered = 64 << 20
-	}
-	return max(int64(maxBuffered)*3+int64(partitions)*(256<<10), 128<<20)
-}
-
-// gcPercentUnderLimit is GOGC while a memory limit is in force. Under a
-// backlog the limit paces the collector and GOGC does not matter; in a
-// steady flow the heap is a few tens of MB, far under the limit, and GOGC
-// 100 ran a cycle for every few tens of MB allocated: the collector was a
-// quarter of the bridge's CPU at 80,000 records/s. At 400 the bridge took
-// 2.3-2.7 µs of CPU a row instead of 2.8-3.3 (six alternating pairs, the
-// bench's latency scenario), peak RSS 88-164 MiB instead of 47-82, the
-// limit still the bound (a 5,000,000-record backlog: 244 MiB either way).
-const gcPercentUnderLimit = 400
-
-// tuneGC sets GOGC to gcPercentUnderLimit when a memory limit is in force
-// and GOGC is not set in the environment (which wins, as GOMEMLIMIT does).
-func tuneGC(log *slog.Logger) {
-	if os.Getenv("GOGC") != "" || debug.SetMemoryLimit(-1) == math.MaxInt64 {
-		return
-	}
-	debug.SetGCPercent(gcPercentUnderLimit)
-	log.Debug("GOGC set under the memory limit (set GOGC to choose another)", "gogc", gcPercentUnderLimit)
 }
