@@ -27,6 +27,10 @@ BEGIN
 		ELSIF mode = 'default' AND typ <> 'money' THEN
 			-- A Connect Decimal has no NaN nor infinity: Debezium sends NULL.
 			RETURN format('CASE WHEN %s IN (''NaN'', ''Infinity'', ''-Infinity'') THEN NULL ELSE %s::text END', c, c);
+		ELSIF mode = 'string_connect' AND typ <> 'money' THEN
+			-- decimal.handling.mode string names them as Java does.
+			RETURN format('CASE %s WHEN ''NaN'' THEN ''NAN'' WHEN ''Infinity'' THEN ''POSITIVE_INFINITY'''
+				' WHEN ''-Infinity'' THEN ''NEGATIVE_INFINITY'' ELSE %s::text END', c, c);
 		END IF;
 		RETURN c || '::numeric::text';
 	WHEN typ = 'json' THEN
@@ -38,6 +42,10 @@ BEGIN
 	WHEN typ = 'time with time zone' THEN
 		-- Debezium's ZonedTime is in UTC: the offset is not kept.
 		RETURN format('(%s AT TIME ZONE ''UTC'')::text', c);
+	WHEN typ IN ('inet', 'cidr') THEN
+		-- Debezium sends the output text, which leaves out a host's /32 or
+		-- /128 (the cast to text writes it).
+		RETURN format('CASE WHEN %s IS NOT NULL THEN format(''%%s'', %s) END', c, c);
 	WHEN typ = 'bit(1)' THEN
 		-- Debezium sends bit(1) as a boolean.
 		RETURN format('(%s = B''1'')::text', c);

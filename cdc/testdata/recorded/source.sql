@@ -88,7 +88,7 @@ INSERT INTO all_types (id, c_num, c_num_ps, c_real, c_double, c_date, c_ts, c_ts
 -- A large text stored out of line (TOAST): an update that leaves it
 -- unchanged sends the unavailable-value placeholder instead.
 CREATE TABLE toasty (id integer PRIMARY KEY, big text, n integer);
-INSERT INTO toasty SELECT i, (SELECT string_agg(md5((i * 10000 + g)::text), '') FROM generate_series(1, 1000) g), i
+INSERT INTO toasty SELECT i, (SELECT string_agg(md5((i * 10000 + g)::text), '') FROM generate_series(1, 200) g), i
 FROM generate_series(1, 2) i;
 
 -- Key changes, deletes, a truncate and a column added while running.
