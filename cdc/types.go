@@ -117,11 +117,11 @@ type node struct {
 	// varbit is a Bits of a bit varying source column: its values are
 	// as long as their highest set bit needs, not padded to bits.
 	varbit bool
-	items     *node
-	keys      *node
-	values    *node
-	fields    []*node
-	byName    map[string]int // fields by name
+	items  *node
+	keys   *node
+	values *node
+	fields []*node
+	byName map[string]int // fields by name
 }
 
 // compile compiles s and everything it nests.
