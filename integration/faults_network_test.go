@@ -338,20 +338,20 @@ func TestFault15Bandwidth(t *testing.T) {
 		fault:     toxic("bandwidth", "upstream", `{"rate":64}`), length: 15 * time.Second})
 }
 
-// TestFault16CutMidCopy: every connection is cut after 32 KB towards
-// Postgres, mid-COPY, again and again: each retry gets a fresh connection
-// and is cut again. The backoff must grow across the failure streak,
+// TestFault16CutMidCopy: every connection is cut after 4 KB towards
+// Postgres, mid-COPY, again and again: each retry gets a fresh connection,
+// its claim gets through, and its batch is cut again. The backoff must grow across the failure streak,
 // re-claims included, so that the failed writes stay few.
 func TestFault16CutMidCopy(t *testing.T) {
 	runNetCase(t, netCase{num: "16", name: "connections cut mid-COPY, repeatedly",
-		injection: "Toxiproxy limit_data toxic: every connection closed after 32 KB towards Postgres, for 10 s",
-		fault:     toxic("limit_data", "upstream", `{"bytes":32768}`), length: 10 * time.Second,
+		injection: "Toxiproxy limit_data toxic: every connection closed after 4 KB towards Postgres (a claim gets through, a batch does not), for 10 s",
+		fault:     toxic("limit_data", "upstream", `{"bytes":4096}`), length: 10 * time.Second,
 		// A partition's backoff starts at 100 ms and doubles with every
-		// failed write or claim in a row, with equal jitter (each wait
-		// between half and all of it), up to the 5 s cap: at most about
-		// nine failures in 10 s, 36 over four partitions, a few more
-		// where a small batch commits and ends a streak. A backoff that
-		// restarts at every successful re-claim gave 141 here.
-		maxFailedWrites: 60,
+		// failed write or claim in a row, successful claims included,
+		// with equal jitter (each wait between half and all of it), up
+		// to the 5 s cap: at most about nine failures in 10 s, 36 over
+		// four partitions. A backoff that restarts at every successful
+		// re-claim gave 141 here.
+		maxFailedWrites: 48,
 		extra:           []string{"--batch-max-rows", "2000"}})
 }
