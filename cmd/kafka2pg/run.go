@@ -28,7 +28,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	for _, n := range o.oldNames {
 		log.Warn(n)
 	}
-	err := runBridge(ctx, o, log)
+	err := serveBridge(ctx, o, log)
 	var bad *badRecordsError
 	switch {
 	case errors.As(err, &bad):
@@ -46,7 +46,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 	return exitOK
 }
 
-// badRecordsError is runBridge's outcome with --until-caught-up when it
+// badRecordsError is serveBridge's outcome with --until-caught-up when it
 // caught up but records of the run became dead letters or were skipped.
 type badRecordsError struct {
 	deadLetters, skipped int64
@@ -145,7 +145,7 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, hopts))
 }
 
-// runBridge runs the bridge that o describes until it stops: it serves
+// serveBridge runs the bridge that o describes until it stops: it serves
 // /metrics, /healthz and /readyz (bound first, so that a taken port fails
 // at once, before anything connects; served until the very end, through
 // the shutdown's flush), sets Go's memory limit, builds the sinks (reading
@@ -153,7 +153,7 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 // returns what bridge.Run returns; a *badRecordsError when
 // --until-caught-up caught up but records of the run became dead letters
 // or were skipped; a *bindError when --metrics-addr cannot be listened on.
-func runBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
+func serveBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	registerProcessMetrics(reg)
 	var running atomic.Pointer[bridge.Bridge]
