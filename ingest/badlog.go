@@ -111,7 +111,7 @@ func (l *badLog) note(table string, records int, bad []badRecord, skipped bool) 
 func (l *badLog) logAllBad(table string, t *tableBad, skipped bool) {
 	what, fix := "became a dead letter", "fix the table or the mapping (kafka2pg check --config shows why), then kafka2pg dead-letters replay"
 	if skipped {
-		what, fix = "was skipped (--on-error=skip): lost to this table", "fix the table or the mapping (kafka2pg check --config shows why), then re-ingest with kafka2pg offsets reset"
+		what, fix = "was skipped (ingest.Config.OnError=skip): lost to this table", "fix the table or the mapping (kafka2pg check --config shows why), then re-ingest with kafka2pg offsets reset"
 	}
 	f := t.streakFirst
 	l.log.Error(fmt.Sprintf("every record of the table's last %d batches %s", t.streak, what),
@@ -123,7 +123,7 @@ func (l *badLog) logAllBad(table string, t *tableBad, skipped bool) {
 func (l *badLog) logSome(table string, t *tableBad, skipped bool) {
 	msg := "dead letters"
 	if skipped {
-		msg = "bad records skipped (--on-error=skip)"
+		msg = "bad records skipped (ingest.Config.OnError=skip)"
 	}
 	f := t.first
 	l.log.Warn(msg, "table", table, "records", t.count, "kinds", formatKinds(t.kinds),

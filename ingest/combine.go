@@ -22,9 +22,9 @@ import (
 // waiting batch of that table and writes them in one transaction: one
 // fenced advance per partition, one COPY of all their rows (sorted by
 // topic and partition), one COMMIT. With many partitions and small batches
-// that replaces many small transactions (a COMMIT's fsync and about 2 ms of
-// backend CPU per COPY statement each) by a few large ones; with few busy
-// partitions nothing waits and nothing changes.
+// that replaces many small transactions (each a COMMIT's fsync, and the
+// backend's fixed cost of a COPY statement) by a few large ones; with few
+// busy partitions nothing waits and nothing changes.
 //
 // A combined transaction that meets anything unusual (a fence, a bad
 // record, a row Postgres refuses) is rolled back and its batches are

@@ -41,7 +41,7 @@
 // path, then (a row of an unchecked COPY refused) the fast path with the
 // mapping's checks, then (rows refused) the isolating path, each in a
 // transaction of its own, and only the last one commits. With
-// Config.OnError "stop", a bad record makes Write commit the records before
+// Config.OnError OnErrorStop, a bad record makes Write commit the records before
 // it, move next_offset back to it (offsets.Store.Rewind) and return a
 // *stream.StopError.
 //

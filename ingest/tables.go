@@ -230,7 +230,7 @@ func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table)
 		return fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
 	}
 	if !exists {
-		return fmt.Errorf("table %s for topic %q does not exist: create it, or run with --create-tables", t.QualifiedName(), topic)
+		return fmt.Errorf("table %s for topic %q does not exist: create it, or let EnsureTables create it", t.QualifiedName(), topic)
 	}
 	rows, err := w.pool.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, t.QualifiedName())
@@ -252,7 +252,7 @@ func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table)
 		}
 	}
 	if len(missing) > 0 {
-		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with --pg-table",
+		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with ingest.Sink.Table",
 			t.QualifiedName(), topic, strings.Join(missing, ", "))
 	}
 	return nil

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/offsets"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -149,9 +150,10 @@ type Config struct {
 	// kafka2pg.dead_letters in the batch's transaction; OnErrorStop commits
 	// the records before it and stops the partition (Write returns a
 	// *stream.StopError); OnErrorSkip logs and counts it.
-	OnError string
+	OnError OnError
 	// MaxRecordBytes makes a record whose key and value are larger a bad
-	// record (KindTooLarge). 0 means no limit.
+	// record (KindTooLarge). Default 64 MiB; a negative size sets no
+	// limit.
 	MaxRecordBytes int
 	// Notify makes each batch transaction that wrote rows also run
 	// NOTIFY on the channel NotifyChannel(table) with a JSON payload
@@ -162,8 +164,9 @@ type Config struct {
 	// TableWriters bounds the transactions writing one append table at
 	// once and turns on cross-partition batches (see combine.go): batches
 	// of the table's partitions that find every writer busy wait, and the
-	// next free writer takes all of them in one transaction. 0 (default)
-	// writes every batch in a transaction of its own, at once.
+	// next free writer takes all of them in one transaction. Default 2; a
+	// negative number turns it off: every batch is written in a
+	// transaction of its own, at once.
 	TableWriters int
 	// CombineMaxRows caps the rows of one combined transaction. Default
 	// 100,000.
@@ -178,12 +181,36 @@ type Config struct {
 	Tracer Tracer
 }
 
+// OnError is what happens to a record that cannot be written.
+type OnError int
+
 // The OnError policies.
 const (
-	OnErrorDeadLetter = "dead-letter"
-	OnErrorStop       = "stop"
-	OnErrorSkip       = "skip"
+	// OnErrorDeadLetter stores the record in kafka2pg.dead_letters, in
+	// its batch's transaction, with the reason.
+	OnErrorDeadLetter OnError = iota
+	// OnErrorStop commits the records before it and stops the partition.
+	OnErrorStop
+	// OnErrorSkip logs and counts it, and writes no trace of it.
+	OnErrorSkip
 )
+
+var onErrorNames = enum.Names{"dead-letter", "stop", "skip"}
+
+func (e OnError) String() string { return onErrorNames.Name(int(e), "OnError") }
+
+// ParseOnError reads dead-letter, stop or skip.
+func ParseOnError(s string) (OnError, error) {
+	v, err := onErrorNames.Parse(s)
+	return OnError(v), err
+}
+
+func (e OnError) MarshalText() ([]byte, error) { return []byte(e.String()), nil }
+
+func (e *OnError) UnmarshalText(b []byte) (err error) {
+	*e, err = ParseOnError(string(b))
+	return err
+}
 
 // Writer writes batches. Safe for concurrent use.
 type Writer struct {
@@ -210,26 +237,21 @@ type Writer struct {
 // EnsureTables before the first Write.
 func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if cfg.Group == "" {
-		return nil, errors.New("ingest: Config.Group is empty")
+		return nil, errors.New("ingest.Config.Group is empty")
 	}
 	if len(cfg.Sinks) == 0 && cfg.Resolve == nil {
-		return nil, errors.New("ingest: Config.Sinks is empty")
+		return nil, errors.New("ingest.Config.Sinks is empty: give every topic a sink, or a Resolve")
 	}
 	for topic, sink := range cfg.Sinks {
 		if err := validateSink(topic, sink); err != nil {
 			return nil, err
 		}
 	}
-	switch cfg.OnError {
-	case "", OnErrorDeadLetter, OnErrorStop, OnErrorSkip:
-	default:
-		return nil, fmt.Errorf("--on-error: %q is not dead-letter, stop or skip", cfg.OnError)
-	}
-	if cfg.TableWriters < 0 {
-		return nil, fmt.Errorf("--table-writers is %d: use 0 (off) or the number of transactions that may write one table at once", cfg.TableWriters)
+	if !onErrorNames.Valid(int(cfg.OnError)) {
+		return nil, fmt.Errorf("ingest.Config.OnError: %s is not %s", cfg.OnError, onErrorNames.List())
 	}
 	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
-		return nil, fmt.Errorf("ingest: Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
+		return nil, fmt.Errorf("ingest.Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
 			cfg.WriteTimeout, cfg.WriteTimeoutRows, cfg.ClaimLockTimeout)
 	}
 	cfg = cfg.withDefaults()
@@ -246,24 +268,44 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}}, nil
 }
 
-// withDefaults is cfg with the default of every optional field left zero.
+// DefaultConfig returns the configuration a zero Config stands for: every
+// default, and nothing of what has none (the group, the sinks). The
+// kafka2pg command's flags show these values.
+func DefaultConfig() Config {
+	return Config{
+		ClaimLockTimeout:     10 * time.Second,
+		WriteTimeout:         2 * time.Minute,
+		WriteTimeoutRows:     10000,
+		OnError:              OnErrorDeadLetter,
+		MaxRecordBytes:       64 << 20,
+		TableWriters:         2,
+		CombineMaxRows:       100000,
+		BadRecordLogInterval: 10 * time.Second,
+	}
+}
+
+// withDefaults is cfg with the default of every optional field left zero
+// (DefaultConfig's).
 func (cfg Config) withDefaults() Config {
-	if cfg.OnError == "" {
-		cfg.OnError = OnErrorDeadLetter
-	}
+	def := DefaultConfig()
+	orDefault(&cfg.ClaimLockTimeout, def.ClaimLockTimeout)
+	orDefault(&cfg.WriteTimeout, def.WriteTimeout)
+	orDefault(&cfg.WriteTimeoutRows, def.WriteTimeoutRows)
+	orDefault(&cfg.MaxRecordBytes, def.MaxRecordBytes)
+	orDefault(&cfg.TableWriters, def.TableWriters)
 	if cfg.CombineMaxRows <= 0 {
-		cfg.CombineMaxRows = 100000
+		cfg.CombineMaxRows = def.CombineMaxRows
 	}
-	if cfg.ClaimLockTimeout <= 0 {
-		cfg.ClaimLockTimeout = 10 * time.Second
-	}
-	if cfg.WriteTimeout <= 0 {
-		cfg.WriteTimeout = 2 * time.Minute
-	}
-	if cfg.WriteTimeoutRows <= 0 {
-		cfg.WriteTimeoutRows = 10000
-	}
+	orDefault(&cfg.BadRecordLogInterval, def.BadRecordLogInterval)
 	return cfg
+}
+
+// orDefault sets *p to def when *p is zero.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
 }
 
 func validateSink(topic string, sink Sink) error {
@@ -554,7 +596,7 @@ func tooLarge(r *stream.Record, maxBytes int) *badRecord {
 	}
 	if size := len(r.Key) + len(r.Value); maxBytes > 0 && size > maxBytes {
 		return &badRecord{rec: r, kind: KindTooLarge,
-			err: fmt.Errorf("the record is %d bytes (key and value), over --max-record-bytes %d", size, maxBytes)}
+			err: fmt.Errorf("the record is %d bytes (key and value), over the limit of %d", size, maxBytes)}
 	}
 	return nil
 }

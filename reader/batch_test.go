@@ -182,9 +182,9 @@ func TestNextWaitsForBatchMaxWaitWhenTheBatchIsNotFull(t *testing.T) {
 
 // At its end offset a partition writes at once, but at most one batch per
 // BatchLinger: the second batch, at the end too, waits out the linger; with
-// BatchLinger 0 it does not.
+// a negative BatchLinger (off) it does not.
 func TestAtTheEndABatchIsTakenAtOnceButOncePerLinger(t *testing.T) {
-	for _, linger := range []time.Duration{time.Second, 0} {
+	for _, linger := range []time.Duration{time.Second, -1} {
 		p := queued(t, Config{BatchMaxRows: 100, BatchMaxWait: 10 * time.Second, BatchLinger: linger}, 1, offsets(0, 3), nil)
 		p.logEnd = 3
 		take := func() (int, time.Duration) {
@@ -207,8 +207,8 @@ func TestAtTheEndABatchIsTakenAtOnceButOncePerLinger(t *testing.T) {
 			t.Errorf("linger %v: the second batch has %d records, want 2", linger, n)
 		case linger > 0 && waited < 800*time.Millisecond:
 			t.Errorf("linger %v: the second batch at the end came %v after the first, want the linger", linger, waited)
-		case linger == 0 && waited > 500*time.Millisecond:
-			t.Errorf("linger 0: the second batch at the end waited %v, want at once", waited)
+		case linger < 0 && waited > 500*time.Millisecond:
+			t.Errorf("linger off: the second batch at the end waited %v, want at once", waited)
 		}
 	}
 }

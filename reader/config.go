@@ -23,24 +23,25 @@ type Config struct {
 	TopicsAreRegex bool
 	ClientID       string // --kafka-client-id, default "kafka2pg"
 
-	// Balancers in preference order (--kafka-balancers): cooperative-sticky
-	// (default), sticky, range, round-robin. Mixing cooperative-sticky with an
-	// eager one downgrades the whole group to eager rebalances.
-	Balancers []string
-	// IsolationLevel is read_committed (default) or read_uncommitted
+	// Balancers in preference order (--kafka-balancers); default
+	// CooperativeSticky. Mixing cooperative-sticky with an eager one
+	// downgrades the whole group to eager rebalances.
+	Balancers []Balancer
+	// IsolationLevel is ReadCommitted (default) or ReadUncommitted
 	// (--kafka-isolation-level).
-	IsolationLevel string
+	IsolationLevel IsolationLevel
 	// InstanceID makes this member static (KIP-345, --kafka-instance-id):
 	// a restart within SessionTimeout gets its partitions back without a
 	// rebalance. Unique per running instance; "" (default) is dynamic.
 	InstanceID string
-	// GroupProtocol is "classic" (default: the client-side balancers) or
-	// "consumer" (KIP-848, --kafka-group-protocol): the broker assigns
-	// partitions, incrementally, with its "uniform" assignor (or "range"
-	// when Balancers starts with range). Needs Kafka 4.0 or newer; on an
-	// older broker the client falls back to classic with
-	// cooperative-sticky replaced by sticky.
-	GroupProtocol string
+	// GroupProtocol is GroupProtocolClassic (default: the client-side
+	// balancers) or GroupProtocolConsumer (KIP-848,
+	// --kafka-group-protocol): the broker assigns partitions,
+	// incrementally, with its "uniform" assignor (or "range" when
+	// Balancers starts with Range). Needs Kafka 4.0 or newer; on an older
+	// broker the client falls back to classic with cooperative-sticky
+	// replaced by sticky.
+	GroupProtocol GroupProtocol
 
 	FetchMinBytes int32 // --kafka-fetch-min-bytes, default 1
 	// FetchMaxBytes bounds one fetch response, compressed
@@ -75,10 +76,10 @@ type Config struct {
 
 	// OnDataLoss says what happens when retention deleted records before
 	// they were read (the stored position is below the log start):
-	// "stop" (default) stops that partition with an error naming the lost
-	// range; "skip" logs the range and continues at the log start
-	// (--on-data-loss).
-	OnDataLoss string
+	// OnDataLossStop (default) stops that partition with an error naming
+	// the lost range; OnDataLossSkip logs the range and continues at the
+	// log start (--on-data-loss).
+	OnDataLoss OnDataLoss
 
 	BatchMaxRows  int           // --batch-max-rows, default 10000
 	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
@@ -91,7 +92,7 @@ type Config struct {
 	// (--batch-wait-at-end) waits anyway: fewer, larger transactions on
 	// slow topics, for more latency.
 	WaitAtEnd bool
-	// BatchLinger (--batch-linger, 50ms in kafka2pg) spaces those writes at
+	// BatchLinger (--batch-linger, default 50ms) spaces those writes at
 	// the end: a partition at its end writes at once when its last batch
 	// was taken BatchLinger ago or longer, else when that much time has
 	// passed. A slow topic's record is written at once as before; a busy
@@ -99,8 +100,8 @@ type Config struct {
 	// arrived meanwhile. Under a steady flow, batches taken at once are
 	// small, and every transaction costs Postgres CPU beyond its rows (the
 	// fence, the COPY statement, the COMMIT's WAL flush): fewer, larger
-	// transactions leave Postgres more CPU for the rows. The zero value
-	// turns it off.
+	// transactions leave Postgres more CPU for the rows. A negative
+	// duration turns it off.
 	BatchLinger time.Duration
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
@@ -157,33 +158,69 @@ type Config struct {
 	OnOwned func(partitions int)
 }
 
-var balancerNames = map[string]func() kgo.GroupBalancer{
-	"cooperative-sticky": kgo.CooperativeStickyBalancer,
-	"sticky":             kgo.StickyBalancer,
-	"range":              kgo.RangeBalancer,
-	"round-robin":        kgo.RoundRobinBalancer,
+// DefaultConfig returns the configuration a zero Config stands for:
+// every default, and nothing of what has none (the brokers, the group, the
+// topics). The fields whose default is derived from others
+// (FetchMaxBytes, FetchMaxPartitionBytes, QueueCapacity) stay zero, as in
+// a zero Config. The kafka2pg command's flags show these values.
+func DefaultConfig() Config {
+	return Config{
+		ClientID:           "kafka2pg",
+		Balancers:          []Balancer{CooperativeSticky},
+		IsolationLevel:     ReadCommitted,
+		GroupProtocol:      GroupProtocolClassic,
+		FetchMinBytes:      1,
+		FetchMaxWait:       500 * time.Millisecond,
+		MetadataMaxAge:     5 * time.Minute,
+		SessionTimeout:     45 * time.Second,
+		RebalanceTimeout:   60 * time.Second,
+		HeartbeatInterval:  3 * time.Second,
+		CommitInterval:     time.Second,
+		OnDataLoss:         OnDataLossStop,
+		BatchMaxRows:       10000,
+		BatchMaxBytes:      16 << 20,
+		BatchMaxWait:       200 * time.Millisecond,
+		BatchLinger:        50 * time.Millisecond,
+		MaxBufferedBytes:   64 << 20,
+		FlushTimeout:       30 * time.Second,
+		FenceCheckInterval: 5 * time.Second,
+		RetryBackoffMax:    5 * time.Second,
+		FatalRetryTimeout:  30 * time.Second,
+	}
 }
 
-// withDefaults returns cfg with every zero field set to its default.
+// orDefault sets *p to def when *p is zero.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
+
+// withDefaults returns cfg with every zero field set to its default
+// (DefaultConfig's), and the derived ones derived.
 func (cfg Config) withDefaults() Config {
-	if cfg.ClientID == "" {
-		cfg.ClientID = "kafka2pg"
-	}
+	def := DefaultConfig()
+	orDefault(&cfg.ClientID, def.ClientID)
 	if len(cfg.Balancers) == 0 {
-		cfg.Balancers = []string{"cooperative-sticky"}
+		cfg.Balancers = def.Balancers
 	}
-	if cfg.OnDataLoss == "" {
-		cfg.OnDataLoss = "stop"
-	}
-	if cfg.IsolationLevel == "" {
-		cfg.IsolationLevel = "read_committed"
-	}
-	if cfg.FetchMinBytes == 0 {
-		cfg.FetchMinBytes = 1
-	}
-	if cfg.MaxBufferedBytes == 0 {
-		cfg.MaxBufferedBytes = 64 << 20
-	}
+	orDefault(&cfg.FetchMinBytes, def.FetchMinBytes)
+	orDefault(&cfg.FetchMaxWait, def.FetchMaxWait)
+	orDefault(&cfg.MetadataMaxAge, def.MetadataMaxAge)
+	orDefault(&cfg.SessionTimeout, def.SessionTimeout)
+	orDefault(&cfg.RebalanceTimeout, def.RebalanceTimeout)
+	orDefault(&cfg.HeartbeatInterval, def.HeartbeatInterval)
+	orDefault(&cfg.CommitInterval, def.CommitInterval)
+	orDefault(&cfg.BatchMaxRows, def.BatchMaxRows)
+	orDefault(&cfg.BatchMaxBytes, def.BatchMaxBytes)
+	orDefault(&cfg.BatchMaxWait, def.BatchMaxWait)
+	orDefault(&cfg.BatchLinger, def.BatchLinger)
+	orDefault(&cfg.MaxBufferedBytes, def.MaxBufferedBytes)
+	orDefault(&cfg.FlushTimeout, def.FlushTimeout)
+	orDefault(&cfg.FenceCheckInterval, def.FenceCheckInterval)
+	orDefault(&cfg.RetryBackoffMax, def.RetryBackoffMax)
+	orDefault(&cfg.FatalRetryTimeout, def.FatalRetryTimeout)
 	if cfg.FetchMaxBytes == 0 {
 		cfg.FetchMaxBytes = int32(min(max(cfg.MaxBufferedBytes/8, 1<<20), 50<<20))
 	}
@@ -191,50 +228,8 @@ func (cfg Config) withDefaults() Config {
 		cfg.FetchMaxPartitionBytes = min(1<<20, cfg.FetchMaxBytes)
 		cfg.sharePartitionBytes = true
 	}
-	if cfg.FetchMaxWait == 0 {
-		cfg.FetchMaxWait = 500 * time.Millisecond
-	}
-	if cfg.MetadataMaxAge == 0 {
-		cfg.MetadataMaxAge = 5 * time.Minute
-	}
-	if cfg.SessionTimeout == 0 {
-		cfg.SessionTimeout = 45 * time.Second
-	}
-	if cfg.RebalanceTimeout == 0 {
-		cfg.RebalanceTimeout = 60 * time.Second
-	}
-	if cfg.HeartbeatInterval == 0 {
-		cfg.HeartbeatInterval = 3 * time.Second
-	}
-	if cfg.CommitInterval == 0 {
-		cfg.CommitInterval = time.Second
-	}
-	if cfg.BatchMaxRows == 0 {
-		cfg.BatchMaxRows = 10000
-	}
-	if cfg.BatchMaxBytes == 0 {
-		cfg.BatchMaxBytes = 16 << 20
-	}
-	if cfg.BatchMaxWait == 0 {
-		cfg.BatchMaxWait = 200 * time.Millisecond
-	}
-	if cfg.GroupProtocol == "" {
-		cfg.GroupProtocol = "classic"
-	}
 	if cfg.QueueCapacity == 0 {
 		cfg.QueueCapacity = 2 * cfg.BatchMaxRows
-	}
-	if cfg.FlushTimeout == 0 {
-		cfg.FlushTimeout = 30 * time.Second
-	}
-	if cfg.FenceCheckInterval == 0 {
-		cfg.FenceCheckInterval = 5 * time.Second
-	}
-	if cfg.RetryBackoffMax == 0 {
-		cfg.RetryBackoffMax = 5 * time.Second
-	}
-	if cfg.FatalRetryTimeout == 0 {
-		cfg.FatalRetryTimeout = 30 * time.Second
 	}
 	if cfg.Permanent == nil {
 		cfg.Permanent = func(error) bool { return false }
@@ -246,102 +241,102 @@ func (cfg Config) withDefaults() Config {
 }
 
 // Validate checks the configuration after defaults; every message names the
-// flag and says what to do.
+// field (reader.Config.BatchMaxRows) and says what to do.
 func (cfg Config) Validate() error {
 	cfg = cfg.withDefaults()
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if len(cfg.Brokers) == 0 {
-		add("--kafka-brokers is empty: give at least one host:port of a Kafka broker")
+		add("reader.Config.Brokers is empty: give at least one host:port of a Kafka broker")
 	}
 	for _, b := range cfg.Brokers {
 		if !strings.Contains(b, ":") || strings.HasPrefix(b, ":") || strings.HasSuffix(b, ":") {
-			add("--kafka-brokers: %q is not host:port (for example 127.0.0.1:9092)", b)
+			add("reader.Config.Brokers: %q is not host:port (for example 127.0.0.1:9092)", b)
 		}
 	}
 	if cfg.Group == "" {
-		add("--kafka-group is empty: name the consumer group (it also keys the offsets in Postgres)")
+		add("reader.Config.Group is empty: name the consumer group (it also keys the offsets in Postgres)")
 	}
 	if len(cfg.Topics) == 0 {
-		add("--topic is missing: name at least one topic to consume")
+		add("reader.Config.Topics is empty: name at least one topic to consume")
 	}
 	for _, t := range cfg.Topics {
 		if cfg.TopicsAreRegex {
 			if _, err := regexp.Compile(t); err != nil {
-				add("topic_regex %q: %v", t, err)
+				add("reader.Config.Topics pattern %q: %v", t, err)
 			}
 			continue
 		}
 		if t == "" || len(t) > 249 {
-			add("--topic %q is not a valid Kafka topic name (1 to 249 characters)", t)
+			add("reader.Config.Topics: %q is not a valid Kafka topic name (1 to 249 characters)", t)
 		}
 	}
 	for _, b := range cfg.Balancers {
-		if balancerNames[b] == nil {
-			add("--kafka-balancers: %q is not one of cooperative-sticky, sticky, range, round-robin", b)
+		if !balancerNames.Valid(int(b)) {
+			add("reader.Config.Balancers: %s is not %s", b, balancerNames.List())
 		}
 	}
-	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == "cooperative-sticky" {
+	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == CooperativeSticky {
 		for _, b := range cfg.Balancers[1:] {
-			if b != "cooperative-sticky" {
-				add("--kafka-balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
+			if b != CooperativeSticky {
+				add("reader.Config.Balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
 			}
 		}
 	}
-	if cfg.IsolationLevel != "read_committed" && cfg.IsolationLevel != "read_uncommitted" {
-		add("--kafka-isolation-level: %q is not read_committed or read_uncommitted", cfg.IsolationLevel)
+	if !isolationNames.Valid(int(cfg.IsolationLevel)) {
+		add("reader.Config.IsolationLevel: %s is not %s", cfg.IsolationLevel, isolationNames.List())
 	}
-	if cfg.GroupProtocol != "classic" && cfg.GroupProtocol != "consumer" {
-		add("--kafka-group-protocol: %q is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
+	if !groupProtocolNames.Valid(int(cfg.GroupProtocol)) {
+		add("reader.Config.GroupProtocol: %s is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
 	}
-	if cfg.GroupProtocol == "consumer" && cfg.Balancers[0] != "cooperative-sticky" && cfg.Balancers[0] != "sticky" && cfg.Balancers[0] != "range" {
-		add("--kafka-group-protocol consumer: the broker assigns with uniform (sticky) or range, not %q: set --kafka-balancers sticky or range", cfg.Balancers[0])
+	if cfg.GroupProtocol == GroupProtocolConsumer && cfg.Balancers[0] != CooperativeSticky && cfg.Balancers[0] != Sticky && cfg.Balancers[0] != Range {
+		add("reader.Config.GroupProtocol consumer: the broker assigns with uniform (sticky) or range, not %q: set reader.Config.Balancers sticky or range", cfg.Balancers[0])
 	}
 	if len(cfg.InstanceID) > 249 || strings.ContainsAny(cfg.InstanceID, "\x00\n") {
-		add("--kafka-instance-id %q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
+		add("reader.Config.InstanceID %q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
 	}
 	if cfg.MaxBufferedBytes < 0 {
-		add("--max-buffered-bytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
+		add("reader.Config.MaxBufferedBytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
 	}
-	if cfg.OnDataLoss != "stop" && cfg.OnDataLoss != "skip" {
-		add("--on-data-loss: %q is not stop or skip", cfg.OnDataLoss)
+	if !onDataLossNames.Valid(int(cfg.OnDataLoss)) {
+		add("reader.Config.OnDataLoss: %s is not %s", cfg.OnDataLoss, onDataLossNames.List())
 	}
 	if cfg.FetchMinBytes < 0 {
-		add("--kafka-fetch-min-bytes is %d: use a positive number of bytes", cfg.FetchMinBytes)
+		add("reader.Config.FetchMinBytes is %d: use a positive number of bytes", cfg.FetchMinBytes)
 	}
 	if cfg.FetchMaxBytes < 0 || cfg.FetchMaxPartitionBytes < 0 {
-		add("--kafka-fetch-max-bytes and --kafka-fetch-max-partition-bytes must be positive")
+		add("reader.Config.FetchMaxBytes and reader.Config.FetchMaxPartitionBytes must be positive")
 	}
 	if cfg.FetchMaxPartitionBytes > cfg.FetchMaxBytes {
-		add("--kafka-fetch-max-partition-bytes (%d) is larger than --kafka-fetch-max-bytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
+		add("reader.Config.FetchMaxPartitionBytes (%d) is larger than reader.Config.FetchMaxBytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
 	}
 	positive := []struct {
-		flag string
-		d    time.Duration
+		field string
+		d     time.Duration
 	}{
-		{"--kafka-fetch-max-wait", cfg.FetchMaxWait}, {"--kafka-session-timeout", cfg.SessionTimeout},
-		{"--kafka-metadata-max-age", cfg.MetadataMaxAge},
-		{"--kafka-rebalance-timeout", cfg.RebalanceTimeout}, {"--kafka-heartbeat-interval", cfg.HeartbeatInterval},
-		{"--kafka-commit-interval", cfg.CommitInterval}, {"--batch-max-wait", cfg.BatchMaxWait}, {"--batch-linger", cfg.BatchLinger},
-		{"--shutdown-timeout", cfg.FlushTimeout}, {"--retry-backoff-max", cfg.RetryBackoffMax},
-		{"--fence-check-interval", cfg.FenceCheckInterval}, {"--fatal-retry-timeout", cfg.FatalRetryTimeout},
+		{"FetchMaxWait", cfg.FetchMaxWait}, {"SessionTimeout", cfg.SessionTimeout},
+		{"MetadataMaxAge", cfg.MetadataMaxAge},
+		{"RebalanceTimeout", cfg.RebalanceTimeout}, {"HeartbeatInterval", cfg.HeartbeatInterval},
+		{"CommitInterval", cfg.CommitInterval}, {"BatchMaxWait", cfg.BatchMaxWait},
+		{"FlushTimeout", cfg.FlushTimeout}, {"RetryBackoffMax", cfg.RetryBackoffMax},
+		{"FenceCheckInterval", cfg.FenceCheckInterval}, {"FatalRetryTimeout", cfg.FatalRetryTimeout},
 	}
 	for _, p := range positive {
 		if p.d < 0 {
-			add("%s is %s: use a positive duration such as 500ms or 10s", p.flag, p.d)
+			add("reader.Config.%s is %s: use a positive duration such as 500ms or 10s", p.field, p.d)
 		}
 	}
 	if cfg.HeartbeatInterval >= cfg.SessionTimeout {
-		add("--kafka-heartbeat-interval (%s) must be shorter than --kafka-session-timeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
+		add("reader.Config.HeartbeatInterval (%s) must be shorter than reader.Config.SessionTimeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
 	}
 	if cfg.BatchMaxRows < 0 {
-		add("--batch-max-rows is %d: use a positive number of rows", cfg.BatchMaxRows)
+		add("reader.Config.BatchMaxRows is %d: use a positive number of rows", cfg.BatchMaxRows)
 	}
 	if cfg.BatchMaxBytes < 0 {
-		add("--batch-max-bytes is %d: use a positive number of bytes", cfg.BatchMaxBytes)
+		add("reader.Config.BatchMaxBytes is %d: use a positive number of bytes", cfg.BatchMaxBytes)
 	}
 	if cfg.QueueCapacity < 0 || (cfg.QueueCapacity > 0 && cfg.QueueCapacity < cfg.BatchMaxRows) {
-		add("--queue-capacity is %d: use at least --batch-max-rows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
+		add("reader.Config.QueueCapacity is %d: use at least reader.Config.BatchMaxRows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
 	}
 	if err := cfg.Start.validate(); err != nil {
 		errs = append(errs, err)

@@ -42,15 +42,15 @@ func (p *partition) checkDataLoss() bool {
 		// In range by now (a leader change, a race with retention): go on.
 		log.Info("fetch position is back in range; resuming")
 		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, from)
-	case from < start && p.r.cfg.OnDataLoss == "skip":
+	case from < start && p.r.cfg.OnDataLoss == OnDataLossSkip:
 		p.r.stats.skipped.Add(start - max(from, 0))
-		log.Warn(fmt.Sprintf("data loss: offsets [%d, %d) were deleted by retention before kafka2pg read them; skipping them (--on-data-loss=skip)", from, start))
+		log.Warn(fmt.Sprintf("data loss: offsets [%d, %d) were deleted by retention before kafka2pg read them; skipping them (reader.Config.OnDataLoss=skip)", from, start))
 		return p.seek(stream.Position{Epoch: epoch, NextOffset: -1}, start)
 	}
 	var why string
 	if from < start {
 		why = fmt.Sprintf("data loss on %s/%d: offsets [%d, %d) were deleted by retention before kafka2pg read them; the partition is stopped. "+
-			"Restart with --on-data-loss=skip to continue at offset %d, or raise the topic's retention.", p.tp.Topic, p.tp.Partition, from, start, start)
+			"Restart with reader.Config.OnDataLoss=skip to continue at offset %d, or raise the topic's retention.", p.tp.Topic, p.tp.Partition, from, start, start)
 	} else {
 		why = fmt.Sprintf("%s/%d: the stored next_offset %d is past the end of the log (%d): the topic was recreated or truncated; the partition is stopped. "+
 			"Move the stored offset with SQL on kafka2pg.offsets (or offsets reset) after checking what the table holds.", p.tp.Topic, p.tp.Partition, from, end)

@@ -32,7 +32,7 @@ func TestDataLossStopsThePartitionNamingTheRange(t *testing.T) {
 	x := start(t, c, "g", s, nil)
 	var why []string
 	waitFor(t, 20*time.Second, "the partition to stop", func() bool { why = x.r.Stats().Stopped; return len(why) > 0 })
-	if !strings.Contains(why[0], "[10, 50)") || !strings.Contains(why[0], "--on-data-loss=skip") {
+	if !strings.Contains(why[0], "[10, 50)") || !strings.Contains(why[0], "reader.Config.OnDataLoss=skip") {
 		t.Errorf("stop reason %q does not name the lost range [10, 50) and the way out", why[0])
 	}
 	time.Sleep(300 * time.Millisecond) // a stopped partition must stay stopped: nothing may be written
@@ -52,7 +52,7 @@ func TestDataLossSkipContinuesAtTheLogStart(t *testing.T) {
 	deleteBelow(t, adm, 50)
 	s := newStore()
 	s.next[0] = 10
-	x := start(t, c, "g", s, func(c *Config) { c.OnDataLoss = "skip" })
+	x := start(t, c, "g", s, func(c *Config) { c.OnDataLoss = OnDataLossSkip })
 	ends := endOffsets(t, adm)
 	waitFor(t, 20*time.Second, "catch up past the gap", func() bool { return s.caughtUp(ends) })
 	x.stop()

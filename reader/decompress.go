@@ -58,12 +58,12 @@ func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
 	if p == nil {
 		return
 	}
-	err := fmt.Errorf("the record batch of offsets %d to %d decompresses to more than %d bytes (--max-buffered-bytes, at least 16 MiB), more than kafka2pg may hold; "+
-		"raise --max-buffered-bytes above its size and reset the offsets to read it", e.Offset, e.NextOffset-1, maxBatchBytes(&r.cfg))
+	err := fmt.Errorf("the record batch of offsets %d to %d decompresses to more than %d bytes (reader.Config.MaxBufferedBytes, at least 16 MiB), more than kafka2pg may hold; "+
+		"raise reader.Config.MaxBufferedBytes above its size and reset the offsets to read it", e.Offset, e.NextOffset-1, maxBatchBytes(&r.cfg))
 	if !p.noteUnreadable(unreadSpan{first: e.Offset, next: e.NextOffset, leaderEpoch: e.Epoch, err: err}) {
 		return
 	}
-	r.log.Warn("record batch too large to read; its offsets go to the dead letters (or stop the partition with --on-error=stop)",
+	r.log.Warn("record batch too large to read; its offsets go to the dead letters (or stop the partition with ingest.Config.OnError=stop)",
 		"topic", e.Topic, "partition", e.Partition, "first_offset", e.Offset, "next_offset", e.NextOffset,
 		"max_batch_bytes", maxBatchBytes(&r.cfg))
 	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{e.Topic: {e.Partition: {Epoch: e.Epoch, Offset: e.NextOffset}}})

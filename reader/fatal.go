@@ -27,7 +27,7 @@ type FatalError struct {
 }
 
 func (e *FatalError) Error() string {
-	msg := fmt.Sprintf("%s: %v (failing for %s, see --fatal-retry-timeout)", e.What, e.Err, e.For.Round(100*time.Millisecond))
+	msg := fmt.Sprintf("%s: %v (failing for %s, see reader.Config.FatalRetryTimeout)", e.What, e.Err, e.For.Round(100*time.Millisecond))
 	if e.Fix != "" {
 		msg += ": " + e.Fix
 	}
@@ -52,7 +52,7 @@ func kafkaFix(err error, literal bool) (fix string, ok bool) {
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return "the broker denies this principal a cluster operation: grant it DESCRIBE on the cluster", true
 	case literal && (errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)):
-		return "the topic does not exist (or this principal may not describe it): create it, or correct --topic (or the sink's topic in --config)", true
+		return "the topic does not exist (or this principal may not describe it): create it, or correct reader.Config.Topics", true
 	}
 	return "", false
 }

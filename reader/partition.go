@@ -79,8 +79,8 @@ func (p *partition) signal() {
 // recordOverhead is what a fetched record holds in memory besides its key
 // and value: the client's Record (160 bytes), its pointer in the queue and
 // the framing around key and value in the decompressed batch. The budget
-// counts it: for ~250-byte records it is 40% of their memory, and a budget
-// of key and value bytes alone let the bridge hold 1.7 times as much. The
+// counts it: for small records it is a large share of their memory, which a
+// budget of key and value bytes alone would let grow far past itself. The
 // stream.Record copies of a batch being written (fill) are not counted: a
 // batch's worth at most for each partition writing, in slices the reader
 // reuses and clears on release, so that they keep alive nothing the budget

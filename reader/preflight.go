@@ -47,7 +47,7 @@ func CheckTopics(ctx context.Context, cfg Config, literal []string, opts ...kgo.
 	}
 	defer cl.Close()
 	unreachable := trouble.New(cfg.Logger, "kafka unreachable while checking the topics; retrying", 0)
-	refused := trouble.New(cfg.Logger, "a topic to consume is missing or denied; retrying until --fatal-retry-timeout, then stopping", 0)
+	refused := trouble.New(cfg.Logger, "a topic to consume is missing or denied; retrying until reader.Config.FatalRetryTimeout, then stopping", 0)
 	watch := newFatalWatch(cfg.FatalRetryTimeout)
 	backoff := 200 * time.Millisecond
 	var lastErr error
@@ -145,7 +145,7 @@ func warnUnmatched(log interface{ Warn(string, ...any) }, patterns []*regexp.Reg
 			}
 		}
 		if !matched {
-			log.Warn("topic_regex matches no topic yet; its topics are consumed as they appear (within --kafka-metadata-max-age)", "topic_regex", re.String())
+			log.Warn("topic_regex matches no topic yet; its topics are consumed as they appear (within reader.Config.MetadataMaxAge)", "topic_regex", re.String())
 		}
 	}
 }

@@ -142,7 +142,7 @@ func TestTheConsumerGroupProtocolSharesPartitionsExactlyOnce(t *testing.T) {
 	produce(t, c, 3000)
 	s := newStore()
 	s.delay = time.Millisecond
-	next := func(c *Config) { c.GroupProtocol = "consumer" }
+	next := func(c *Config) { c.GroupProtocol = GroupProtocolConsumer }
 	a := start(t, c, "g", s, next)
 	waitFor(t, 20*time.Second, "first writes", func() bool { s.mu.Lock(); defer s.mu.Unlock(); return s.writes > 0 })
 	b := start(t, c, "g", s, next)
@@ -165,10 +165,10 @@ func TestGroupProtocolAndInstanceIDAreValidated(t *testing.T) {
 		tweak func(*Config)
 		want  string
 	}{
-		{"an unknown protocol", func(c *Config) { c.GroupProtocol = "next" }, "--kafka-group-protocol"},
-		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"round-robin"} }, "--kafka-balancers sticky or range"},
-		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "--kafka-instance-id"},
-		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "--max-buffered-bytes"},
+		{"an unknown protocol", func(c *Config) { c.GroupProtocol = 7 }, "reader.Config.GroupProtocol: GroupProtocol(7) is not"},
+		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = GroupProtocolConsumer, []Balancer{RoundRobin} }, "reader.Config.Balancers sticky or range"},
+		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "reader.Config.InstanceID"},
+		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "reader.Config.MaxBufferedBytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base
@@ -180,8 +180,8 @@ func TestGroupProtocolAndInstanceIDAreValidated(t *testing.T) {
 		})
 	}
 	for _, ok := range []func(*Config){
-		func(c *Config) { c.GroupProtocol = "consumer" },
-		func(c *Config) { c.GroupProtocol, c.Balancers = "consumer", []string{"range"} },
+		func(c *Config) { c.GroupProtocol = GroupProtocolConsumer },
+		func(c *Config) { c.GroupProtocol, c.Balancers = GroupProtocolConsumer, []Balancer{Range} },
 		func(c *Config) { c.InstanceID = "pod-7" },
 	} {
 		cfg := base

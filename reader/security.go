@@ -32,6 +32,10 @@ const (
 	SASLOAuthBearer = "OAUTHBEARER"
 )
 
+// DefaultTLSMinVersion is the oldest TLS version Security accepts unless
+// TLSMinVersion says otherwise.
+const DefaultTLSMinVersion = "1.2"
+
 // Security is how the bridge connects to Kafka: TLS, and SASL
 // authentication. Each field maps to a run flag named in its comment; the
 // zero value is a plaintext, unauthenticated connection.
@@ -86,42 +90,42 @@ func (s Security) Validate() error {
 	var errs []error
 	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	if (s.TLSCertFile == "") != (s.TLSKeyFile == "") {
-		add("--kafka-tls-cert-file and --kafka-tls-key-file go together: give both for mutual TLS, or neither")
+		add("reader.Security.TLSCertFile and reader.Security.TLSKeyFile go together: give both for mutual TLS, or neither")
 	}
 	if _, err := tlsVersion(s.TLSMinVersion); err != nil {
 		errs = append(errs, err)
 	}
 	if !s.tlsOn() && s.TLSMinVersion == "1.3" {
-		add("--kafka-tls-min-version is set but TLS is off: add --kafka-tls (or --kafka-tls-ca-file)")
+		add("reader.Security.TLSMinVersion is set but TLS is off: set reader.Security.TLS (or reader.Security.TLSCAFile)")
 	}
 	hasPassword := s.SASLPassword != "" || s.SASLPasswordFile != ""
 	switch strings.ToUpper(s.SASLMechanism) {
 	case "":
 		if s.SASLUser != "" || hasPassword || s.SASLTokenFile != "" {
-			add("--kafka-sasl-user, --kafka-sasl-password(-file) and --kafka-sasl-token-file need --kafka-sasl-mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)")
+			add("reader.Security.SASLUser, reader.Security.SASLPassword(File) and reader.Security.SASLTokenFile need reader.Security.SASLMechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)")
 		}
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 		if s.SASLUser == "" {
-			add("--kafka-sasl-mechanism %s needs --kafka-sasl-user", s.SASLMechanism)
+			add("reader.Security.SASLMechanism %s needs reader.Security.SASLUser", s.SASLMechanism)
 		}
 		switch {
 		case !hasPassword:
-			add("--kafka-sasl-mechanism %s needs a password: set KAFKA2PG_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file", s.SASLMechanism)
+			add("reader.Security.SASLMechanism %s needs a password: set reader.Security.SASLPassword or reader.Security.SASLPasswordFile", s.SASLMechanism)
 		case s.SASLPassword != "" && s.SASLPasswordFile != "":
-			add("--kafka-sasl-password and --kafka-sasl-password-file are both set: give one")
+			add("reader.Security.SASLPassword and reader.Security.SASLPasswordFile are both set: give one")
 		}
 		if s.SASLTokenFile != "" {
-			add("--kafka-sasl-token-file is for OAUTHBEARER, not %s", s.SASLMechanism)
+			add("reader.Security.SASLTokenFile is for OAUTHBEARER, not %s", s.SASLMechanism)
 		}
 	case SASLOAuthBearer:
 		if s.SASLTokenFile == "" {
-			add("--kafka-sasl-mechanism OAUTHBEARER needs --kafka-sasl-token-file")
+			add("reader.Security.SASLMechanism OAUTHBEARER needs reader.Security.SASLTokenFile")
 		}
 		if s.SASLUser != "" || hasPassword {
-			add("--kafka-sasl-user and --kafka-sasl-password(-file) are not used by OAUTHBEARER: remove them")
+			add("reader.Security.SASLUser and reader.Security.SASLPassword(File) are not used by OAUTHBEARER: remove them")
 		}
 	default:
-		add("--kafka-sasl-mechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SASLMechanism)
+		add("reader.Security.SASLMechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SASLMechanism)
 	}
 	return errors.Join(errs...)
 }
@@ -157,11 +161,11 @@ func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
 	if s.TLSCAFile != "" {
 		pem, err := os.ReadFile(s.TLSCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("--kafka-tls-ca-file: %w", err)
+			return nil, fmt.Errorf("reader.Security.TLSCAFile: %w", err)
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--kafka-tls-ca-file %s: no PEM certificate in it", s.TLSCAFile)
+			return nil, fmt.Errorf("reader.Security.TLSCAFile %s: no PEM certificate in it", s.TLSCAFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -169,17 +173,17 @@ func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
 		pair, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
 		if err != nil {
 			// The error names the files, never their content.
-			return nil, fmt.Errorf("--kafka-tls-cert-file and --kafka-tls-key-file: %w", err)
+			return nil, fmt.Errorf("reader.Security.TLSCertFile and reader.Security.TLSKeyFile: %w", err)
 		}
 		// An expired client certificate would only show up as a vague
 		// handshake failure on the broker's side: say it here.
 		if leaf := pair.Leaf; leaf != nil {
 			if now.After(leaf.NotAfter) {
-				return nil, fmt.Errorf("--kafka-tls-cert-file %s: the client certificate %q expired at %s: renew it",
+				return nil, fmt.Errorf("reader.Security.TLSCertFile %s: the client certificate %q expired at %s: renew it",
 					s.TLSCertFile, leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339))
 			}
 			if now.Before(leaf.NotBefore) {
-				return nil, fmt.Errorf("--kafka-tls-cert-file %s: the client certificate %q is not valid before %s: check the clock",
+				return nil, fmt.Errorf("reader.Security.TLSCertFile %s: the client certificate %q is not valid before %s: check the clock",
 					s.TLSCertFile, leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
 			}
 		}
@@ -190,12 +194,12 @@ func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
 
 func tlsVersion(v string) (uint16, error) {
 	switch v {
-	case "", "1.2":
+	case "", DefaultTLSMinVersion:
 		return tls.VersionTLS12, nil
 	case "1.3":
 		return tls.VersionTLS13, nil
 	}
-	return 0, fmt.Errorf("--kafka-tls-min-version %q is not 1.2 or 1.3", v)
+	return 0, fmt.Errorf("reader.Security.TLSMinVersion %q is not 1.2 or 1.3", v)
 }
 
 func (s Security) mechanism() (sasl.Mechanism, error) {
@@ -203,12 +207,12 @@ func (s Security) mechanism() (sasl.Mechanism, error) {
 	case SASLOAuthBearer:
 		path := s.SASLTokenFile
 		if _, err := readSecretFile(path); err != nil {
-			return nil, fmt.Errorf("--kafka-sasl-token-file: %w", err)
+			return nil, fmt.Errorf("reader.Security.SASLTokenFile: %w", err)
 		}
 		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
 			token, err := readSecretFile(path)
 			if err != nil {
-				return oauth.Auth{}, fmt.Errorf("--kafka-sasl-token-file: %w", err)
+				return oauth.Auth{}, fmt.Errorf("reader.Security.SASLTokenFile: %w", err)
 			}
 			return oauth.Auth{Token: token}, nil
 		}), nil
@@ -217,7 +221,7 @@ func (s Security) mechanism() (sasl.Mechanism, error) {
 	if s.SASLPasswordFile != "" {
 		p, err := readSecretFile(s.SASLPasswordFile)
 		if err != nil {
-			return nil, fmt.Errorf("--kafka-sasl-password-file: %w", err)
+			return nil, fmt.Errorf("reader.Security.SASLPasswordFile: %w", err)
 		}
 		pass = p
 	}
@@ -332,11 +336,11 @@ func (s Security) CheckBrokers(ctx context.Context, brokers []string, timeout ti
 	}
 	if s.tlsOn() && hook.handshakeCut.Load() >= 3 {
 		return fmt.Errorf("connect to Kafka %s: %w (the broker closes the connection during every TLS handshake: "+
-			"the listener does not speak TLS (use its SSL or SASL_SSL port, or drop --kafka-tls), or refuses --kafka-tls-min-version)", strings.Join(brokers, ","), err)
+			"the listener does not speak TLS (use its SSL or SASL_SSL port, or drop reader.Security.TLS), or refuses reader.Security.TLSMinVersion)", strings.Join(brokers, ","), err)
 	}
 	if hook.connected.Load() >= 3 && hook.cut.Load() >= 3 && s.SASLMechanism == "" {
 		return fmt.Errorf("connect to Kafka %s: %w (the broker closes every connection right after it opens: "+
-			"the listener may require SASL (--kafka-sasl-mechanism) or TLS (--kafka-tls))", strings.Join(brokers, ","), err)
+			"the listener may require SASL (reader.Security.SASLMechanism) or TLS (reader.Security.TLS))", strings.Join(brokers, ","), err)
 	}
 	return nil
 }
@@ -388,26 +392,26 @@ func securityHint(err error, s Security, saslCut bool) string {
 	msg := err.Error()
 	switch {
 	case errors.Is(err, kerr.SaslAuthenticationFailed), saslCut:
-		return "the broker refused the SASL credentials: check --kafka-sasl-mechanism, --kafka-sasl-user and the password or token"
+		return "the broker refused the SASL credentials: check reader.Security.SASLMechanism, reader.Security.SASLUser and the password or token"
 	case errors.Is(err, kerr.UnsupportedSaslMechanism), errors.Is(err, kerr.IllegalSaslState):
-		return "the broker does not accept this SASL mechanism on this listener: check --kafka-sasl-mechanism and the broker's sasl.enabled.mechanisms"
+		return "the broker does not accept this SASL mechanism on this listener: check reader.Security.SASLMechanism and the broker's sasl.enabled.mechanisms"
 	case errors.As(err, &unknownCA):
-		return "the broker's certificate is not signed by a trusted CA: give the CA that signed it with --kafka-tls-ca-file"
+		return "the broker's certificate is not signed by a trusted CA: give the CA that signed it with reader.Security.TLSCAFile"
 	case errors.As(err, &invalid) && invalid.Reason == x509.Expired:
 		return "the broker's certificate is expired or not valid yet: renew it on the broker, or check the clock"
 	case errors.As(err, &invalid):
 		return "the broker's certificate is not valid for a TLS server: check the broker's keystore"
 	case errors.As(err, &hostname):
-		return "the broker's certificate does not name the host we dialed: use the advertised host name, or --kafka-tls-server-name"
+		return "the broker's certificate does not name the host we dialed: use the advertised host name, or reader.Security.TLSServerName"
 	case errors.As(err, &verifyErr):
-		return "the broker's certificate did not verify: check --kafka-tls-ca-file and --kafka-tls-server-name"
+		return "the broker's certificate did not verify: check reader.Security.TLSCAFile and reader.Security.TLSServerName"
 	case strings.Contains(msg, "remote error: tls:"):
 		if s.TLSCertFile == "" {
-			return "the broker ended the TLS handshake: it may require a client certificate (--kafka-tls-cert-file, --kafka-tls-key-file)"
+			return "the broker ended the TLS handshake: it may require a client certificate (reader.Security.TLSCertFile, reader.Security.TLSKeyFile)"
 		}
-		return "the broker refused the client certificate (--kafka-tls-cert-file): expired, revoked, or not signed by a CA it trusts"
+		return "the broker refused the client certificate (reader.Security.TLSCertFile): expired, revoked, or not signed by a CA it trusts"
 	case errors.As(err, &recordHdr):
-		return "the listener does not speak TLS: drop --kafka-tls, or use the broker's SSL or SASL_SSL port"
+		return "the listener does not speak TLS: drop reader.Security.TLS, or use the broker's SSL or SASL_SSL port"
 	}
 	return ""
 }

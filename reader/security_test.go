@@ -27,15 +27,15 @@ func TestSecurityValidate(t *testing.T) {
 		{"a lower-case mechanism is fine", Security{SASLMechanism: "scram-sha-256", SASLUser: "u", SASLPasswordFile: "/f"}, ""},
 		{"OAUTHBEARER with a token file is fine", Security{SASLMechanism: "OAUTHBEARER", SASLTokenFile: "/t"}, ""},
 		{"mTLS with a cert and a key is fine", Security{TLSCertFile: "c", TLSKeyFile: "k", TLSMinVersion: "1.3"}, ""},
-		{"a cert without its key names both flags", Security{TLSCertFile: "c"}, "--kafka-tls-cert-file and --kafka-tls-key-file go together"},
-		{"an unknown TLS version names the flag", Security{TLS: true, TLSMinVersion: "1.1"}, `--kafka-tls-min-version "1.1" is not 1.2 or 1.3`},
+		{"a cert without its key names both flags", Security{TLSCertFile: "c"}, "reader.Security.TLSCertFile and reader.Security.TLSKeyFile go together"},
+		{"an unknown TLS version names the flag", Security{TLS: true, TLSMinVersion: "1.1"}, `reader.Security.TLSMinVersion "1.1" is not 1.2 or 1.3`},
 		{"a TLS version without TLS says to turn it on", Security{TLSMinVersion: "1.3"}, "TLS is off"},
-		{"an unknown mechanism names the flag", Security{SASLMechanism: "GSSAPI"}, `--kafka-sasl-mechanism "GSSAPI" is not`},
-		{"PLAIN without a user asks for one", Security{SASLMechanism: "PLAIN", SASLPassword: "p"}, "needs --kafka-sasl-user"},
-		{"SCRAM without a password says where to put it", Security{SASLMechanism: "SCRAM-SHA-256", SASLUser: "u"}, "KAFKA2PG_KAFKA_SASL_PASSWORD or --kafka-sasl-password-file"},
+		{"an unknown mechanism names the flag", Security{SASLMechanism: "GSSAPI"}, `reader.Security.SASLMechanism "GSSAPI" is not`},
+		{"PLAIN without a user asks for one", Security{SASLMechanism: "PLAIN", SASLPassword: "p"}, "needs reader.Security.SASLUser"},
+		{"SCRAM without a password says where to put it", Security{SASLMechanism: "SCRAM-SHA-256", SASLUser: "u"}, "reader.Security.SASLPassword or reader.Security.SASLPasswordFile"},
 		{"a password and a password file are one too many", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPassword: "p", SASLPasswordFile: "f"}, "both set"},
-		{"OAUTHBEARER without a token file asks for one", Security{SASLMechanism: "OAUTHBEARER"}, "needs --kafka-sasl-token-file"},
-		{"a user without a mechanism asks for the mechanism", Security{SASLUser: "u"}, "need --kafka-sasl-mechanism"},
+		{"OAUTHBEARER without a token file asks for one", Security{SASLMechanism: "OAUTHBEARER"}, "needs reader.Security.SASLTokenFile"},
+		{"a user without a mechanism asks for the mechanism", Security{SASLUser: "u"}, "need reader.Security.SASLMechanism"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.sec.Validate()
@@ -81,13 +81,13 @@ func TestSecurityOptionsReadFiles(t *testing.T) {
 		sec  Security
 		want string
 	}{
-		{"a missing CA file names the flag", Security{TLSCAFile: missing}, "--kafka-tls-ca-file: open " + missing},
+		{"a missing CA file names the flag", Security{TLSCAFile: missing}, "reader.Security.TLSCAFile: open " + missing},
 		{"a CA file without PEM says so", Security{TLSCAFile: notPEM}, "no PEM certificate in it"},
 		{"an expired client certificate fails before any connection", Security{TLSCAFile: caFile, TLSCertFile: expiredCert, TLSKeyFile: expiredKey}, `the client certificate "old-client" expired at`},
-		{"a key that is not PEM names the flags", Security{TLSCertFile: expiredCert, TLSKeyFile: notPEM}, "--kafka-tls-cert-file and --kafka-tls-key-file"},
-		{"a missing password file names the flag", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPasswordFile: missing}, "--kafka-sasl-password-file: open " + missing},
+		{"a key that is not PEM names the flags", Security{TLSCertFile: expiredCert, TLSKeyFile: notPEM}, "reader.Security.TLSCertFile and reader.Security.TLSKeyFile"},
+		{"a missing password file names the flag", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPasswordFile: missing}, "reader.Security.SASLPasswordFile: open " + missing},
 		{"an empty password file is an error", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPasswordFile: empty}, "is empty"},
-		{"an empty token file is an error", Security{SASLMechanism: "OAUTHBEARER", SASLTokenFile: empty}, "--kafka-sasl-token-file: " + empty + " is empty"},
+		{"an empty token file is an error", Security{SASLMechanism: "OAUTHBEARER", SASLTokenFile: empty}, "reader.Security.SASLTokenFile: " + empty + " is empty"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := tc.sec.Options()
@@ -185,11 +185,11 @@ func TestCheckBrokersTLSOnKfake(t *testing.T) {
 		want   string // "" for success
 	}{
 		{"TLS with the right CA connects", tlsBroker, Security{TLSCAFile: caFile, TLSMinVersion: "1.3"}, ""},
-		{"TLS with the wrong CA fails fast naming the CA flag", tlsBroker, Security{TLSCAFile: otherFile}, "--kafka-tls-ca-file"},
-		{"TLS with the wrong server name names the flag", tlsBroker, Security{TLSCAFile: caFile, TLSServerName: "kafka.example.com"}, "--kafka-tls-server-name"},
+		{"TLS with the wrong CA fails fast naming the CA flag", tlsBroker, Security{TLSCAFile: otherFile}, "reader.Security.TLSCAFile"},
+		{"TLS with the wrong server name names the flag", tlsBroker, Security{TLSCAFile: caFile, TLSServerName: "kafka.example.com"}, "reader.Security.TLSServerName"},
 		{"an expired broker certificate fails fast and says expired", expiredBroker, Security{TLSCAFile: caFile}, "expired"},
 		{"mTLS with a client certificate connects", mtlsBroker, Security{TLSCAFile: caFile, TLSCertFile: clientCert, TLSKeyFile: clientKey}, ""},
-		{"mTLS without a client certificate says one may be needed", mtlsBroker, Security{TLSCAFile: caFile}, "--kafka-tls-cert-file"},
+		{"mTLS without a client certificate says one may be needed", mtlsBroker, Security{TLSCAFile: caFile}, "reader.Security.TLSCertFile"},
 		{"SASL_SSL with SCRAM-SHA-512 connects", saslTLSBroker, Security{TLSCAFile: caFile, SASLMechanism: "SCRAM-SHA-512", SASLUser: "bridge", SASLPassword: testSecret}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

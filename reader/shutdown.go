@@ -155,6 +155,6 @@ func (r *Reader) leave(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("leave the consumer group %q: %w (the group drops this member after --kafka-session-timeout)", r.cfg.Group, ctx.Err())
+		return fmt.Errorf("leave the consumer group %q: %w (the group drops this member after reader.Config.SessionTimeout)", r.cfg.Group, ctx.Err())
 	}
 }

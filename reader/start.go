@@ -24,8 +24,8 @@ const (
 	StartAtTime                     // the first record at or after At
 )
 
-// ParseStart reads the --kafka-start flag: earliest, latest, committed, or an
-// RFC 3339 time.
+// ParseStart reads a start policy: earliest, latest, committed, or an RFC
+// 3339 time.
 func ParseStart(s string) (StartPolicy, error) {
 	switch s {
 	case "", "earliest":
@@ -37,7 +37,7 @@ func ParseStart(s string) (StartPolicy, error) {
 	}
 	t, err := time.Parse(time.RFC3339Nano, s)
 	if err != nil {
-		return StartPolicy{}, fmt.Errorf("--kafka-start %q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
+		return StartPolicy{}, fmt.Errorf("%q is not earliest, latest, committed or an RFC 3339 time such as 2026-11-30T09:00:00Z", s)
 	}
 	return StartPolicy{Kind: StartAtTime, At: t}, nil
 }
@@ -54,9 +54,16 @@ func (p StartPolicy) String() string {
 	return "earliest"
 }
 
+func (p StartPolicy) MarshalText() ([]byte, error) { return []byte(p.String()), nil }
+
+func (p *StartPolicy) UnmarshalText(b []byte) (err error) {
+	*p, err = ParseStart(string(b))
+	return err
+}
+
 func (p StartPolicy) validate() error {
 	if p.Kind < StartEarliest || p.Kind > StartAtTime {
-		return fmt.Errorf("--kafka-start: unknown policy %d", p.Kind)
+		return fmt.Errorf("reader.Config.Start: unknown policy %d", p.Kind)
 	}
 	return nil
 }

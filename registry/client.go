@@ -38,21 +38,21 @@ type Config struct {
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.URLs) == 0 {
-		errs = append(errs, errors.New("--schema-registry-url is empty: give the registry's URL, e.g. http://localhost:8081"))
+		errs = append(errs, errors.New("registry.Config.URLs is empty: give the registry's URL, e.g. http://localhost:8081"))
 	}
 	for _, u := range c.URLs {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			errs = append(errs, fmt.Errorf("--schema-registry-url %q: the URL must start with http:// or https://", u))
+			errs = append(errs, fmt.Errorf("registry.Config.URLs: %q: the URL must start with http:// or https://", u))
 		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("--schema-registry-tls-cert-file and --schema-registry-tls-key-file go together: give both, or neither"))
+		errs = append(errs, errors.New("registry.Config.TLSCert and registry.Config.TLSKey go together: give both, or neither"))
 	}
 	if c.Password != "" && c.User == "" {
-		errs = append(errs, errors.New("--schema-registry-password is set without --schema-registry-user: give the user too"))
+		errs = append(errs, errors.New("registry.Config.Password is set without registry.Config.User: give the user too"))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("the registry timeout is %s: use a positive duration", c.Timeout))
+		errs = append(errs, fmt.Errorf("registry.Config.Timeout is %s: use a positive duration", c.Timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -81,18 +81,18 @@ func New(cfg Config) (*Client, error) {
 		if cfg.TLSCA != "" {
 			pem, err := os.ReadFile(cfg.TLSCA)
 			if err != nil {
-				return nil, fmt.Errorf("--schema-registry-tls-ca-file: %w", err)
+				return nil, fmt.Errorf("registry.Config.TLSCA: %w", err)
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("--schema-registry-tls-ca-file %s: no PEM certificate in the file", cfg.TLSCA)
+				return nil, fmt.Errorf("registry.Config.TLSCA %s: no PEM certificate in the file", cfg.TLSCA)
 			}
 			tc.RootCAs = pool
 		}
 		if cfg.TLSCert != "" {
 			cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 			if err != nil {
-				return nil, fmt.Errorf("--schema-registry-tls-cert-file/--schema-registry-tls-key-file: %w", err)
+				return nil, fmt.Errorf("registry.Config.TLSCert/registry.Config.TLSKey: %w", err)
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}

@@ -83,10 +83,10 @@ func TestConfigErrorsNameTheFlag(t *testing.T) {
 		cfg  registry.Config
 		says string
 	}{
-		{registry.Config{}, "--schema-registry-url is empty"},
+		{registry.Config{}, "registry.Config.URLs is empty"},
 		{registry.Config{URLs: []string{"localhost:8081"}}, "must start with http://"},
-		{registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}, "--schema-registry-tls-key-file go together"},
-		{registry.Config{URLs: []string{"http://x"}, Password: "p"}, "without --schema-registry-user"},
+		{registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}, "registry.Config.TLSKey go together"},
+		{registry.Config{URLs: []string{"http://x"}, Password: "p"}, "without registry.Config.User"},
 	} {
 		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%+v: got %v, want %q", c.cfg, err, c.says)

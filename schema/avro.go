@@ -174,7 +174,7 @@ func ParseAvro(rs RegisteredSchema) (avro.Schema, error) {
 
 // avroCompiler builds the columns and the decoder of one schema.
 type avroCompiler struct {
-	nested string
+	nested Nested
 	fields []regField
 	taken  map[string]bool
 }
@@ -184,7 +184,7 @@ type avroNode func(r *avro.Reader, out []any) error
 
 // compileAvro compiles an Avro schema (with its references) for a part;
 // prefix names the columns of a key ("key", "key_<field>").
-func compileAvro(rs RegisteredSchema, _ []int, _, prefix, nested string) (*regVersion, error) {
+func compileAvro(rs RegisteredSchema, _ []int, _, prefix string, nested Nested) (*regVersion, error) {
 	s, err := ParseAvro(rs)
 	if err != nil {
 		return nil, err

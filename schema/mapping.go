@@ -607,7 +607,7 @@ func decodeJSON(b []byte) (any, error) {
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		if tooDeep(err) {
-			return nil, &decodeError{KindTooDeep, "nests objects and arrays deeper than " + strconv.Itoa(maxNestingDepth) + " levels, the decoder's limit: flatten it before it is produced, or store it with --value-format text"}
+			return nil, &decodeError{KindTooDeep, "nests objects and arrays deeper than " + strconv.Itoa(maxNestingDepth) + " levels, the decoder's limit: flatten it before it is produced, or store the value as text"}
 		}
 		return nil, &decodeError{KindInvalidJSON, "is not JSON: " + err.Error()}
 	}

@@ -107,7 +107,7 @@ type protoColumn struct {
 // compileProtobuf compiles the .proto text of rs (its references are its
 // imports) and picks the message of indexes (nil: message names it, or the
 // first).
-func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix, nested string) (*regVersion, error) {
+func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix string, nested Nested) (*regVersion, error) {
 	md, err := ProtobufMessage(rs, indexes, message)
 	if err != nil {
 		return nil, err
@@ -237,7 +237,7 @@ func findMessage(ms protoreflect.MessageDescriptors, name protoreflect.FullName)
 }
 
 type protoCompiler struct {
-	nested string
+	nested Nested
 	fields []regField
 	cols   []protoColumn
 	taken  map[string]bool

@@ -23,7 +23,7 @@ const (
 	ValueBytes                    // bytea; any value fits
 )
 
-// ParseValueFormat reads the --value-format flag.
+// ParseValueFormat reads json (or ""), text or bytes.
 func ParseValueFormat(s string) (ValueFormat, error) {
 	switch s {
 	case "json", "":
@@ -44,6 +44,13 @@ func (f ValueFormat) String() string {
 		return "bytes"
 	}
 	return "json"
+}
+
+func (f ValueFormat) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+func (f *ValueFormat) UnmarshalText(b []byte) (err error) {
+	*f, err = ParseValueFormat(string(b))
+	return err
 }
 
 func (f ValueFormat) sqlType() string {

@@ -19,10 +19,6 @@ import (
 // else are jsonb. A property listed in required is NOT NULL, unless its
 // type allows null.
 
-// FormatJSONSchema is the format of records written by Confluent's JSON
-// Schema serializer.
-const FormatJSONSchema = "json_schema"
-
 // jsonSchemaTypes maps "type" or "type/format" to a column type.
 var jsonSchemaTypes = map[string]string{
 	"integer":          "bigint",
@@ -61,7 +57,7 @@ func (n jsonSchemaNode) types() (types []string, null bool) {
 	return types, null
 }
 
-func compileJSONSchema(rs RegisteredSchema, _ []int, _, prefix, nested string) (*regVersion, error) {
+func compileJSONSchema(rs RegisteredSchema, _ []int, _, prefix string, nested Nested) (*regVersion, error) {
 	if t := strings.ToUpper(rs.Type); t != "JSON" {
 		if t == "" {
 			t = "AVRO"
@@ -112,7 +108,7 @@ func compileJSONSchema(rs RegisteredSchema, _ []int, _, prefix, nested string) (
 }
 
 type jsonSchemaCompiler struct {
-	nested string
+	nested Nested
 	specs  []ColumnSpec
 	fields []regField
 	taken  map[string]bool

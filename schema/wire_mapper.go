@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -38,8 +39,9 @@ type RegistryMapper struct {
 
 // RegistryMappingSpec configures a RegistryMapper.
 type RegistryMappingSpec struct {
-	// Format is avro, protobuf or json_schema.
-	Format string
+	// Format is FormatAvro (the zero value), FormatProtobuf or
+	// FormatJSONSchema.
+	Format Format
 	Schema string // "" means the search_path
 	Table  string // required
 	// Value are the versions of the value subject, oldest first; the table
@@ -52,9 +54,10 @@ type RegistryMappingSpec struct {
 	// Message is the full name of the Protobuf message the table is made
 	// of; "" means the first message of the schema (message index 0).
 	Message string
-	// Nested is flatten (default: a record field's fields become columns
-	// named parent_child) or jsonb (one jsonb column per record field).
-	Nested string
+	// Nested is NestedFlatten (default: a record field's fields become
+	// columns named parent_child) or NestedJSONB (one jsonb column per
+	// record field).
+	Nested Nested
 	// Metadata columns come after the schema's columns.
 	Metadata MetadataSpec
 	// KeyColumns lists the upsert key columns (key fields, value fields or
@@ -115,7 +118,7 @@ type regVersion struct {
 // compiler compiles a registered schema of a format (compileAvro,
 // compileProtobuf) into a version; indexes pick a Protobuf message (nil:
 // message names it, or the first), prefix names a key's columns.
-type compiler func(rs RegisteredSchema, indexes []int, message, prefix, nested string) (*regVersion, error)
+type compiler func(rs RegisteredSchema, indexes []int, message, prefix string, nested Nested) (*regVersion, error)
 
 // NewRegistryMapper checks spec and folds its versions into the table.
 // Every error names the setting or field, the value and the fix.
@@ -128,17 +131,11 @@ func NewRegistryMapper(spec RegistryMappingSpec) (*RegistryMapper, error) {
 	if err := ValidateIdent("table", spec.Table); err != nil {
 		return nil, err
 	}
-	switch spec.Format {
-	case FormatAvro, FormatProtobuf, FormatJSONSchema:
-	default:
-		return nil, fmt.Errorf("format %q is not avro, protobuf or json_schema", spec.Format)
+	if !formatNames.Valid(int(spec.Format)) {
+		return nil, fmt.Errorf("format %s is not %s", spec.Format, formatNames.List())
 	}
-	switch spec.Nested {
-	case "":
-		spec.Nested = NestedFlatten
-	case NestedFlatten, NestedJSONB:
-	default:
-		return nil, fmt.Errorf("nested %q is not flatten or jsonb", spec.Nested)
+	if !nestedNames.Valid(int(spec.Nested)) {
+		return nil, fmt.Errorf("nested %s is not %s", spec.Nested, nestedNames.List())
 	}
 	if spec.Lookup == nil {
 		return nil, errors.New("registry mapping: Lookup is nil")
@@ -206,13 +203,57 @@ func NewRegistryMapper(spec RegistryMappingSpec) (*RegistryMapper, error) {
 	return m, nil
 }
 
-// The formats and nested modes of a RegistryMappingSpec.
+// Format is the wire format of a registry sink's records: Confluent's
+// serializers write a magic byte, the schema id and the payload.
+type Format int
+
 const (
-	FormatAvro     = "avro"
-	FormatProtobuf = "protobuf"
-	NestedFlatten  = "flatten"
-	NestedJSONB    = "jsonb"
+	FormatAvro       Format = iota // Avro binary
+	FormatProtobuf                 // Protobuf, with the message's indexes after the id
+	FormatJSONSchema               // JSON, checked against a JSON Schema by the writer
 )
+
+var formatNames = enum.Names{"avro", "protobuf", "json_schema"}
+
+func (f Format) String() string { return formatNames.Name(int(f), "Format") }
+
+// ParseFormat reads avro, protobuf or json_schema.
+func ParseFormat(s string) (Format, error) {
+	v, err := formatNames.Parse(s)
+	return Format(v), err
+}
+
+func (f Format) MarshalText() ([]byte, error) { return []byte(f.String()), nil }
+
+func (f *Format) UnmarshalText(b []byte) (err error) {
+	*f, err = ParseFormat(string(b))
+	return err
+}
+
+// Nested is how a record field of a registry schema becomes columns.
+type Nested int
+
+const (
+	NestedFlatten Nested = iota // its fields become columns named parent_child
+	NestedJSONB                 // one jsonb column
+)
+
+var nestedNames = enum.Names{"flatten", "jsonb"}
+
+func (n Nested) String() string { return nestedNames.Name(int(n), "Nested") }
+
+// ParseNested reads flatten or jsonb.
+func ParseNested(s string) (Nested, error) {
+	v, err := nestedNames.Parse(s)
+	return Nested(v), err
+}
+
+func (n Nested) MarshalText() ([]byte, error) { return []byte(n.String()), nil }
+
+func (n *Nested) UnmarshalText(b []byte) (err error) {
+	*n, err = ParseNested(string(b))
+	return err
+}
 
 func (md MetadataSpec) empty() bool {
 	return md.Topic == "" && md.Partition == "" && md.Offset == "" && md.Timestamp == "" && md.TimestampType == "" &&
@@ -237,7 +278,7 @@ func (m *RegistryMapper) compile(part int, rs RegisteredSchema, h wireHeader) (*
 	if part == partKey {
 		prefix = "key"
 	}
-	c := map[string]compiler{FormatAvro: compileAvro, FormatProtobuf: compileProtobuf, FormatJSONSchema: compileJSONSchema}[m.spec.Format]
+	c := map[Format]compiler{FormatAvro: compileAvro, FormatProtobuf: compileProtobuf, FormatJSONSchema: compileJSONSchema}[m.spec.Format]
 	indexes := h.indexes
 	if len(indexes) == 1 && indexes[0] == -1 {
 		indexes = nil

@@ -109,8 +109,8 @@ type StopError struct {
 }
 
 func (e *StopError) Error() string {
-	return fmt.Sprintf("bad record at %s/%d offset %d stopped the partition (--on-error=stop): %s: %v; "+
-		"fix the table or the data, or run with --on-error=dead-letter, then restart",
+	return fmt.Sprintf("bad record at %s/%d offset %d stopped the partition (ingest.Config.OnError=stop): %s: %v; "+
+		"fix the table or the data, or run with ingest.Config.OnError=dead-letter, then restart",
 		e.Topic, e.Partition, e.Offset, e.Kind, e.Err)
 }
 

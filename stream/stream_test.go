@@ -30,7 +30,7 @@ func TestTheWriteErrorsAreFoundThroughWrapping(t *testing.T) {
 	if !errors.Is(stop, cause) || errors.Is(stop, stream.ErrFenced) {
 		t.Errorf("a StopError must unwrap to its cause and not be fenced: %v", stop)
 	}
-	for _, want := range []string{"orders/3", "offset 7", "invalid_json", "value is not JSON", "--on-error=dead-letter"} {
+	for _, want := range []string{"orders/3", "offset 7", "invalid_json", "value is not JSON", "ingest.Config.OnError=dead-letter"} {
 		if !strings.Contains(se.Error(), want) {
 			t.Errorf("StopError says %q; want it to name %q (the record, the reason and the fix)", se.Error(), want)
 		}

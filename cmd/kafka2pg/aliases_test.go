@@ -24,17 +24,17 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 	t.Run("on the command line", func(t *testing.T) {
 		o := load(t, "--topic", "t", "--no-migrate", "--start", "latest", "--table", "events",
 			"--schema-registry-tls-ca", "ca.pem", "--schema-registry-tls-cert", "c.pem", "--schema-registry-tls-key", "k.pem")
-		if o.migrate || o.start != "latest" || o.table != "events" ||
+		if !o.cfg.SkipMigrations || o.cfg.Kafka.Start.String() != "latest" || o.table != "events" ||
 			o.registry.tlsCA != "ca.pem" || o.registry.tlsCert != "c.pem" || o.registry.tlsKey != "k.pem" {
 			t.Errorf("migrate %v, start %q, table %q, registry TLS %q %q %q: the old names did not set the new flags",
-				o.migrate, o.start, o.table, o.registry.tlsCA, o.registry.tlsCert, o.registry.tlsKey)
+				!o.cfg.SkipMigrations, o.cfg.Kafka.Start, o.table, o.registry.tlsCA, o.registry.tlsCert, o.registry.tlsKey)
 		}
 		if len(o.oldNames) != 6 || !strings.Contains(strings.Join(o.oldNames, "\n"), "--no-migrate is an old name: use --migrate=false") {
 			t.Errorf("notices %q: want one per old name, naming the new spelling", o.oldNames)
 		}
 	})
 	t.Run("an explicit --no-migrate=false migrates", func(t *testing.T) {
-		if o := load(t, "--topic", "t", "--no-migrate=false"); !o.migrate {
+		if o := load(t, "--topic", "t", "--no-migrate=false"); o.cfg.SkipMigrations {
 			t.Error("--no-migrate=false turned migrations off")
 		}
 	})
@@ -43,8 +43,8 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 		t.Setenv("KAFKA2PG_START", "latest")
 		t.Setenv("KAFKA2PG_TABLE", "events")
 		o := load(t, "--topic", "t")
-		if o.migrate || o.start != "latest" || o.table != "events" {
-			t.Errorf("migrate %v, start %q, table %q: the old variables did not set the new flags", o.migrate, o.start, o.table)
+		if !o.cfg.SkipMigrations || o.cfg.Kafka.Start.String() != "latest" || o.table != "events" {
+			t.Errorf("migrate %v, start %q, table %q: the old variables did not set the new flags", !o.cfg.SkipMigrations, o.cfg.Kafka.Start, o.table)
 		}
 	})
 	t.Run("the command line wins over an old or new variable", func(t *testing.T) {
@@ -52,22 +52,22 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 		t.Setenv("KAFKA2PG_KAFKA_START", "earliest")
 		t.Setenv("KAFKA2PG_START", "earliest")
 		o := load(t, "--topic", "t", "--no-migrate", "--start", "latest")
-		if o.migrate || o.start != "latest" {
-			t.Errorf("migrate %v, start %q: the environment overrode the command line's old names", o.migrate, o.start)
+		if !o.cfg.SkipMigrations || o.cfg.Kafka.Start.String() != "latest" {
+			t.Errorf("migrate %v, start %q: the environment overrode the command line's old names", !o.cfg.SkipMigrations, o.cfg.Kafka.Start)
 		}
 	})
 	t.Run("the new variable wins over the old one", func(t *testing.T) {
 		t.Setenv("KAFKA2PG_KAFKA_START", "committed")
 		t.Setenv("KAFKA2PG_START", "latest")
-		if o := load(t, "--topic", "t"); o.start != "committed" {
-			t.Errorf("start %q, want KAFKA2PG_KAFKA_START's committed", o.start)
+		if o := load(t, "--topic", "t"); o.cfg.Kafka.Start.String() != "committed" {
+			t.Errorf("start %q, want KAFKA2PG_KAFKA_START's committed", o.cfg.Kafka.Start)
 		}
 	})
 	t.Run("in a config file", func(t *testing.T) {
 		path := writeConfig(t, "topic: [t]\nno-migrate: true\nstart: latest\ntable: events\nschema-registry-tls-ca: ca.pem\n")
 		o := load(t, "--config", path)
-		if o.migrate || o.start != "latest" || o.table != "events" || o.registry.tlsCA != "ca.pem" {
-			t.Errorf("migrate %v, start %q, table %q, registry CA %q: the old keys did not set the new flags", o.migrate, o.start, o.table, o.registry.tlsCA)
+		if !o.cfg.SkipMigrations || o.cfg.Kafka.Start.String() != "latest" || o.table != "events" || o.registry.tlsCA != "ca.pem" {
+			t.Errorf("migrate %v, start %q, table %q, registry CA %q: the old keys did not set the new flags", !o.cfg.SkipMigrations, o.cfg.Kafka.Start, o.table, o.registry.tlsCA)
 		}
 	})
 	t.Run("an old and a new key in one file are refused", func(t *testing.T) {

@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -42,7 +44,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if n := checkRegistry(ctx, r, o, sinks); n > 0 {
 		r.line("ok", "schema registry: the subjects of %d avro/protobuf sink(s) fold into tables", n)
 	}
-	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.reader.Group)
+	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.cfg.Kafka.Group)
 	if lines := changeSinkLines(o.sinks); len(lines) > 0 {
 		r.line("FAIL", "%v", errChangesNotApplied(lines))
 	}
@@ -73,7 +75,7 @@ func (r *checkReport) line(status, format string, args ...any) {
 	if status == "FAIL" {
 		r.failed++
 	}
-	fmt.Fprintf(r.w, "%-4s  %s\n", status, fmt.Sprintf(format, args...))
+	fmt.Fprintf(r.w, "%-4s  %s\n", status, cliText(fmt.Sprintf(format, args...)))
 }
 
 // statements prints planned DDL, indented, each ending with a semicolon.
@@ -90,24 +92,24 @@ func (r *checkReport) statements(stmts []string) {
 func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	brokers := strings.Join(o.reader.Brokers, ",")
-	if err := o.kafkaSecurity.CheckBrokers(ctx, o.reader.Brokers, checkTimeout/2); err != nil {
+	brokers := strings.Join(o.cfg.Kafka.Brokers, ",")
+	if err := o.cfg.KafkaSecurity.CheckBrokers(ctx, o.cfg.Kafka.Brokers, checkTimeout/2); err != nil {
 		r.line("FAIL", "kafka %s: %v", brokers, err)
 		return
 	}
-	opts, err := o.kafkaSecurity.Options()
+	opts, err := o.cfg.KafkaSecurity.Options()
 	if err != nil {
 		r.line("FAIL", "kafka %s: %v", brokers, err)
 		return
 	}
-	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(o.reader.Brokers...), kgo.ClientID(o.reader.ClientID))...)
+	cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(o.cfg.Kafka.Brokers...), kgo.ClientID(o.cfg.Kafka.ClientID))...)
 	if err != nil {
 		r.line("FAIL", "kafka %s: create client: %v", brokers, err)
 		return
 	}
 	defer cl.Close()
-	topics := slices.Sorted(slices.Values(o.reader.Topics))
-	if o.reader.TopicsAreRegex {
+	topics := slices.Sorted(slices.Values(o.cfg.Kafka.Topics))
+	if o.cfg.Kafka.TopicsAreRegex {
 		all, err := kadm.NewClient(cl).ListTopics(ctx)
 		if err != nil {
 			r.line("FAIL", "kafka %s: list topics: %v", brokers, err)
@@ -150,28 +152,28 @@ func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
 func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map[string]ingest.Sink) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	cc, err := pgx.ParseConfig(o.pgURL)
+	cc, err := pgx.ParseConfig(o.cfg.PostgresURL)
 	if err != nil {
-		r.line("FAIL", "postgres: --pg-url: %v", redactErr(err))
+		r.line("FAIL", "postgres: --pg-url: %v", redact.Err(err))
 		return
 	}
-	if err := configureConn(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
+	if err := pgsession.Configure(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
 		r.line("FAIL", "postgres: --pg-url: %v", err)
 		return
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		r.line("FAIL", "postgres: connect: %v", redactErr(err))
+		r.line("FAIL", "postgres: connect: %v", redact.Err(err))
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := encodingProblems(ctx, conn, o.reader.Group, sinks, regexProbes(o))
-	var nameErr *nameEncodingError
+	warn, err := pgsession.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, sinks, regexProbes(o))
+	var nameErr *pgsession.NameError
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
 	case errors.As(err, &nameErr):
 		r.line("FAIL", "postgres: %v", err)
 	case err != nil:
-		r.line("FAIL", "postgres: check the database's encoding: %v", redactErr(err))
+		r.line("FAIL", "postgres: check the database's encoding: %v", redact.Err(err))
 		return
 	case warn != "":
 		r.line("warn", "postgres: %s", warn)
@@ -180,13 +182,13 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		r.line("FAIL", "postgres: begin a read-only transaction: %v", redactErr(err))
+		r.line("FAIL", "postgres: begin a read-only transaction: %v", redact.Err(err))
 		return
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) // read only: nothing to keep
 	r.line("ok", "postgres: connected (read only)")
-	if err := checkMigrations(ctx, r, tx, o.migrate); err != nil {
-		r.line("FAIL", "postgres: %v", redactErr(err))
+	if err := checkMigrations(ctx, r, tx, !o.cfg.SkipMigrations); err != nil {
+		r.line("FAIL", "postgres: %v", redact.Err(err))
 		return
 	}
 	topics := make([]string, 0, len(sinks))
@@ -199,8 +201,8 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 			r.line("note", "table %s for topic %q: created, and evolved, from the schema of the events as they come", sinks[topic].Table.QualifiedName(), topic)
 			continue
 		}
-		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], o.createTables); err != nil {
-			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redactErr(err))
+		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], !o.cfg.SkipCreateTables); err != nil {
+			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redact.Err(err))
 		}
 	}
 }
@@ -332,7 +334,7 @@ func checkRegistry(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	if err := o.connectRegistry(ctx); err != nil {
-		r.line("FAIL", "schema registry: %v", redactErr(err))
+		r.line("FAIL", "schema registry: %v", redact.Err(err))
 		return 0
 	}
 	if o.registry.schemas == nil {
@@ -340,7 +342,7 @@ func checkRegistry(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	all, err := buildSinks(o)
 	if err != nil {
-		r.line("FAIL", "schema registry: %v", redactErr(err))
+		r.line("FAIL", "schema registry: %v", redact.Err(err))
 	}
 	n := 0
 	for topic, s := range all {

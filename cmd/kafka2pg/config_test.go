@@ -74,10 +74,10 @@ func TestConfigValuesYieldToFlagsAndEnvironment(t *testing.T) {
 	if err := cfg.apply(fs); err != nil {
 		t.Fatal(err)
 	}
-	if o.reader.Group != "from-flag" || o.reader.BatchMaxRows != 321 || o.pgURL != "postgres://u@from-env-ref/db" ||
-		strings.Join(o.reader.Brokers, ",") != "a:1,b:2" {
+	if o.cfg.Kafka.Group != "from-flag" || o.cfg.Kafka.BatchMaxRows != 321 || o.cfg.PostgresURL != "postgres://u@from-env-ref/db" ||
+		strings.Join(o.cfg.Kafka.Brokers, ",") != "a:1,b:2" {
 		t.Errorf("group %q, batch rows %d, pg url %q, brokers %v: want flag > environment > file, and ${VAR} expanded",
-			o.reader.Group, o.reader.BatchMaxRows, o.pgURL, o.reader.Brokers)
+			o.cfg.Kafka.Group, o.cfg.Kafka.BatchMaxRows, o.cfg.PostgresURL, o.cfg.Kafka.Brokers)
 	}
 }
 

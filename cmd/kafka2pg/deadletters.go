@@ -13,6 +13,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
 // deadLettersFlags are the flags of dead-letters list; replay takes run's
@@ -62,15 +64,15 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		f.Since = t
 	}
-	pool, err := newPool(ctx, fl.pgURL, "kafka2pg-dead-letters")
+	pool, err := pgsession.NewPool(ctx, fl.pgURL, "kafka2pg-dead-letters")
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redact.Err(err))
 		return exitUsage
 	}
 	defer pool.Close()
 	list, err := ingest.ListDeadLetters(ctx, pool, f)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	printDeadLetters(stdout, list, fl.asJSON)

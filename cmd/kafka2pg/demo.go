@@ -16,7 +16,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // demoFlags are the flags of kafka2pg demo.
@@ -56,7 +60,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	if err := runDemo(ctx, stdout, stderr, *pgURL, *topic, *partitions, *duration, *rate); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg demo: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg demo: %v\n", redact.Err(err))
 		return exitError
 	}
 	return exitOK
@@ -88,20 +92,26 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, pgURL, topic string,
 	var wg sync.WaitGroup
 	wg.Go(func() { producePageViews(ctx, prodCtx, prod, rate, &produced, &prodErr) })
 
-	var o runOptions
-	defineRunFlags(pflag.NewFlagSet("demo-run", pflag.ContinueOnError), &o)
-	o.reader.Brokers, o.reader.Group, o.reader.Topics = brokers, "kafka2pg-demo", []string{topic}
-	o.reader.FetchMaxWait = 100 * time.Millisecond
-	o.reader.HeartbeatInterval = 500 * time.Millisecond
-	o.pgURL, o.progressEvery, o.metricsAddr = pgURL, 0, ""
-	if err := o.validate(); err != nil {
+	log := newLogger(stderr, "text", "warn")
+	// The zero-config table, and the library's defaults but for a demo's
+	// quicker fetches and heartbeats.
+	sink := ingest.Sink{Table: schema.RawTable("public", schema.TableNameForTopic(topic), schema.ValueJSON),
+		Mapper: schema.RawMapper{Format: schema.ValueJSON}}
+	b, err := bridge.New(bridge.Config{
+		Kafka: reader.Config{Brokers: brokers, Group: "kafka2pg-demo", Topics: []string{topic},
+			FetchMaxWait: 100 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond},
+		Writer:           ingest.Config{Sinks: map[string]ingest.Sink{topic: sink}},
+		PostgresURL:      pgURL,
+		ProgressInterval: -1, // the demo prints its own
+	}, log, nil)
+	if err != nil {
 		return err
 	}
-	log := newLogger(stderr, "text", "warn")
 
 	adm := kadm.NewClient(prod)
 	start := time.Now()
-	progress := func(st reader.Stats) {
+	progress := func() {
+		st := b.Stats()
 		lag := int64(-1)
 		if ends, err := adm.ListEndOffsets(ctx, topic); err == nil {
 			var end int64
@@ -114,7 +124,23 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, pgURL, topic string,
 	bridgeCtx, stopBridge := context.WithCancel(ctx)
 	defer stopBridge()
 	bridgeErr := make(chan error, 1)
-	go func() { bridgeErr <- runBridge(bridgeCtx, &o, log, progress) }()
+	go func() { bridgeErr <- b.Run(bridgeCtx) }()
+	var printing sync.WaitGroup
+	defer printing.Wait()
+	printing.Go(func() {
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-bridgeCtx.Done():
+				return
+			case <-tick.C:
+				if st := b.Stats(); st.Partitions > 0 || st.Batches > 0 { // in the group
+					progress()
+				}
+			}
+		}
+	})
 
 	fmt.Fprintf(stdout, "producing page views for %s and ingesting them into Postgres...\n", duration)
 	wg.Wait()

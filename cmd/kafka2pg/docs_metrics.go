@@ -8,11 +8,9 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/internal/metrics"
 )
 
 // metricFamily is one metric of the reference page.
@@ -31,15 +29,18 @@ var renamedMetrics = []struct{ old, new, why string }{
 }
 
 // bridgeMetricFamilies lists every metric a running bridge exports, from
-// its own registry (docMetrics): the descriptors of every registered
-// collector, typed by what the registry gathers, or by the vector's type.
+// a registry as run has it (metrics.Sample and the process's): the
+// descriptors of every registered collector, typed by what the registry
+// gathers, or by the vector's type.
 func bridgeMetricFamilies(ctx context.Context) ([]metricFamily, error) {
-	m, closeAll, err := docMetrics(ctx)
+	reg := prometheus.NewRegistry()
+	m, closeAll, err := metrics.Sample(ctx, reg)
 	if err != nil {
 		return nil, err
 	}
 	defer closeAll()
-	gathered, err := m.reg.Gather()
+	registered := append(m.Registered(), registerProcessMetrics(reg)...)
+	gathered, err := reg.Gather()
 	if err != nil {
 		return nil, fmt.Errorf("gather the metrics: %w", err)
 	}
@@ -50,9 +51,9 @@ func bridgeMetricFamilies(ctx context.Context) ([]metricFamily, error) {
 	var out []metricFamily
 	var errs []error
 	seen := map[string]bool{}
-	for _, c := range m.registered {
-		for _, d := range describe(c) {
-			name, help := descNameHelp(d)
+	for _, c := range registered {
+		for _, d := range metrics.Describe(c) {
+			name, help := metrics.DescNameHelp(d)
 			if name == "" || seen[name] || strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
 				continue
 			}
@@ -66,28 +67,6 @@ func bridgeMetricFamilies(ctx context.Context) ([]metricFamily, error) {
 	}
 	slices.SortFunc(out, func(a, b metricFamily) int { return strings.Compare(a.name, b.name) })
 	return out, errors.Join(errs...)
-}
-
-// docMetrics is a bridge's metrics as a running bridge has them registered.
-// The reader is a stand-in; a pool and a Kafka client that dial nothing
-// until used make the pool gauges and kprom's metrics exist; and one table
-// and one fetched batch give the vectors that export only what they
-// counted a series each. closeAll closes the pool and the client.
-func docMetrics(ctx context.Context) (m *bridgeMetrics, closeAll func(), err error) {
-	m = newBridgeMetrics()
-	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:9"), m.hooks())
-	if err != nil {
-		return nil, nil, fmt.Errorf("create a Kafka client for its metrics: %w", err)
-	}
-	pool, err := pgxpool.New(ctx, "postgres://kafka2pg@127.0.0.1:9/docs")
-	if err != nil {
-		cl.Close()
-		return nil, nil, fmt.Errorf("create a Postgres pool for its metrics: %w", err)
-	}
-	m.register(docReader{}, pool, 0)
-	m.initTable("public.orders")
-	m.kafka.OnFetchBatchRead(kgo.BrokerMetadata{NodeID: 1}, "orders", 0, kgo.FetchBatchMetrics{NumRecords: 1})
-	return m, func() { pool.Close(); cl.Close() }, nil
 }
 
 // vecType is the type of a vector's metrics.
@@ -127,14 +106,6 @@ func descLabels(d *prometheus.Desc) []string {
 	return out
 }
 
-// docReader stands in for the reader: one partition, nothing else.
-type docReader struct{}
-
-func (docReader) Stats() reader.Stats { return reader.Stats{} }
-func (docReader) Partitions() []reader.PartitionStats {
-	return []reader.PartitionStats{{Topic: "orders", NextOffset: 0, LogEnd: 0, Mirrored: 0}}
-}
-
 // metricSubsystems are the sections of the reference, by name prefix.
 var metricSubsystems = []struct{ prefix, title, about string }{
 	{"kafka2pg_ingest_", "Ingest: the writes to Postgres",
@@ -154,7 +125,7 @@ func metricsReference(ctx context.Context) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString("# Metrics reference\n\n")
-	fmt.Fprintf(&b, generatedNote, "the bridge's metrics registry", "the metrics in cmd/kafka2pg (metrics.go, fetchmetrics.go)")
+	fmt.Fprintf(&b, generatedNote, "the bridge's metrics registry", "the metrics in internal/metrics and cmd/kafka2pg/metrics.go")
 	b.WriteString(`
 ` + "`kafka2pg run`" + ` serves these at ` + "`/metrics`" + ` on ` + "`--metrics-addr`" + ` (127.0.0.1:9187 by default), with
 the Go runtime's (` + "`go_*`" + `) and the process's (` + "`process_*`" + `) of client_golang's standard collectors.

@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
 // envName is the environment variable that mirrors a flag:
@@ -38,7 +40,7 @@ func applyEnv(fs *pflag.FlagSet, extra map[string][]string) error {
 				continue // unset and empty are the same: deployment tools often export empty variables
 			}
 			if e := fs.Set(src.flag, v); e != nil {
-				err = fmt.Errorf("environment variable %s=%q for --%s: %w", src.variable, redact(f.Name, v), f.Name, e)
+				err = fmt.Errorf("environment variable %s=%q for --%s: %w", src.variable, redactFlagValue(f.Name, v), f.Name, e)
 			}
 			return
 		}
@@ -47,12 +49,12 @@ func applyEnv(fs *pflag.FlagSet, extra map[string][]string) error {
 }
 
 // redact hides values of flags that may carry secrets.
-func redact(flag, v string) string {
+func redactFlagValue(flag, v string) string {
 	switch {
 	case strings.Contains(flag, "password") || strings.Contains(flag, "token") || strings.Contains(flag, "secret"):
 		return "xxxxx"
 	case strings.Contains(flag, "url"):
-		return redactURL(v)
+		return redact.URL(v)
 	}
 	return v
 }

@@ -11,53 +11,38 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
-// runOptions is everything `kafka2pg run` is told.
+// runOptions is everything `kafka2pg run` is told: the bridge's
+// configuration, which the flags set field by field (defineRunFlags), and
+// what the command itself does with the rest (the sinks, the HTTP server,
+// the memory limit, the logs).
 type runOptions struct {
-	reader reader.Config
-	start  string
+	cfg bridge.Config
 
-	pgURL           string
 	configPath      string          // --config
 	sinks           []sinkConfig    // from the config file
 	pgURLFile       string          // --pg-url-file, read by resolvePGURL
-	kafkaSecurity   reader.Security // --kafka-tls-*, --kafka-sasl-*
 	registry        registryOptions // --schema-registry-*, and the client connectRegistry makes
 	pgSchema        string
-	pgMaxConns      int32
-	tableWriters    int
 	table           string
-	valueFormat     string
-	createTables    bool
-	migrate         bool // --migrate; --no-migrate is its old, inverted spelling
-	claimLockWait   time.Duration
-	pgWriteTimeout  time.Duration
-	onError         string
-	notify          bool
-	maxRecordBytes  int
-	untilCaughtUp   bool
+	valueFormat     schema.ValueFormat
 	metricsAddr     string
 	pprof           bool
 	memoryLimit     string // --memory-limit: auto, off or a size such as 256MiB
 	memoryLimitN    int64  // a size, parsed by validate
 	memoryLimitAuto bool   // auto, and GOMEMLIMIT is not set
-	progressEvery   time.Duration
-	badLogEvery     time.Duration // --log-dead-letters
 	logFormat       string
 	logLevel        string
-	caughtUpPeriod  time.Duration
-	oldNames        []string      // notices of the old flag names given (aliases.go)
-	caughtUpTimeout time.Duration // --caught-up-timeout
-	readyStall      time.Duration // --ready-stall-timeout
+	oldNames        []string // notices of the old flag names given (aliases.go)
 
 	// A command that does not consume (runLoad.offline) leaves Kafka's
 	// brokers, group and topics optional; onlyTopics and onlyTable are the
@@ -67,87 +52,96 @@ type runOptions struct {
 	onlyTable  string
 }
 
+// defineRunFlags binds each of run's flags to its field of o, with the
+// library's default (bridge.DefaultConfig): the flags show the defaults a
+// program that embeds the bridge gets too.
 func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
-	rc := &o.reader
+	def := bridge.DefaultConfig()
+	rc, rd, wd := &o.cfg.Kafka, def.Kafka, def.Writer
 	fs.StringVar(&o.configPath, "config", "", "YAML file of sinks (topics → typed tables) and flags as keys")
 	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "bootstrap brokers, host:port[,host:port]")
 	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets kept in Postgres")
 	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")
-	fs.StringVar(&rc.ClientID, "kafka-client-id", "kafka2pg", "client id the brokers see")
-	fs.StringSliceVar(&rc.Balancers, "kafka-balancers", []string{"cooperative-sticky"}, "balancers, preferred first")
-	fs.StringVar(&rc.IsolationLevel, "kafka-isolation-level", "read_committed", "read_committed, read_uncommitted")
+	fs.StringVar(&rc.ClientID, "kafka-client-id", rd.ClientID, "client id the brokers see")
+	balancersVar(fs, &rc.Balancers, "kafka-balancers", rd.Balancers, "balancers, preferred first")
+	textVar(fs, &rc.IsolationLevel, "kafka-isolation-level", rd.IsolationLevel, "read_committed, read_uncommitted")
 	fs.StringVar(&rc.InstanceID, "kafka-instance-id", "", "static membership id (KIP-345), unique per instance")
-	fs.StringVar(&rc.GroupProtocol, "kafka-group-protocol", "classic", "classic, or consumer (KIP-848)")
-	bytesVar(fs, &rc.FetchMinBytes, "kafka-fetch-min-bytes", 1, "bytes a fetch waits for")
-	bytesVar(fs, &rc.FetchMaxBytes, "kafka-fetch-max-bytes", 0, "bytes of one fetch response (default: derived)")
-	bytesVar(fs, &rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", 0, "bytes per partition in a fetch (default: derived)")
-	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", 500*time.Millisecond, "longest a fetch waits for its min bytes")
-	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", 5*time.Minute, "topic metadata refresh interval")
-	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", 45*time.Second, "group session timeout")
-	fs.DurationVar(&rc.RebalanceTimeout, "kafka-rebalance-timeout", 60*time.Second, "group rebalance timeout")
-	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", 3*time.Second, "group heartbeat interval")
-	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", time.Second, "how often Kafka gets the durable offsets")
-	fs.StringVar(&o.start, "kafka-start", "earliest", "earliest, latest, committed or a time")
-	fs.StringVar(&rc.OnDataLoss, "on-data-loss", "stop", "records lost to retention: stop, or skip them")
-	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", 10000, "rows per transaction, at most")
-	bytesVar(fs, &rc.BatchMaxBytes, "batch-max-bytes", 16<<20, "record bytes per transaction, about at most")
-	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", 200*time.Millisecond, "longest a record waits for its batch to fill")
-	fs.DurationVar(&rc.BatchLinger, "batch-linger", 50*time.Millisecond, "spacing of a caught-up partition's batches")
+	textVar(fs, &rc.GroupProtocol, "kafka-group-protocol", rd.GroupProtocol, "classic, or consumer (KIP-848)")
+	bytesVar(fs, &rc.FetchMinBytes, "kafka-fetch-min-bytes", rd.FetchMinBytes, "bytes a fetch waits for")
+	bytesVar(fs, &rc.FetchMaxBytes, "kafka-fetch-max-bytes", rd.FetchMaxBytes, "bytes of one fetch response (default: derived)")
+	bytesVar(fs, &rc.FetchMaxPartitionBytes, "kafka-fetch-max-partition-bytes", rd.FetchMaxPartitionBytes, "bytes per partition in a fetch (default: derived)")
+	fs.DurationVar(&rc.FetchMaxWait, "kafka-fetch-max-wait", rd.FetchMaxWait, "longest a fetch waits for its min bytes")
+	fs.DurationVar(&rc.MetadataMaxAge, "kafka-metadata-max-age", rd.MetadataMaxAge, "topic metadata refresh interval")
+	fs.DurationVar(&rc.SessionTimeout, "kafka-session-timeout", rd.SessionTimeout, "group session timeout")
+	fs.DurationVar(&rc.RebalanceTimeout, "kafka-rebalance-timeout", rd.RebalanceTimeout, "group rebalance timeout")
+	fs.DurationVar(&rc.HeartbeatInterval, "kafka-heartbeat-interval", rd.HeartbeatInterval, "group heartbeat interval")
+	fs.DurationVar(&rc.CommitInterval, "kafka-commit-interval", rd.CommitInterval, "how often Kafka gets the durable offsets")
+	textVar(fs, &rc.Start, "kafka-start", rd.Start, "earliest, latest, committed or a time")
+	textVar(fs, &rc.OnDataLoss, "on-data-loss", rd.OnDataLoss, "records lost to retention: stop, or skip them")
+	fs.IntVar(&rc.BatchMaxRows, "batch-max-rows", rd.BatchMaxRows, "rows per transaction, at most")
+	bytesVar(fs, &rc.BatchMaxBytes, "batch-max-bytes", rd.BatchMaxBytes, "record bytes per transaction, about at most")
+	fs.DurationVar(&rc.BatchMaxWait, "batch-max-wait", rd.BatchMaxWait, "longest a record waits for its batch to fill")
+	fs.DurationVar(&rc.BatchLinger, "batch-linger", rd.BatchLinger, "spacing of a caught-up partition's batches")
+	zeroMeansOff(fs, "batch-linger", &rc.BatchLinger)
 	fs.BoolVar(&rc.WaitAtEnd, "batch-wait-at-end", false, "a caught-up partition waits --batch-max-wait too")
-	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", 64<<20, "buffered records of all partitions, at most")
-	fs.IntVar(&rc.QueueCapacity, "queue-capacity", 0, "records buffered per partition (default: 2 × --batch-max-rows)")
-	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", 30*time.Second, "deadline of a stop or revoke (flush, commit, leave)")
-	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", 5*time.Second, "how often idle partitions look for a newer epoch")
-	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", 5*time.Second, "longest backoff of a partition's failed writes")
-	fs.DurationVar(&rc.FatalRetryTimeout, "fatal-retry-timeout", 30*time.Second, "retry refused access, a missing topic, this long")
-	defineSecurityFlags(fs, &o.kafkaSecurity)
+	bytesVar(fs, &rc.MaxBufferedBytes, "max-buffered-bytes", rd.MaxBufferedBytes, "buffered records of all partitions, at most")
+	fs.IntVar(&rc.QueueCapacity, "queue-capacity", rd.QueueCapacity, "records buffered per partition (default: 2 × --batch-max-rows)")
+	fs.DurationVar(&rc.FlushTimeout, "shutdown-timeout", rd.FlushTimeout, "deadline of a stop or revoke (flush, commit, leave)")
+	fs.DurationVar(&rc.FenceCheckInterval, "fence-check-interval", rd.FenceCheckInterval, "how often idle partitions look for a newer epoch")
+	fs.DurationVar(&rc.RetryBackoffMax, "retry-backoff-max", rd.RetryBackoffMax, "longest backoff of a partition's failed writes")
+	fs.DurationVar(&rc.FatalRetryTimeout, "fatal-retry-timeout", rd.FatalRetryTimeout, "retry refused access, a missing topic, this long")
+	defineSecurityFlags(fs, &o.cfg.KafkaSecurity)
 	defineRegistryFlags(fs, &o.registry)
 
-	fs.StringVar(&o.pgURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
+	fs.StringVar(&o.cfg.PostgresURL, "pg-url", "", "PostgreSQL URL (also from DATABASE_URL)")
 	definePGURLFileFlag(fs, &o.pgURLFile)
 	fs.StringVar(&o.pgSchema, "pg-schema", "public", "schema of the target tables")
-	fs.Int32Var(&o.pgMaxConns, "pg-max-conns", 4, "Postgres connections, at most")
-	fs.IntVar(&o.tableWriters, "table-writers", 2, "transactions writing one table at once; 0: one per batch")
+	fs.Int32Var(&o.cfg.PostgresMaxConns, "pg-max-conns", def.PostgresMaxConns, "Postgres connections, at most")
+	fs.IntVar(&o.cfg.Writer.TableWriters, "table-writers", wd.TableWriters, "transactions writing one table at once; 0: one per batch")
+	zeroMeansOff(fs, "table-writers", &o.cfg.Writer.TableWriters)
 	fs.StringVar(&o.table, "pg-table", "", "target table of every topic (default: the topic's name)")
-	fs.StringVar(&o.valueFormat, "value-format", "json", "value column type: json (jsonb), text or bytes (bytea)")
-	fs.BoolVar(&o.createTables, "create-tables", true, "create missing target tables")
-	fs.BoolVar(&o.notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
-	fs.StringVar(&o.onError, "on-error", "dead-letter", "bad records: dead-letter, stop or skip")
-	bytesVar(fs, &o.maxRecordBytes, "max-record-bytes", 64<<20, "larger records are bad records; 0: no limit")
-	fs.BoolVar(&o.migrate, "migrate", true, "migrate the kafka2pg schema on start")
-	fs.DurationVar(&o.claimLockWait, "claim-lock-timeout", 10*time.Second, "wait for an old owner's transaction, then end it")
-	fs.DurationVar(&o.pgWriteTimeout, "pg-write-timeout", 2*time.Minute, "deadline of a full batch's write transaction")
-	fs.BoolVar(&o.untilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
-	fs.DurationVar(&o.caughtUpTimeout, "caught-up-timeout", 10*time.Minute, "exit 1 after this long without a write; 0: never")
-	fs.DurationVar(&o.readyStall, "ready-stall-timeout", 60*time.Second, "/readyz fails on a stall this long; 0: off")
+	textVar(fs, &o.valueFormat, "value-format", schema.ValueJSON, "value column type: json (jsonb), text or bytes (bytea)")
+	negatedBoolVar(fs, &o.cfg.SkipCreateTables, "create-tables", !def.SkipCreateTables, "create missing target tables")
+	fs.BoolVar(&o.cfg.Writer.Notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
+	textVar(fs, &o.cfg.Writer.OnError, "on-error", wd.OnError, "bad records: dead-letter, stop or skip")
+	bytesVar(fs, &o.cfg.Writer.MaxRecordBytes, "max-record-bytes", wd.MaxRecordBytes, "larger records are bad records; 0: no limit")
+	zeroMeansOff(fs, "max-record-bytes", &o.cfg.Writer.MaxRecordBytes)
+	negatedBoolVar(fs, &o.cfg.SkipMigrations, "migrate", !def.SkipMigrations, "migrate the kafka2pg schema on start")
+	fs.DurationVar(&o.cfg.Writer.ClaimLockTimeout, "claim-lock-timeout", wd.ClaimLockTimeout, "wait for an old owner's transaction, then end it")
+	fs.DurationVar(&o.cfg.Writer.WriteTimeout, "pg-write-timeout", wd.WriteTimeout, "deadline of a full batch's write transaction")
+	fs.BoolVar(&o.cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
+	fs.DurationVar(&o.cfg.CaughtUpTimeout, "caught-up-timeout", def.CaughtUpTimeout, "exit 1 after this long without a write; 0: never")
+	zeroMeansOff(fs, "caught-up-timeout", &o.cfg.CaughtUpTimeout)
+	fs.DurationVar(&o.cfg.ReadyStallTimeout, "ready-stall-timeout", def.ReadyStallTimeout, "/readyz fails on a stall this long; 0: off")
+	zeroMeansOff(fs, "ready-stall-timeout", &o.cfg.ReadyStallTimeout)
 	fs.StringVar(&o.metricsAddr, "metrics-addr", "127.0.0.1:9187", "/metrics and probes address; '': off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", "auto", "Go's soft memory limit: auto, off, or a size (400MiB)")
 	fs.BoolVar(&o.pprof, "pprof", false, "serve Go's profiler at /debug/pprof/ on --metrics-addr")
-	fs.DurationVar(&o.progressEvery, "progress-interval", 10*time.Second, "how often a progress line is logged; 0: never")
-	fs.DurationVar(&o.badLogEvery, "log-dead-letters", 10*time.Second, "a table's dead letters: one log line per this long")
+	fs.DurationVar(&o.cfg.ProgressInterval, "progress-interval", def.ProgressInterval, "how often a progress line is logged; 0: never")
+	zeroMeansOff(fs, "progress-interval", &o.cfg.ProgressInterval)
+	fs.DurationVar(&o.cfg.Writer.BadRecordLogInterval, "log-dead-letters", wd.BadRecordLogInterval, "a table's dead letters: one log line per this long")
 	fs.StringVar(&o.logFormat, "log-format", "text", "text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
-	o.caughtUpPeriod = 200 * time.Millisecond
 }
 
-// writerConfig is the writer's configuration the flags set; run adds the
-// sinks, the logger and the tracer.
+// writerConfig is the writer's configuration as the bridge runs it (its
+// group and batch size from the Kafka side), for the statement timeout of
+// the sessions of check and replay.
 func (o *runOptions) writerConfig() ingest.Config {
-	return ingest.Config{Group: o.reader.Group, ClaimLockTimeout: o.claimLockWait,
-		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: o.reader.BatchMaxRows,
-		OnError: o.onError, MaxRecordBytes: o.maxRecordBytes, Notify: o.notify, TableWriters: o.tableWriters,
-		BadRecordLogInterval: o.badLogEvery}
+	w := o.cfg.Writer
+	w.Group, w.WriteTimeoutRows = o.cfg.Kafka.Group, o.cfg.Kafka.BatchMaxRows
+	return w
 }
 
-// validate checks what the reader does not; every message names the flag.
+// validate checks the flags: what the command owns here, naming the
+// flags, then the bridge's configuration (bridge.Config.Validate), whose
+// messages name its fields and reach the user as flags (cliNames).
 func (o *runOptions) validate() error {
 	var errs []error
-	if o.pgURL == "" {
-		errs = append(errs, errors.New("--pg-url is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db (or set KAFKA2PG_PG_URL or DATABASE_URL)"))
-	} else if cc, err := pgconn.ParseConfig(o.pgURL); err == nil {
+	if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); o.cfg.PostgresURL != "" && err == nil {
 		// (A URL that does not parse is reported, redacted, where run
 		// connects.)
-		if err := sessionParams(cc, ""); err != nil {
+		if err := pgsession.Params(cc, ""); err != nil {
 			errs = append(errs, fmt.Errorf("--pg-url: %w", err))
 		}
 	}
@@ -162,14 +156,6 @@ func (o *runOptions) validate() error {
 		}
 		o.memoryLimitN = n
 	}
-	st, err := reader.ParseStart(o.start)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	o.reader.Start = st
-	if _, err := schema.ParseValueFormat(o.valueFormat); err != nil {
-		errs = append(errs, fmt.Errorf("--value-format: %w", err))
-	}
 	if err := schema.ValidateIdent("--pg-schema", o.pgSchema); err != nil {
 		errs = append(errs, err)
 	}
@@ -178,34 +164,20 @@ func (o *runOptions) validate() error {
 			errs = append(errs, err)
 		}
 	}
-	switch o.onError {
-	case "dead-letter", "stop", "skip":
-	default:
-		errs = append(errs, fmt.Errorf("--on-error %q is not dead-letter, stop or skip", o.onError))
+	if o.cfg.Writer.MaxRecordBytes < 0 {
+		errs = append(errs, fmt.Errorf("--max-record-bytes is %d: use 0 for no limit or a positive number of bytes", o.cfg.Writer.MaxRecordBytes))
 	}
-	if o.maxRecordBytes < 0 {
-		errs = append(errs, fmt.Errorf("--max-record-bytes is %d: use 0 for no limit or a positive number of bytes", o.maxRecordBytes))
+	if o.cfg.PostgresMaxConns < 1 {
+		errs = append(errs, fmt.Errorf("--pg-max-conns is %d: use at least 1", o.cfg.PostgresMaxConns))
 	}
-	if o.pgMaxConns < 1 {
-		errs = append(errs, fmt.Errorf("--pg-max-conns is %d: use at least 1", o.pgMaxConns))
+	if o.cfg.Writer.ClaimLockTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.cfg.Writer.ClaimLockTimeout))
 	}
-	if o.claimLockWait <= 0 {
-		errs = append(errs, fmt.Errorf("--claim-lock-timeout is %s: use a positive duration such as 10s", o.claimLockWait))
+	if o.cfg.Writer.WriteTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.cfg.Writer.WriteTimeout))
 	}
-	if o.pgWriteTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("--pg-write-timeout is %s: use a positive duration such as 2m", o.pgWriteTimeout))
-	}
-	if o.caughtUpTimeout < 0 {
-		errs = append(errs, fmt.Errorf("--caught-up-timeout is %s: use a positive duration such as 10m, or 0 to wait for ever", o.caughtUpTimeout))
-	}
-	if o.readyStall < 0 {
-		errs = append(errs, fmt.Errorf("--ready-stall-timeout is %s: use a positive duration such as 60s, or 0 to turn the check off", o.readyStall))
-	}
-	if o.badLogEvery <= 0 {
-		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.badLogEvery))
-	}
-	if o.progressEvery < 0 {
-		errs = append(errs, fmt.Errorf("--progress-interval is %s: use 0 to turn it off or a positive duration", o.progressEvery))
+	if o.cfg.Writer.BadRecordLogInterval <= 0 {
+		errs = append(errs, fmt.Errorf("--log-dead-letters is %s: use a positive duration such as 10s", o.cfg.Writer.BadRecordLogInterval))
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		errs = append(errs, fmt.Errorf("--log-format %q is not text or json", o.logFormat))
@@ -214,7 +186,7 @@ func (o *runOptions) validate() error {
 		errs = append(errs, err)
 	}
 	if len(o.sinks) > 0 {
-		if len(o.reader.Topics) > 0 || o.table != "" {
+		if len(o.cfg.Kafka.Topics) > 0 || o.table != "" {
 			errs = append(errs, errors.New("--topic and --pg-table cannot be combined with sinks in --config: name the topics in the sinks"))
 		}
 		for _, sc := range o.sinks {
@@ -222,7 +194,7 @@ func (o *runOptions) validate() error {
 			case sc.TopicRegex != "" && sc.Topic != "":
 				errs = append(errs, fmt.Errorf("--config line %d: a sink has topic or topic_regex, not both", sc.Line))
 			case sc.TopicRegex != "":
-				o.reader.TopicsAreRegex = true
+				o.cfg.Kafka.TopicsAreRegex = true
 			}
 		}
 		// With a regex sink every subscription is a regex: literal topics
@@ -232,30 +204,27 @@ func (o *runOptions) validate() error {
 			switch {
 			case sc.TopicRegex != "":
 				t = "^(?:" + sc.TopicRegex + ")$"
-			case o.reader.TopicsAreRegex && t != "":
+			case o.cfg.Kafka.TopicsAreRegex && t != "":
 				t = "^" + regexp.QuoteMeta(t) + "$"
 			}
-			if t != "" && !slices.Contains(o.reader.Topics, t) {
-				o.reader.Topics = append(o.reader.Topics, t)
+			if t != "" && !slices.Contains(o.cfg.Kafka.Topics, t) {
+				o.cfg.Kafka.Topics = append(o.cfg.Kafka.Topics, t)
 			}
 		}
 	}
-	rc := o.reader
+	c := o.cfg
 	if o.offline {
 		// Left out, they are not needed: fill in what passes the reader's
 		// checks of the rest.
-		if len(rc.Brokers) == 0 {
-			rc.Brokers = []string{"offline:9092"}
+		if len(c.Kafka.Brokers) == 0 {
+			c.Kafka.Brokers = []string{"offline:9092"}
 		}
-		rc.Group = cmp.Or(rc.Group, "offline")
-		if len(rc.Topics) == 0 {
-			rc.Topics = []string{"offline"}
+		c.Kafka.Group = cmp.Or(c.Kafka.Group, "offline")
+		if len(c.Kafka.Topics) == 0 {
+			c.Kafka.Topics = []string{"offline"}
 		}
 	}
-	if err := rc.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := o.kafkaSecurity.Validate(); err != nil {
+	if err := c.Validate(); err != nil {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)

@@ -429,13 +429,13 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	}
 	format := strings.ToLower(rs.Type)
 	if format == "json" {
-		format = schema.FormatJSONSchema
+		format = schema.FormatJSONSchema.String()
 	}
 	if !registryFormat(format) {
 		return "", ingest.Sink{}, fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro, protobuf and json (json_schema)", o.topic, id, rs.Type)
 	}
 	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
-	if format == schema.FormatProtobuf {
+	if format == schema.FormatProtobuf.String() {
 		// The sampled records name their message by its indexes; the
 		// config names it by its full name when it is not the first.
 		_, indexes, err := schema.WireHeader(smp.values[0], true)

@@ -169,8 +169,8 @@ func TestInferPrintsAConfigThatRunLoads(t *testing.T) {
 			if !ok {
 				t.Fatalf("no sink for the topic in %v\n%s", sinks, out)
 			}
-			if ro.reader.Group != "kafka2pg-shop_orders_v1" {
-				t.Errorf("kafka-group = %q, want kafka2pg-shop_orders_v1", ro.reader.Group)
+			if ro.cfg.Kafka.Group != "kafka2pg-shop_orders_v1" {
+				t.Errorf("kafka-group = %q, want kafka2pg-shop_orders_v1", ro.cfg.Kafka.Group)
 			}
 			want := []schema.Column{
 				{Name: "id", Type: "bigint", NotNull: true},

@@ -12,47 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
-
-func TestPlainTableNameDropsTheSQLQuotes(t *testing.T) {
-	for in, want := range map[string]string{
-		`"public"."orders"`:         "public.orders",
-		`"sales"."Order ""Lines"""`: `sales.Order "Lines"`,
-		`"orders"`:                  "orders",
-		`"a.b"."c"`:                 "a.b.c",
-		"orders":                    "orders",
-	} {
-		if got := plainTableName(in); got != want {
-			t.Errorf("plainTableName(%s) = %q, want %q", in, got, want)
-		}
-	}
-}
-
-// The start line names each sink's table as schema.table, one attribute a
-// topic, in text and in JSON: not Go's map syntax with escaped SQL quotes.
-func TestTheStartLineNamesTablesPlainly(t *testing.T) {
-	sinks := map[string]ingest.Sink{
-		"orders":     {Table: schema.RawTable("public", "orders", schema.ValueJSON)},
-		"web.clicks": {Table: schema.RawTable("events", "web_clicks", schema.ValueJSON)},
-	}
-	var text, js bytes.Buffer
-	slog.New(slog.NewTextHandler(&text, nil)).Info("kafka2pg running", tableNames(sinks))
-	slog.New(slog.NewJSONHandler(&js, nil)).Info("kafka2pg running", tableNames(sinks))
-	if want := "tables.orders=public.orders tables.web.clicks=events.web_clicks\n"; !strings.HasSuffix(text.String(), want) {
-		t.Errorf("text log %q, want it to end in %q", text.String(), want)
-	}
-	if want := `"tables":{"orders":"public.orders","web.clicks":"events.web_clicks"}`; !strings.Contains(js.String(), want) {
-		t.Errorf("JSON log %s, want %s", js.String(), want)
-	}
-	for _, bad := range []string{"map[", `\"`} {
-		if strings.Contains(text.String()+js.String(), bad) {
-			t.Errorf("the start line holds %q:\n%s%s", bad, text.String(), js.String())
-		}
-	}
-}
 
 // The memory limit and GOGC lines are start-up detail: at debug level,
 // absent at the default info.
@@ -61,7 +23,7 @@ func TestMemoryLimitLinesAreDebug(t *testing.T) {
 	prevLimit, prevGC := debug.SetMemoryLimit(-1), debug.SetGCPercent(100)
 	t.Cleanup(func() { debug.SetMemoryLimit(prevLimit); debug.SetGCPercent(prevGC) })
 	o := &runOptions{memoryLimitAuto: true}
-	o.reader.MaxBufferedBytes = 64 << 20
+	o.cfg.Kafka.MaxBufferedBytes = 64 << 20
 	for _, c := range []struct {
 		level slog.Level
 		want  bool
@@ -96,11 +58,11 @@ func TestAFailedConnectionIsOneLineNamingTheReason(t *testing.T) {
 	if !strings.Contains(err.Error(), "\n") {
 		t.Fatalf("pgconn's error is one line (one attempt?), so this test proves nothing: %v", err)
 	}
-	got := redactErr(fmt.Errorf("migrate the kafka2pg schema: %w", err)).Error()
+	got := redact.Err(fmt.Errorf("migrate the kafka2pg schema: %w", err)).Error()
 	want := fmt.Sprintf(`FATAL: role "%s" does not exist (SQLSTATE 28000)`, role)
 	if strings.ContainsAny(got, "\n\t") || !strings.Contains(got, want) || strings.Contains(got, "tls error") ||
 		!strings.HasPrefix(got, "migrate the kafka2pg schema: failed to connect to `user="+role) {
-		t.Errorf("redactErr(connect error) = %q\nwant one line that starts with the operation and ends in %q, without the TLS attempt", got, want)
+		t.Errorf("redact.Err(connect error) = %q\nwant one line that starts with the operation and ends in %q, without the TLS attempt", got, want)
 	}
 	if strings.Contains(got, "s3cret-Pa55") {
 		t.Errorf("the password is in %q", got)

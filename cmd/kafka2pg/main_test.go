@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
 func TestBadFlagsExitTwoAndNameTheFlag(t *testing.T) {
@@ -51,22 +53,22 @@ func TestEnvironmentMirrorsFlagsAndFlagsWin(t *testing.T) {
 	t.Setenv("DATABASE_URL", "postgres://u@db/x")
 	_, o := parseRunForTest(t, "--kafka-group", "from-flag", "--topic", "t")
 
-	if got := strings.Join(o.reader.Brokers, ","); got != "10.0.0.1:9092,10.0.0.2:9092" {
+	if got := strings.Join(o.cfg.Kafka.Brokers, ","); got != "10.0.0.1:9092,10.0.0.2:9092" {
 		t.Errorf("brokers = %q", got)
 	}
-	if o.reader.BatchMaxRows != 777 {
-		t.Errorf("batch rows = %d, want 777 from the environment", o.reader.BatchMaxRows)
+	if o.cfg.Kafka.BatchMaxRows != 777 {
+		t.Errorf("batch rows = %d, want 777 from the environment", o.cfg.Kafka.BatchMaxRows)
 	}
-	if o.reader.Group != "from-flag" {
-		t.Errorf("group = %q: a flag must win over the environment", o.reader.Group)
+	if o.cfg.Kafka.Group != "from-flag" {
+		t.Errorf("group = %q: a flag must win over the environment", o.cfg.Kafka.Group)
 	}
-	if o.pgURL != "postgres://u@db/x" {
-		t.Errorf("pg url = %q, want DATABASE_URL's", o.pgURL)
+	if o.cfg.PostgresURL != "postgres://u@db/x" {
+		t.Errorf("pg url = %q, want DATABASE_URL's", o.cfg.PostgresURL)
 	}
 	t.Setenv("KAFKA2PG_PG_URL", "postgres://u@primary/x")
 	_, o = parseRunForTest(t, "--topic", "t")
-	if o.pgURL != "postgres://u@primary/x" {
-		t.Errorf("pg url = %q: KAFKA2PG_PG_URL must win over DATABASE_URL", o.pgURL)
+	if o.cfg.PostgresURL != "postgres://u@primary/x" {
+		t.Errorf("pg url = %q: KAFKA2PG_PG_URL must win over DATABASE_URL", o.cfg.PostgresURL)
 	}
 }
 
@@ -81,11 +83,11 @@ func TestABadEnvironmentValueNamesTheVariable(t *testing.T) {
 
 func TestRedactHidesPasswords(t *testing.T) {
 	for _, s := range []string{"postgres://app:s3cret@db:5432/x", "host=db password=s3cret user=app"} {
-		if got := redactURL(s); strings.Contains(got, "s3cret") {
-			t.Errorf("redactURL(%q) = %q", s, got)
+		if got := redact.URL(s); strings.Contains(got, "s3cret") {
+			t.Errorf("redact.URL(%q) = %q", s, got)
 		}
 	}
-	err := redactErr(errFor("failed to connect to postgres://app:s3cret@db:5432/x: refused"))
+	err := redact.Err(errFor("failed to connect to postgres://app:s3cret@db:5432/x: refused"))
 	if strings.Contains(err.Error(), "s3cret") {
 		t.Errorf("redactErr kept the password: %v", err)
 	}

@@ -7,6 +7,8 @@ import (
 	"runtime/debug"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/bridge"
 )
 
 func TestParseByteSize(t *testing.T) {
@@ -23,7 +25,7 @@ func TestParseByteSize(t *testing.T) {
 }
 
 func TestAMemoryLimitBelow32MiBNamesTheFlag(t *testing.T) {
-	o := &runOptions{pgURL: "postgres://x", start: "earliest", memoryLimit: "16MiB"}
+	o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, memoryLimit: "16MiB"}
 	err := o.validate()
 	if err == nil || !strings.Contains(err.Error(), "--memory-limit") {
 		t.Fatalf("validate() = %v, want an error naming --memory-limit", err)
@@ -46,7 +48,7 @@ func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
 		auto bool
 		n    int64
 	}{{"auto", true, 0}, {"off", false, 0}, {"400MiB", false, 400 << 20}} {
-		o := &runOptions{pgURL: "postgres://x", start: "earliest", memoryLimit: c.flag}
+		o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, memoryLimit: c.flag}
 		// The other flags are unset here: only --memory-limit must not be
 		// among the complaints.
 		if err := o.validate(); err != nil && strings.Contains(err.Error(), "--memory-limit") {
@@ -57,7 +59,7 @@ func TestTheMemoryLimitIsAutoUnlessOffSetOrGivenByGOMEMLIMIT(t *testing.T) {
 		}
 	}
 	t.Setenv("GOMEMLIMIT", "300MiB")
-	o := &runOptions{pgURL: "postgres://x", start: "earliest", memoryLimit: "auto"}
+	o := &runOptions{cfg: bridge.Config{PostgresURL: "postgres://x"}, memoryLimit: "auto"}
 	_ = o.validate()
 	if o.memoryLimitAuto {
 		t.Error("with GOMEMLIMIT set, auto must leave the runtime's limit alone")
@@ -103,15 +105,15 @@ func TestByteFlagsTakeSizes(t *testing.T) {
 		return o, err
 	}
 	o, err := parse()
-	if err != nil || o.reader.MaxBufferedBytes != 64<<20 || o.reader.BatchMaxBytes != 16<<20 || o.maxRecordBytes != 64<<20 || o.reader.FetchMinBytes != 1 {
-		t.Fatalf("defaults: %v, buffered %d, batch %d, record %d, fetch min %d", err, o.reader.MaxBufferedBytes, o.reader.BatchMaxBytes, o.maxRecordBytes, o.reader.FetchMinBytes)
+	if err != nil || o.cfg.Kafka.MaxBufferedBytes != 64<<20 || o.cfg.Kafka.BatchMaxBytes != 16<<20 || o.cfg.Writer.MaxRecordBytes != 64<<20 || o.cfg.Kafka.FetchMinBytes != 1 {
+		t.Fatalf("defaults: %v, buffered %d, batch %d, record %d, fetch min %d", err, o.cfg.Kafka.MaxBufferedBytes, o.cfg.Kafka.BatchMaxBytes, o.cfg.Writer.MaxRecordBytes, o.cfg.Kafka.FetchMinBytes)
 	}
 	t.Setenv("KAFKA2PG_BATCH_MAX_BYTES", "4MiB")
 	o, err = parse("--max-buffered-bytes", "32MiB", "--kafka-fetch-max-bytes=8388608", "--kafka-fetch-max-partition-bytes", "1 MiB", "--max-record-bytes", "0")
-	if err != nil || o.reader.MaxBufferedBytes != 32<<20 || o.reader.FetchMaxBytes != 8<<20 || o.reader.FetchMaxPartitionBytes != 1<<20 ||
-		o.maxRecordBytes != 0 || o.reader.BatchMaxBytes != 4<<20 {
-		t.Errorf("sizes: %v, buffered %d, fetch %d, partition %d, record %d, batch %d", err, o.reader.MaxBufferedBytes, o.reader.FetchMaxBytes,
-			o.reader.FetchMaxPartitionBytes, o.maxRecordBytes, o.reader.BatchMaxBytes)
+	if err != nil || o.cfg.Kafka.MaxBufferedBytes != 32<<20 || o.cfg.Kafka.FetchMaxBytes != 8<<20 || o.cfg.Kafka.FetchMaxPartitionBytes != 1<<20 ||
+		o.cfg.Writer.MaxRecordBytes != -1 || o.cfg.Kafka.BatchMaxBytes != 4<<20 { // 0 is the library's no limit, -1
+		t.Errorf("sizes: %v, buffered %d, fetch %d, partition %d, record %d, batch %d", err, o.cfg.Kafka.MaxBufferedBytes, o.cfg.Kafka.FetchMaxBytes,
+			o.cfg.Kafka.FetchMaxPartitionBytes, o.cfg.Writer.MaxRecordBytes, o.cfg.Kafka.BatchMaxBytes)
 	}
 	t.Setenv("KAFKA2PG_BATCH_MAX_BYTES", "")
 	for _, bad := range [][]string{{"--max-buffered-bytes", "lots"}, {"--kafka-fetch-max-bytes", "3GiB"}, {"--batch-max-bytes", "-1"}} {

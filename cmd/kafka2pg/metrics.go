@@ -3,299 +3,31 @@ package main
 import (
 	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"math"
 	"os"
 	"runtime"
 	"strconv"
-	"sync"
-	"time"
 
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/plugin/kprom"
-
-	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/stream"
 )
 
-// bridgeMetrics are the program's metrics, on a registry it owns (never the
-// default one). Names follow kafka2pg_<subsystem>_<name>_<unit>.
-type bridgeMetrics struct {
-	reg *prometheus.Registry
-
-	rows, batches       *prometheus.CounterVec // table
-	batchRows           *prometheus.HistogramVec
-	batchBytes          *prometheus.HistogramVec
-	copySeconds         *prometheus.HistogramVec
-	commitSeconds       *prometheus.HistogramVec
-	isolatedBatches     *prometheus.CounterVec // table
-	recheckedBatches    *prometheus.CounterVec // table
-	deadLetters         *prometheus.CounterVec // table, kind
-	skipped             *prometheus.CounterVec // table
-	writeErrors         *prometheus.CounterVec // cause
-	writeErrorCounts    causeCounts            // the same, for the progress line
-	endToEndSeconds     *batchHistogram
-	kafka               kafkaHooks
-	partitionsCollector *partitionCollector
-
-	// registered is every collector of reg, for the reference page
-	// (docs_metrics.go); tables the table labels whose series exist.
-	registered []prometheus.Collector
-	tables     sync.Map // table label → struct{}
-}
-
-func newBridgeMetrics() *bridgeMetrics {
-	reg := prometheus.NewRegistry()
-	sizeBuckets, timeBuckets, e2eBuckets := rowBuckets, durationBuckets, latencyBuckets
-	m := &bridgeMetrics{
-		reg:              reg,
-		rows:             prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rows_total", Help: "Rows committed, by table."}, []string{"table"}),
-		batches:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_batches_total", Help: "Batch transactions committed, by table."}, []string{"table"}),
-		batchRows:        prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_rows", Help: "Rows per committed batch.", Buckets: sizeBuckets}, []string{"table"}),
-		batchBytes:       prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_batch_bytes", Help: "Key and value bytes per committed batch.", Buckets: byteBuckets}, []string{"table"}),
-		copySeconds:      prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_copy_duration_seconds", Help: "Duration of a batch's COPY.", Buckets: timeBuckets}, []string{"table"}),
-		commitSeconds:    prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "kafka2pg_ingest_commit_duration_seconds", Help: "Duration of a batch's COMMIT.", Buckets: timeBuckets}, []string{"table"}),
-		isolatedBatches:  prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_isolated_batches_total", Help: "Batches redone to isolate rows Postgres refused."}, []string{"table"}),
-		recheckedBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rechecked_batches_total", Help: "Batches written without the checks Postgres makes itself (a jsonb value's JSON) whose rows Postgres refused, written again with them."}, []string{"table"}),
-		deadLetters:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
-		skipped:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
-		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause: fenced, timeout, connection, read_only, refused (a role or privilege), data, other, stopped; each but stopped is followed by a re-claim and a retry."}, []string{"cause"}),
-		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
-	}
-	f := m.mustRegister
-	for _, c := range []prometheus.Collector{m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
-		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds} {
-		f(c)
-	}
-	for _, cause := range writeErrorCauses {
-		m.writeErrors.WithLabelValues(cause)
-	}
-	f(collectors.NewGoCollector())
-	f(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+// registerProcessMetrics registers the metrics of the process, beside the
+// bridge's (which package bridge registers): Go's runtime, the process's,
+// its peak memory and the build. It returns the collectors of kafka2pg's
+// own names, for the reference page.
+func registerProcessMetrics(reg *prometheus.Registry) []prometheus.Collector {
 	// The process collector has the current RSS; to size --memory-limit
 	// or a container's memory limit an operator needs the peak, which the
 	// kernel keeps and a scrape every 15 s would miss.
-	f(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_process_peak_resident_memory_bytes",
+	peak := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_process_peak_resident_memory_bytes",
 		Help: "Peak resident set size of the process (VmHWM in /proc/self/status); absent where /proc is not."},
-		peakResidentBytes))
+		peakResidentBytes)
 	build := prometheus.NewGauge(prometheus.GaugeOpts{Name: "kafka2pg_build_info", Help: "Always 1; labels say which build runs.",
 		ConstLabels: prometheus.Labels{"version": version, "goversion": runtime.Version()}})
 	build.Set(1)
-	f(build)
-	// franz-go's own client metrics (connections, request bytes and
-	// latency per broker), less those kpromFilter leaves out; fetch
-	// batches, records and bytes per broker and topic come from
-	// fetchCounters, which count them for less.
-	m.kafka = kafkaHooks{
-		Metrics: kprom.NewMetrics("kafka2pg_kafka", kprom.Registerer(kpromFilter{m}), kprom.Gatherer(reg),
-			kprom.Buckets(durationBuckets)),
-		fetch: newFetchCounters("kafka2pg_kafka"),
-		reg:   kpromFilter{m},
-	}
-	f(m.kafka.fetch)
-	return m
-}
-
-// mustRegister registers collectors in reg and keeps them in registered.
-func (m *bridgeMetrics) mustRegister(cs ...prometheus.Collector) {
-	for _, c := range cs {
-		m.reg.MustRegister(c)
-		m.registered = append(m.registered, c)
-	}
-}
-
-// initTable makes the series of a table exist at zero, before its first
-// batch: a counter that appears only when it first counts is invisible to
-// rate() and increase() until its second scrape, so the first rows of a
-// table, or its first skipped record, would go unnoticed.
-func (m *bridgeMetrics) initTable(table string) {
-	if _, seen := m.tables.LoadOrStore(table, struct{}{}); seen {
-		return
-	}
-	for _, v := range []*prometheus.CounterVec{m.rows, m.batches, m.isolatedBatches, m.recheckedBatches, m.skipped} {
-		v.WithLabelValues(table)
-	}
-	for _, v := range []*prometheus.HistogramVec{m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds} {
-		v.WithLabelValues(table)
-	}
-}
-
-// initTables makes the series of the sinks' tables exist at zero.
-func (m *bridgeMetrics) initTables(sinks map[string]ingest.Sink) {
-	for _, s := range sinks {
-		m.initTable(plainTableName(s.Table.QualifiedName()))
-	}
-}
-
-// hooks returns the franz-go option that feeds the Kafka client metrics.
-func (m *bridgeMetrics) hooks() kgo.Opt { return kgo.WithHooks(m.kafka) }
-
-// TraceBatchEnd records one write: the writer calls it at the end of every
-// batch (ingest.Tracer).
-func (m *bridgeMetrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
-	table := plainTableName(t.Table)
-	if table != "" { // "": a topic_regex topic whose sink a failed write did not resolve
-		m.initTable(table)
-	}
-	if err := t.Err; err != nil {
-		var stop *stream.StopError
-		cause := causeStopped
-		if !errors.As(err, &stop) {
-			cause = ingest.Cause(err)
-		}
-		m.writeErrors.WithLabelValues(cause).Inc()
-		m.writeErrorCounts.add(cause)
-		if stop == nil {
-			return
-		}
-	}
-	m.batches.WithLabelValues(table).Inc()
-	m.rows.WithLabelValues(table).Add(float64(t.Rows))
-	m.batchRows.WithLabelValues(table).Observe(float64(t.Rows))
-	if t.CopyDuration > 0 {
-		m.copySeconds.WithLabelValues(table).Observe(t.CopyDuration.Seconds())
-	}
-	if t.CommitDuration > 0 {
-		m.commitSeconds.WithLabelValues(table).Observe(t.CommitDuration.Seconds())
-	}
-	if t.Isolated {
-		m.isolatedBatches.WithLabelValues(table).Inc()
-	}
-	if t.Rechecked {
-		m.recheckedBatches.WithLabelValues(table).Inc()
-	}
-	for _, kind := range t.DeadLetterKinds {
-		m.deadLetters.WithLabelValues(table, kind).Inc()
-	}
-	if t.Skipped > 0 {
-		m.skipped.WithLabelValues(table).Add(float64(t.Skipped))
-	}
-	// One walk of the batch's records, dense copies just written, for
-	// their bytes and their end-to-end latency.
-	now := time.Now()
-	var scratch [24]uint64
-	lat := m.endToEndSeconds.batch(scratch[:])
-	size := 0
-	recs := t.Batch.Records
-	for i := range recs {
-		r := &recs[i]
-		size += len(r.Key) + len(r.Value)
-		if !r.Timestamp.IsZero() {
-			lat.observe(max(now.Sub(r.Timestamp).Seconds(), 0))
-		}
-	}
-	lat.add()
-	m.batchBytes.WithLabelValues(table).Observe(float64(size))
-}
-
-// readerState is what the metrics read of the reader at each scrape.
-type readerState interface {
-	Stats() reader.Stats
-	Partitions() []reader.PartitionStats
-}
-
-// poolState is what the metrics read of the Postgres pool.
-type poolState interface{ Stat() *pgxpool.Stat }
-
-// register adds the collectors that read the live reader and pool.
-func (m *bridgeMetrics) register(rd readerState, pool poolState, queueCapacity int) {
-	// One reader.Stats snapshot per scrape, however many series read it:
-	// Stats visits every partition, and there may be thousands.
-	m.mustRegister(&readerStatsCollector{rd: rd})
-	gauge := func(name, help string, f func() float64) {
-		m.mustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f))
-	}
-	gauge("kafka2pg_reader_queue_capacity_records", "Records a partition buffers before its fetching pauses.", func() float64 { return float64(queueCapacity) })
-	gauge("kafka2pg_pg_pool_connections", "Postgres connections open.", func() float64 { return float64(pool.Stat().TotalConns()) })
-	gauge("kafka2pg_pg_pool_acquired_connections", "Postgres connections in use.", func() float64 { return float64(pool.Stat().AcquiredConns()) })
-	gauge("kafka2pg_pg_pool_max_connections", "Postgres connections allowed (--pg-max-conns).", func() float64 { return float64(pool.Stat().MaxConns()) })
-	m.mustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_pg_pool_acquire_wait_seconds_total",
-		Help: "Time spent waiting for a Postgres connection."}, func() float64 { return pool.Stat().AcquireDuration().Seconds() }))
-	m.partitionsCollector = &partitionCollector{rd: rd}
-	m.mustRegister(m.partitionsCollector)
-}
-
-// readerStatsCollector exports the reader's counters and gauges from one
-// reader.Stats per scrape.
-type readerStatsCollector struct{ rd readerState }
-
-type readerStat struct {
-	desc  *prometheus.Desc
-	kind  prometheus.ValueType
-	value func(reader.Stats) float64
-}
-
-var readerStats = func() []readerStat {
-	stat := func(name, help string, kind prometheus.ValueType, f func(reader.Stats) float64) readerStat {
-		return readerStat{prometheus.NewDesc(name, help, nil, nil), kind, f}
-	}
-	c, g := prometheus.CounterValue, prometheus.GaugeValue
-	return []readerStat{
-		stat("kafka2pg_reader_records_total", "Data records fetched.", c, func(s reader.Stats) float64 { return float64(s.Records) }),
-		stat("kafka2pg_reader_bytes_total", "Key and value bytes fetched.", c, func(s reader.Stats) float64 { return float64(s.Bytes) }),
-		stat("kafka2pg_reader_rebalances_total", "Partition assignments received.", c, func(s reader.Stats) float64 { return float64(s.Rebalances) }),
-		stat("kafka2pg_reader_fetch_errors_total", "Fetch errors reported by the Kafka client.", c, func(s reader.Stats) float64 { return float64(s.FetchErrors) }),
-		stat("kafka2pg_reader_fenced_total", "Writes refused because another owner claimed the partition.", c, func(s reader.Stats) float64 { return float64(s.Fenced) }),
-		stat("kafka2pg_reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", c, func(s reader.Stats) float64 { return float64(s.SkippedRecords) }),
-		stat("kafka2pg_reader_partitions", "Partitions owned now.", g, func(s reader.Stats) float64 { return float64(s.Partitions) }),
-		stat("kafka2pg_reader_partitions_halted", "Partitions in retry backoff after a failed write.", g, func(s reader.Stats) float64 { return float64(s.Halted) }),
-		stat("kafka2pg_reader_partitions_stopped", "Partitions stopped by data loss or --on-error=stop.", g, func(s reader.Stats) float64 { return float64(len(s.Stopped)) }),
-		stat("kafka2pg_reader_buffered_bytes", "Memory of the records buffered across partitions, queued or being written: key, value and 190 bytes a record (bounded by --max-buffered-bytes).", g, func(s reader.Stats) float64 { return float64(s.BufferedBytes) }),
-	}
-}()
-
-func (c *readerStatsCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, st := range readerStats {
-		ch <- st.desc
-	}
-}
-
-func (c *readerStatsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.rd.Stats()
-	for _, st := range readerStats {
-		ch <- prometheus.MustNewConstMetric(st.desc, st.kind, st.value(s))
-	}
-}
-
-// partitionCollector exports per-partition gauges from the reader's state.
-type partitionCollector struct{ rd readerState }
-
-var (
-	lagDesc = prometheus.NewDesc("kafka2pg_reader_partition_lag_records",
-		"Log end offset seen in the last fetch minus the offset durable in Postgres.", []string{"topic", "partition"}, nil)
-	queueDesc = prometheus.NewDesc("kafka2pg_reader_partition_queue_records",
-		"Records fetched and buffered, not yet written.", []string{"topic", "partition"}, nil)
-	durableDesc = prometheus.NewDesc("kafka2pg_reader_partition_durable_offset",
-		"next_offset durable in Postgres.", []string{"topic", "partition"}, nil)
-	mirrorGapDesc = prometheus.NewDesc("kafka2pg_kafka_commit_gap_records",
-		"Durable offset in Postgres minus the offset last committed to the Kafka group (the mirror's delay).", []string{"topic", "partition"}, nil)
-)
-
-func (c *partitionCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- lagDesc
-	ch <- queueDesc
-	ch <- durableDesc
-	ch <- mirrorGapDesc
-}
-
-func (c *partitionCollector) Collect(ch chan<- prometheus.Metric) {
-	for _, p := range c.rd.Partitions() {
-		part := strconv.Itoa(int(p.Partition))
-		if lag := p.Lag(); lag >= 0 {
-			ch <- prometheus.MustNewConstMetric(lagDesc, prometheus.GaugeValue, float64(lag), p.Topic, part)
-		}
-		ch <- prometheus.MustNewConstMetric(queueDesc, prometheus.GaugeValue, float64(p.Queued), p.Topic, part)
-		if p.NextOffset >= 0 {
-			ch <- prometheus.MustNewConstMetric(durableDesc, prometheus.GaugeValue, float64(p.NextOffset), p.Topic, part)
-			mirrored := max(p.Mirrored, 0)
-			ch <- prometheus.MustNewConstMetric(mirrorGapDesc, prometheus.GaugeValue, float64(max(p.NextOffset-mirrored, 0)), p.Topic, part)
-		}
-	}
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), peak, build)
+	return []prometheus.Collector{peak, build}
 }
 
 // peakResidentBytes reads VmHWM ("VmHWM:   123456 kB") from

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/migrations"
 )
 
@@ -45,7 +46,7 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	switch fs.Arg(0) {
 	case "up":
 		if err := migrations.Up(ctx, *pgURL); err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+			fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 			return exitError
 		}
 	case "down":
@@ -54,7 +55,7 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 			return exitUsage
 		}
 		if err := migrations.Down(ctx, *pgURL); err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+			fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 			return exitError
 		}
 	case "version":
@@ -64,7 +65,7 @@ func migrateCommand(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	v, dirty, ok, err := migrations.Version(ctx, *pgURL)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	switch {

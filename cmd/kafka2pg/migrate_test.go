@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 )
@@ -53,7 +54,7 @@ func TestMigrateCommandOnAnEarlierReleasesInstall(t *testing.T) {
 		return *table
 	}
 	var report bytes.Buffer
-	checkPostgres(ctx, &checkReport{w: &report}, &runOptions{pgURL: url}, nil)
+	checkPostgres(ctx, &checkReport{w: &report}, &runOptions{cfg: bridge.Config{PostgresURL: url}}, nil)
 	for _, line := range []string{
 		`note  kafka2pg schema: the migration history is in "public"."kafka2pg_schema_migrations", where earlier releases kept it`,
 		fmt.Sprintf("ok    kafka2pg schema: version %d\n", migrations.Latest),

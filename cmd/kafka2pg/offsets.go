@@ -16,6 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
@@ -91,15 +93,15 @@ func statusCommand(ctx context.Context, name string, args []string, stdout, stde
 	if code, ok := parsePGCommand(name, statusHelp(name), fs, args, stdout, stderr, &f.pgURL, &f.pgURLFile); !ok {
 		return code
 	}
-	pool, err := newPool(ctx, f.pgURL, "kafka2pg-offsets")
+	pool, err := pgsession.NewPool(ctx, f.pgURL, "kafka2pg-offsets")
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url: %v\n", name, redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url: %v\n", name, redact.Err(err))
 		return exitUsage
 	}
 	defer pool.Close()
 	states, err := loadStates(ctx, pool, f)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	if len(f.brokers) > 0 {

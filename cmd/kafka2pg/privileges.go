@@ -13,7 +13,8 @@ import (
 // insufficientPrivilege is SQLSTATE 42501.
 const insufficientPrivilege = "42501"
 
-// migrateOp starts the error of a failed migration on start (runBridge).
+// migrateOp starts the error of a failed migration on start: the name
+// bridge.Run gives that step (bridge.go) and migrate's own.
 const migrateOp = "migrate the kafka2pg schema"
 
 var deniedFor = regexp.MustCompile(`permission denied for (schema|table|view|sequence) "?([^"\s(]+)"?`)

@@ -58,7 +58,8 @@ func (r registryOptions) config() (registry.Config, error) {
 // registryFormat reports whether a sink format reads the Confluent wire
 // format with schemas from the registry.
 func registryFormat(format string) bool {
-	return format == schema.FormatAvro || format == schema.FormatProtobuf || format == schema.FormatJSONSchema
+	_, err := schema.ParseFormat(format)
+	return err == nil
 }
 
 // registrySchemas is the registry as the sinks use it: a client bound to
@@ -123,10 +124,15 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 	case mode != "upsert" && (len(sc.Key) > 0 || sc.DeleteOnTombstone):
 		return sink, false, errors.New("key and delete_on_tombstone need mode: upsert")
 	}
-	if sc.Nested != "" && sc.Nested != schema.NestedFlatten && sc.Nested != schema.NestedJSONB {
-		return sink, false, fmt.Errorf("nested %q is not flatten or jsonb", sc.Nested)
+	format, _ := schema.ParseFormat(sc.Format) // a registry format: the caller asked registryFormat
+	var nested schema.Nested
+	if sc.Nested != "" {
+		var err error
+		if nested, err = schema.ParseNested(sc.Nested); err != nil {
+			return sink, false, fmt.Errorf("nested %q is not flatten or jsonb", sc.Nested)
+		}
 	}
-	if sc.Message != "" && sc.Format != schema.FormatProtobuf {
+	if sc.Message != "" && format != schema.FormatProtobuf {
 		return sink, false, fmt.Errorf("message %q is for format protobuf: remove it", sc.Message)
 	}
 	if _, err := o.registry.config(); err != nil {
@@ -153,8 +159,8 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 			return sink, false, err
 		}
 	}
-	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: sc.Format, Schema: schemaName, Table: table,
-		Value: value, Key: key, Message: sc.Message, Nested: sc.Nested, KeyColumns: sc.Key, DeleteOnTombstone: sc.DeleteOnTombstone,
+	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: format, Schema: schemaName, Table: table,
+		Value: value, Key: key, Message: sc.Message, Nested: nested, KeyColumns: sc.Key, DeleteOnTombstone: sc.DeleteOnTombstone,
 		Lookup: o.registry.schemas.client.Lookup(o.registry.schemas.ctx), Metadata: metadataSpec(sc.Metadata)})
 	if err != nil {
 		return sink, false, fmt.Errorf("subject %q: %w", subject, err)

@@ -15,6 +15,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
 // replayFlags are replay's own flags, beside run's.
@@ -50,7 +52,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: "+format+"\n", args...)
 		return code
 	}
-	f := ingest.ReplayFilter{Group: o.reader.Group, Topics: o.onlyTopics, IDs: rf.ids, Kinds: rf.kinds, Limit: rf.limit}
+	f := ingest.ReplayFilter{Group: o.cfg.Kafka.Group, Topics: o.onlyTopics, IDs: rf.ids, Kinds: rf.kinds, Limit: rf.limit}
 	if o.onlyTable != "" {
 		f.Table = qualifiedTable(o.onlyTable, o.pgSchema)
 	}
@@ -64,27 +66,29 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if rf.limit < 0 || rf.batchSize < 1 {
 		return fail(exitUsage, "--limit is %d and --batch-size %d: give a limit of 0 (all) or more, and a batch size of 1 or more", rf.limit, rf.batchSize)
 	}
-	pcfg, err := pgxpool.ParseConfig(o.pgURL)
+	pcfg, err := pgxpool.ParseConfig(o.cfg.PostgresURL)
 	if err != nil {
-		return fail(exitUsage, "--pg-url: %v", redactErr(err))
+		return fail(exitUsage, "--pg-url: %v", redact.Err(err))
 	}
 	// A replay's transactions have run's write deadline, for batches of
 	// --batch-size letters.
-	wcfg := ingest.Config{Group: cmpOr(o.reader.Group, "replay"), MaxRecordBytes: o.maxRecordBytes,
-		WriteTimeout: o.pgWriteTimeout, WriteTimeoutRows: max(o.reader.BatchMaxRows, rf.batchSize)}
-	if err := configureConn(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
+	// A replay writes each batch in a transaction of its own (no
+	// TableWriters).
+	wcfg := ingest.Config{Group: cmpOr(o.cfg.Kafka.Group, "replay"), MaxRecordBytes: o.cfg.Writer.MaxRecordBytes,
+		WriteTimeout: o.cfg.Writer.WriteTimeout, WriteTimeoutRows: max(o.cfg.Kafka.BatchMaxRows, rf.batchSize), TableWriters: -1}
+	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
 		return fail(exitUsage, "--pg-url: %v", err)
 	}
-	pcfg.AfterConnect = registerCodecs // replay copies like run does
+	pcfg.AfterConnect = pgsession.RegisterCodecs // replay copies like run does
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
-		return fail(exitUsage, "--pg-url: %v", redactErr(err))
+		return fail(exitUsage, "--pg-url: %v", redact.Err(err))
 	}
 	defer pool.Close()
 
 	selected, err := letterTables(ctx, pool, f)
 	if err != nil {
-		return fail(exitError, "%v", redactErr(err))
+		return fail(exitError, "%v", redact.Err(err))
 	}
 	if len(selected) == 0 {
 		fmt.Fprintln(stdout, "no dead letters match")
@@ -92,7 +96,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	all, err := offlineSinks(ctx, o, slices.Sorted(maps.Keys(selected)))
 	if err != nil {
-		return fail(exitError, "%v", redactErr(err))
+		return fail(exitError, "%v", redact.Err(err))
 	}
 	// Only the sinks whose tables have letters to replay are prepared
 	// (evolved, when the sink says so): the others are none of replay's
@@ -116,13 +120,13 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	if !rf.dryRun {
 		if err := w.EnsureTables(ctx, false); err != nil {
-			return fail(exitError, "%v", redactErr(err))
+			return fail(exitError, "%v", redact.Err(err))
 		}
 	}
 	res, err := w.Replay(ctx, f, ingest.ReplayOptions{BatchSize: rf.batchSize, DryRun: rf.dryRun, Letters: replayLetterLines + 1})
 	printReplay(stdout, res, rf.dryRun)
 	if err != nil {
-		return fail(exitError, "%v (the batches before committed; run replay again for the rest)", redactErr(err))
+		return fail(exitError, "%v (the batches before committed; run replay again for the rest)", redact.Err(err))
 	}
 	if res.Kept > 0 {
 		return exitError

@@ -17,6 +17,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/offsets"
 )
 
@@ -63,12 +65,12 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if !ok {
 		return code
 	}
-	group := o.reader.Group
+	group := o.cfg.Kafka.Group
 	var problems []string
 	if group == "" {
 		problems = append(problems, "--kafka-group is empty: name the group whose offsets move")
 	}
-	if len(o.reader.Brokers) == 0 {
+	if len(o.cfg.Kafka.Brokers) == 0 {
 		problems = append(problems, "--kafka-brokers is empty: reset needs Kafka to find partitions and offsets")
 	}
 	target, err := parseResetTarget(rf.to)
@@ -81,18 +83,18 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitUsage
 	}
-	pool, err := newPool(ctx, o.pgURL, "kafka2pg-offsets")
+	pool, err := pgsession.NewPool(ctx, o.cfg.PostgresURL, "kafka2pg-offsets")
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redact.Err(err))
 		return exitUsage
 	}
 	defer pool.Close()
-	secOpts, err := o.kafkaSecurity.Options()
+	secOpts, err := o.cfg.KafkaSecurity.Options()
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
 		return exitUsage
 	}
-	adm, closeAdm, err := newAdmin(o.reader.Brokers, secOpts...)
+	adm, closeAdm, err := newAdmin(o.cfg.Kafka.Brokers, secOpts...)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", err)
 		return exitUsage
@@ -103,7 +105,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if len(topics) == 0 {
 		states, err := loadStates(ctx, pool, offsetsFlags{group: group})
 		if err != nil {
-			fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+			fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 			return exitError
 		}
 		for _, s := range states {
@@ -123,12 +125,12 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	before, err := loadStates(ctx, pool, offsetsFlags{group: group, topics: topics})
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	rewinds, err := planRewinds(ctx, pool, o, plan, before, rf.deleteRows)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg offsets reset: %v\n", redact.Err(err))
 		return exitError
 	}
 	if len(o.sinks) == 0 && o.onlyTable == "" {
@@ -145,7 +147,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	deleted, err := applyReset(ctx, pool, group, plan, rewinds)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg: %v\n", redactErr(err))
+		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
 	}
 	fmt.Fprintf(stdout, "\nPostgres: %d partition(s) moved", len(plan))
@@ -349,7 +351,7 @@ func planRewinds(ctx context.Context, pool *pgxpool.Pool, o *runOptions, plan []
 		}
 		r := &rewind{target: t, from: p.to, del: deleteRows}
 		if deleteRows {
-			if r.rows, r.letters, err = countRewound(ctx, pool, t, o.reader.Group, p.topic, p.partition, p.to); err != nil {
+			if r.rows, r.letters, err = countRewound(ctx, pool, t, o.cfg.Kafka.Group, p.topic, p.partition, p.to); err != nil {
 				return nil, err
 			}
 		}

@@ -20,7 +20,7 @@ func defineSecurityFlags(fs *pflag.FlagSet, s *reader.Security) {
 	fs.StringVar(&s.TLSCertFile, "kafka-tls-cert-file", "", "PEM client certificate, for mutual TLS")
 	fs.StringVar(&s.TLSKeyFile, "kafka-tls-key-file", "", "PEM key of --kafka-tls-cert-file")
 	fs.StringVar(&s.TLSServerName, "kafka-tls-server-name", "", "name the brokers' certificates carry (default: the host)")
-	fs.StringVar(&s.TLSMinVersion, "kafka-tls-min-version", "1.2", "oldest TLS version accepted: 1.2 or 1.3")
+	fs.StringVar(&s.TLSMinVersion, "kafka-tls-min-version", reader.DefaultTLSMinVersion, "oldest TLS version accepted: 1.2 or 1.3")
 	fs.StringVar(&s.SASLMechanism, "kafka-sasl-mechanism", "", "PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
 	fs.StringVar(&s.SASLUser, "kafka-sasl-user", "", "SASL user (PLAIN, SCRAM)")
 	fs.StringVar(&s.SASLPassword, "kafka-sasl-password", "", "SASL password; better in the environment or a file")
@@ -34,9 +34,9 @@ func definePGURLFileFlag(fs *pflag.FlagSet, path *string) {
 	fs.StringVar(path, "pg-url-file", "", "file holding the PostgreSQL URL, instead of --pg-url")
 }
 
-// resolvePGURL reads o.pgURLFile into o.pgURL. Call it after the environment
+// resolvePGURL reads o.pgURLFile into o.cfg.PostgresURL. Call it after the environment
 // is applied and before validate. Its errors name the file, never its content.
-func resolvePGURL(o *runOptions) error { return readPGURLFile(&o.pgURL, o.pgURLFile) }
+func resolvePGURL(o *runOptions) error { return readPGURLFile(&o.cfg.PostgresURL, o.pgURLFile) }
 
 // readPGURLFile sets *url from file when file is given; every command that
 // takes --pg-url also takes --pg-url-file through it.

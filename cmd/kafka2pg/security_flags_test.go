@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/bridge"
 )
 
 const flagSecret = "fl4g-S3cret"
@@ -17,7 +19,7 @@ func TestSecurityFlagsComeFromTheEnvironment(t *testing.T) {
 	t.Setenv("KAFKA2PG_KAFKA_SASL_PASSWORD", flagSecret)
 	t.Setenv("KAFKA2PG_KAFKA_TLS_CA_FILE", "/etc/kafka/ca.pem")
 	_, o := parseRunForTest(t, "--kafka-tls-server-name", "kafka.internal")
-	s := o.kafkaSecurity
+	s := o.cfg.KafkaSecurity
 	if s.SASLMechanism != "SCRAM-SHA-512" || s.SASLUser != "bridge" || s.SASLPassword != flagSecret ||
 		s.TLSCAFile != "/etc/kafka/ca.pem" || s.TLSServerName != "kafka.internal" || s.TLSMinVersion != "1.2" {
 		t.Fatalf("security from env and flags = %v (password set: %t)", s, s.SASLPassword == flagSecret)
@@ -73,9 +75,9 @@ func TestResolvePGURL(t *testing.T) {
 		wantURL string
 		wantErr string
 	}{
-		{"no file leaves --pg-url alone", runOptions{pgURL: "postgres://a@b/c"}, "postgres://a@b/c", ""},
+		{"no file leaves --pg-url alone", runOptions{cfg: bridge.Config{PostgresURL: "postgres://a@b/c"}}, "postgres://a@b/c", ""},
 		{"the file gives the URL without its newline", runOptions{pgURLFile: good}, "postgres://bridge:" + flagSecret + "@db:5432/shop?sslmode=verify-full", ""},
-		{"a file and a URL are one too many", runOptions{pgURLFile: good, pgURL: "postgres://a@b/c"}, "", "--pg-url-file and --pg-url are both set"},
+		{"a file and a URL are one too many", runOptions{pgURLFile: good, cfg: bridge.Config{PostgresURL: "postgres://a@b/c"}}, "", "--pg-url-file and --pg-url are both set"},
 		{"a missing file names the flag", runOptions{pgURLFile: filepath.Join(dir, "nope")}, "", "--pg-url-file: open "},
 		{"an empty file is an error", runOptions{pgURLFile: write("empty", "\n")}, "", "is empty"},
 		{"two lines are an error that does not print them", runOptions{pgURLFile: write("two", "postgres://u:"+flagSecret+"@a/b\npostgres://c@d/e\n")}, "", "several lines"},
@@ -92,8 +94,8 @@ func TestResolvePGURL(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || o.pgURL != tc.wantURL {
-				t.Fatalf("resolvePGURL: pgURL %q, error %v; want %q", o.pgURL, err, tc.wantURL)
+			if err != nil || o.cfg.PostgresURL != tc.wantURL {
+				t.Fatalf("resolvePGURL: pgURL %q, error %v; want %q", o.cfg.PostgresURL, err, tc.wantURL)
 			}
 		})
 	}
@@ -108,7 +110,7 @@ func TestPGURLFileComesFromTheEnvironmentToo(t *testing.T) {
 	t.Setenv("DATABASE_URL", "")
 	t.Setenv("KAFKA2PG_PG_URL_FILE", path)
 	_, o := parseRunForTest(t, "--topic", "t")
-	if err := resolvePGURL(o); err != nil || o.pgURL != "postgres://u@db/x" {
-		t.Fatalf("pg url = %q, err %v; want the file's", o.pgURL, err)
+	if err := resolvePGURL(o); err != nil || o.cfg.PostgresURL != "postgres://u@db/x" {
+		t.Fatalf("pg url = %q, err %v; want the file's", o.cfg.PostgresURL, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"regexp"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -17,8 +18,8 @@ import (
 func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	sinks := map[string]ingest.Sink{}
 	if len(o.sinks) == 0 {
-		format, _ := schema.ParseValueFormat(o.valueFormat)
-		for _, topic := range o.reader.Topics {
+		format := o.valueFormat
+		for _, topic := range o.cfg.Kafka.Topics {
 			name := o.table
 			if name == "" {
 				name = schema.TableNameForTopic(topic)
@@ -53,20 +54,11 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 	return sinks, errors.Join(errs...)
 }
 
-// regexProbe is a topic_regex sink built for a sample topic, for the
-// checks at start. Kafka names topics in ASCII ([a-zA-Z0-9._-]), so the
-// names a matching topic's sink gets differ from the probe's in ASCII
-// only: a character the database's encoding lacks is in the probe's too.
-type regexProbe struct {
-	regex, table string // the sink's topic_regex and table template
-	sink         ingest.Sink
-}
-
 // regexProbes are the config's topic_regex sinks built for a sample topic;
 // those whose columns come from the schema registry are left out (their
 // columns are known once a topic's subject is read).
-func regexProbes(o *runOptions) []regexProbe {
-	var out []regexProbe
+func regexProbes(o *runOptions) []pgsession.Probe {
+	var out []pgsession.Probe
 	for _, sc := range o.sinks {
 		if sc.TopicRegex == "" {
 			continue
@@ -76,7 +68,7 @@ func regexProbes(o *runOptions) []regexProbe {
 			if table == "" {
 				table = "${topic}"
 			}
-			out = append(out, regexProbe{regex: sc.TopicRegex, table: table, sink: s})
+			out = append(out, pgsession.Probe{Regex: sc.TopicRegex, Table: table, Sink: s})
 		}
 	}
 	return out
@@ -250,8 +242,8 @@ func sinkResolver(o *runOptions) func(topic string) (ingest.Sink, bool, error) {
 // topics unless --topic named them. The registry is connected first, for
 // the sinks of avro and protobuf subjects.
 func offlineSinks(ctx context.Context, o *runOptions, topics []string) (map[string]ingest.Sink, error) {
-	if len(o.sinks) == 0 && len(o.reader.Topics) == 0 {
-		o.reader.Topics = topics // as run with --topic for each
+	if len(o.sinks) == 0 && len(o.cfg.Kafka.Topics) == 0 {
+		o.cfg.Kafka.Topics = topics // as run with --topic for each
 	}
 	if err := o.connectRegistry(ctx); err != nil {
 		return nil, err

@@ -69,7 +69,7 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 	var later bool
 	switch sc.ValueFormat {
 	case "", "json":
-	case schema.FormatAvro, schema.FormatProtobuf:
+	case schema.FormatAvro.String(), schema.FormatProtobuf.String():
 		if len(o.registry.urls) == 0 {
 			return ingest.Sink{}, fmt.Errorf("value_format %s needs a Schema Registry: set --schema-registry-url (or schema-registry-url in the config file)", sc.ValueFormat)
 		}

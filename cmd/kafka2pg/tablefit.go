@@ -10,6 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -149,14 +151,14 @@ func typedName(name string) string {
 func (o *inferOptions) renderAvoidingTakenTables(ctx context.Context, render func() (string, ingest.Sink, error), stderr io.Writer) (string, error) {
 	cc, err := pgx.ParseConfig(o.pgURL)
 	if err != nil {
-		return "", fmt.Errorf("--pg-url: %w", redactErr(err))
+		return "", fmt.Errorf("--pg-url: %w", redact.Err(err))
 	}
-	if err := configureConn(&cc.Config, "kafka2pg-infer", ingest.Config{}.StatementTimeout()); err != nil {
+	if err := pgsession.Configure(&cc.Config, "kafka2pg-infer", ingest.Config{}.StatementTimeout()); err != nil {
 		return "", fmt.Errorf("--pg-url: %w", err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)
 	if err != nil {
-		return "", fmt.Errorf("connect to Postgres (--pg-url): %w", redactErr(err))
+		return "", fmt.Errorf("connect to Postgres (--pg-url): %w", redact.Err(err))
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	var taken []string // tables tried that exist with other columns, and why

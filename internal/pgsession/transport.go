@@ -1,4 +1,4 @@
-package main
+package pgsession
 
 import (
 	"context"
@@ -6,9 +6,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // The transport of every Postgres connection kafka2pg opens. A connection
@@ -32,14 +34,14 @@ const (
 	tcpUserTimeout = 30 * time.Second
 )
 
-// configureConn is what every kafka2pg connection to Postgres gets: the
-// session parameters (sessionParams), statement_timeout and lock_timeout
-// at statementTimeout (sessionTimeouts), and the transport (pgTransport).
-func configureConn(cc *pgconn.Config, app string, statementTimeout time.Duration) error {
-	if err := sessionParams(cc, app); err != nil {
+// Configure is what every kafka2pg connection to Postgres gets: the
+// session parameters (Params), statement_timeout and lock_timeout at
+// statementTimeout (Timeouts), and the transport (pgTransport).
+func Configure(cc *pgconn.Config, app string, statementTimeout time.Duration) error {
+	if err := Params(cc, app); err != nil {
 		return err
 	}
-	sessionTimeouts(cc, statementTimeout)
+	Timeouts(cc, statementTimeout)
 	pgTransport(cc)
 	return nil
 }
@@ -73,3 +75,10 @@ func pgTransport(cc *pgconn.Config) {
 
 // isTCP reports whether a dialer's network is TCP (not a Unix socket).
 func isTCP(network string) bool { return strings.HasPrefix(network, "tcp") }
+
+// RegisterCodecs is the AfterConnect of every pool that COPYs rows (run,
+// dead-letters replay): numeric values encoded without math/big.
+func RegisterCodecs(_ context.Context, conn *pgx.Conn) error {
+	schema.RegisterNumericCodec(conn.TypeMap())
+	return nil
+}

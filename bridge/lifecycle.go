@@ -1,8 +1,8 @@
-package main
+package bridge
 
 // The bridge's life as the outside sees it: which phase it is in (starting,
-// running, stopping) for /readyz, the start-up steps retried while the
-// servers they need are unreachable, and --until-caught-up's deadline.
+// running, stopping) for Ready, the start-up steps retried while the
+// servers they need are unreachable, and UntilCaughtUp's deadline.
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/internal/trouble"
 	"github.com/kafka2pg/kafka2pg/reader"
 )
@@ -27,10 +28,11 @@ const (
 	phaseStarting phase = iota // connecting, migrating, preparing the tables, joining
 	phaseRunning               // the reader runs
 	phaseStopping              // flushing, committing, leaving
+	phaseStopped               // Run returned
 )
 
-// bridgeStatus is what /readyz and --until-caught-up's deadline ask about
-// the bridge. Safe for concurrent use.
+// bridgeStatus is what Ready and UntilCaughtUp's deadline ask about the
+// bridge. Safe for concurrent use.
 type bridgeStatus struct {
 	mu    sync.Mutex
 	phase phase
@@ -65,6 +67,13 @@ func (s *bridgeStatus) stopping() {
 	s.phase = phaseStopping
 }
 
+// stopped records that Run returned: the reader and the pool are gone.
+func (s *bridgeStatus) stopped() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.phase, s.rd, s.pool = phaseStopped, nil, nil
+}
+
 func (s *bridgeStatus) snapshot() (phase, string, *reader.Reader, *pgxpool.Pool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -77,7 +86,7 @@ func (s *bridgeStatus) trouble() string {
 	ph, step, rd, _ := s.snapshot()
 	var out []string
 	if st := s.startTrouble.State(); ph == phaseStarting && st.Failing {
-		out = append(out, fmt.Sprintf("%s: %v (%d failures in %s)", step, redactErr(st.LastErr), st.Failures, time.Since(st.FailingSince).Round(time.Second)))
+		out = append(out, fmt.Sprintf("%s: %v (%d failures in %s)", step, redact.Err(st.LastErr), st.Failures, time.Since(st.FailingSince).Round(time.Second)))
 	}
 	if rd != nil {
 		out = append(out, rd.Trouble()...)
@@ -100,7 +109,7 @@ func (s *bridgeStatus) retry(ctx context.Context, what string, fn func() error) 
 		if !ingest.Retryable(err) || ctx.Err() != nil {
 			return fmt.Errorf("%s: %w", what, err)
 		}
-		s.startTrouble.Fail(redactErr(err), "what", what, "backoff", backoff)
+		s.startTrouble.Fail(redact.Err(err), "what", what, "backoff", backoff)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("%s: %w", what, err)
@@ -110,7 +119,7 @@ func (s *bridgeStatus) retry(ctx context.Context, what string, fn func() error) 
 	}
 }
 
-// caughtUpTimeoutError is how --until-caught-up gives up.
+// caughtUpTimeoutError is how UntilCaughtUp gives up.
 type caughtUpTimeoutError struct {
 	timeout time.Duration
 	trouble string // what failed, as bridgeStatus.trouble says; "" when nothing did
@@ -121,11 +130,11 @@ func (e *caughtUpTimeoutError) Error() string {
 	why := e.trouble
 	switch {
 	case why == "" && e.cut != nil:
-		why = redactErr(e.cut).Error()
+		why = redact.Err(e.cut).Error()
 	case why == "":
 		why = "nothing failed, but no partition made progress"
 	}
-	return fmt.Sprintf("--until-caught-up: no write committed for %s (--caught-up-timeout); giving up: %s", e.timeout, why)
+	return fmt.Sprintf("bridge.Config.UntilCaughtUp: no write committed for %s (bridge.Config.CaughtUpTimeout); giving up: %s", e.timeout, why)
 }
 
 // caughtUpDeadline returns ctx ended, with a *caughtUpTimeoutError as its

@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"sort"
@@ -24,9 +24,9 @@ var (
 	byteBuckets = []float64{1e3, 1e4, 1e5, 2.5e5, 5e5, 1e6, 2.5e6, 5e6, 1e7, 2.5e7, 5e7, 1e8, 2.5e8}
 )
 
-// roundBound reports whether a bucket bound has at most two significant
+// RoundBound reports whether a bucket bound has at most two significant
 // digits, as the lists above.
-func roundBound(b float64) bool {
+func RoundBound(b float64) bool {
 	mantissa, _, _ := strings.Cut(strconv.FormatFloat(b, 'e', -1, 64), "e")
 	return len(strings.ReplaceAll(strings.TrimPrefix(mantissa, "-"), ".", "")) <= 2
 }

@@ -1,12 +1,12 @@
-package main
+package metrics
 
 import "strings"
 
-// plainTableName writes a table name that schema.Table.QualifiedName
+// PlainTableName writes a table name that schema.Table.QualifiedName
 // quoted for SQL ("public"."orders") as a reader expects it in logs and
 // metric labels: public.orders. Quotes doubled inside a name come back
 // single; a name that is not quoted comes back as it is.
-func plainTableName(qualified string) string {
+func PlainTableName(qualified string) string {
 	if !strings.HasPrefix(qualified, `"`) {
 		return qualified
 	}

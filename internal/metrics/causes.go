@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"fmt"
@@ -8,15 +8,15 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 )
 
-// causeStopped is the cause of a write that stopped its partition
+// CauseStopped is the cause of a write that stopped its partition
 // (--on-error=stop): not a failure to retry, but counted with them.
-const causeStopped = "stopped"
+const CauseStopped = "stopped"
 
 // writeErrorCauses are the values of the cause label of
 // kafka2pg_ingest_write_errors_total, each exported from the start so that
 // a rate over it is 0, not absent.
 var writeErrorCauses = []string{ingest.CauseFenced, ingest.CauseTimeout, ingest.CauseConnection, ingest.CauseReadOnly,
-	ingest.CauseRefused, ingest.CauseData, ingest.CauseOther, causeStopped}
+	ingest.CauseRefused, ingest.CauseData, ingest.CauseOther, CauseStopped}
 
 // causeCounts counts failed writes by cause for the progress line, which
 // says what went wrong since the last line, not only how often.

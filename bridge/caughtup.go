@@ -1,4 +1,4 @@
-package main
+package bridge
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/offsets"
+	"github.com/kafka2pg/kafka2pg/reader"
 )
 
 // caughtUpWatch knows the end offsets seen at start and tells when Postgres
@@ -26,7 +27,7 @@ type caughtUpWatch struct {
 	target map[string]map[int32]int64 // only partitions with something to read
 }
 
-func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, regex bool, isolation string) (*caughtUpWatch, error) {
+func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, group string, topics []string, regex bool, isolation reader.IsolationLevel) (*caughtUpWatch, error) {
 	adm := kadm.NewClient(cl)
 	if regex {
 		// The patterns stand for the topics that match them now.
@@ -36,7 +37,7 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 		}
 		var listed kadm.TopicDetails
 		if err := retryKafka(ctx, func() (err error) { listed, err = adm.ListTopics(ctx); return err }); err != nil {
-			return nil, fmt.Errorf("--until-caught-up: list topics: %w", err)
+			return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: list topics: %w", err)
 		}
 		topics = nil
 		for _, name := range listed.Names() {
@@ -57,7 +58,7 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 		var err error
 		// Under read_committed the end is the last stable offset: records of
 		// open transactions are not ours to wait for yet.
-		if isolation == "read_uncommitted" {
+		if isolation == reader.ReadUncommitted {
 			ends, err = adm.ListEndOffsets(ctx, topics...)
 		} else {
 			ends, err = adm.ListCommittedOffsets(ctx, topics...)
@@ -76,14 +77,14 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 	})
 	if err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			return nil, fmt.Errorf("--until-caught-up: list end offsets of %v: a topic does not exist: %w", topics, err)
+			return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: list end offsets of %v: a topic does not exist: %w", topics, err)
 		}
-		return nil, fmt.Errorf("--until-caught-up: list end offsets of %v: %w", topics, err)
+		return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: list end offsets of %v: %w", topics, err)
 	}
 	w := &caughtUpWatch{pool: pool, group: group, topics: topics, target: map[string]map[int32]int64{}}
 	for _, t := range topics {
 		if _, ok := ends[t]; !ok {
-			return nil, fmt.Errorf("--until-caught-up: topic %q does not exist (or has no partitions)", t)
+			return nil, fmt.Errorf("bridge.Config.UntilCaughtUp: topic %q does not exist (or has no partitions)", t)
 		}
 	}
 	ends.Each(func(o kadm.ListedOffset) {
@@ -151,7 +152,7 @@ func (w *caughtUpWatch) wait(ctx context.Context, settled <-chan struct{}, stopp
 	defer t.Stop()
 	for {
 		if why := stopped(); len(why) > 0 {
-			return fmt.Errorf("--until-caught-up cannot finish: %s", strings.Join(why, "; "))
+			return fmt.Errorf("bridge.Config.UntilCaughtUp cannot finish: %s", strings.Join(why, "; "))
 		}
 		done, err := w.check(ctx)
 		if err == nil && done {

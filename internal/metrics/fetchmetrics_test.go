@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -38,9 +39,13 @@ func TestFetchCountersCountWhatWasFetched(t *testing.T) {
 		}
 	}
 
-	m := newBridgeMetrics()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cons, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.ConsumeTopics("events"),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), m.hooks())
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.WithHooks(m.Hooks()))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +58,7 @@ func TestFetchCountersCountWhatWasFetched(t *testing.T) {
 		got += fs.NumRecords()
 	}
 
-	mfs, err := m.reg.Gather()
+	mfs, err := reg.Gather()
 	if err != nil {
 		t.Fatalf("gather: %v", err)
 	}

@@ -1,4 +1,4 @@
-package main
+package metrics
 
 import (
 	"errors"
@@ -13,14 +13,14 @@ import (
 	"github.com/twmb/franz-go/plugin/kprom"
 )
 
-// kafkaHooks are franz-go's client metrics (kprom) with their per-batch
+// KafkaHooks are franz-go's client metrics (kprom) with their per-batch
 // fetch counters replaced by fetchCounters. kprom's OnFetchBatchRead builds
 // a label map and looks up three counters by it for every record batch
 // fetched: with producers' small batches, a share of the bridge's CPU
 // that shows while it drains a backlog. The method
 // declared here shadows the embedded one, so franz-go calls this one;
 // kprom's own fetch counters are not registered (kpromFilter).
-type kafkaHooks struct {
+type KafkaHooks struct {
 	*kprom.Metrics
 	fetch *fetchCounters
 	reg   prometheus.Registerer
@@ -28,7 +28,7 @@ type kafkaHooks struct {
 
 // OnNewClient implements kgo.HookNewClient: kprom's metrics, and in place
 // of kprom's buffered_fetch_records_total, a gauge named like one.
-func (h kafkaHooks) OnNewClient(cl *kgo.Client) {
+func (h KafkaHooks) OnNewClient(cl *kgo.Client) {
 	h.Metrics.OnNewClient(cl)
 	err := h.reg.Register(prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "kafka2pg_kafka_buffered_fetch_records",
 		Help: "Records fetched and buffered in the Kafka client, not yet polled."},
@@ -43,7 +43,7 @@ func (h kafkaHooks) OnNewClient(cl *kgo.Client) {
 // forever), its fetch counters (fetchCounters replaces them) and
 // buffered_fetch_records_total (a gauge with a counter's name; OnNewClient
 // registers kafka2pg_kafka_buffered_fetch_records instead).
-type kpromFilter struct{ m *bridgeMetrics }
+type kpromFilter struct{ m *Metrics }
 
 // kpromLeftOut says whether kprom's metric of that name is left out.
 func kpromLeftOut(name string) bool {
@@ -56,7 +56,7 @@ func kpromLeftOut(name string) bool {
 }
 
 func (f kpromFilter) Register(c prometheus.Collector) error {
-	for _, d := range describe(c) {
+	for _, d := range Describe(c) {
 		if kpromLeftOut(descName(d)) {
 			return nil
 		}
@@ -78,8 +78,8 @@ func (f kpromFilter) MustRegister(cs ...prometheus.Collector) {
 
 func (f kpromFilter) Unregister(c prometheus.Collector) bool { return f.m.reg.Unregister(c) }
 
-// describe returns the descriptors a collector sends.
-func describe(c prometheus.Collector) []*prometheus.Desc {
+// Describe returns the descriptors a collector sends.
+func Describe(c prometheus.Collector) []*prometheus.Desc {
 	ch := make(chan *prometheus.Desc)
 	go func() { c.Describe(ch); close(ch) }()
 	var out []*prometheus.Desc
@@ -95,12 +95,12 @@ var descField = regexp.MustCompile(`(fqName|help): ("(?:[^"\\]|\\.)*")`)
 
 // descName is the metric name of a descriptor.
 func descName(d *prometheus.Desc) string {
-	name, _ := descNameHelp(d)
+	name, _ := DescNameHelp(d)
 	return name
 }
 
-// descNameHelp reads the name and help of a descriptor.
-func descNameHelp(d *prometheus.Desc) (name, help string) {
+// DescNameHelp reads the name and help of a descriptor.
+func DescNameHelp(d *prometheus.Desc) (name, help string) {
 	for _, m := range descField.FindAllStringSubmatch(d.String(), -1) {
 		v, err := strconv.Unquote(m[2])
 		if err != nil {
@@ -117,7 +117,7 @@ func descNameHelp(d *prometheus.Desc) (name, help string) {
 }
 
 // OnFetchBatchRead implements kgo.HookFetchBatchRead.
-func (h kafkaHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, _ int32, m kgo.FetchBatchMetrics) {
+func (h KafkaHooks) OnFetchBatchRead(meta kgo.BrokerMetadata, topic string, _ int32, m kgo.FetchBatchMetrics) {
 	c := h.fetch.of(meta.NodeID, topic)
 	c.batches.Add(1)
 	c.records.Add(uint64(m.NumRecords))

@@ -1,4 +1,8 @@
-package main
+// Package redact makes errors and URLs fit to show: passwords hidden, and
+// pgconn's report of a failed connection cut to the attempt that matters,
+// on one line. The bridge's readiness and its errors go through it, and so
+// does everything the kafka2pg command prints.
+package redact
 
 import (
 	"errors"
@@ -11,8 +15,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// redactURL hides the password of a URL (or of a key=value connection string).
-func redactURL(s string) string {
+// URL hides the password of a URL (or of a key=value connection string).
+func URL(s string) string {
 	if u, err := url.Parse(s); err == nil && u.User != nil {
 		if _, ok := u.User.Password(); ok {
 			u.User = url.UserPassword(u.User.Username(), "xxxxx")
@@ -25,11 +29,11 @@ func redactURL(s string) string {
 var kvPassword = regexp.MustCompile(`(password=)\S+`)
 var urlPassword = regexp.MustCompile(`(://[^:/@\s]+:)[^@\s]+@`)
 
-// redactErr is an error as a user reads it: URL passwords a driver may have
-// put in it hidden, and pgconn's report of a failed connection cut to the
+// Err is an error as a user reads it: URL passwords a driver may have put
+// in it hidden, and pgconn's report of a failed connection cut to the
 // attempt that matters, on one line. It wraps err, so errors.Is and As see
 // through it.
-func redactErr(err error) error {
+func Err(err error) error {
 	if err == nil {
 		return nil
 	}

@@ -1,9 +1,12 @@
-package main
-
-// kafka2pg's Postgres sessions: the parameters every connection gets
-// (client_encoding UTF8, application_name), and the start-time check that
-// the database's encoding holds the names run keys rows and creates tables
-// by (checkEncoding, shared by run and check).
+// Package pgsession is how kafka2pg connects to Postgres: the session
+// parameters every connection gets (client_encoding UTF8,
+// application_name, statement_timeout and lock_timeout), the transport
+// (connect timeout, keepalives, TCP_USER_TIMEOUT, discarding sessions that
+// can no longer write), the numeric codec of the pools that COPY, and the
+// start-time check that the database's encoding holds the names the bridge
+// keys rows and creates tables by. The bridge and the kafka2pg command's
+// subcommands share it; it has no goroutines.
+package pgsession
 
 import (
 	"context"
@@ -23,7 +26,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
-// sessionParams sets the session parameters of kafka2pg's connections to
+// Params sets the session parameters of kafka2pg's connections to
 // Postgres: client_encoding UTF8, and application_name app unless the URL
 // names one.
 //
@@ -36,12 +39,12 @@ import (
 // letter of kind untranslatable_character), and even a SQL_ASCII database
 // refuses bytes that are not UTF-8, as the unchecked jsonb rows of the
 // zero-config table need (ingest.UncheckedAppender).
-func sessionParams(cc *pgconn.Config, app string) error {
+func Params(cc *pgconn.Config, app string) error {
 	if cc.RuntimeParams == nil {
 		cc.RuntimeParams = map[string]string{}
 	}
 	if ce, ok := cc.RuntimeParams["client_encoding"]; ok && !isUTF8Name(ce) {
-		return fmt.Errorf("client_encoding is %q: kafka2pg sends UTF-8 text, which Postgres converts to the database's encoding; remove client_encoding from --pg-url, or set it to UTF8", ce)
+		return fmt.Errorf("client_encoding is %q: kafka2pg sends UTF-8 text, which Postgres converts to the database's encoding; remove client_encoding from the URL, or set it to UTF8", ce)
 	}
 	cc.RuntimeParams["client_encoding"] = "UTF8"
 	if _, ok := cc.RuntimeParams["application_name"]; !ok {
@@ -50,7 +53,7 @@ func sessionParams(cc *pgconn.Config, app string) error {
 	return nil
 }
 
-// sessionTimeouts sets statement_timeout and lock_timeout, each unless
+// Timeouts sets statement_timeout and lock_timeout, each unless
 // the URL sets it (as a parameter or in options), to d: the longest
 // deadline the writer gives a transaction or a claim
 // (ingest.Config.StatementTimeout). A database's or role's default meant
@@ -59,7 +62,7 @@ func sessionParams(cc *pgconn.Config, app string) error {
 // every write behind a lock at once; the write deadline, which starts
 // earlier, ends them first. As startup parameters they cost no round trip.
 // d 0 leaves both to Postgres.
-func sessionTimeouts(cc *pgconn.Config, d time.Duration) {
+func Timeouts(cc *pgconn.Config, d time.Duration) {
 	if d <= 0 {
 		return
 	}
@@ -81,48 +84,48 @@ func isUTF8Name(name string) bool {
 	return name == "utf8" || name == "unicode"
 }
 
-// newPool is pgxpool.New with kafka2pg's session parameters (the timeouts
+// NewPool is pgxpool.New with kafka2pg's session parameters (the timeouts
 // of a writer with the default configuration) and transport.
-func newPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
+func NewPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
 	}
-	if err := configureConn(&cfg.ConnConfig.Config, app, ingest.Config{}.StatementTimeout()); err != nil {
+	if err := Configure(&cfg.ConnConfig.Config, app, ingest.Config{}.StatementTimeout()); err != nil {
 		return nil, err
 	}
 	return pgxpool.NewWithConfig(ctx, cfg)
 }
 
-// checkEncoding looks at the database's encoding once at start. On one
+// CheckEncoding looks at the database's encoding once at start. On one
 // that is not UTF-8 it refuses a name the encoding lacks a character of:
 // the consumer group's (kafka2pg.offsets keys the offsets by it, and every
 // claim would fail with SQLSTATE 22P05 and be retried), and the configured
 // sinks' schema, table and column names (their DDL would fail with
 // Postgres' message alone), those of topic_regex sinks as built for a
-// sample topic (regexProbes). On SQL_ASCII it warns: text is stored there as
+// sample topic (probes). On SQL_ASCII it warns: text is stored there as
 // the UTF-8 bytes it came as, but jsonb cannot store a \u escape of a
 // character beyond ASCII (Postgres fails the row with SQLSTATE 0A000, which
 // the writer makes a dead letter of kind untranslatable_character). Only
 // names beyond ASCII cost a round trip (ingest.Holds). Connection trouble
 // is returned as it is, for the caller's retry.
-func checkEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink, probes []regexProbe) error {
+func CheckEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink, probes []Probe) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	warn, err := encodingProblems(ctx, c.Conn(), group, sinks, probes)
+	warn, err := EncodingProblems(ctx, c.Conn(), group, sinks, probes)
 	if warn != "" {
 		log.Warn(warn, "server_encoding", c.Conn().PgConn().ParameterStatus("server_encoding"))
 	}
 	return err
 }
 
-// encodingProblems is checkEncoding's judgement on conn, for run and
+// EncodingProblems is CheckEncoding's judgement on conn, for run and
 // check: a warning to give (empty: none), and an error when run must not
-// start (a *nameEncodingError) or the question failed.
-func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink, probes []regexProbe) (warn string, err error) {
+// start (a *NameError) or the question failed.
+func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink, probes []Probe) (warn string, err error) {
 	enc := conn.PgConn().ParameterStatus("server_encoding")
 	if enc == "SQL_ASCII" {
 		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but jsonb cannot store a \\u escape of a character beyond ASCII, and a record with one becomes a dead letter (untranslatable_character); a UTF8 database has neither problem", nil
@@ -143,16 +146,16 @@ func encodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks m
 // namesToHold are the names the database must be able to store: the
 // group's, then each sink's (by topic, then topic_regex sinks as built for
 // a sample topic) schema, table and column names.
-func namesToHold(group string, sinks map[string]ingest.Sink, probes []regexProbe) []nameEncodingError {
-	out := []nameEncodingError{{subject: fmt.Sprintf("--kafka-group %q", group), of: "it", name: group,
+func namesToHold(group string, sinks map[string]ingest.Sink, probes []Probe) []NameError {
+	out := []NameError{{subject: fmt.Sprintf("reader.Config.Group %q", group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
 	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
 		t := sinks[topic].Table
 		out = append(out, namesOfTable(t, fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic),
-			"(--pg-table, or the sink's table in the config)")...)
+			"(ingest.Sink.Table)")...)
 	}
 	for _, p := range probes {
-		out = append(out, namesOfTable(p.sink.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.table, p.regex),
+		out = append(out, namesOfTable(p.Sink.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.Table, p.Regex),
 			"(the sink's table in the config; ${topic} is always ASCII)")...)
 	}
 	return out
@@ -160,23 +163,32 @@ func namesToHold(group string, sinks map[string]ingest.Sink, probes []regexProbe
 
 // namesOfTable are the schema, table and column names of t, which subject
 // names; where says where the table's name is set.
-func namesOfTable(t schema.Table, subject, where string) []nameEncodingError {
-	var out []nameEncodingError
+func namesOfTable(t schema.Table, subject, where string) []NameError {
+	var out []NameError
 	if t.Schema != "" {
-		out = append(out, nameEncodingError{subject: "the schema of " + subject, of: "its name", name: t.Schema,
-			fix: "name a schema %[1]s can hold (--pg-schema, or the sink's table), or use a UTF8 database"})
+		out = append(out, NameError{subject: "the schema of " + subject, of: "its name", name: t.Schema,
+			fix: "name a schema %[1]s can hold (ingest.Sink.Table's schema), or use a UTF8 database"})
 	}
-	out = append(out, nameEncodingError{subject: subject, of: "its name", name: t.Name,
+	out = append(out, NameError{subject: subject, of: "its name", name: t.Name,
 		fix: "name the table with characters %[1]s has " + where + ", or use a UTF8 database"})
 	for _, c := range t.Columns {
-		out = append(out, nameEncodingError{subject: fmt.Sprintf("column %q of %s", c.Name, subject), of: "its name", name: c.Name,
+		out = append(out, NameError{subject: fmt.Sprintf("column %q of %s", c.Name, subject), of: "its name", name: c.Name,
 			fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
 	}
 	return out
 }
 
-// nameEncodingError is a name the database's encoding cannot hold.
-type nameEncodingError struct {
+// Probe is a sink of a topic pattern built for a sample topic: the names
+// of the sinks that the pattern's topics get differ from its in ASCII
+// only (Kafka names topics in [a-zA-Z0-9._-]), so a character the
+// database's encoding lacks is in the probe's names too.
+type Probe struct {
+	Regex, Table string // the pattern and the table's name as configured (a template)
+	Sink         ingest.Sink
+}
+
+// NameError is a name the database's encoding cannot hold.
+type NameError struct {
 	subject  string // what the name is named as, to begin the message
 	of       string // what lacks the character: "it" (the subject), "its name"
 	name     string
@@ -184,6 +196,6 @@ type nameEncodingError struct {
 	fix      string // a format with the encoding as %[1]s
 }
 
-func (e *nameEncodingError) Error() string {
+func (e *NameError) Error() string {
 	return fmt.Sprintf("%s: the database's encoding, %s, lacks a character of %s: %s", e.subject, e.encoding, e.of, fmt.Sprintf(e.fix, e.encoding))
 }

@@ -1,0 +1,134 @@
+package bridge
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/reader"
+)
+
+// Config configures a Bridge. The zero value of every field but
+// Kafka.Brokers, Kafka.Group, Kafka.Topics, Writer.Sinks (or
+// Writer.Resolve) and PostgresURL is its default.
+type Config struct {
+	// Kafka is the reader's configuration: the brokers, the consumer
+	// group, the topics, how batches are cut, the memory budget, and the
+	// graceful stop's deadline (FlushTimeout). The bridge sets its Logger
+	// and Permanent, and adds its metrics hooks to ExtraOpts.
+	Kafka reader.Config
+	// KafkaSecurity is TLS and SASL to the brokers. Zero: plain text,
+	// unauthenticated.
+	KafkaSecurity reader.Security
+	// Writer is the writer's configuration: the sinks (Sinks, and Resolve
+	// for the topics a pattern matches), what a bad record does, the write
+	// deadline, cross-partition batches. Its Group is Kafka.Group; the
+	// bridge sets its Logger and Tracer.
+	Writer ingest.Config
+	// PatternSinks are the sinks Writer.Resolve builds, each built for a
+	// sample topic, so that the bridge can check at start that the
+	// database's encoding holds their names as it checks Writer.Sinks'.
+	// Optional.
+	PatternSinks []PatternSink
+
+	// PostgresURL is the database: a URL or a key=value connection
+	// string, as pgx takes it. Required.
+	PostgresURL string
+	// PostgresMaxConns bounds the connections to Postgres. Default 4.
+	PostgresMaxConns int32
+	// SkipMigrations leaves the kafka2pg schema as it is at start, for a
+	// role that may not change it (migrate it beforehand).
+	SkipMigrations bool
+	// SkipCreateTables refuses to create the target tables that are
+	// missing: Run fails naming them instead.
+	SkipCreateTables bool
+
+	// UntilCaughtUp makes Run stop gracefully, and return nil, once every
+	// partition's durable offset in Postgres has reached the end offset
+	// the topic had when Run began (for backfills and cron jobs).
+	UntilCaughtUp bool
+	// CaughtUpTimeout gives up UntilCaughtUp when no write has committed
+	// for this long: Run returns an error naming what failed. Default 10m;
+	// a negative duration never gives up.
+	CaughtUpTimeout time.Duration
+	// ReadyStallTimeout makes Ready fail while a partition with lag has
+	// committed no write for this long, or a write has been in flight
+	// this long. Default 60s; a negative duration turns the check off.
+	ReadyStallTimeout time.Duration
+	// ProgressInterval is how often a progress line is logged (rates, lag,
+	// dead letters, failed writes by cause). Default 10s; a negative duration
+	// logs none.
+	ProgressInterval time.Duration
+}
+
+// PatternSink is a sink that Writer.Resolve builds for the topics that
+// match a pattern, as built for a sample topic.
+type PatternSink struct {
+	Pattern string      // the topic pattern, for messages
+	Table   string      // the table's name as configured (a template), for messages
+	Sink    ingest.Sink // the sink built for a sample topic
+}
+
+// Validate checks the configuration, the sinks aside (New checks them):
+// every message names the field and says what to do.
+func (c Config) Validate() error {
+	var errs []error
+	if c.PostgresURL == "" {
+		errs = append(errs, errors.New("bridge.Config.PostgresURL is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db"))
+	}
+	if c.PostgresMaxConns < 0 {
+		errs = append(errs, fmt.Errorf("bridge.Config.PostgresMaxConns is %d: use at least 1", c.PostgresMaxConns))
+	}
+	if err := c.Kafka.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.KafkaSecurity.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultConfig returns the configuration a zero Config stands for: the
+// reader's and the writer's defaults (reader.DefaultConfig,
+// ingest.DefaultConfig) and the bridge's own, and nothing of what has none
+// (the brokers, the group, the topics, the sinks, the URL). The writer's
+// WriteTimeoutRows stays zero: it is Kafka.BatchMaxRows. The kafka2pg
+// command's flags show these values.
+func DefaultConfig() Config {
+	c := Config{
+		Kafka:             reader.DefaultConfig(),
+		KafkaSecurity:     reader.Security{TLSMinVersion: reader.DefaultTLSMinVersion},
+		Writer:            ingest.DefaultConfig(),
+		PostgresMaxConns:  4,
+		CaughtUpTimeout:   10 * time.Minute,
+		ReadyStallTimeout: 60 * time.Second,
+		ProgressInterval:  10 * time.Second,
+	}
+	c.Writer.WriteTimeoutRows = 0
+	return c
+}
+
+// withDefaults is c with the default of every field left zero
+// (DefaultConfig's; the reader and the writer fill theirs), and the
+// writer's group and batch size from the Kafka side.
+func (c Config) withDefaults() Config {
+	def := DefaultConfig()
+	orDefault(&c.PostgresMaxConns, def.PostgresMaxConns)
+	orDefault(&c.CaughtUpTimeout, def.CaughtUpTimeout)
+	orDefault(&c.ReadyStallTimeout, def.ReadyStallTimeout)
+	orDefault(&c.ProgressInterval, def.ProgressInterval)
+	orDefault(&c.Kafka.BatchMaxRows, def.Kafka.BatchMaxRows)
+	orDefault(&c.Kafka.FlushTimeout, def.Kafka.FlushTimeout)
+	c.Writer.Group = c.Kafka.Group
+	orDefault(&c.Writer.WriteTimeoutRows, c.Kafka.BatchMaxRows)
+	return c
+}
+
+// orDefault sets *p to def when *p is zero.
+func orDefault[T comparable](p *T, def T) {
+	var zero T
+	if *p == zero {
+		*p = def
+	}
+}
