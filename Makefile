@@ -126,6 +126,9 @@ test: build
 	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do
 		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
 	done
+	for target in FuzzDecode FuzzDecodeWire FuzzReaderMatchesEncodingJSON FuzzParseIntMatchesStrconv; do
+		step "fuzz cdc $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./cdc/
+	done
 	step "bench smoke (2 reps, tiny sizes)" env KAFKA2PG_BENCH_SMOKE=1 $(GO) -C tools test -count=1 -run '^TestBenchSmoke$$' -timeout 10m ./bench/
 	# The tools module; its bench-peers smoke skips without KAFKA2PG_TEST_BROKERS.
 	step "go test ./... in tools/ (bench-peers smoke on KAFKA2PG_TEST_BROKERS)" $(GO) -C tools test -count=1 -timeout 10m ./...

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Decode per record: a create with the Connect schema wrapper (the schema
@@ -21,20 +22,49 @@ func BenchmarkDecode(b *testing.B) {
 		{"customers_schemaless", "mysql_customers_update_noschema.json", Config{Columns: []Column{
 			{Name: "id", Type: "integer"}, {Name: "first_name", Type: "text"}, {Name: "last_name", Type: "text"}, {Name: "email", Type: "text"}}, Key: []string{"id"}}},
 	} {
-		b.Run(c.name, func(b *testing.B) {
-			d := mustDecoder(b, c.cfg)
-			rec := fixture(b, c.fixture)
-			var ch Change
-			if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {
-				b.Fatal(err)
-			}
-			b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
-			b.ReportAllocs()
-			for b.Loop() {
-				if err := d.Decode(&rec, &ch); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
+		b.Run(c.name, func(b *testing.B) { benchDecode(b, mustDecoder(b, c.cfg), fixture(b, c.fixture)) })
 	}
+}
+
+// benchDecode decodes rec again and again, once its table is grown.
+func benchDecode(b *testing.B, d *Decoder, rec stream.Record) {
+	var ch Change
+	if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := d.Decode(&rec, &ch); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Row of format connect_json, with the schema wrapper.
+func BenchmarkConnectMapperRow(b *testing.B) {
+	m, err := NewConnectMapper(Config{Table: "orders"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	rec := fixture(b, "connect_orders_v1.json")
+	row, err := m.Row(&rec, nil)
+	if err != nil && !errors.Is(err, schema.ErrTableChanged) {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if row, err = m.Row(&rec, row); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Decode of an Avro event (the wire format, its schema looked up once),
+// transcoded to the JsonConverter's JSON and decoded as that.
+func BenchmarkDecodeAvro(b *testing.B) {
+	d := avroDecoder(b, newAvroRegistry())
+	benchDecode(b, d, stream.Record{Topic: "shop.public.customers", Key: avroRecord(b, 2, customersKeyAvro, map[string]any{"id": int32(1)}),
+		Value: avroEvent(b, "c", nil, avroRow(1, "Sally"))})
 }

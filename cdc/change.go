@@ -66,10 +66,12 @@ type Change struct {
 	// TsMs is the time the connector processed the event (the envelope's
 	// ts_ms), 0 when absent.
 	TsMs int64
+
+	oldKey []any // OldKey's space, when it is nil too
 }
 
 func (c *Change) reset() {
-	*c = Change{Row: c.Row[:0], Key: c.Key[:0], OldKey: nil, Unavailable: c.Unavailable[:0]}
+	*c = Change{Row: c.Row[:0], Key: c.Key[:0], Unavailable: c.Unavailable[:0], oldKey: c.oldKey[:0]}
 }
 
 // Source is what the envelope says about where the change came from. A

@@ -14,13 +14,17 @@ import (
 // typed table derived from the payload's struct schema. It is an ingest
 // TableMapper and KeyMapper: Row returns an error wrapping
 // schema.ErrTableChanged when a record's schema grows the table. Records
-// without a schema take the configured columns. Safe for concurrent use.
+// without a schema take the configured columns. The table's primary key is
+// Config.Key's columns, none without it. Safe for concurrent use.
 type ConnectMapper struct {
 	t *table
 }
 
 // NewConnectMapper checks cfg (see Config).
 func NewConnectMapper(cfg Config) (*ConnectMapper, error) {
+	if cfg.Format != "" && cfg.Format != FormatJSON {
+		return nil, fmt.Errorf("format %q: a ConnectMapper reads the JsonConverter's JSON; Avro and Protobuf records are the registry mappers' (package schema)", cfg.Format)
+	}
 	t, err := newTable(cfg)
 	if err != nil {
 		return nil, err
@@ -31,8 +35,8 @@ func NewConnectMapper(cfg Config) (*ConnectMapper, error) {
 // Table is the target table now.
 func (m *ConnectMapper) Table() schema.Table { return m.t.Table() }
 
-// KeyColumns lists the primary key columns: Config.Key, else the record
-// key schema's fields once a record told them.
+// KeyColumns lists the primary key columns: Config.Key (the record key is
+// not read for them).
 func (m *ConnectMapper) KeyColumns() []string { return m.t.KeyColumns() }
 
 // IsTombstone reports whether r is a tombstone: a record with a null value.
@@ -99,12 +103,12 @@ func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
 	rs := t.getState()
 	defer t.putState(rs)
 	r := &rs.r
-	schemaText, payloadAt, rerr := keyParts(r, rec.Value)
+	schemaText, v, payloadAt, rerr := wrapperParts(r, rec.Value, t)
 	if rerr != nil {
 		return bad(rec, "", rerr.kind, "the value %s", rerr.msg)
 	}
-	var v *version
 	switch {
+	case v != nil:
 	case payloadAt >= 0 && schemaText != nil:
 		var err error
 		if v, err = t.version(schemaText, payloadRow); err != nil {
@@ -125,15 +129,10 @@ func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
 		return bad(rec, field, cerr.kind, "%s", cerr.msg)
 	}
 	if !v.folded.Load() {
-		var key []string
-		if t.cur.Load().key == nil {
-			k, err := t.keyNames(rec, &rs.kr)
-			if err != nil {
-				return err
-			}
-			key = k
-		}
-		changed, err := t.fold(v, key)
+		// The key is Config.Key's alone: a plain record's key (often a
+		// string) says nothing of the table's, and appended rows must not
+		// get a primary key they may repeat.
+		changed, err := t.fold(v, nil)
 		if err != nil {
 			return err
 		}

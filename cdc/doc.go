@@ -23,6 +23,14 @@
 // schema gives every column its type. Without it, Config.Columns types the
 // row's fields.
 //
+// With Confluent's AvroConverter or ProtobufConverter (Config.Format avro,
+// protobuf) key and value are in the Confluent wire format, their schemas
+// in a Schema Registry (Config.Lookup). A registry schema is read back
+// into the Connect schema it was made from (wire_avro.go,
+// wire_protobuf.go say how, and what Protobuf loses), and each record into
+// the JSON the JsonConverter would have written, so that it decodes to the
+// same Change as its JSON twin.
+//
 // # What each op becomes
 //
 // Decoder.Decode fills a Change:
@@ -121,6 +129,12 @@
 //
 // A record is read once, by a pull reader led by the compiled schema,
 // without a tree of the document. A record's schema is compiled the first
-// time its JSON text is seen and found by that text afterwards, so the
-// schema that Debezium repeats in every record costs a scan, not a parse.
+// time its JSON text is seen; after that a record whose bytes at its
+// schema member start with the text of the schema last seen has that
+// schema, so the schema Debezium repeats in every record costs a
+// comparison of bytes, neither a parse nor a scan. The values a record
+// does not need (most of source) are validated and skipped, the source
+// block's strings reuse the previous record's when they are equal, and
+// the row's strings share one arena: decoding allocates only the row's
+// values.
 package cdc

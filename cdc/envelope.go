@@ -17,17 +17,22 @@ import (
 // wrapping schema.ErrTableChanged and Table describes the grown table, as
 // the registry mappers do (ingest's TableMapper). Safe for concurrent use.
 type Decoder struct {
-	t *table
+	t    *table
+	wire *wireSchemas // format avro or protobuf; nil for json
 }
 
 // NewDecoder checks cfg. Every error names the setting, the value and the
 // fix.
 func NewDecoder(cfg Config) (*Decoder, error) {
+	w, err := newWireSchemas(cfg)
+	if err != nil {
+		return nil, err
+	}
 	t, err := newTable(cfg)
 	if err != nil {
 		return nil, err
 	}
-	return &Decoder{t: t}, nil
+	return &Decoder{t: t, wire: w}, nil
 }
 
 // Table is the target table now (see Config for the column order). Before
@@ -41,7 +46,8 @@ func (d *Decoder) KeyColumns() []string { return d.t.KeyColumns() }
 
 // envelope is what Decode reads of a record before building its Change.
 type envelope struct {
-	op          []byte
+	op          byte   // the op letter; 0 when it is not one letter
+	badOp       string // an op that is not one letter, for the message
 	haveOp      bool
 	hasAfter    bool
 	hasBefore   bool
@@ -61,15 +67,26 @@ func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 	if rec.Value == nil {
 		return nil // a tombstone: the delete before it did the work
 	}
+	if d.wire != nil {
+		return d.decodeWire(rec, ch)
+	}
+	rs := d.t.getState()
+	defer d.t.putState(rs)
+	return d.decode(rec, ch, rs, nil)
+}
+
+// decode decodes a record whose value is JSON. preset is the version of
+// its row schema when the record does not carry it (a registry format's,
+// whose value is the JSON of its payload alone).
+func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *version) error {
 	t := d.t
-	rs := t.getState()
-	defer t.putState(rs)
 	r := &rs.r
 	r.reset(rec.Value)
 	var (
 		env        envelope
-		v          *version
+		v          = preset
 		schemaText []byte
+		haveSchema bool // a schema member that is not null
 		payloadAt  = -1
 		done       bool // the payload was read
 		topLevel   bool // the envelope is the document itself
@@ -84,19 +101,25 @@ func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 		}
 		switch string(key) {
 		case "schema":
-			schemaText = nil
-			if !r.null() {
+			schemaText, v, haveSchema = nil, nil, false
+			if r.null() {
+				continue
+			}
+			haveSchema = true
+			if v, r.i = t.lastVersionAt(r.b, r.i); v == nil {
 				schemaText = r.skip()
 			}
 		case "payload":
-			if schemaText == nil && first {
+			if !haveSchema && first {
 				payloadAt = r.i
 				r.skip()
 				continue
 			}
-			var err error
-			if v, err = d.versionOf(rec, schemaText); err != nil {
-				return err
+			if v == nil {
+				var err error
+				if v, err = d.versionOf(rec, schemaText); err != nil {
+					return err
+				}
 			}
 			if !r.object() {
 				return badRead(rec, r)
@@ -125,9 +148,11 @@ func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 	if payloadAt >= 0 && !done && !topLevel {
 		// The payload came before the schema: read it again, now that the
 		// schema is known.
-		var err error
-		if v, err = d.versionOf(rec, schemaText); err != nil {
-			return err
+		if v == nil {
+			var err error
+			if v, err = d.versionOf(rec, schemaText); err != nil {
+				return err
+			}
 		}
 		r.i, r.depth = payloadAt, 0
 		if !r.object() {
@@ -140,10 +165,10 @@ func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 	if !env.haveOp {
 		return bad(rec, "", KindNotAnEnvelope, "the value has no op, so it is not a Debezium change event: a record flattened by ExtractNewRecordState is format connect_json")
 	}
-	if len(env.op) != 1 {
-		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", env.op)
+	if env.op == 0 {
+		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", env.badOp)
 	}
-	ch.Event = env.op[0]
+	ch.Event = env.op
 	switch ch.Event {
 	case 'm':
 		// A logical decoding message (pg_logical_emit_message) carries no
@@ -154,7 +179,7 @@ func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 		return nil
 	case 'c', 'r', 'u', 'd':
 	default:
-		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", env.op)
+		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", string(env.op))
 	}
 	if env.afterErr != nil {
 		return bad(rec, env.afterField, env.afterErr.kind, "after: %s", env.afterErr.msg)
@@ -237,7 +262,13 @@ func (d *Decoder) envelopeMember(key string, r *reader, rs *rowState, v *version
 		if r.peek() != '"' {
 			return convErrorf(KindUnknownOp, "op is %s, not a string", what(r))
 		}
-		env.op, env.haveOp = append(env.op[:0], r.str()...), true
+		op := r.str()
+		env.op, env.badOp, env.haveOp = 0, "", true
+		if len(op) == 1 && op[0] != 0 {
+			env.op = op[0]
+		} else {
+			env.badOp = string(op)
+		}
 	case "after", "before":
 		if r.null() {
 			return nil
@@ -250,34 +281,18 @@ func (d *Decoder) envelopeMember(key string, r *reader, rs *rowState, v *version
 		} else {
 			rs.before = grow(rs.before, n)
 			env.hasBefore = true
-			env.beforeField, env.beforeErr = d.t.readRow(r, v, rs.before, nil, d.keyFields(v))
+			env.beforeField, env.beforeErr = d.t.readRow(r, v, rs.before, nil, v.keyFields(d.t.cur.Load()))
 		}
 	case "source":
-		readSource(r, &ch.Source)
+		readSource(r, &ch.Source, &rs.source)
 	case "transaction":
-		readTransaction(r, &ch.Transaction)
+		readTransaction(r, &ch.Transaction, &rs.transaction)
 	case "ts_ms":
 		ch.TsMs = lenientInt(r)
 	default:
 		r.skip()
 	}
 	return nil
-}
-
-// keyFields are the fields of v that hold the key columns (nil: all,
-// while the key is not known).
-func (d *Decoder) keyFields(v *version) []int {
-	l := d.t.cur.Load()
-	if l.key == nil {
-		return nil
-	}
-	out := make([]int, 0, len(l.key))
-	for _, k := range l.key {
-		if j, ok := v.row.byName[k]; ok {
-			out = append(out, j)
-		}
-	}
-	return out
 }
 
 func grow(s []any, n int) []any {
@@ -358,7 +373,7 @@ func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout
 		return nil
 	}
 	idx := v.index(l)
-	old := make([]any, 0, len(l.keyIdx))
+	old := ch.oldKey[:0]
 	for _, i := range l.keyIdx {
 		j := idx[i]
 		if j < 0 || rs.before[j] == nil {
@@ -366,6 +381,7 @@ func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout
 		}
 		old = append(old, rs.before[j])
 	}
+	ch.oldKey = old
 	if !sameKey(old, ch.Key) {
 		ch.OldKey = old
 	}
@@ -402,8 +418,11 @@ func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout
 }
 
 // readSource reads the envelope's source block, leniently: a field of an
-// unexpected kind is left zero rather than refusing the change.
-func readSource(r *reader, s *Source) {
+// unexpected kind is left zero rather than refusing the change. Its
+// strings are those of last (the block of the previous record) when they
+// are equal, as they mostly are, so that reading it allocates nothing;
+// last becomes this one.
+func readSource(r *reader, s, last *Source) {
 	if r.null() {
 		return
 	}
@@ -415,46 +434,52 @@ func readSource(r *reader, s *Source) {
 	for first := true; ; first = false {
 		key, ok := r.member(first)
 		if !ok {
+			*last = *s
 			return
 		}
 		switch string(key) {
 		case "connector":
-			s.Connector = lenientString(r)
+			s.Connector = lenientString(r, last.Connector)
 		case "name":
-			s.Name = lenientString(r)
+			s.Name = lenientString(r, last.Name)
 		case "db":
-			s.DB = lenientString(r)
+			s.DB = lenientString(r, last.DB)
 		case "schema":
-			s.Schema = lenientString(r)
+			s.Schema = lenientString(r, last.Schema)
 		case "table":
-			s.Table = lenientString(r)
+			s.Table = lenientString(r, last.Table)
 		case "ts_ms":
 			s.TsMs = lenientInt(r)
 		case "snapshot":
-			if c := r.peek(); c == 't' || c == 'f' {
-				s.Snapshot = strconv.FormatBool(r.boolean())
-			} else {
-				s.Snapshot = lenientString(r)
+			switch r.peek() {
+			case 't':
+				r.boolean()
+				s.Snapshot = "true"
+			case 'f':
+				r.boolean()
+				s.Snapshot = "false"
+			default:
+				s.Snapshot = lenientString(r, last.Snapshot)
 			}
 		case "txId":
 			s.TxID = lenientInt(r)
 		case "lsn":
 			s.LSN = lenientInt(r)
 		case "file":
-			s.File = lenientString(r)
+			s.File = lenientString(r, last.File)
 		case "pos":
 			s.Pos = lenientInt(r)
 		case "row":
 			s.Row = lenientInt(r)
 		case "gtid":
-			s.GTID = lenientString(r)
+			s.GTID = lenientString(r, last.GTID)
 		default:
 			r.skip()
 		}
 	}
 }
 
-func readTransaction(r *reader, t *Transaction) {
+func readTransaction(r *reader, t *Transaction, last *Transaction) {
 	if r.null() {
 		return
 	}
@@ -466,11 +491,12 @@ func readTransaction(r *reader, t *Transaction) {
 	for first := true; ; first = false {
 		key, ok := r.member(first)
 		if !ok {
+			*last = *t
 			return
 		}
 		switch string(key) {
 		case "id":
-			t.ID = lenientString(r)
+			t.ID = lenientString(r, last.ID)
 		case "total_order":
 			t.TotalOrder = lenientInt(r)
 		case "data_collection_order":
@@ -482,15 +508,22 @@ func readTransaction(r *reader, t *Transaction) {
 }
 
 // lenientString reads a string, or the text of a number; "" otherwise.
-func lenientString(r *reader) string {
+// It returns same when the text is same's.
+func lenientString(r *reader, same string) string {
+	var text []byte
 	switch c := r.peek(); {
 	case c == '"':
-		return string(r.str())
+		text = r.str()
 	case c == '-' || (c >= '0' && c <= '9'):
-		return string(r.number())
+		text = r.number()
+	default:
+		r.skip()
+		return ""
 	}
-	r.skip()
-	return ""
+	if string(text) == same {
+		return same
+	}
+	return string(text)
 }
 
 // lenientInt reads an integer, or a string holding one (documentation
@@ -506,7 +539,7 @@ func lenientInt(r *reader) int64 {
 		r.skip()
 		return 0
 	}
-	n, _ := strconv.ParseInt(string(text), 10, 64)
+	n, _ := parseInt(text, 64)
 	return n
 }
 

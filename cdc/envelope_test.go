@@ -322,6 +322,9 @@ func TestConnectJSONRecordsBecomeTypedRows(t *testing.T) {
 		t.Fatalf("v2 row %v, want %v", got, want)
 	}
 	tab := m.Table()
+	if len(tab.PrimaryKey) != 0 || len(m.KeyColumns()) != 0 {
+		t.Errorf("an append table got the key %v from the record key", tab.PrimaryKey)
+	}
 	if tab.Columns[2].Type != "numeric" || tab.Columns[3].Type != "timestamp without time zone" || tab.Columns[4] != (schema.Column{Name: "qty", Type: "integer"}) {
 		t.Fatalf("table %+v", tab)
 	}
@@ -329,4 +332,22 @@ func TestConnectJSONRecordsBecomeTypedRows(t *testing.T) {
 
 func numeric(unscaled int64, exp int32) pgtype.Numeric {
 	return pgtype.Numeric{Int: bigInt(unscaled), Exp: exp, Valid: true}
+}
+
+// A plain Connect record's key is whatever its key converter wrote: a
+// string key is no reason to refuse the row.
+func TestConnectJSONRowsDoNotNeedAJSONKey(t *testing.T) {
+	m, err := NewConnectMapper(Config{Table: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := fixture(t, "connect_orders_v1.json")
+	rec.Key = []byte("order-7")
+	_, err = m.Row(&rec, nil)
+	if errors.Is(err, schema.ErrTableChanged) {
+		_, err = m.Row(&rec, nil)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
 }

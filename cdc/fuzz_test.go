@@ -60,3 +60,41 @@ func TestTheFuzzSeedsAreThere(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// FuzzDecodeWire: any Avro or Protobuf payload under a Debezium envelope
+// schema, and any key, gives a Change or an error, never a panic; what
+// the record makes wrong is a dead letter.
+func FuzzDecodeWire(f *testing.F) {
+	avroValue := avroEvent(f, "c", nil, avroRow(1, "Sally"))
+	avroKey := avroRecord(f, 2, customersKeyAvro, map[string]any{"id": int32(1)})
+	value := schema.RegisteredSchema{ID: 11, Type: "PROTOBUF", Text: customersProto}
+	key := schema.RegisteredSchema{ID: 12, Type: "PROTOBUF", Text: customersKeyProto}
+	protoValue := protoRecord(f, value, protoEvent("u", fmtRow(protoRow, "1"), fmtRow(protoRow, "2")))
+	protoKey := protoRecord(f, key, `{"id": 2}`)
+	f.Add(false, avroKey[5:], avroValue[5:])
+	f.Add(true, protoKey[7:], protoValue[7:])
+	f.Fuzz(func(t *testing.T, protobuf bool, keyPayload, valuePayload []byte) {
+		reg := newAvroRegistry()
+		reg.schemas[11], reg.schemas[12] = value, key
+		cfg, rec := Config{Format: FormatAvro, Lookup: reg.lookup}, stream.Record{
+			Key:   append(schema.AppendWireHeader(nil, 2, nil), keyPayload...),
+			Value: append(schema.AppendWireHeader(nil, 1, nil), valuePayload...),
+		}
+		if protobuf {
+			cfg.Format = FormatProtobuf
+			rec.Key = append(schema.AppendWireHeader(nil, 12, []int{0}), keyPayload...)
+			rec.Value = append(schema.AppendWireHeader(nil, 11, []int{0}), valuePayload...)
+		}
+		d := mustDecoder(t, cfg)
+		var ch Change
+		for range 3 {
+			err := d.Decode(&rec, &ch)
+			if err == nil || errors.Is(err, schema.ErrBadRecord) {
+				break
+			}
+			if !errors.Is(err, schema.ErrTableChanged) {
+				t.Fatalf("err %v is neither a bad record nor a table change", err)
+			}
+		}
+	})
+}

@@ -284,6 +284,13 @@ func appendJSONString(dst, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
+		// The bytes that need no escape go in one append.
+		if j := schema.PlainJSONBytes(s, i); j > i {
+			dst = append(dst, s[i:j]...)
+			if i = j; i == len(s) {
+				break
+			}
+		}
 		c := s[i]
 		switch {
 		case c == '"' || c == '\\':

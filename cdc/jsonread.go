@@ -3,8 +3,8 @@ package cdc
 import (
 	"bytes"
 	"fmt"
-	"unicode/utf16"
-	"unicode/utf8"
+	"strings"
+	"unsafe"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -14,7 +14,10 @@ import (
 // expect next (an object's next member, a string, a number's text) and skip
 // the rest, so no tree of the document is ever built. It accepts exactly
 // RFC 8259 JSON and refuses, with a kind, what Postgres could not store
-// anyway: invalid UTF-8 and lone surrogate escapes.
+// anyway: invalid UTF-8 and lone surrogate escapes. Strings, numbers and
+// skipped values are scanned by package schema's scanner, so that the typed
+// JSON mapper and this reader agree on what JSON is
+// (FuzzReaderMatchesEncodingJSON); the reader adds the structure.
 //
 // A reader never panics: every method checks bounds, and the first error
 // sticks (err), so a caller may test it once after a sequence of reads.
@@ -25,6 +28,11 @@ type reader struct {
 	err   *readError
 	// scratch holds unescaped strings; a string without escapes aliases b.
 	scratch []byte
+	// arena holds the text of the strings keep returned. It is append
+	// only: bytes once written are never written again, so the strings
+	// that share it stay as they are, and a full arena is left to them
+	// (the GC frees it with the last) for a new one.
+	arena []byte
 }
 
 // readError is malformed JSON: kind is a schema.Kind* constant.
@@ -59,23 +67,23 @@ func (r *reader) syntax(want string) {
 }
 
 func (r *reader) ws() {
-	for r.i < len(r.b) {
-		switch r.b[r.i] {
-		case ' ', '\t', '\n', '\r':
-			r.i++
-		default:
-			return
-		}
+	// A byte over ' ' (the common case: no space at all) ends it at the
+	// first comparison.
+	i := r.i
+	for i < len(r.b) && r.b[i] <= ' ' && (r.b[i] == ' ' || r.b[i] == '\t' || r.b[i] == '\n' || r.b[i] == '\r') {
+		i++
 	}
+	r.i = i
 }
 
 // peek returns the first byte of the next value, 0 at the end.
 func (r *reader) peek() byte {
-	r.ws()
-	if r.i >= len(r.b) {
-		return 0
+	for ; r.i < len(r.b); r.i++ {
+		if c := r.b[r.i]; c > ' ' || (c != ' ' && c != '\t' && c != '\n' && c != '\r') {
+			return c
+		}
 	}
-	return r.b[r.i]
+	return 0
 }
 
 // end checks that nothing but white space follows the document.
@@ -140,9 +148,16 @@ func (r *reader) member(first bool) (key []byte, ok bool) {
 		r.syntax("',' or '}'")
 		return nil, false
 	}
-	key = r.str()
-	if r.err != nil {
+	// A member name is nearly always ASCII without escapes: find its
+	// closing quote, and leave anything else to str.
+	if i := schema.PlainJSONBytes(r.b, r.i+1); i < len(r.b) && r.b[i] == '"' {
+		key, r.i = r.b[r.i+1:i], i+1
+	} else if key = r.str(); r.err != nil {
 		return nil, false
+	}
+	if r.i < len(r.b) && r.b[r.i] == ':' {
+		r.i++
+		return key, true
 	}
 	if r.peek() != ':' {
 		r.syntax("':'")
@@ -191,171 +206,72 @@ func (r *reader) str() []byte {
 		r.syntax("a string")
 		return nil
 	}
-	r.i++
 	start := r.i
-	for r.i < len(r.b) {
-		c := r.b[r.i]
-		switch {
-		case c == '"':
-			s := r.b[start:r.i]
-			r.i++
-			if !utf8.Valid(s) {
-				r.fail(schema.KindInvalidUTF8, "is not valid UTF-8 (in the string at byte %d)", start)
-				return nil
-			}
-			return s
-		case c == '\\':
-			return r.escaped(start)
-		case c < 0x20:
-			r.fail(schema.KindInvalidJSON, "is not JSON: a control character in the string at byte %d", start)
-			return nil
-		}
-		r.i++
+	end, esc, lone, ok := schema.ScanJSONString(r.b, start)
+	switch {
+	case !ok:
+		r.invalid(start)
+		return nil
+	case lone:
+		r.fail(schema.KindUnsupported, "has a lone UTF-16 surrogate escape in the string at byte %d, which Postgres cannot store", start)
+		return nil
 	}
-	r.syntax("the end of a string")
-	return nil
+	r.i = end
+	body := r.b[start+1 : end-1]
+	if !esc {
+		return body
+	}
+	r.scratch = schema.AppendJSONUnquoted(r.scratch[:0], body)
+	return r.scratch
 }
 
-// escaped finishes a string that has escapes, unescaping into scratch.
-func (r *reader) escaped(start int) []byte {
-	out := append(r.scratch[:0], r.b[start:r.i]...)
-	for r.i < len(r.b) {
-		c := r.b[r.i]
-		switch {
-		case c == '"':
-			r.i++
-			r.scratch = out
-			if !utf8.Valid(out) {
-				r.fail(schema.KindInvalidUTF8, "is not valid UTF-8 (in the string at byte %d)", start)
-				return nil
-			}
-			return out
-		case c < 0x20:
-			r.fail(schema.KindInvalidJSON, "is not JSON: a control character in the string at byte %d", start)
-			return nil
-		case c != '\\':
-			out = append(out, c)
-			r.i++
-			continue
-		}
-		if r.i+1 >= len(r.b) {
-			break
-		}
-		r.i += 2
-		switch e := r.b[r.i-1]; e {
-		case '"', '\\', '/':
-			out = append(out, e)
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			x, ok := r.hex4()
-			if !ok {
-				return nil
-			}
-			rn := rune(x)
-			if utf16.IsSurrogate(rn) {
-				lo, ok := rune(-1), false
-				if r.i+1 < len(r.b) && r.b[r.i] == '\\' && r.b[r.i+1] == 'u' {
-					r.i += 2
-					var y uint16
-					if y, ok = r.hex4(); !ok {
-						return nil
-					}
-					lo = rune(y)
-				}
-				rn = utf16.DecodeRune(rn, lo)
-				if rn == utf8.RuneError {
-					r.fail(schema.KindUnsupported, "has a lone UTF-16 surrogate escape in the string at byte %d, which Postgres cannot store", start)
-					return nil
-				}
-			}
-			out = utf8.AppendRune(out, rn)
-		default:
-			r.fail(schema.KindInvalidJSON, "is not JSON: invalid escape \\%c in the string at byte %d", e, start)
-			return nil
-		}
+// arenaSize is the size of a reader's arena: rows of a few dozen short
+// strings share one allocation.
+const arenaSize = 4096
+
+// keep returns b as a string of its own, from the arena.
+func (r *reader) keep(b []byte) string {
+	if len(b) == 0 {
+		return ""
 	}
-	r.syntax("the end of a string")
-	return nil
+	if cap(r.arena)-len(r.arena) < len(b) {
+		if len(b) > arenaSize/4 {
+			return string(b)
+		}
+		r.arena = make([]byte, 0, arenaSize)
+	}
+	start := len(r.arena)
+	r.arena = append(r.arena, b...)
+	return unsafe.String(&r.arena[start], len(b))
 }
 
-func (r *reader) hex4() (uint16, bool) {
-	if r.i+4 > len(r.b) {
-		r.syntax("four hex digits")
-		return 0, false
+// invalid fails the read of a value at byte at that the scanner refused,
+// saying why as schema.CheckJSON does for the whole document (the reader
+// has checked everything before it).
+func (r *reader) invalid(at int) {
+	kind, err := schema.CheckJSON(r.b)
+	if err == nil { // not reached while the scanner and CheckJSON agree
+		r.fail(schema.KindInvalidJSON, "is not JSON at byte %d", at)
+		return
 	}
-	var x uint16
-	for _, c := range r.b[r.i : r.i+4] {
-		var d byte
-		switch {
-		case c >= '0' && c <= '9':
-			d = c - '0'
-		case c >= 'a' && c <= 'f':
-			d = c - 'a' + 10
-		case c >= 'A' && c <= 'F':
-			d = c - 'A' + 10
-		default:
-			r.fail(schema.KindInvalidJSON, "is not JSON: invalid \\u escape at byte %d", r.i)
-			return 0, false
-		}
-		x = x<<4 | uint16(d)
-	}
-	r.i += 4
-	return x, true
+	r.fail(kind, "%s", strings.TrimPrefix(err.Error(), "the value "))
 }
 
 // number reads a number and returns its text, checked against JSON's
 // grammar; it aliases the input.
 func (r *reader) number() []byte {
-	c := r.peek()
-	start := r.i
-	if c == '-' {
-		r.i++
-	}
-	switch {
-	case r.i < len(r.b) && r.b[r.i] == '0':
-		r.i++
-	case r.i < len(r.b) && r.b[r.i] >= '1' && r.b[r.i] <= '9':
-		r.digits()
-	default:
-		r.i = start
+	if r.peek() == 0 {
 		r.syntax("a number")
 		return nil
 	}
-	if r.i < len(r.b) && r.b[r.i] == '.' {
-		r.i++
-		if !r.digits() {
-			r.syntax("a digit after the decimal point")
-			return nil
-		}
-	}
-	if r.i < len(r.b) && (r.b[r.i] == 'e' || r.b[r.i] == 'E') {
-		r.i++
-		if r.i < len(r.b) && (r.b[r.i] == '+' || r.b[r.i] == '-') {
-			r.i++
-		}
-		if !r.digits() {
-			r.syntax("a digit in the exponent")
-			return nil
-		}
-	}
-	return r.b[start:r.i]
-}
-
-func (r *reader) digits() bool {
 	start := r.i
-	for r.i < len(r.b) && r.b[r.i] >= '0' && r.b[r.i] <= '9' {
-		r.i++
+	end, ok := schema.ScanJSONNumber(r.b, start)
+	if !ok {
+		r.invalid(start)
+		return nil
 	}
-	return r.i > start
+	r.i = end
+	return r.b[start:end]
 }
 
 // boolean reads true or false.
@@ -374,40 +290,20 @@ func (r *reader) boolean() bool {
 
 // skip reads past the next value, checking it, and returns its text.
 func (r *reader) skip() []byte {
-	start := r.i
-	switch r.peek() {
-	case '{':
-		start = r.i
-		if r.object() {
-			for first := true; ; first = false {
-				if _, ok := r.member(first); !ok {
-					break
-				}
-				r.skip()
-			}
-		}
-	case '[':
-		start = r.i
-		if r.array() {
-			for first := true; r.elem(first); first = false {
-				r.skip()
-			}
-		}
-	case '"':
-		start = r.i
-		r.str()
-	case 't', 'f':
-		start = r.i
-		r.boolean()
-	case 'n':
-		start = r.i
-		r.literal("null")
-	default:
-		start = r.i
-		r.number()
-	}
-	if r.err != nil {
+	if r.peek() == 0 {
+		r.syntax("a value")
 		return nil
 	}
-	return r.b[start:r.i]
+	start := r.i
+	end, lone, ok := schema.SkipJSONValue(r.b, start, r.depth)
+	switch {
+	case !ok:
+		r.invalid(start)
+		return nil
+	case lone:
+		r.fail(schema.KindUnsupported, "has a lone UTF-16 surrogate escape in a string after byte %d, which Postgres cannot store", start)
+		return nil
+	}
+	r.i = end
+	return r.b[start:end]
 }

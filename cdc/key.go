@@ -30,10 +30,20 @@ func (t *table) putState(rs *rowState) {
 // keyParts finds the schema text and the payload of a record key: the
 // wrapper's members, or the whole key as its own payload.
 func keyParts(kr *reader, key []byte) (schemaText []byte, payloadAt int, err *readError) {
-	kr.reset(key)
+	schemaText, _, payloadAt, err = wrapperParts(kr, key, nil)
+	return schemaText, payloadAt, err
+}
+
+// wrapperParts finds the schema and the payload of a document in the
+// JsonConverter's {"schema": ..., "payload": ...} wrapper: the schema's
+// text, or its version when t has it last (see lastVersionAt), and where
+// the payload starts; payloadAt is -1 when the document is not wrapped
+// and is its own payload.
+func wrapperParts(kr *reader, doc []byte, t *table) (schemaText []byte, v *version, payloadAt int, err *readError) {
+	kr.reset(doc)
 	if kr.peek() != '{' {
 		kr.syntax("an object")
-		return nil, 0, kr.err
+		return nil, nil, 0, kr.err
 	}
 	kr.object()
 	payloadAt = -1
@@ -45,8 +55,14 @@ func keyParts(kr *reader, key []byte) (schemaText []byte, payloadAt int, err *re
 		}
 		switch string(k) {
 		case "schema":
+			schemaText, v = nil, nil
 			if kr.null() {
 				continue
+			}
+			if t != nil {
+				if v, kr.i = t.lastVersionAt(kr.b, kr.i); v != nil {
+					continue
+				}
 			}
 			schemaText = kr.skip()
 		case "payload":
@@ -59,12 +75,12 @@ func keyParts(kr *reader, key []byte) (schemaText []byte, payloadAt int, err *re
 	}
 	kr.end()
 	if kr.err != nil {
-		return nil, 0, kr.err
+		return nil, nil, 0, kr.err
 	}
 	if !wrapped || payloadAt < 0 {
-		return nil, -1, nil // the key is its own payload
+		return nil, nil, -1, nil // the document is its own payload
 	}
-	return schemaText, payloadAt, nil
+	return schemaText, v, payloadAt, nil
 }
 
 // keyNames are the key columns a record key names: its schema's fields,

@@ -18,6 +18,12 @@ type rowState struct {
 	vals    []any  // by row field
 	unavail []bool // by row field
 	before  []any
+	// source and transaction are the last record's blocks, whose strings
+	// the next record's take when they are the same.
+	source      Source
+	transaction Transaction
+	// wireValue and wireKey hold the JSON of a registry format's record.
+	wireValue, wireKey []byte
 }
 
 // readRow decodes the row object at r into vals (one per field of v's

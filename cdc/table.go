@@ -20,15 +20,22 @@ type Config struct {
 	// (JsonConverter with schemas.enable=false): the table has these
 	// columns and no others. Records with a schema ignore it.
 	Columns []Column
-	// Key names the primary key columns. Empty: the fields of the record
-	// key's schema (Debezium puts the source table's primary key there),
-	// or the members of the first record key without one.
+	// Key names the primary key columns. Empty: for a Decoder, the fields
+	// of the record key's schema (Debezium puts the source table's primary
+	// key there), or the members of the first record key without one; for
+	// a ConnectMapper, no key.
 	Key []string
 	// Source names optional columns of the envelope's source metadata.
 	Source SourceColumns
 	// Kafka names optional columns of the record's Kafka metadata, as the
 	// JSON mapper has them.
 	Kafka schema.MetadataSpec
+	// Format is how the records are written: json ("" too: the
+	// JsonConverter), avro or protobuf (Confluent's converters: the
+	// Confluent wire format, with the schemas in a Schema Registry, which
+	// Lookup reads). A Decoder only; a ConnectMapper reads JSON.
+	Format string
+	Lookup schema.SchemaLookup
 	// UnavailableValue is the connector's unavailable.value.placeholder,
 	// which stands for an unchanged TOASTed value; "" is Debezium's
 	// default, __debezium_unavailable_value.
@@ -46,6 +53,7 @@ type Column struct {
 	// two is required.
 	Type string
 	// Scale is a Decimal's scale; Precision makes the column numeric(p,s).
+	// Both zero take them from a Type of numeric(p,s).
 	Scale, Precision int
 	NotNull          bool
 }
@@ -93,10 +101,13 @@ func schemaOfColumns(cols []Column) (*connectSchema, error) {
 		}
 		conn := c.Connect
 		typ := strings.ToLower(strings.TrimSpace(c.Type))
-		if a, ok := sqlAliases[typ]; ok {
-			typ = a
+		base, mods, hasMods := strings.Cut(typ, "(")
+		if a, ok := sqlAliases[strings.TrimSpace(base)]; ok {
+			base, typ = a, a
+			if hasMods {
+				typ += "(" + mods
+			}
 		}
-		base, _, _ := strings.Cut(typ, "(")
 		if conn == "" {
 			if conn = connectOf[base]; conn == "" {
 				return nil, fmt.Errorf("column %q: type %q has no Connect type to read it from: set connect (the field's Connect type, e.g. int64 or io.debezium.time.MicroTimestamp)", c.Name, c.Type)
@@ -109,9 +120,13 @@ func schemaOfColumns(cols []Column) (*connectSchema, error) {
 			return nil, fmt.Errorf("column %q: connect %q is neither a Connect type nor a logical or semantic type kafka2pg knows", c.Name, c.Connect)
 		}
 		if f.Name == "org.apache.kafka.connect.data.Decimal" {
-			f.Parameters = map[string]string{"scale": fmt.Sprint(c.Scale)}
-			if c.Precision > 0 {
-				f.Parameters["connect.decimal.precision"] = fmt.Sprint(c.Precision)
+			scale, precision := c.Scale, c.Precision
+			if p, s, ok := numericMods(typ); ok && scale == 0 && precision == 0 {
+				scale, precision = s, p
+			}
+			f.Parameters = map[string]string{"scale": fmt.Sprint(scale)}
+			if precision > 0 {
+				f.Parameters["connect.decimal.precision"] = fmt.Sprint(precision)
 			}
 		}
 		s.Fields = append(s.Fields, f)
@@ -160,7 +175,10 @@ type layout struct {
 // a connect_json payload, or the configured columns).
 type version struct {
 	row *node
-	bad string // why its records do not fit the table; "" when they do
+	// text is the schema's JSON text, as records carry it ("" for the
+	// configured columns).
+	text string
+	bad  string // why its records do not fit the table; "" when they do
 	// folded is set once the version is in the table: folding it again
 	// could not change the table.
 	folded atomic.Bool
@@ -170,8 +188,9 @@ type version struct {
 }
 
 type versionIndex struct {
-	gen int
-	idx []int
+	gen       int
+	idx       []int
+	keyFields []int
 }
 
 // table is the state a Decoder and a ConnectMapper share: the fold of the
@@ -185,11 +204,15 @@ type table struct {
 	cur       atomic.Pointer[layout]
 	versions  sync.Map // string(schema JSON) → *version
 	nversions atomic.Int32
-	keys      sync.Map // string(key schema JSON) → []string (key field names) or error
-	folded    bool     // a version was folded (under mu)
-	phOnce    sync.Once
-	ph        [][]byte  // placeholders()
-	states    sync.Pool // of *rowState
+	// last is the version a record named last: the records of a topic
+	// repeat one schema, so a record whose bytes start with its text has
+	// it, which costs a comparison instead of a scan of the schema.
+	last   atomic.Pointer[version]
+	keys   sync.Map // string(key schema JSON) → []string (key field names) or error
+	folded bool     // a version was folded (under mu)
+	phOnce sync.Once
+	ph     [][]byte  // placeholders()
+	states sync.Pool // of *rowState
 }
 
 // maxVersions bounds the schema cache; past it the cache starts over.
@@ -298,9 +321,11 @@ func (t *table) KeyColumns() []string { return slices.Clone(t.cur.Load().key) }
 // version returns the compiled version of a row schema's JSON text.
 func (t *table) version(text []byte, rowOf func(*connectSchema) (*connectSchema, error)) (*version, error) {
 	if v, ok := t.versions.Load(string(text)); ok {
-		return v.(*version), nil
+		v := v.(*version)
+		t.last.Store(v)
+		return v, nil
 	}
-	v := &version{}
+	v := &version{text: string(text)}
 	s, err := parseConnectSchema(text)
 	if err == nil {
 		s, err = rowOf(s)
@@ -315,8 +340,21 @@ func (t *table) version(text []byte, rowOf func(*connectSchema) (*connectSchema,
 		t.versions.Clear()
 		t.nversions.Store(1)
 	}
-	t.versions.Store(string(text), v)
+	t.versions.Store(v.text, v)
+	t.last.Store(v)
 	return v, nil
+}
+
+// lastVersionAt returns the version whose schema text doc has at i, if it
+// is the last one named, and the index after the text. A version's text
+// is one whole JSON object the reader checked, and an object ends where
+// its text says, so the bytes that follow it do not change what it is.
+func (t *table) lastVersionAt(doc []byte, i int) (*version, int) {
+	v := t.last.Load()
+	if v == nil || v.text == "" || len(doc)-i < len(v.text) || string(doc[i:i+len(v.text)]) != v.text {
+		return nil, i
+	}
+	return v, i + len(v.text)
 }
 
 // fold merges v into the table and sets the key when it is not known yet;
@@ -460,19 +498,33 @@ func withKey(l *layout, key []string) (*layout, error) {
 }
 
 // index maps the columns of l to v's row fields.
-func (v *version) index(l *layout) []int {
+func (v *version) index(l *layout) []int { return v.indexOf(l).idx }
+
+// keyFields are the fields of v that hold the key columns of l (nil: all,
+// while the key is not known).
+func (v *version) keyFields(l *layout) []int { return v.indexOf(l).keyFields }
+
+func (v *version) indexOf(l *layout) *versionIndex {
 	if x := v.idx.Load(); x != nil && x.gen == l.gen && len(x.idx) == len(l.cols) {
-		return x.idx
+		return x
 	}
-	idx := make([]int, len(l.cols))
+	x := &versionIndex{gen: l.gen, idx: make([]int, len(l.cols))}
 	for i, c := range l.cols {
-		idx[i] = -1
+		x.idx[i] = -1
 		if c.kind == colData {
 			if j, ok := v.row.byName[c.Name]; ok {
-				idx[i] = j
+				x.idx[i] = j
 			}
 		}
 	}
-	v.idx.Store(&versionIndex{gen: l.gen, idx: idx})
-	return idx
+	if l.key != nil {
+		x.keyFields = make([]int, 0, len(l.key))
+		for _, k := range l.key {
+			if j, ok := v.row.byName[k]; ok {
+				x.keyFields = append(x.keyFields, j)
+			}
+		}
+	}
+	v.idx.Store(x)
+	return x
 }

@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -109,12 +110,15 @@ type node struct {
 	t       *connectType
 	sqlType string
 	scale   int // Decimal
-	bits    int // Bits: the column's length in bits; 0 = unbounded
-	items   *node
-	keys    *node
-	values  *node
-	fields  []*node
-	byName  map[string]int // fields by name
+	// precision is a Decimal column's numeric(p,s) precision; 0 for a
+	// numeric without one.
+	precision int
+	bits      int // Bits: the column's length in bits; 0 = unbounded
+	items     *node
+	keys      *node
+	values    *node
+	fields    []*node
+	byName    map[string]int // fields by name
 }
 
 // compile compiles s and everything it nests.
@@ -157,6 +161,9 @@ func compile(s *connectSchema) (*node, error) {
 		}
 	}
 	n.sqlType = n.t.sql(n)
+	if p, _, ok := numericMods(n.sqlType); ok {
+		n.precision = p
+	}
 	return n, nil
 }
 
@@ -285,6 +292,12 @@ func widens(have, want string) (ok, alter bool) {
 }
 
 func numericMods(t string) (p, s int, ok bool) {
-	_, err := fmt.Sscanf(t, "numeric(%d,%d)", &p, &s)
-	return p, s, err == nil
+	mods, found := strings.CutPrefix(t, "numeric(")
+	if mods, found = strings.CutSuffix(mods, ")"); !found {
+		return 0, 0, false
+	}
+	ps, ss, found := strings.Cut(mods, ",")
+	p, err1 := strconv.Atoi(ps)
+	s, err2 := strconv.Atoi(ss)
+	return p, s, found && err1 == nil && err2 == nil
 }

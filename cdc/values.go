@@ -25,12 +25,38 @@ func readInt(r *reader, n *node, bits int) (int64, *convError) {
 	if r.err != nil {
 		return 0, nil // the caller reports r.err
 	}
-	v, err := strconv.ParseInt(string(num), 10, bits)
+	v, err := parseInt(num, bits)
 	if err != nil {
 		if errIsRange(err) {
 			return 0, convErrorf(schema.KindOutOfRange, "%s does not fit %s", num, n.s.describe())
 		}
 		return 0, convErrorf(schema.KindTypeMismatch, "%s is not an integer, and the schema says %s", num, n.s.describe())
+	}
+	return v, nil
+}
+
+// parseInt is strconv.ParseInt for the text of a JSON number, without its
+// cost for the common case: at most 18 digits, no fraction or exponent.
+func parseInt(num []byte, bits int) (int64, error) {
+	digits := num
+	if len(digits) > 0 && digits[0] == '-' {
+		digits = digits[1:]
+	}
+	if len(digits) == 0 || len(digits) > 18 {
+		return strconv.ParseInt(string(num), 10, bits)
+	}
+	var v int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return strconv.ParseInt(string(num), 10, bits)
+		}
+		v = v*10 + int64(c-'0')
+	}
+	if len(digits) < len(num) {
+		v = -v
+	}
+	if bits < 64 && (v >= 1<<(bits-1) || v < -1<<(bits-1)) {
+		return strconv.ParseInt(string(num), 10, bits) // the range error
 	}
 	return v, nil
 }
@@ -128,7 +154,7 @@ func decodeText(r *reader, n *node) (any, *convError) {
 	if i := bytes.IndexByte(s, 0); i >= 0 {
 		return nil, convErrorf(schema.KindNULByte, "the string has a NUL character at byte %d, which Postgres text cannot store", i)
 	}
-	return string(s), nil
+	return r.keep(s), nil
 }
 
 // readBase64 decodes a bytes value: the JsonConverter writes bytes in
@@ -178,7 +204,7 @@ func decodeDecimal(r *reader, n *node) (any, *convError) {
 			return nil, convErrorf(schema.KindOutOfRange, "the decimal %s has an exponent Postgres' numeric cannot hold", text)
 		}
 	}
-	return num, checkPrecision(n.sqlType, num)
+	return num, checkPrecision(n, num)
 }
 
 // twosComplement reads a big-endian two's complement integer.
@@ -227,18 +253,36 @@ const maxNumericExp = 200000
 
 // checkPrecision refuses a value a numeric(p,s) column would reject, so
 // that it is a bad record with a reason rather than a row Postgres refuses.
-func checkPrecision(sqlType string, num pgtype.Numeric) *convError {
-	p, s, ok := numericMods(sqlType)
-	if !ok || num.Int == nil || num.Int.Sign() == 0 {
+func checkPrecision(n *node, num pgtype.Numeric) *convError {
+	p, s := n.precision, n.scale
+	if p == 0 || num.Int == nil || num.Int.Sign() == 0 {
 		return nil
 	}
-	digits := len(new(big.Int).Abs(num.Int).String())
+	digits := decimalDigits(num.Int)
 	// The value has digits+Exp digits before the point; the column keeps
 	// p-s. Digits after the point beyond s are rounded by Postgres.
 	if intDigits := digits + int(num.Exp); intDigits > p-s {
 		return convErrorf(schema.KindOutOfRange, "the decimal has %d digits before the point, and numeric(%d,%d) holds %d", intDigits, p, s, p-s)
 	}
 	return nil
+}
+
+// decimalDigits counts the digits of x, without printing it when it fits
+// an int64.
+func decimalDigits(x *big.Int) int {
+	if !x.IsInt64() {
+		return len(new(big.Int).Abs(x).String())
+	}
+	v := x.Int64()
+	u := uint64(v)
+	if v < 0 {
+		u = uint64(-v) // -MinInt64 wraps to itself, whose uint64 is 2^63: right
+	}
+	d := 1
+	for ; u >= 10; u /= 10 {
+		d++
+	}
+	return d
 }
 
 // decodeVariableScaleDecimal reads Debezium's {"scale": s, "value":

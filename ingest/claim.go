@@ -16,7 +16,9 @@ import (
 func (w *Writer) Claim(ctx context.Context, topic string, partitions []int32) (map[int32]stream.Position, error) {
 	start := time.Now()
 	pos, err := w.offs.Claim(ctx, topic, partitions)
-	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+	// A connect timeout is a context.DeadlineExceeded too: only a claim that
+	// ran out its own deadline passed it.
+	if err != nil && ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) && time.Since(start) >= w.cfg.offsetsConfig().ClaimDeadline() {
 		de := &DeadlineError{Topic: topic, Partition: -1, Step: StepClaim, Waited: time.Since(start),
 			Deadline: w.cfg.offsetsConfig().ClaimDeadline(), Err: err}
 		if len(partitions) == 1 {

@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"context"
 	"errors"
+	"net"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -357,5 +358,44 @@ func TestACombinedTransactionPastItsDeadlineFailsEachOfItsBatches(t *testing.T) 
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 300 {
 		t.Errorf("%d rows, want 300", n)
+	}
+}
+
+// A connection that cannot be made within connect_timeout fails a claim
+// with a context.DeadlineExceeded of its own: that is a connection failure,
+// long before the claim's deadline, not a claim past its deadline.
+func TestAConnectTimeoutIsNotAClaimPastItsDeadline(t *testing.T) {
+	// A listener that accepts and never answers: the startup message waits.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	pool, err := pgxpool.New(t.Context(), "postgres://nobody@"+ln.Addr().String()+"/db?sslmode=disable&connect_timeout=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	w, err := ingest.New(pool, ingest.Config{Group: "g", WriteTimeout: time.Minute,
+		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = w.Claim(t.Context(), topic, []int32{0})
+	var de *ingest.DeadlineError
+	if err == nil || errors.As(err, &de) {
+		t.Fatalf("claim through a connect timeout: %v, want a connection error, not a *DeadlineError", err)
+	}
+	if got := ingest.Cause(err); got != ingest.CauseConnection && got != ingest.CauseTimeout {
+		t.Errorf("Cause(%v) = %q", err, got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/offsets"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -42,6 +43,25 @@ type Sink struct {
 	// and tombstones delete when DeleteOnTombstone is set. Mapper must then
 	// be a KeyMapper, and Table must have a unique index on Upsert.Key.
 	Upsert *Upsert
+	// Changes, instead of Mapper, decodes each record into a change of
+	// Table (format debezium): see ChangeDecoder. The writer does not
+	// apply changes yet, so New and Resolve refuse such a sink.
+	Changes ChangeDecoder
+}
+
+// ChangeDecoder decodes change events (package cdc's Decoder) into
+// changes of one table, to apply in the batch's transaction in offset
+// order, the last change of each key winning: an upsert of Change.Row by
+// KeyColumns (after deleting Change.OldKey when the key changed; the
+// Change.Unavailable columns keep their stored value), a delete by
+// Change.Key, a truncate, or nothing. Decode's errors are as a
+// TableMapper's Row's: schema.ErrBadRecord for a dead letter,
+// schema.ErrTableChanged when Table grew for the record, which then
+// decodes once the table is evolved. Safe for concurrent use.
+type ChangeDecoder interface {
+	Decode(r *stream.Record, ch *cdc.Change) error
+	Table() schema.Table
+	KeyColumns() []string
 }
 
 // Upsert configures a Sink's upsert mode.
@@ -247,6 +267,9 @@ func (cfg Config) withDefaults() Config {
 }
 
 func validateSink(topic string, sink Sink) error {
+	if sink.Changes != nil {
+		return fmt.Errorf("ingest: the sink of topic %q decodes change events (format debezium), which this writer does not apply yet", topic)
+	}
 	if sink.Upsert == nil {
 		return nil
 	}

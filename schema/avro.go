@@ -153,6 +153,25 @@ func avroDecimal(r *avro.Reader, s avro.Schema, scale int) (any, error) {
 	return pgtype.Numeric{Int: n, Exp: int32(-scale), Valid: true}, nil
 }
 
+// ParseAvro parses an Avro schema of the registry, with the schemas it
+// references.
+func ParseAvro(rs RegisteredSchema) (avro.Schema, error) {
+	if t := strings.ToUpper(rs.Type); t != "" && t != "AVRO" {
+		return nil, fmt.Errorf("schema id %d is %s, not Avro: use format %s", rs.ID, rs.Type, strings.ToLower(t))
+	}
+	cache := &avro.SchemaCache{}
+	for _, ref := range rs.References {
+		if _, err := avro.ParseWithCache(ref.Text, "", cache); err != nil {
+			return nil, fmt.Errorf("referenced schema %s does not parse: %w", ref.Name, err)
+		}
+	}
+	s, err := avro.ParseWithCache(rs.Text, "", cache)
+	if err != nil {
+		return nil, fmt.Errorf("schema id %d does not parse as Avro: %w", rs.ID, err)
+	}
+	return s, nil
+}
+
 // avroCompiler builds the columns and the decoder of one schema.
 type avroCompiler struct {
 	nested string
@@ -166,18 +185,9 @@ type avroNode func(r *avro.Reader, out []any) error
 // compileAvro compiles an Avro schema (with its references) for a part;
 // prefix names the columns of a key ("key", "key_<field>").
 func compileAvro(rs RegisteredSchema, _ []int, _, prefix, nested string) (*regVersion, error) {
-	if t := strings.ToUpper(rs.Type); t != "" && t != "AVRO" {
-		return nil, fmt.Errorf("schema id %d is %s, not Avro: use format %s", rs.ID, rs.Type, strings.ToLower(t))
-	}
-	cache := &avro.SchemaCache{}
-	for _, ref := range rs.References {
-		if _, err := avro.ParseWithCache(ref.Text, "", cache); err != nil {
-			return nil, fmt.Errorf("referenced schema %s does not parse: %w", ref.Name, err)
-		}
-	}
-	s, err := avro.ParseWithCache(rs.Text, "", cache)
+	s, err := ParseAvro(rs)
 	if err != nil {
-		return nil, fmt.Errorf("schema id %d does not parse as Avro: %w", rs.ID, err)
+		return nil, err
 	}
 	c := &avroCompiler{nested: nested, taken: map[string]bool{}}
 	var node avroNode

@@ -108,28 +108,9 @@ type protoColumn struct {
 // imports) and picks the message of indexes (nil: message names it, or the
 // first).
 func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix, nested string) (*regVersion, error) {
-	if t := strings.ToUpper(rs.Type); t != "PROTOBUF" {
-		if t == "" {
-			t = "AVRO"
-		}
-		return nil, fmt.Errorf("schema id %d is %s, not Protobuf: use format %s", rs.ID, t, strings.ToLower(t))
-	}
-	main := fmt.Sprintf("kafka2pg/registry/schema_%d.proto", rs.ID)
-	srcs := map[string]string{main: rs.Text}
-	for _, ref := range rs.References {
-		srcs[ref.Name] = ref.Text
-	}
-	comp := protocompile.Compiler{
-		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
-	}
-	// Compile only computes; its context cancels nothing here.
-	files, err := comp.Compile(context.Background(), main)
+	md, err := ProtobufMessage(rs, indexes, message)
 	if err != nil {
-		return nil, fmt.Errorf("schema id %d does not compile as Protobuf: %w", rs.ID, err)
-	}
-	md, err := pickMessage(files[0], indexes, message)
-	if err != nil {
-		return nil, fmt.Errorf("schema id %d: %w", rs.ID, err)
+		return nil, err
 	}
 	c := &protoCompiler{nested: nested, taken: map[string]bool{}}
 	if err := c.message(md, nil, prefix, "", 0, false); err != nil {
@@ -141,7 +122,7 @@ func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix, nested
 	cols := c.cols
 	return &regVersion{fields: c.fields, message: string(md.FullName()), decode: func(payload []byte, out []any) error {
 		msg := dynamicpb.NewMessage(md)
-		if err := proto.Unmarshal(payload, msg); err != nil {
+		if err := UnmarshalProtobuf(payload, msg); err != nil {
 			return err
 		}
 		for i, col := range cols {
@@ -157,6 +138,53 @@ func compileProtobuf(rs RegisteredSchema, indexes []int, message, prefix, nested
 		}
 		return nil
 	}}, nil
+}
+
+// ProtobufMessage compiles the .proto text of rs (its references are its
+// imports, with the well-known types and Confluent's own types, which
+// Confluent's serializers do not register) and picks the message of
+// indexes (nil: message names it, or the first).
+func ProtobufMessage(rs RegisteredSchema, indexes []int, message string) (protoreflect.MessageDescriptor, error) {
+	if t := strings.ToUpper(rs.Type); t != "PROTOBUF" {
+		if t == "" {
+			t = "AVRO"
+		}
+		return nil, fmt.Errorf("schema id %d is %s, not Protobuf: use format %s", rs.ID, t, strings.ToLower(t))
+	}
+	main := fmt.Sprintf("kafka2pg/registry/schema_%d.proto", rs.ID)
+	srcs := map[string]string{main: rs.Text}
+	for name, text := range confluentProtos {
+		srcs[name] = text
+	}
+	for _, ref := range rs.References {
+		srcs[ref.Name] = ref.Text
+	}
+	comp := protocompile.Compiler{
+		Resolver: protocompile.WithStandardImports(&protocompile.SourceResolver{Accessor: protocompile.SourceAccessorFromMap(srcs)}),
+	}
+	// Compile only computes; its context cancels nothing here.
+	files, err := comp.Compile(context.Background(), main)
+	if err != nil {
+		return nil, fmt.Errorf("schema id %d does not compile as Protobuf: %w", rs.ID, err)
+	}
+	md, err := pickMessage(files[0], indexes, message)
+	if err != nil {
+		return nil, fmt.Errorf("schema id %d: %w", rs.ID, err)
+	}
+	return md, nil
+}
+
+// UnmarshalProtobuf is proto.Unmarshal that refuses, instead of panicking
+// on, the bytes that make google.golang.org/protobuf panic: a map entry
+// that repeats its key with another wire type panics in the decoding of
+// dynamic messages (v1.36).
+func UnmarshalProtobuf(b []byte, m proto.Message) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("cannot parse invalid wire-format data: %v", p)
+		}
+	}()
+	return proto.Unmarshal(b, m)
 }
 
 // ProtobufMessageName names the message that indexes pick in the schema

@@ -191,6 +191,22 @@ func TestProtobufMessageIndexesPickTheMessage(t *testing.T) {
 	}
 }
 
+// google.golang.org/protobuf panics on a map entry that repeats its key
+// with another wire type; the record is a bad record instead.
+func TestAProtobufMapEntryThatPanicsTheLibraryIsABadRecord(t *testing.T) {
+	reg := newFakeRegistry(orderSchema)
+	m, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatProtobuf, Table: "orders", Value: []RegisteredSchema{orderSchema}, Lookup: reg.lookup})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// counts (field 11): an entry of key "x", then key 1 as a varint.
+	value := append(AppendWireHeader(nil, orderSchema.ID, []int{0}), 0x5a, 0x05, 0x0a, 0x01, 'x', 0x08, 0x01)
+	var de *DecodeError
+	if _, err := m.Row(&stream.Record{Value: value}, nil); !errors.As(err, &de) || de.Kind != KindInvalidWireFormat {
+		t.Fatalf("got %v, want an invalid_wire_format bad record", err)
+	}
+}
+
 func TestProtobufFieldChangesFollowTheRules(t *testing.T) {
 	v1 := RegisteredSchema{ID: 31, Type: "PROTOBUF", Text: `syntax = "proto3"; message M { int32 n = 1; string s = 2; }`}
 	v2 := RegisteredSchema{ID: 32, Type: "PROTOBUF", Text: `syntax = "proto3"; message M { int64 n = 1; string s = 2; optional string added = 3; }`}

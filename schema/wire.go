@@ -140,6 +140,14 @@ func AppendWireHeader(b []byte, id int, indexes []int) []byte {
 // WireHeader reads the Confluent wire-format header of b: the schema id
 // and, when protobuf is true, the Protobuf message indexes.
 func WireHeader(b []byte, protobuf bool) (id int, indexes []int, err error) {
-	h, _, err := parseWire(b, protobuf)
-	return h.id, h.indexes, err
+	id, indexes, _, err = WirePayload(b, protobuf)
+	return id, indexes, err
+}
+
+// WirePayload is WireHeader that also returns the encoded value after the
+// header. An error says what is wrong with b, to follow "the value " or
+// "the key ".
+func WirePayload(b []byte, protobuf bool) (id int, indexes []int, payload []byte, err error) {
+	h, payload, err := parseWire(b, protobuf)
+	return h.id, h.indexes, payload, err
 }

@@ -43,6 +43,9 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		r.line("ok", "schema registry: the subjects of %d avro/protobuf sink(s) fold into tables", n)
 	}
 	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.reader.Group)
+	if lines := changeSinkLines(o.sinks); len(lines) > 0 {
+		r.line("FAIL", "%v", errChangesNotApplied(lines))
+	}
 	checkKafka(ctx, r, o)
 	checkPostgres(ctx, r, o, sinks)
 	if r.failed > 0 {
@@ -192,6 +195,10 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 	}
 	slices.Sort(topics)
 	for _, topic := range topics {
+		if sinks[topic].Changes != nil {
+			r.line("note", "table %s for topic %q: created, and evolved, from the schema of the events as they come", sinks[topic].Table.QualifiedName(), topic)
+			continue
+		}
 		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], o.createTables); err != nil {
 			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redactErr(err))
 		}

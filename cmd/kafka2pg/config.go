@@ -6,6 +6,7 @@ import (
 	"os"
 	"reflect"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -18,7 +19,9 @@ import (
 // and `sinks` describes many topics → many tables. Precedence: command-line
 // flags, then KAFKA2PG_* environment variables, then the file. Any string
 // value may say ${NAME} to take the environment variable NAME (secrets stay
-// out of the file); `${topic}` in a sink's table is the topic name instead.
+// out of the file); in a sink's table and schema, `${topic}`, `${topic.N}`
+// and the topic_regex's named groups are parts of the topic instead
+// (routing.go).
 // Unknown keys are errors with their line number.
 
 // fileConfig is the parsed file.
@@ -53,6 +56,20 @@ type sinkConfig struct {
 	KeySubject string `yaml:"key_subject"` // the key's subject; default <topic>-key in upsert mode
 	Nested     string `yaml:"nested"`      // flatten (default) or jsonb
 	Message    string `yaml:"message"`     // the Protobuf message; default the first
+	// Formats debezium and connect_json only (sinks_cdc.go).
+	ValueFormat      string       `yaml:"value_format"`      // debezium: json (default), avro or protobuf
+	Source           sourceConfig `yaml:"source"`            // debezium: columns of the envelope's source block
+	UnavailableValue string       `yaml:"unavailable_value"` // the connector's unavailable.value.placeholder
+}
+
+// sourceConfig names the columns of a debezium sink that receive the
+// envelope's source metadata; each key left out is no column.
+type sourceConfig struct {
+	Table     string `yaml:"table"`
+	Position  string `yaml:"position"`
+	TxID      string `yaml:"txid"`
+	Timestamp string `yaml:"timestamp"`
+	Op        string `yaml:"op"`
 }
 
 type columnConfig struct {
@@ -64,6 +81,9 @@ type columnConfig struct {
 	NotNull   bool    `yaml:"not_null"`
 	Default   *string `yaml:"default"`
 	OnMissing string  `yaml:"on_missing"`
+	// Connect is the Connect type of a debezium or connect_json column's
+	// values in records without a schema (io.debezium.time.MicroTimestamp).
+	Connect string `yaml:"connect"`
 }
 
 type metadataConfig struct {
@@ -81,12 +101,13 @@ type metadataConfig struct {
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
 // expandEnv replaces ${NAME} with the environment variable NAME; ${topic}
-// is kept for table templates. A variable that is not set is an error.
-func expandEnv(s, where string) (string, error) {
+// and the names in keep (a sink's named groups) are kept for table
+// templates. A variable that is not set is an error.
+func expandEnv(s, where string, keep ...string) (string, error) {
 	var missing []string
 	out := envRef.ReplaceAllStringFunc(s, func(m string) string {
 		name := envRef.FindStringSubmatch(m)[1]
-		if name == "topic" {
+		if name == "topic" || slices.Contains(keep, name) {
 			return m
 		}
 		v, ok := os.LookupEnv(name)
@@ -179,8 +200,21 @@ func decodeSinks(v *yaml.Node, path string) ([]sinkConfig, error) {
 			continue
 		}
 		s.Line = item.Line
-		for _, f := range []*string{&s.Topic, &s.TopicRegex, &s.Table, &s.Schema, &s.Format, &s.Mode, &s.Subject, &s.KeySubject} {
+		for _, f := range []*string{&s.Topic, &s.TopicRegex, &s.Format, &s.Mode, &s.Subject, &s.KeySubject, &s.ValueFormat} {
 			x, err := expandEnv(*f, fmt.Sprintf("%s:%d", path, item.Line))
+			if err != nil {
+				errs = append(errs, err)
+			}
+			*f = x
+		}
+		// In the name templates, the topic_regex's named groups are
+		// the topic's parts, not environment variables.
+		groups := groupNames(s.TopicRegex)
+		for _, f := range []*string{&s.Table, &s.Schema} {
+			x, err := expandEnv(*f, fmt.Sprintf("%s:%d", path, item.Line), groups...)
+			if err != nil && s.TopicRegex != "" {
+				err = fmt.Errorf("%w, or name a group (?P<NAME>...) of topic_regex (it has %q)", err, groups)
+			}
 			if err != nil {
 				errs = append(errs, err)
 			}

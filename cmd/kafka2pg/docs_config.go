@@ -124,6 +124,7 @@ var configKeyGroups = []struct {
 	{"", "A sink (an item of `sinks`)", reflect.TypeFor[sinkConfig]()},
 	{"columns.", "A column (an item of a sink's `columns`)", reflect.TypeFor[columnConfig]()},
 	{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[metadataConfig]()},
+	{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[sourceConfig]()},
 }
 
 // configKeys lists the yaml keys of a config struct, in field order.
@@ -146,9 +147,10 @@ func writeConfigFileReference(b *strings.Builder) {
 [run's flags](#kafka2pg-run), by name (` + "`kafka-brokers: [kafka-1:9092, kafka-2:9092]`" + `,
 ` + "`batch-max-rows: 10000`" + `), and ` + "`sinks`" + `, a list of topic → table mappings. The command
 line, then the environment, win over the file. Any value may say ` + "`${NAME}`" + ` to take the
-environment variable NAME, so that secrets stay out of the file; ` + "`${topic}`" + ` in a table
-name is the topic's name instead. An unknown key is an error with its line number, and every
-mapping is checked before anything connects.
+environment variable NAME, so that secrets stay out of the file; in a sink's table and schema,
+` + "`${topic}`, `${topic.N}`" + ` and topic_regex's named groups are parts of the topic instead
+(see table). An unknown key is an error with its line number, and every mapping is checked
+before anything connects.
 
 ` + "```yaml" + `
 kafka-brokers: [kafka-1:9092]

@@ -94,6 +94,10 @@ func (s *httpServer) stop(timeout time.Duration) {
 // or stopping; Postgres unreachable; a partition stopped, in retry
 // backoff, or stalled (lag, and no write committed for stall); not yet in
 // the group.
+// readyPingTimeout bounds /readyz's ping of Postgres: under Kubernetes'
+// default probe timeout of one second.
+const readyPingTimeout = 500 * time.Millisecond
+
 func notReady(ctx context.Context, st *bridgeStatus, stall time.Duration, now time.Time) string {
 	ph, step, rd, pool := st.snapshot()
 	switch ph {
@@ -101,11 +105,6 @@ func notReady(ctx context.Context, st *bridgeStatus, stall time.Duration, now ti
 		return "starting: " + step + troubleSuffix(st)
 	case phaseStopping:
 		return "stopping: flushing, committing and leaving the group"
-	}
-	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-	defer cancel()
-	if err := pool.Ping(ctx); err != nil {
-		return "postgres unreachable: " + redactErr(err).Error()
 	}
 	stats := rd.Stats()
 	if len(stats.Stopped) > 0 {
@@ -123,6 +122,15 @@ func notReady(ctx context.Context, st *bridgeStatus, stall time.Duration, now ti
 		if stalled := stalledPartitions(rd.Partitions(), now, stall); len(stalled) > 0 {
 			return strings.Join(stalled, "; ")
 		}
+	}
+	// Last, and briefly: a probe gives up after a second or so, and an
+	// answer that comes too late reads as no answer. A server that accepts
+	// connections but answers nothing (frozen, or a hung pooler) fails here
+	// as it fails the writes.
+	ctx, cancel := context.WithTimeout(ctx, readyPingTimeout)
+	defer cancel()
+	if err := pool.Ping(ctx); err != nil {
+		return "postgres unreachable: " + redactErr(err).Error()
 	}
 	return ""
 }

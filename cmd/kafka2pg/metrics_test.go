@@ -192,7 +192,7 @@ func TestTheWriteMetricsCountWhatTheWriterTraced(t *testing.T) {
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "fenced"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "other"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "connection"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 0},
-				{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "timeout"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
+		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "timeout"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 	}
 	for _, c := range checks {
 		if got := c.got(series(t, m, c.name, c.labels)); got != c.want {

@@ -74,7 +74,7 @@ type registrySchemas struct {
 func (o *runOptions) connectRegistry(ctx context.Context) error {
 	needed := false
 	for _, sc := range o.sinks {
-		needed = needed || registryFormat(sc.Format)
+		needed = needed || registryFormat(sc.Format) || (changeFormat(sc.Format) && registryFormat(sc.ValueFormat))
 	}
 	if !needed {
 		return nil
@@ -153,12 +153,9 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 			return sink, false, err
 		}
 	}
-	md := sc.Metadata
 	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: sc.Format, Schema: schemaName, Table: table,
 		Value: value, Key: key, Message: sc.Message, Nested: sc.Nested, KeyColumns: sc.Key, DeleteOnTombstone: sc.DeleteOnTombstone,
-		Lookup: o.registry.schemas.client.Lookup(o.registry.schemas.ctx),
-		Metadata: schema.MetadataSpec{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset, Timestamp: md.Timestamp,
-			TimestampType: md.TimestampType, Key: md.Key, KeyFormat: md.KeyFormat, Headers: md.Headers, Header: md.Header}})
+		Lookup: o.registry.schemas.client.Lookup(o.registry.schemas.ctx), Metadata: metadataSpec(sc.Metadata)})
 	if err != nil {
 		return sink, false, fmt.Errorf("subject %q: %w", subject, err)
 	}

@@ -46,22 +46,30 @@ func loadRegistryConfig(t *testing.T, config string, args ...string) (*runOption
 	return o, stderr.String(), ok
 }
 
-// TestTheREADMERegistryExampleIsValid loads the Avro and Protobuf example
-// of the README against a fake registry that has its subjects.
-func TestTheREADMERegistryExampleIsValid(t *testing.T) {
+// readmeExample is the first yaml example of the README's section under
+// heading.
+func readmeExample(t *testing.T, heading string) string {
+	t.Helper()
 	readme, err := os.ReadFile("../../README.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), "## Avro and Protobuf with a Schema Registry")
+	_, rest, ok := strings.Cut(string(readme), heading)
 	if !ok {
-		t.Fatal("README has no Avro and Protobuf section")
+		t.Fatalf("README has no section %q", heading)
 	}
 	_, rest, ok = strings.Cut(rest, "```yaml\n")
 	example, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatal("no yaml example in the Avro and Protobuf section")
+		t.Fatalf("no yaml example in the README's section %q", heading)
 	}
+	return example
+}
+
+// TestTheREADMERegistryExampleIsValid loads the Avro and Protobuf example
+// of the README against a fake registry that has its subjects.
+func TestTheREADMERegistryExampleIsValid(t *testing.T) {
+	example := readmeExample(t, "## Avro and Protobuf with a Schema Registry")
 	fake := newFakeRegistry(t)
 	t.Setenv("REGISTRY_PASSWORD", "secret")
 	o, stderr, ok := loadRegistryConfig(t, example, "--schema-registry-url", fake.URL())

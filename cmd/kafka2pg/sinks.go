@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
-	"strings"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -83,30 +82,63 @@ func regexProbes(o *runOptions) []regexProbe {
 	return out
 }
 
-// buildProbe builds the topic_regex sink sc for a sample topic.
+// buildProbe builds the topic_regex sink sc for a sample topic that the
+// regex matches (topicLike), so that its templates meet a topic of the
+// shape they expect.
 func buildProbe(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
-	sc.Topic = "probe"
-	return buildSink(o, sc)
+	re, err := sinkRegex(sc.TopicRegex)
+	if err != nil {
+		return ingest.Sink{}, err
+	}
+	sc.Topic = topicLike(sc.TopicRegex, re)
+	sink, err := buildSink(o, sc)
+	if errors.Is(err, errTopicShape) {
+		// The templates parse, and only the sample does not fit them:
+		// check the rest with plain names, and each topic's names when
+		// it comes.
+		sc.Table, sc.Schema = "probe", ""
+		sink, err = buildSink(o, sc)
+	}
+	return sink, err
 }
 
 func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 	if sc.Topic == "" {
 		return ingest.Sink{}, errors.New("topic is missing: name the topic this sink reads")
 	}
-	schemaName := sc.Schema
-	if schemaName == "" {
-		schemaName = o.pgSchema
+	var (
+		re     *regexp.Regexp
+		groups []string
+	)
+	if sc.TopicRegex != "" {
+		var err error
+		if re, err = sinkRegex(sc.TopicRegex); err != nil {
+			return ingest.Sink{}, err
+		}
+		groups = groupNames(sc.TopicRegex)
 	}
-	table := sc.Table
-	if table == "" {
-		table = schema.TableNameForTopic(sc.Topic)
-	}
-	table = strings.ReplaceAll(table, "${topic}", schema.TableNameForTopic(sc.Topic))
-	if err := schema.ValidateIdent("table", table); err != nil {
+	schemaName := o.pgSchema
+	if sc.Schema != "" {
+		var err error
+		if schemaName, err = routeName("schema", sc.Schema, sc.Topic, re, groups); err != nil {
+			return ingest.Sink{}, err
+		}
+	} else if err := schema.ValidateIdent("schema", schemaName); err != nil {
 		return ingest.Sink{}, err
 	}
-	if err := schema.ValidateIdent("schema", schemaName); err != nil {
+	tmpl := sc.Table
+	if tmpl == "" {
+		tmpl = "${topic}"
+	}
+	table, err := routeName("table", tmpl, sc.Topic, re, groups)
+	if err != nil {
 		return ingest.Sink{}, err
+	}
+	if changeFormat(sc.Format) {
+		return buildChangeSink(o, sc, schemaName, table)
+	}
+	if sc.ValueFormat != "" || !sc.Source.empty() || sc.UnavailableValue != "" {
+		return ingest.Sink{}, fmt.Errorf("value_format, source and unavailable_value are for format debezium (and unavailable_value for connect_json), not %q: remove them, or set the format", sc.Format)
 	}
 	mode := sc.Mode
 	if mode == "" {
@@ -140,10 +172,7 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 	if sc.Format != "" && sc.Format != "json" {
 		return ingest.Sink{}, fmt.Errorf("format %q with columns: typed columns are read from JSON; use format: json, or drop the columns", sc.Format)
 	}
-	spec := schema.MappingSpec{Schema: schemaName, Table: table, DeleteOnTombstone: sc.DeleteOnTombstone,
-		Metadata: schema.MetadataSpec{Topic: sc.Metadata.Topic, Partition: sc.Metadata.Partition, Offset: sc.Metadata.Offset,
-			Timestamp: sc.Metadata.Timestamp, TimestampType: sc.Metadata.TimestampType, Key: sc.Metadata.Key,
-			KeyFormat: sc.Metadata.KeyFormat, Headers: sc.Metadata.Headers, Header: sc.Metadata.Header}}
+	spec := schema.MappingSpec{Schema: schemaName, Table: table, DeleteOnTombstone: sc.DeleteOnTombstone, Metadata: metadataSpec(sc.Metadata)}
 	if mode == "upsert" {
 		if len(sc.Key) == 0 {
 			return ingest.Sink{}, errors.New("mode upsert needs key: the columns that identify a row")
@@ -153,6 +182,9 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 		return ingest.Sink{}, errors.New("key and delete_on_tombstone need mode: upsert")
 	}
 	for _, c := range sc.Columns {
+		if c.Connect != "" {
+			return ingest.Sink{}, fmt.Errorf("column %q: connect is for format debezium and connect_json: remove it (type alone types a JSON column)", c.Name)
+		}
 		spec.Columns = append(spec.Columns, schema.ColumnSpec{Name: c.Name, Path: c.Path, Type: c.Type, From: c.From,
 			TimeUnit: c.TimeUnit, NotNull: c.NotNull, Default: c.Default, OnMissing: c.OnMissing})
 	}
@@ -179,7 +211,8 @@ func (m metadataConfig) empty() bool {
 
 // sinkResolver returns the ingest.Config.Resolve of the config's regex
 // sinks: the first sink whose anchored topic_regex matches a topic builds
-// that topic's sink (its table named from the ${topic} template).
+// that topic's sink, its table and schema named by their templates
+// (routing.go).
 func sinkResolver(o *runOptions) func(topic string) (ingest.Sink, bool, error) {
 	type regexSink struct {
 		re *regexp.Regexp
@@ -188,7 +221,11 @@ func sinkResolver(o *runOptions) func(topic string) (ingest.Sink, bool, error) {
 	var rs []regexSink
 	for _, sc := range o.sinks {
 		if sc.TopicRegex != "" {
-			rs = append(rs, regexSink{regexp.MustCompile("^(?:" + sc.TopicRegex + ")$"), sc})
+			re, err := sinkRegex(sc.TopicRegex)
+			if err != nil {
+				continue // buildSinks refused it
+			}
+			rs = append(rs, regexSink{re, sc})
 		}
 	}
 	if len(rs) == 0 {

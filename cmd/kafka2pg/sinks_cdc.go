@@ -1,0 +1,184 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// The sink formats of Kafka Connect records (package cdc):
+//
+//   - debezium: Debezium's change events. The envelope says what each
+//     record does, so the sink's behaviour is not configured: c (create),
+//     r (snapshot read) and u (update) upsert the after row by its key (an
+//     update that changes the key deletes the old key first); d deletes by
+//     the key; t truncates the table; the tombstone after a delete and m
+//     (a logical decoding message) change nothing. The table and its
+//     primary key come from the events' Connect schema and the record
+//     key's (key overrides the key), and the table evolves with the
+//     schema; without a schema (schemas.enable=false) columns type the
+//     after row's fields. value_format json (JsonConverter, default), avro
+//     or protobuf (Confluent's converters, through the Schema Registry).
+//   - connect_json: plain Kafka Connect records (a source connector's, or
+//     Debezium's flattened by ExtractNewRecordState) with the JsonConverter:
+//     a typed table from each record's schema, appended (mode append) or
+//     upserted by key (mode upsert, delete_on_tombstone as for json).
+const (
+	formatDebezium    = "debezium"
+	formatConnectJSON = "connect_json"
+)
+
+// changeFormat reports whether a sink format is read by package cdc.
+func changeFormat(format string) bool {
+	return format == formatDebezium || format == formatConnectJSON
+}
+
+func (s sourceConfig) empty() bool {
+	return s == sourceConfig{}
+}
+
+// buildChangeSink builds a debezium or connect_json sink for the table
+// (schema-qualified by schemaName) routing gave its topic.
+func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (ingest.Sink, error) {
+	if err := checkChangeSink(sc); err != nil {
+		return ingest.Sink{}, err
+	}
+	cfg := cdc.Config{Schema: schemaName, Table: table, Key: sc.Key, UnavailableValue: sc.UnavailableValue,
+		Source: cdc.SourceColumns{Table: sc.Source.Table, Position: sc.Source.Position, TxID: sc.Source.TxID,
+			Timestamp: sc.Source.Timestamp, Op: sc.Source.Op},
+		Kafka: metadataSpec(sc.Metadata)}
+	for _, c := range sc.Columns {
+		cfg.Columns = append(cfg.Columns, cdc.Column{Name: c.Name, Type: c.Type, Connect: c.Connect, NotNull: c.NotNull})
+	}
+	noCreate := sc.Create != nil && !*sc.Create
+	if sc.Format == formatConnectJSON {
+		m, err := cdc.NewConnectMapper(cfg)
+		if err != nil {
+			return ingest.Sink{}, err
+		}
+		sink := ingest.Sink{Table: m.Table(), Mapper: m, NoCreate: noCreate, Evolve: true}
+		if sc.Mode == "upsert" {
+			sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
+		}
+		return sink, nil
+	}
+	var later bool
+	switch sc.ValueFormat {
+	case "", "json":
+	case schema.FormatAvro, schema.FormatProtobuf:
+		if len(o.registry.urls) == 0 {
+			return ingest.Sink{}, fmt.Errorf("value_format %s needs a Schema Registry: set --schema-registry-url (or schema-registry-url in the config file)", sc.ValueFormat)
+		}
+		if _, err := o.registry.config(); err != nil {
+			return ingest.Sink{}, err
+		}
+		cfg.Format = sc.ValueFormat
+		if o.registry.schemas == nil {
+			// Checked with a lookup that is never called; built for use
+			// once the registry client exists.
+			later = true
+			cfg.Lookup = func(int) (schema.RegisteredSchema, error) { return schema.RegisteredSchema{}, errRegistryLater }
+		} else {
+			cfg.Lookup = o.registry.schemas.client.Lookup(o.registry.schemas.ctx)
+		}
+	default:
+		return ingest.Sink{}, fmt.Errorf("value_format %q is not json, avro or protobuf: the converter that wrote the events (JsonConverter, AvroConverter, ProtobufConverter)", sc.ValueFormat)
+	}
+	d, err := cdc.NewDecoder(cfg)
+	if err != nil {
+		return ingest.Sink{}, err
+	}
+	if later {
+		return ingest.Sink{}, errRegistryLater
+	}
+	return ingest.Sink{Table: d.Table(), Changes: d, NoCreate: noCreate, Evolve: true}, nil
+}
+
+// checkChangeSink refuses the keys a debezium or connect_json sink does
+// not take, saying what the format does instead.
+func checkChangeSink(sc sinkConfig) error {
+	var errs []error
+	if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
+		errs = append(errs, fmt.Errorf("subject, key_subject, nested and message are for formats avro, protobuf and json_schema: format %s finds each record's schema by its id, and maps nested structs to jsonb; remove them", sc.Format))
+	}
+	for _, c := range sc.Columns {
+		if c.Path != "" || c.From != "" || c.TimeUnit != "" || c.Default != nil || c.OnMissing != "" {
+			errs = append(errs, fmt.Errorf("column %q: format %s columns take name, type, connect and not_null: the field of the same name fills each (path, from, time_unit, default and on_missing are for format json)", c.Name, sc.Format))
+		}
+		if c.Type == "" && c.Connect == "" {
+			errs = append(errs, fmt.Errorf("column %q: give its type (an SQL type) or connect (the Connect type of its values, e.g. io.debezium.time.MicroTimestamp), or both", c.Name))
+		}
+	}
+	switch sc.Format {
+	case formatDebezium:
+		if sc.Mode != "" && sc.Mode != "upsert" {
+			errs = append(errs, fmt.Errorf("mode %q: format debezium applies each event as its op says (c, r and u upsert by key, d deletes, t truncates): remove mode", sc.Mode))
+		}
+		if sc.DeleteOnTombstone {
+			errs = append(errs, errors.New("delete_on_tombstone: format debezium deletes on d events, and the tombstone after one changes nothing: remove it"))
+		}
+	case formatConnectJSON:
+		if sc.ValueFormat != "" && sc.ValueFormat != "json" {
+			errs = append(errs, fmt.Errorf("value_format %q: format connect_json reads the JsonConverter's JSON; records of the AvroConverter or ProtobufConverter are format avro or protobuf", sc.ValueFormat))
+		}
+		if !sc.Source.empty() {
+			errs = append(errs, errors.New("source: format connect_json has no envelope and no source block; a Debezium envelope is format debezium"))
+		}
+		switch sc.Mode {
+		case "", "append":
+			if len(sc.Key) > 0 || sc.DeleteOnTombstone {
+				errs = append(errs, errors.New("key and delete_on_tombstone need mode: upsert"))
+			}
+		case "upsert":
+			if len(sc.Key) == 0 {
+				errs = append(errs, errors.New("mode upsert needs key: the columns that identify a row"))
+			}
+			for _, k := range sc.Key {
+				if !hasColumn(sc.Columns, k) {
+					errs = append(errs, fmt.Errorf("key column %q is not in columns: mode upsert of format connect_json creates the table and its key before the first record, so type the key columns in columns", k))
+				}
+			}
+		default:
+			errs = append(errs, fmt.Errorf("mode %q is not append or upsert", sc.Mode))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func hasColumn(cols []columnConfig, name string) bool {
+	for _, c := range cols {
+		if c.Name == name {
+			return true
+		}
+	}
+	return false
+}
+
+// metadataSpec is the Kafka metadata columns of a sink.
+func metadataSpec(md metadataConfig) schema.MetadataSpec {
+	return schema.MetadataSpec{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset, Timestamp: md.Timestamp,
+		TimestampType: md.TimestampType, Key: md.Key, KeyFormat: md.KeyFormat, Headers: md.Headers, Header: md.Header}
+}
+
+// changeSinkLines lists the lines of the config's format debezium sinks,
+// for the refusal of run while the writer does not apply change events.
+func changeSinkLines(sinks []sinkConfig) []string {
+	var lines []string
+	for _, sc := range sinks {
+		if sc.Format == formatDebezium {
+			lines = append(lines, fmt.Sprint(sc.Line))
+		}
+	}
+	return lines
+}
+
+// errChangesNotApplied is run's refusal of format debezium sinks: they are
+// checked and their decoders built, but the writer does not apply change
+// events in its transaction yet.
+func errChangesNotApplied(lines []string) error {
+	return fmt.Errorf("the format debezium sink(s) at line(s) %s are valid, but this build's writer does not apply change events yet: use format connect_json for records flattened by ExtractNewRecordState, or wait for the release that applies them", strings.Join(lines, ", "))
+}

@@ -1,0 +1,411 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math/big"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hamba/avro/v2"
+	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/twmb/franz-go/pkg/sr"
+	"github.com/twmb/franz-go/pkg/sr/srfake"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/dynamicpb"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+const cdcConfigHead = "kafka-brokers: [h:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n"
+
+func TestChangeSinksRefuseWhatTheirFormatDoesNotTake(t *testing.T) {
+	cases := []struct {
+		name, sinks string
+		want        []string
+	}{
+		{"debezium in append mode", "  - {topic: t, format: debezium, mode: append}\n",
+			[]string{`line 5`, `mode "append": format debezium applies each event as its op says`, "remove mode"}},
+		{"debezium with delete_on_tombstone", "  - {topic: t, format: debezium, delete_on_tombstone: true}\n",
+			[]string{"delete_on_tombstone: format debezium deletes on d events"}},
+		{"debezium with a subject", "  - {topic: t, format: debezium, subject: s}\n",
+			[]string{"subject, key_subject, nested and message are for formats avro, protobuf and json_schema", "by its id"}},
+		{"a column with a path", "  - topic: t\n    format: debezium\n    columns:\n      - {name: id, path: after.id, type: bigint}\n",
+			[]string{`column "id": format debezium columns take name, type, connect and not_null`, "path, from, time_unit, default and on_missing are for format json"}},
+		{"a column without a type", "  - topic: t\n    format: debezium\n    columns:\n      - {name: id}\n",
+			[]string{`column "id": give its type`}},
+		{"a column type without a Connect type", "  - topic: t\n    format: debezium\n    columns:\n      - {name: code, type: varchar(3)}\n",
+			[]string{`column "code": type "varchar(3)" has no Connect type to read it from: set connect`}},
+		{"an unknown Connect type", "  - topic: t\n    format: debezium\n    columns:\n      - {name: at, connect: io.debezium.time.Millenium}\n",
+			[]string{`connect "io.debezium.time.Millenium" is neither a Connect type nor a logical or semantic type`}},
+		{"an unknown value_format", "  - {topic: t, format: debezium, value_format: xml}\n",
+			[]string{`value_format "xml" is not json, avro or protobuf`}},
+		{"avro without a registry", "  - {topic: t, format: debezium, value_format: avro}\n",
+			[]string{"value_format avro needs a Schema Registry: set --schema-registry-url"}},
+		{"a source column twice", "  - topic: t\n    format: debezium\n    source: {table: src, op: src}\n",
+			[]string{`column "src" is defined twice`}},
+		{"a source column that is a metadata column", "  - topic: t\n    format: debezium\n    source: {op: kafka_offset}\n    metadata: {offset: kafka_offset}\n",
+			[]string{`column "kafka_offset" is defined twice`}},
+		{"an unknown source key", "  - topic: t\n    format: debezium\n    source: {lsn: l}\n",
+			[]string{`:7: unknown key "lsn": use one of table, position, txid, timestamp, op`}},
+		{"connect_json with source", "  - {topic: t, format: connect_json, source: {op: o}}\n",
+			[]string{"source: format connect_json has no envelope"}},
+		{"connect_json from the AvroConverter", "  - {topic: t, format: connect_json, value_format: avro}\n",
+			[]string{`value_format "avro": format connect_json reads the JsonConverter's JSON`, "format avro or protobuf"}},
+		{"connect_json upsert without a key", "  - {topic: t, format: connect_json, mode: upsert}\n",
+			[]string{"mode upsert needs key"}},
+		{"connect_json upsert of an untyped key", "  - {topic: t, format: connect_json, mode: upsert, key: [id]}\n",
+			[]string{`key column "id" is not in columns`, "type the key columns in columns"}},
+		{"connect_json with a key in append mode", "  - {topic: t, format: connect_json, key: [id]}\n",
+			[]string{"key and delete_on_tombstone need mode: upsert"}},
+		{"a json sink with debezium's keys", "  - {topic: t, value_format: json, unavailable_value: x}\n",
+			[]string{"value_format, source and unavailable_value are for format debezium"}},
+		{"a json column with connect", "  - topic: t\n    columns:\n      - {name: id, path: id, type: bigint, connect: int64}\n",
+			[]string{`column "id": connect is for format debezium and connect_json`}},
+		{"a template of an unknown group", "  - {topic_regex: 'shop\\.(?P<schema>\\w+)\\.(?P<table>\\w+)', format: debezium, table: '${tabel}'}\n",
+			[]string{`:5 refers to ${tabel}, which is not set in the environment`, `or name a group (?P<NAME>...) of topic_regex (it has ["schema" "table"])`}},
+		{"a template of a bad part", "  - {topic_regex: 'shop\\..*', format: debezium, table: '${topic.x}'}\n",
+			[]string{`sink of topic_regex "shop\\..*" at line 5`, `table template "${topic.x}": ${topic.x} names no part of the topic`}},
+		{"a schema template of a topic sink", "  - {topic: a.b, format: debezium, schema: '${topic.3}'}\n",
+			[]string{`schema template "${topic.3}": topic "a.b" has 2 dot-separated part(s)`}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Setenv("KAFKA2PG_PG_URL", "")
+			t.Setenv("DATABASE_URL", "")
+			code, stderr := runWithConfig(t, cdcConfigHead+c.sinks, "--metrics-addr=")
+			if code != exitUsage {
+				t.Errorf("exit %d, want %d", code, exitUsage)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stderr, w) {
+					t.Errorf("stderr:\n%s\nlacks %q", stderr, w)
+				}
+			}
+			if strings.Contains(stderr, "does not apply change events yet") {
+				t.Errorf("stderr:\n%s\nrefuses the writer, not the config", stderr)
+			}
+		})
+	}
+}
+
+// loadCheck loads a config as check does (run refuses debezium sinks
+// before it connects while the writer does not apply them).
+func loadCheck(t *testing.T, config string, args ...string) (*runOptions, string, bool) {
+	t.Helper()
+	t.Setenv("KAFKA2PG_PG_URL", "postgres://app@db/shop")
+	var stderr bytes.Buffer
+	o, _, _, ok := loadRunOptions("check", checkHelp, append([]string{"--config", writeConfig(t, config)}, args...), &stderr, &stderr)
+	return o, stderr.String(), ok
+}
+
+const replicaConfig = `kafka-brokers: [h:1]
+kafka-group: shop-replica
+sinks:
+  - topic_regex: 'shop\.(?P<schema>[^.]+)\.(?P<table>[^.]+)'
+    format: debezium
+    schema: 'replica_${schema}'
+    table: '${table}'
+    source: {table: src_table, position: src_lsn, txid: src_txid, timestamp: src_ts, op: src_op}
+    metadata: {offset: kafka_offset}
+  - topic: legacy.customers
+    format: debezium
+    table: customers_legacy
+    key: [id]
+    columns:
+      - {name: id, type: integer, not_null: true}
+      - {name: balance, type: "numeric(12,2)"}
+      - {name: seen_at, connect: io.debezium.time.MicroTimestamp}
+  - topic: connect.orders
+    format: connect_json
+    mode: upsert
+    key: [id]
+    delete_on_tombstone: true
+    columns:
+      - {name: id, type: bigint, not_null: true}
+`
+
+func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
+	o, stderr, ok := loadCheck(t, replicaConfig)
+	if !ok {
+		t.Fatalf("the config is refused:\n%s", stderr)
+	}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	legacy := sinks["legacy.customers"]
+	if legacy.Changes == nil || legacy.Mapper != nil {
+		t.Fatalf("legacy.customers: %+v, want a change decoder", legacy)
+	}
+	if got := legacy.Table; got.Name != "customers_legacy" || got.Schema != "public" ||
+		!slices.Equal(got.ColumnNames(), []string{"id", "balance", "seen_at"}) || !slices.Equal(got.PrimaryKey, []string{"id"}) {
+		t.Errorf("legacy.customers table %+v", got)
+	}
+	if typ := legacy.Table.Columns[1].Type; typ != "numeric(12,2)" {
+		t.Errorf("balance is %s, want numeric(12,2) from its type", typ)
+	}
+	orders := sinks["connect.orders"]
+	if _, ok := orders.Mapper.(*cdc.ConnectMapper); !ok || orders.Upsert == nil || !orders.Upsert.DeleteOnTombstone ||
+		!slices.Equal(orders.Upsert.Key, []string{"id"}) {
+		t.Errorf("connect.orders: %+v, want a ConnectMapper upserting by id", orders)
+	}
+
+	resolve := sinkResolver(o)
+	customers, ok, err := resolve("shop.public.customers")
+	if err != nil || !ok {
+		t.Fatalf("resolve shop.public.customers: %v, %v", ok, err)
+	}
+	products, _, err := resolve("shop.inventory.products")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c, p := customers.Table, products.Table; c.Schema != "replica_public" || c.Name != "customers" ||
+		p.Schema != "replica_inventory" || p.Name != "products" {
+		t.Errorf("tables %s and %s, want replica_public.customers and replica_inventory.products", c.QualifiedName(), p.QualifiedName())
+	}
+	if customers.Changes == products.Changes {
+		t.Error("two topics share one decoder: each table must fold its own schema")
+	}
+	if want := []string{"src_table", "src_lsn", "src_txid", "src_ts", "src_op", "kafka_offset"}; !slices.Equal(customers.Table.ColumnNames(), want) {
+		t.Errorf("before its first event the table has %v, want the metadata columns %v", customers.Table.ColumnNames(), want)
+	}
+	if _, ok, _ := resolve("shop.public.customers.extra"); ok {
+		t.Error("a topic the regex does not match was resolved")
+	}
+
+	// The decoder a topic's sink carries is the one its events go through.
+	b, err := os.ReadFile(filepath.Join("..", "..", "cdc", "testdata", "pg_customers_create.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec := fixtureRecord(t, b)
+	rec.Topic = "shop.public.customers"
+	var ch cdc.Change
+	if err := customers.Changes.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+		t.Fatalf("the first event: %v, want the table to grow", err)
+	}
+	if err := customers.Changes.Decode(&rec, &ch); err != nil {
+		t.Fatal(err)
+	}
+	tbl := customers.Changes.Table()
+	if tbl.Name != "customers" || !slices.Equal(tbl.PrimaryKey, []string{"id"}) || ch.Op != cdc.OpUpsert ||
+		ch.Row[slices.Index(tbl.ColumnNames(), "src_table")] != "public.customers" {
+		t.Errorf("table %+v, change %+v", tbl, ch)
+	}
+}
+
+// fixtureRecord reads one of cdc's fixtures: {"key": ..., "value": ...}.
+func fixtureRecord(t *testing.T, b []byte) stream.Record {
+	t.Helper()
+	var f struct{ Key, Value json.RawMessage }
+	if err := json.Unmarshal(b, &f); err != nil {
+		t.Fatal(err)
+	}
+	return stream.Record{Key: f.Key, Value: f.Value}
+}
+
+// Until the writer applies change events, run refuses a debezium sink
+// before it connects, naming the sink; check reports it as a failure.
+func TestRunRefusesDebeziumSinksUntilTheWriterAppliesThem(t *testing.T) {
+	t.Setenv("KAFKA2PG_PG_URL", "")
+	t.Setenv("DATABASE_URL", "")
+	code, stderr := runWithConfig(t, replicaConfig, "--pg-url", "postgres://x@127.0.0.1:1/db", "--metrics-addr=")
+	if code != exitUsage || !strings.Contains(stderr, "format debezium sink(s) at line(s) 4, 10 are valid, but this build's writer does not apply change events yet") {
+		t.Errorf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// A template that fits some of a regex's topics and not others is an
+// error of the topic that does not fit it, when it comes: the sample
+// topic the start checks with is a guess.
+func TestResolvingATopicThatTheTemplateCannotNameSaysWhich(t *testing.T) {
+	o, stderr, ok := loadCheck(t, cdcConfigHead+"  - {topic_regex: 'shop\\..*', format: debezium, table: '${topic.3}'}\n")
+	if !ok {
+		t.Fatalf("refused: %s", stderr)
+	}
+	resolve := sinkResolver(o)
+	if s, _, err := resolve("shop.public.customers"); err != nil || s.Table.Name != "customers" {
+		t.Errorf("resolve shop.public.customers: %v, %v", s.Table.QualifiedName(), err)
+	}
+	_, _, err := resolve("shop.customers")
+	if err == nil || !strings.Contains(err.Error(), `topic "shop.customers" has 2 dot-separated part(s), so ${topic.3} names none`) {
+		t.Errorf("resolve shop.customers: %v", err)
+	}
+	_, _, err = resolve("shop.public." + strings.Repeat("t", 64))
+	if err == nil || !strings.Contains(err.Error(), `table template "${topic.3}" gives "tttt`) || !strings.Contains(err.Error(), "64 bytes long") {
+		t.Errorf("resolve a topic of a long table name: %v", err)
+	}
+}
+
+// itemsAvro and itemsProto are Debezium envelopes of an items table as the
+// AvroConverter and the ProtobufConverter register them.
+const (
+	itemsAvro = `{"type":"record","name":"Envelope","namespace":"shop.public.items","fields":[
+ {"name":"before","type":["null",{"type":"record","name":"Value","fields":[
+   {"name":"id","type":"long"},
+   {"name":"price","type":["null",{"type":"bytes","scale":2,"precision":8,"connect.version":1,"connect.parameters":{"scale":"2","connect.decimal.precision":"8"},"connect.name":"org.apache.kafka.connect.data.Decimal","logicalType":"decimal"}],"default":null},
+   {"name":"at","type":["null",{"type":"long","connect.version":1,"connect.name":"io.debezium.time.MicroTimestamp"}],"default":null}
+  ],"connect.name":"shop.public.items.Value"}],"default":null},
+ {"name":"after","type":["null","Value"],"default":null},
+ {"name":"op","type":"string"}
+],"connect.name":"shop.public.items.Envelope"}`
+	itemsKeyAvro = `{"type":"record","name":"Key","namespace":"shop.public.items","fields":[{"name":"id","type":"long"}]}`
+	itemsProto   = `syntax = "proto3";
+package shop.public.items;
+import "confluent/type/decimal.proto";
+import "google/protobuf/timestamp.proto";
+message Envelope {
+  Value before = 1;
+  Value after = 2;
+  string op = 3;
+  message Value {
+    int64 id = 1;
+    confluent.type.Decimal price = 2;
+    google.protobuf.Timestamp at = 3;
+  }
+}`
+	itemsKeyProto = `syntax = "proto3";
+package shop.public.items;
+message Key { int64 id = 1; }`
+)
+
+// A debezium sink of value_format avro or protobuf finds each record's
+// schema in the registry by its id: the events of the in-process registry
+// (srfake) become the changes of a table typed from their schema.
+func TestDebeziumSinksOfRegistryFormatsReadTheirSchemasByID(t *testing.T) {
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	fake.SeedSchema("shop.public.items-value", 1, 31, sr.Schema{Schema: itemsAvro})
+	fake.SeedSchema("shop.public.items-key", 1, 32, sr.Schema{Schema: itemsKeyAvro})
+	fake.SeedSchema("shop.proto.items-value", 1, 41, sr.Schema{Type: sr.TypeProtobuf, Schema: itemsProto})
+	fake.SeedSchema("shop.proto.items-key", 1, 42, sr.Schema{Type: sr.TypeProtobuf, Schema: itemsKeyProto})
+	o, stderr, ok := loadCheck(t, `kafka-brokers: [h:1]
+kafka-group: g
+sinks:
+  - {topic: shop.public.items, format: debezium, value_format: avro}
+  - {topic: shop.proto.items, format: debezium, value_format: protobuf, table: proto_items}
+`, "--schema-registry-url", fake.URL())
+	if !ok {
+		t.Fatalf("refused: %s", stderr)
+	}
+	if err := o.connectRegistry(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	avroSchema := avro.MustParse(itemsAvro)
+	row := map[string]any{"id": int64(7), "price": big.NewRat(1250, 100), "at": int64(1709164800123456)}
+	value, err := avro.Marshal(avroSchema, map[string]any{"op": "c", "before": nil, "after": map[string]any{"shop.public.items.Value": row}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := avro.Marshal(avro.MustParse(itemsKeyAvro), map[string]any{"id": int64(7)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	avroRec := stream.Record{Topic: "shop.public.items", Key: append(schema.AppendWireHeader(nil, 32, nil), key...),
+		Value: append(schema.AppendWireHeader(nil, 31, nil), value...)}
+
+	protoRec := stream.Record{Topic: "shop.proto.items",
+		Key:   protoWire(t, 42, itemsKeyProto, `{"id": "7"}`),
+		Value: protoWire(t, 41, itemsProto, `{"op": "c", "after": {"id": "7", "price": {"value": "BOI=", "scale": 2}, "at": "2024-02-29T00:00:00.123456Z"}}`)}
+
+	for _, c := range []struct {
+		topic, table, price string
+		rec                 stream.Record
+		indexes             []int // the wire header's message indexes
+	}{
+		{"shop.public.items", "shop_public_items", "numeric(8,2)", avroRec, nil},
+		{"shop.proto.items", "proto_items", "numeric", protoRec, []int{0}},
+	} {
+		t.Run(c.topic, func(t *testing.T) {
+			d := sinks[c.topic].Changes
+			if d == nil {
+				t.Fatalf("sink %+v, want a change decoder", sinks[c.topic])
+			}
+			var ch cdc.Change
+			if err := d.Decode(&c.rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+				t.Fatalf("first event: %v", err)
+			}
+			if err := d.Decode(&c.rec, &ch); err != nil {
+				t.Fatal(err)
+			}
+			tbl := d.Table()
+			if tbl.Name != c.table || !slices.Equal(tbl.ColumnNames(), []string{"id", "price", "at"}) || tbl.Columns[1].Type != c.price ||
+				tbl.Columns[2].Type != "timestamp without time zone" || !slices.Equal(d.KeyColumns(), []string{"id"}) {
+				t.Fatalf("table %+v, key %v", tbl, d.KeyColumns())
+			}
+			wantRow := []any{int64(7), pgtype.Numeric{Int: big.NewInt(1250), Exp: -2, Valid: true}, time.UnixMicro(1709164800123456).UTC()}
+			if ch.Op != cdc.OpUpsert || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int64(7)}) {
+				t.Fatalf("change %+v, want the row %v", ch, wantRow)
+			}
+			// A schema id the registry does not have is a dead letter.
+			unknown := c.rec
+			header := len(schema.AppendWireHeader(nil, 1, c.indexes))
+			unknown.Value = append(schema.AppendWireHeader(nil, 999, c.indexes), c.rec.Value[header:]...)
+			var de *schema.DecodeError
+			if err := d.Decode(&unknown, &ch); !errors.As(err, &de) || de.Kind != schema.KindUnknownSchema {
+				t.Fatalf("unknown schema id: %v", err)
+			}
+		})
+	}
+}
+
+// protoWire is the wire format of the protojson text of the first message
+// of a Protobuf schema.
+func protoWire(t *testing.T, id int, text, value string) []byte {
+	t.Helper()
+	md, err := schema.ProtobufMessage(schema.RegisteredSchema{ID: id, Type: "PROTOBUF", Text: text}, []int{0}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := dynamicpb.NewMessage(md)
+	if err := protojson.Unmarshal([]byte(value), m); err != nil {
+		t.Fatal(err)
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return append(schema.AppendWireHeader(nil, id, []int{0}), b...)
+}
+
+// The README's example of Kafka Connect and Debezium sinks is a config
+// check accepts, and that routes and decodes as it says.
+func TestTheREADMEChangeExampleIsValid(t *testing.T) {
+	example := readmeExample(t, "## Kafka Connect and Debezium topics")
+	fake := srfake.New()
+	t.Cleanup(fake.Close)
+	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
+	o, stderr, ok := loadCheck(t, example, "--schema-registry-url", fake.URL())
+	if !ok {
+		t.Fatalf("README example: %s", stderr)
+	}
+	if err := o.connectRegistry(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		t.Fatalf("README example: %v", err)
+	}
+	if sinks["legacy.customers"].Changes == nil || sinks["connect.orders"].Upsert == nil {
+		t.Fatalf("sinks %+v", sinks)
+	}
+	s, ok, err := sinkResolver(o)("shop.billing.invoices")
+	if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica_billing"."invoices"` {
+		t.Fatalf("shop.billing.invoices: %v %v %+v", ok, err, s.Table)
+	}
+}
