@@ -4,28 +4,52 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
-// Upsert mode. The fast path copies the batch into a temporary staging
-// table (every column nullable, plus the record's offset and whether it is a
-// delete), then one statement keeps the last operation of each key by
-// offset, deletes the keys whose last operation is a tombstone and
-// INSERT ... ON CONFLICT DO UPDATEs the rest, all inside the fenced
-// transaction. If Postgres refuses a row, the batch is redone operation by
-// operation under savepoints, in offset order, so the refused ones become
-// dead letters and the table ends as if the good ones had been applied one
-// by one.
+// Upsert mode. The fast path encodes the batch as a changeSet (changeset.go):
+// the last operation of every key by offset, an upsert or a delete, sorted
+// by key. Then, inside the fenced transaction:
+//
+//   - when the set has no delete and the table's recent batches brought
+//     new keys only, it COPYs the rows into the table itself, under a
+//     savepoint: a batch of new keys costs Postgres what an append into a
+//     table with that unique index costs, where INSERT ... ON CONFLICT
+//     inserts row by row and probes the index for each. A key that exists
+//     already fails the COPY (unique_violation), which is rolled back to
+//     the savepoint, and the next few batches of the table skip this step
+//     (directBackoff);
+//   - otherwise it COPYs the set into a staging table, temporary, created
+//     once per session (ON COMMIT DELETE ROWS empties it at every COMMIT),
+//     and applies it with one statement: the deletes, then INSERT ... ON
+//     CONFLICT DO UPDATE of the rest. When the key's binary form does not
+//     tell keys apart exactly (exactKeyTypes), the statement keeps the last
+//     operation of each key itself, as the set may hold two of one key.
+//
+// If Postgres refuses a row, the batch is redone operation by operation
+// under savepoints, in offset order, so the refused ones become dead
+// letters and the table ends as if the good ones had been applied one by
+// one.
+//
+// Concurrent writers of one table (partitions written at once) take the
+// rows' locks in key order within each statement. Two batches that both
+// delete and upsert keys the other touches can still deadlock; Postgres
+// then aborts one (40P01), whose Write fails and is retried by a claim,
+// as any failed Write is: nothing of it was committed.
 
 const (
-	stageTable  = "kafka2pg_stage"
+	stagePrefix = "kafka2pg_stage_"
 	stageSeqCol = "kafka2pg_seq"
 	stageDelCol = "kafka2pg_delete"
 )
@@ -96,99 +120,411 @@ func quotedList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// upsertSQL is the statement that applies the staged batch.
-func upsertSQL(t schema.Table, key []string) string {
-	cols := t.ColumnNames()
-	k := quotedList(key)
-	var match []string
-	for _, c := range key {
-		q := pgx.Identifier{c}.Sanitize()
-		match = append(match, fmt.Sprintf("t.%s = l.%s", q, q))
+// upsertState is what the writer has learnt about one upsert table. Its
+// partitions' writes share it.
+type upsertState struct {
+	mu sync.Mutex
+	// skip is how many batches write staged before one tries the direct
+	// COPY again; backoff is the skip after its next failure.
+	skip, backoff int
+	// noDirect: Postgres refused a direct COPY into the table for a reason
+	// other than its rows (row-level security, a privilege).
+	noDirect bool
+	// exact says whether the key's binary form tells keys apart, for the
+	// key column types keyOIDs (exactKeys).
+	keyOIDs []uint32
+	exact   bool
+	// sets are changeSets to reuse (changeSet.reset).
+	sets sync.Pool
+}
+
+// changeSet returns an empty changeSet (changeSet.reset); put it back with
+// done once its COPY has returned.
+func (s *upsertState) changeSet(m *pgtype.Map, oids []uint32, keyIdx []int, ops, sizeHint int) *changeSet {
+	cs, _ := s.sets.Get().(*changeSet)
+	if cs == nil {
+		cs = &changeSet{}
 	}
+	cs.reset(m, oids, keyIdx, ops, sizeHint)
+	return cs
+}
+
+func (s *upsertState) done(cs *changeSet) {
+	cs.release()
+	s.sets.Put(cs)
+}
+
+// directBackoff bounds how many batches of a table skip the direct COPY
+// after it met an existing key: a failed try costs the rows COPYed before
+// the first existing key, the skipped ones what the staging costs more.
+const directBackoff = 16
+
+func (s *upsertState) tryDirect() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.noDirect {
+		return false
+	}
+	if s.skip > 0 {
+		s.skip--
+		return false
+	}
+	return true
+}
+
+// directDone notes a batch COPYed into the table; directFailed one that
+// met an existing key, or with never, a table that refuses COPY.
+func (s *upsertState) directDone() {
+	s.mu.Lock()
+	s.backoff = 0
+	s.mu.Unlock()
+}
+
+func (s *upsertState) directFailed(never bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noDirect = s.noDirect || never
+	s.backoff = min(max(1, 2*s.backoff), directBackoff)
+	s.skip = s.backoff
+}
+
+// upsertStateOf is the state of the upsert table named table.
+func (w *Writer) upsertStateOf(table string) *upsertState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.upserts == nil {
+		w.upserts = map[string]*upsertState{}
+	}
+	st := w.upserts[table]
+	if st == nil {
+		st = &upsertState{}
+		w.upserts[table] = st
+	}
+	return st
+}
+
+// changes encodes the batch's records as a changeSet of rows of the column
+// types oids; bad records are set aside. A tombstone without
+// DeleteOnTombstone is passed to the mapper like any record (which decides
+// whether it is a bad record).
+func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m *pgtype.Map, oids []uint32) (*changeSet, []badRecord, error) {
+	km := sink.Mapper.(KeyMapper)
+	size := 0
+	for i := range records {
+		size += len(records[i].Key) + len(records[i].Value) + 8*len(oids)
+	}
+	cs := st.changeSet(m, oids, keyIndexes(sink.Table, sink.Upsert.Key), len(records), size)
+	var appendRow appendFunc
+	if a, ok := sink.Mapper.(RowAppender); ok {
+		appendRow = appendFuncOf(a)
+	}
+	var row []any
+	var bad []badRecord
+	for i := range records {
+		r := &records[i]
+		if b := tooLarge(r, w.cfg.MaxRecordBytes); b != nil {
+			bad = append(bad, *b)
+			continue
+		}
+		seq := int64(i)
+		var err error
+		switch {
+		case sink.Upsert.DeleteOnTombstone && km.IsTombstone(r):
+			var key []any
+			if key, err = km.KeyRow(r); err == nil {
+				err = cs.appendDelete(r, seq, key)
+			}
+		case appendRow != nil:
+			err = cs.appendRow(r, seq, appendRow)
+		default:
+			if row, err = sink.Mapper.Row(r, row); err == nil {
+				err = cs.appendValues(r, seq, row)
+			}
+		}
+		if err != nil {
+			b, err := classify(r, err)
+			if err != nil {
+				st.done(cs)
+				return nil, nil, err // not about the record: the batch is retried
+			}
+			bad = append(bad, *b)
+		}
+	}
+	cs.finish()
+	return cs, bad, nil
+}
+
+// upsertFast writes the batch's change set into the table directly or
+// through the staging table. It asks for attemptIsolated when Postgres
+// refused a row, or when a record stops the partition (OnError "stop").
+func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		st := w.upsertStateOf(sink.Table.QualifiedName())
+		cs, bad, err := w.changes(b.Records, sink, st, tx.Conn().TypeMap(), tx.oids)
+		if err != nil {
+			return outcome{}, err
+		}
+		defer func() { st.done(cs) }()
+		if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
+			return outcome{redo: attemptIsolated}, nil
+		}
+		res := outcome{bad: bad, rows: len(cs.ops)}
+		if cs.kept == 0 {
+			return res, nil
+		}
+		start := time.Now()
+		done := false
+		if cs.deletes == 0 && st.tryDirect() {
+			if done, res.redo, err = copyDirect(ctx, tx, sink.Table, cs, st); err != nil || res.redo != 0 {
+				return outcome{redo: res.redo}, err
+			}
+		}
+		if !done {
+			if res.redo, err = w.upsertStaged(ctx, tx, b, sink, &cs, st); err != nil || res.redo != 0 {
+				return outcome{redo: res.redo}, err
+			}
+		}
+		res.copyDuration = time.Since(start)
+		return res, nil
+	})
+}
+
+// copyDirect COPYs the change set, upserts only, into the table under a
+// savepoint, and reports whether it did. A key that exists already rolls
+// it back: the caller stages the set. A row Postgres refuses asks for
+// attemptIsolated.
+func copyDirect(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet, st *upsertState) (bool, attempt, error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_direct"); err != nil {
+		return false, 0, fmt.Errorf("savepoint: %w", err)
+	}
+	_, err := copyTyped(ctx, tx, t.Ident(), t.ColumnNames(), tx.oids, &changeSource{cs: cs})
+	if err == nil {
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_direct"); err != nil {
+			return false, 0, fmt.Errorf("release savepoint: %w", err)
+		}
+		st.directDone()
+		return true, 0, nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) {
+		return false, 0, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_direct"); err != nil {
+		return false, 0, fmt.Errorf("rollback to savepoint: %w", err)
+	}
+	switch {
+	case pgErr.Code == "23505": // unique_violation: a key exists
+		st.directFailed(false)
+		return false, 0, nil
+	case rowError(err):
+		return false, attemptIsolated, nil
+	}
+	st.directFailed(true)
+	return false, 0, nil
+}
+
+// upsertStaged COPYs the change set into the session's staging table of
+// the sink's table and applies it in one statement.
+// The set is encoded again, in *csp, when the staging table's column types
+// are not the table's.
+func (w *Writer) upsertStaged(ctx context.Context, tx *batchTx, b *stream.Batch, sink Sink, csp **changeSet, st *upsertState) (attempt, error) {
+	t := sink.Table
+	stage, oids, err := stagingTable(ctx, tx, t)
+	if err != nil {
+		return 0, err
+	}
+	cs := *csp
+	if rowOIDs := oids[:len(oids)-2]; !slices.Equal(rowOIDs, cs.oids) {
+		// The table's types are not those the sink declares (altered by
+		// hand): encode for the staging table's.
+		st.done(cs)
+		if cs, _, err = w.changes(b.Records, sink, st, tx.Conn().TypeMap(), rowOIDs); err != nil {
+			*csp = &changeSet{}
+			return 0, err
+		}
+		*csp = cs
+	}
+	exact, err := w.exactKeys(ctx, tx, t, cs, st)
+	if err != nil {
+		return 0, err
+	}
+	cols := append(t.ColumnNames(), stageSeqCol, stageDelCol)
+	if _, err := copyTyped(ctx, tx, stage, cols, oids, &changeSource{cs: cs, stage: true}); err != nil {
+		if rowError(err) {
+			return attemptIsolated, nil
+		}
+		return 0, fmt.Errorf("copy into the staging table: %w", err)
+	}
+	apply := upsertGeneralSQL(t, sink.Upsert.Key, stage)
+	if exact {
+		apply = upsertExactSQL(t, sink.Upsert.Key, stage, cs.deletes > 0)
+	}
+	_, err = tx.Exec(ctx, apply)
+	var pgErr *pgconn.PgError
+	switch {
+	case err == nil:
+		return 0, nil
+	case rowError(err):
+		return attemptIsolated, nil
+	case errors.As(err, &pgErr) && pgErr.Code == "21000":
+		// ON CONFLICT met one key twice: keys the binary form did not
+		// tell apart. Keep the last operation of each key in SQL from now.
+		st.mu.Lock()
+		st.exact = false
+		st.mu.Unlock()
+		return attemptFast, nil
+	}
+	return 0, fmt.Errorf("upsert into %s: %w", t.QualifiedName(), err)
+}
+
+// stagingTable creates, unless the session has it, the staging table of t
+// (stageSQL), and returns its name and column types: t's row, the
+// operation's seq and whether it is a delete. The types come from a
+// description pgx keeps with the connection, by the table's name, which
+// changes with t's columns.
+func stagingTable(ctx context.Context, tx *batchTx, t schema.Table) (pgx.Identifier, []uint32, error) {
+	name := stageName(t)
+	if _, err := tx.Exec(ctx, stageSQL(t, name)); err != nil {
+		return nil, nil, fmt.Errorf("create the staging table: %w", err)
+	}
+	ident := pgx.Identifier{"pg_temp", name}
+	sd, err := tx.Conn().Prepare(ctx, name, describeSQL(ident, append(t.ColumnNames(), stageSeqCol, stageDelCol)))
+	if err != nil {
+		return nil, nil, fmt.Errorf("column types of the staging table: %w", err)
+	}
+	oids := make([]uint32, len(sd.Fields))
+	for i, f := range sd.Fields {
+		oids[i] = f.DataTypeOID
+	}
+	return ident, oids, nil
+}
+
+// stageName names the staging table of t: by a hash of t's name and
+// columns, so that a table whose columns change gets another.
+func stageName(t schema.Table) string {
+	h := fnv.New64a()
+	h.Write([]byte(t.QualifiedName()))
+	for _, c := range t.Columns {
+		h.Write([]byte{0})
+		h.Write([]byte(c.Name))
+		h.Write([]byte{0})
+		h.Write([]byte(c.Type))
+	}
+	return fmt.Sprintf("%s%016x", stagePrefix, h.Sum64())
+}
+
+// stageSQL creates the staging table name of t in the session, unless it
+// exists: t's columns, all nullable (a delete holds only the key), then
+// the operation's seq and whether it is a delete. Every COMMIT empties it.
+func stageSQL(t schema.Table, name string) string {
+	var defs []string
+	for _, c := range t.Columns {
+		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type)
+	}
+	defs = append(defs, stageSeqCol+" bigint", stageDelCol+" boolean")
+	return fmt.Sprintf("CREATE TEMP TABLE IF NOT EXISTS %s (%s) ON COMMIT DELETE ROWS", pgx.Identifier{name}.Sanitize(), strings.Join(defs, ", "))
+}
+
+// exactKeys reports whether cs holds each key of t once: whether the key
+// columns' types are exactKeyTypes, and text ones compared by
+// deterministic collations, in the columns and in t's unique indexes.
+// What it learns is kept for the key's types.
+func (w *Writer) exactKeys(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet, st *upsertState) (bool, error) {
+	keyOIDs := slices.Clone(cs.keyOIDs)
+	text := false
+	exact := true
+	for _, oid := range keyOIDs {
+		exact = exact && exactKeyTypes[oid]
+		text = text || oid == pgtype.TextOID || oid == pgtype.VarcharOID
+	}
+	st.mu.Lock()
+	if slices.Equal(st.keyOIDs, keyOIDs) {
+		defer st.mu.Unlock()
+		return st.exact, nil
+	}
+	st.mu.Unlock()
+	if exact && text {
+		err := tx.QueryRow(ctx, `SELECT NOT EXISTS (
+    SELECT FROM pg_attribute a JOIN pg_collation c ON c.oid = a.attcollation
+    WHERE a.attrelid = $1::regclass AND a.attname = ANY($2) AND NOT c.collisdeterministic
+) AND NOT EXISTS (
+    SELECT FROM pg_index i CROSS JOIN LATERAL unnest(i.indcollation::oid[]) AS ic(coll) JOIN pg_collation c ON c.oid = ic.coll
+    WHERE i.indrelid = $1::regclass AND i.indisunique AND NOT c.collisdeterministic
+)`, t.QualifiedName(), keyColumns(t, cs.keyIdx)).Scan(&exact)
+		if err != nil {
+			return false, fmt.Errorf("collations of the key of %s: %w", t.QualifiedName(), err)
+		}
+	}
+	st.mu.Lock()
+	st.keyOIDs, st.exact = keyOIDs, exact
+	st.mu.Unlock()
+	return exact, nil
+}
+
+func keyColumns(t schema.Table, keyIdx []int) []string {
+	names := t.ColumnNames()
+	out := make([]string, len(keyIdx))
+	for j, i := range keyIdx {
+		out[j] = names[i]
+	}
+	return out
+}
+
+// conflictUpdate is the ON CONFLICT action of an upsert into t by key:
+// every other column takes the new row's value.
+func conflictUpdate(t schema.Table, key []string) string {
 	var set []string
-	for _, c := range cols {
+	for _, c := range t.ColumnNames() {
 		if !slices.Contains(key, c) {
 			q := pgx.Identifier{c}.Sanitize()
 			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
 		}
 	}
-	conflict := "DO NOTHING"
-	if len(set) > 0 {
-		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
+	if len(set) == 0 {
+		return "DO NOTHING"
 	}
-	return fmt.Sprintf(`WITH l AS (
+	return "DO UPDATE SET " + strings.Join(set, ", ")
+}
+
+// keyMatch is the join of t's rows (t) and the staging table's (s) by key.
+func keyMatch(key []string) string {
+	var match []string
+	for _, c := range key {
+		q := pgx.Identifier{c}.Sanitize()
+		match = append(match, fmt.Sprintf("t.%s = s.%s", q, q))
+	}
+	return strings.Join(match, " AND ")
+}
+
+// upsertExactSQL applies a staging table that holds each key once: the
+// deletes (with deletes), then the upserts, in the staging table's order.
+func upsertExactSQL(t schema.Table, key []string, stage pgx.Identifier, deletes bool) string {
+	cols := quotedList(t.ColumnNames())
+	insert := fmt.Sprintf("INSERT INTO %s (%s)\nSELECT %s FROM %s WHERE NOT %s\nON CONFLICT (%s) %s",
+		t.QualifiedName(), cols, cols, stage.Sanitize(), stageDelCol, quotedList(key), conflictUpdate(t, key))
+	if !deletes {
+		return insert
+	}
+	return fmt.Sprintf("WITH d AS (\n    DELETE FROM %s t USING %s s WHERE s.%s AND %s\n)\n%s",
+		t.QualifiedName(), stage.Sanitize(), stageDelCol, keyMatch(key), insert)
+}
+
+// upsertGeneralSQL applies a staging table that may hold a key more than
+// once: it keeps the last operation of each key by seq, deletes the keys
+// whose last operation is a delete, and upserts the rest.
+func upsertGeneralSQL(t schema.Table, key []string, stage pgx.Identifier) string {
+	k := quotedList(key)
+	cols := quotedList(t.ColumnNames())
+	return fmt.Sprintf(`WITH s AS (
     SELECT DISTINCT ON (%[1]s) * FROM %[2]s ORDER BY %[1]s, %[3]s DESC
 ), d AS (
-    DELETE FROM %[4]s t USING l WHERE l.%[5]s AND %[6]s
+    DELETE FROM %[4]s t USING s WHERE s.%[5]s AND %[6]s
 )
 INSERT INTO %[4]s (%[7]s)
-SELECT %[7]s FROM l WHERE NOT l.%[5]s
+SELECT %[7]s FROM s WHERE NOT s.%[5]s
 ON CONFLICT (%[1]s) %[8]s`,
-		k, stageTable, stageSeqCol, t.QualifiedName(), stageDelCol, strings.Join(match, " AND "), quotedList(cols), conflict)
-}
-
-func stageSQL(t schema.Table) string {
-	var defs []string
-	for _, c := range t.Columns {
-		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type)
-	}
-	defs = append(defs, stageSeqCol+" bigint NOT NULL", stageDelCol+" boolean NOT NULL")
-	return fmt.Sprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DROP", stageTable, strings.Join(defs, ", "))
-}
-
-// upsertFast stages the batch and applies it in one statement. It asks for
-// attemptIsolated when Postgres refused a row, or when a record stops the
-// partition (OnError "stop").
-func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	ops, bad, err := w.upsertOps(b.Records, sink)
-	if err != nil {
-		return outcome{}, err
-	}
-	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return outcome{redo: attemptIsolated}, nil
-	}
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
-	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		res := outcome{bad: bad}
-		if len(ops) == 0 {
-			return res, nil
-		}
-		if _, err := tx.Exec(ctx, stageSQL(sink.Table)); err != nil {
-			return outcome{}, fmt.Errorf("create the staging table: %w", err)
-		}
-		keyIdx := keyIndexes(sink.Table, sink.Upsert.Key)
-		rows := make([][]any, len(ops))
-		for i, op := range ops {
-			row := make([]any, len(sink.Table.Columns)+2)
-			if op.del {
-				for j, ki := range keyIdx {
-					row[ki] = op.values[j]
-				}
-			} else {
-				copy(row, op.values)
-			}
-			row[len(row)-2], row[len(row)-1] = op.rec.Offset, op.del
-			rows[i] = row
-		}
-		copyStart := time.Now()
-		cols := append(sink.Table.ColumnNames(), stageSeqCol, stageDelCol)
-		if _, err := CopyFrom(ctx, tx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
-			if rowError(err) {
-				return outcome{redo: attemptIsolated}, nil
-			}
-			return outcome{}, fmt.Errorf("copy into the staging table: %w", err)
-		}
-		_, err := tx.Exec(ctx, upsertSQL(sink.Table, sink.Upsert.Key))
-		res.copyDuration = time.Since(copyStart)
-		if rowError(err) {
-			return outcome{redo: attemptIsolated}, nil
-		}
-		if err != nil {
-			return outcome{}, fmt.Errorf("upsert into %s: %w", sink.Table.QualifiedName(), err)
-		}
-		res.rows = len(ops)
-		return res, nil
-	})
+		k, stage.Sanitize(), stageSeqCol, t.QualifiedName(), stageDelCol, keyMatch(key), cols, conflictUpdate(t, key))
 }
 
 // upsertOneSQL is the statements that apply one operation: the insert (of
@@ -196,26 +532,16 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 // delete of a key (its columns, $1...).
 func upsertOneSQL(t schema.Table, key []string) (insert, del string) {
 	cols := t.ColumnNames()
-	var set, where []string
-	for _, c := range cols {
-		if !slices.Contains(key, c) {
-			q := pgx.Identifier{c}.Sanitize()
-			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
-		}
-	}
+	var where []string
 	for i, c := range key {
 		where = append(where, fmt.Sprintf("%s = $%d", pgx.Identifier{c}.Sanitize(), i+1))
-	}
-	conflict := "DO NOTHING"
-	if len(set) > 0 {
-		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
 	}
 	params := make([]string, len(cols))
 	for i := range cols {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
 	insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
-		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflict)
+		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflictUpdate(t, key))
 	del = fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
 	return insert, del
 }
