@@ -275,7 +275,7 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 		}
 		start := time.Now()
 		done := false
-		if cs.deletes == 0 && st.tryDirect() {
+		if st.tryDirect() && cs.deletes == 0 {
 			if done, res.redo, err = copyDirect(ctx, tx, sink.Table, cs, st); err != nil || res.redo != 0 {
 				return outcome{redo: res.redo}, err
 			}
@@ -307,7 +307,9 @@ func copyDirect(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet,
 		return true, 0, nil
 	}
 	var pgErr *pgconn.PgError
-	if !errors.As(err, &pgErr) {
+	if !errors.As(err, &pgErr) || Retryable(err) || ctx.Err() != nil {
+		// The connection, the server, a deadlock: the write fails, and
+		// is retried by a claim.
 		return false, 0, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
 	}
 	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_direct"); err != nil {
@@ -316,11 +318,13 @@ func copyDirect(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet,
 	switch {
 	case pgErr.Code == "23505": // unique_violation: a key exists
 		st.directFailed(false)
-		return false, 0, nil
 	case rowError(err):
 		return false, attemptIsolated, nil
+	default:
+		// Refused for the table, not its rows: COPY is not supported
+		// under row-level security (0A000), for one.
+		st.directFailed(pgErr.Code == "0A000")
 	}
-	st.directFailed(true)
 	return false, 0, nil
 }
 
@@ -367,7 +371,7 @@ func (w *Writer) upsertStaged(ctx context.Context, tx *batchTx, b *stream.Batch,
 		return 0, nil
 	case rowError(err):
 		return attemptIsolated, nil
-	case errors.As(err, &pgErr) && pgErr.Code == "21000":
+	case exact && errors.As(err, &pgErr) && pgErr.Code == "21000":
 		// ON CONFLICT met one key twice: keys the binary form did not
 		// tell apart. Keep the last operation of each key in SQL from now.
 		st.mu.Lock()
