@@ -255,13 +255,17 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 }
 
 // upsertFast writes the batch's change set into the table directly or
-// through the staging table. It asks for attemptIsolated when Postgres
-// refused a row, or when a record stops the partition (OnError "stop").
+// through the staging table (applyChanges). It asks for attemptIsolated
+// when Postgres refused a row, or when a record stops the partition
+// (OnError "stop").
 func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		st := w.upsertStateOf(sink.Table.QualifiedName())
-		cs, bad, err := w.changes(b.Records, sink, st, tx.Conn().TypeMap(), tx.oids)
+		encode := func(oids []uint32) (*changeSet, []badRecord, error) {
+			return w.changes(b.Records, sink, st, tx.Conn().TypeMap(), oids)
+		}
+		cs, bad, err := encode(tx.oids)
 		if err != nil {
 			return outcome{}, err
 		}
@@ -270,24 +274,39 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 			return outcome{redo: attemptIsolated}, nil
 		}
 		res := outcome{bad: bad, rows: len(cs.ops)}
-		if cs.kept == 0 {
-			return res, nil
-		}
 		start := time.Now()
-		done := false
-		if st.tryDirect() && cs.deletes == 0 {
-			if done, res.redo, err = copyDirect(ctx, tx, sink.Table, cs, st); err != nil || res.redo != 0 {
-				return outcome{redo: res.redo}, err
-			}
-		}
-		if !done {
-			if res.redo, err = w.upsertStaged(ctx, tx, b, sink, &cs, st); err != nil || res.redo != 0 {
-				return outcome{redo: res.redo}, err
-			}
+		if res.redo, err = w.applyChanges(ctx, tx, sink.Table, sink.Upsert.Key, st, &cs, encode); err != nil || res.redo != 0 {
+			return outcome{redo: res.redo}, err
 		}
 		res.copyDuration = time.Since(start)
 		return res, nil
 	})
+}
+
+// changeEncoder encodes a batch's operations as a changeSet of rows of the
+// column types oids (upsertState.changeSet), and returns the records it
+// set aside.
+type changeEncoder func(oids []uint32) (*changeSet, []badRecord, error)
+
+// applyChanges writes the change set *csp into t, keyed by key, in tx,
+// whose oids are t's column types: when the set has no delete and st says
+// t's recent batches brought new keys, by a COPY into t (copyDirect),
+// else through the session's staging table (applyStaged). It asks for
+// attemptIsolated when Postgres refused a row, and for attemptFast when
+// the set must be applied again by the general statement. encode builds
+// the set again, replacing *csp, for a staging table of other types.
+func (w *Writer) applyChanges(ctx context.Context, tx *batchTx, t schema.Table, key []string, st *upsertState, csp **changeSet, encode changeEncoder) (attempt, error) {
+	cs := *csp
+	if cs.kept == 0 {
+		return 0, nil
+	}
+	if st.tryDirect() && cs.deletes == 0 {
+		done, redo, err := copyDirect(ctx, tx, t, cs, st)
+		if err != nil || redo != 0 || done {
+			return redo, err
+		}
+	}
+	return w.applyStaged(ctx, tx, t, key, st, csp, encode)
 }
 
 // copyDirect COPYs the change set, upserts only, into the table under a
@@ -328,12 +347,9 @@ func copyDirect(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet,
 	return false, 0, nil
 }
 
-// upsertStaged COPYs the change set into the session's staging table of
-// the sink's table and applies it in one statement.
-// The set is encoded again, in *csp, when the staging table's column types
-// are not the table's.
-func (w *Writer) upsertStaged(ctx context.Context, tx *batchTx, b *stream.Batch, sink Sink, csp **changeSet, st *upsertState) (attempt, error) {
-	t := sink.Table
+// applyStaged COPYs the change set into the session's staging table of t
+// and applies it in one statement.
+func (w *Writer) applyStaged(ctx context.Context, tx *batchTx, t schema.Table, key []string, st *upsertState, csp **changeSet, encode changeEncoder) (attempt, error) {
 	stage, oids, err := stagingTable(ctx, tx, t)
 	if err != nil {
 		return 0, err
@@ -343,7 +359,7 @@ func (w *Writer) upsertStaged(ctx context.Context, tx *batchTx, b *stream.Batch,
 		// The table's types are not those the sink declares (altered by
 		// hand): encode for the staging table's.
 		st.done(cs)
-		if cs, _, err = w.changes(b.Records, sink, st, tx.Conn().TypeMap(), rowOIDs); err != nil {
+		if cs, _, err = encode(rowOIDs); err != nil {
 			*csp = &changeSet{}
 			return 0, err
 		}
@@ -360,9 +376,9 @@ func (w *Writer) upsertStaged(ctx context.Context, tx *batchTx, b *stream.Batch,
 		}
 		return 0, fmt.Errorf("copy into the staging table: %w", err)
 	}
-	apply := upsertGeneralSQL(t, sink.Upsert.Key, stage)
+	apply := upsertGeneralSQL(t, key, stage)
 	if exact {
-		apply = upsertExactSQL(t, sink.Upsert.Key, stage, cs.deletes > 0)
+		apply = upsertExactSQL(t, key, stage, cs.deletes > 0)
 	}
 	_, err = tx.Exec(ctx, apply)
 	var pgErr *pgconn.PgError
