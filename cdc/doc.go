@@ -101,6 +101,8 @@
 //	Enum, Xml                   text, xml
 //	EnumSet                     text[] (a MySQL SET)
 //	Bits (length)               bit varying(length): the length's bits, leading zeros kept
+//	                            (a bit varying source column's, known with
+//	                            column.propagate.source.type: its own bits)
 //	geometry.Geometry,          bytea: the WKB, as PostGIS EWKB when there is an SRID
 //	Geography, Point            (ST_GeomFromEWKB(col) or col::geometry reads it)
 //	array                       T[] when the items map to a scalar column, else jsonb

@@ -99,39 +99,70 @@ func schemaOfColumns(cols []Column) (*connectSchema, error) {
 		if c.Name == "" {
 			return nil, fmt.Errorf("columns[%d]: the name is empty", i)
 		}
-		conn := c.Connect
 		typ := strings.ToLower(strings.TrimSpace(c.Type))
-		base, mods, hasMods := strings.Cut(typ, "(")
-		if a, ok := sqlAliases[strings.TrimSpace(base)]; ok {
-			base, typ = a, a
-			if hasMods {
-				typ += "(" + mods
+		elem, isArray := strings.CutSuffix(typ, "[]")
+		if !isArray {
+			f, err := fieldOfColumn(c, typ)
+			if err != nil {
+				return nil, err
 			}
+			s.Fields = append(s.Fields, f)
+			continue
 		}
-		if conn == "" {
-			if conn = connectOf[base]; conn == "" {
-				return nil, fmt.Errorf("column %q: type %q has no Connect type to read it from: set connect (the field's Connect type, e.g. int64 or io.debezium.time.MicroTimestamp)", c.Name, c.Type)
-			}
+		// An array's connect, when given, is its items' (the JsonConverter
+		// writes a Connect array as a JSON array of its items).
+		items, err := fieldOfColumn(c, strings.TrimSpace(elem))
+		if err != nil {
+			return nil, err
 		}
-		f := &connectSchema{Field: c.Name, Optional: !c.NotNull, Type: conn}
-		if t, ok := connectTypes[conn]; ok && t.base != conn {
-			f.Type, f.Name = t.base, conn
-		} else if !ok {
-			return nil, fmt.Errorf("column %q: connect %q is neither a Connect type nor a logical or semantic type kafka2pg knows", c.Name, c.Connect)
-		}
-		if f.Name == "org.apache.kafka.connect.data.Decimal" {
-			scale, precision := c.Scale, c.Precision
-			if p, s, ok := numericMods(typ); ok && scale == 0 && precision == 0 {
-				scale, precision = s, p
-			}
-			f.Parameters = map[string]string{"scale": fmt.Sprint(scale)}
-			if precision > 0 {
-				f.Parameters["connect.decimal.precision"] = fmt.Sprint(precision)
-			}
-		}
-		s.Fields = append(s.Fields, f)
+		items.Field, items.Optional = "", true
+		s.Fields = append(s.Fields, &connectSchema{Field: c.Name, Optional: !c.NotNull, Type: typeArray, Items: items})
 	}
 	return s, nil
+}
+
+// fieldOfColumn is the field schema of a configured column of SQL type typ
+// (lower case, not an array).
+func fieldOfColumn(c Column, typ string) (*connectSchema, error) {
+	conn := c.Connect
+	base, mods, hasMods := strings.Cut(typ, "(")
+	if a, ok := sqlAliases[strings.TrimSpace(base)]; ok {
+		base, typ = a, a
+		if hasMods {
+			typ += "(" + mods
+		}
+	}
+	if conn == "" {
+		if conn = connectOf[strings.TrimSpace(base)]; conn == "" {
+			return nil, fmt.Errorf("column %q: type %q has no Connect type to read it from: set connect (the field's Connect type, e.g. int64 or io.debezium.time.MicroTimestamp; an array's items' type)", c.Name, c.Type)
+		}
+	}
+	f := &connectSchema{Field: c.Name, Optional: !c.NotNull, Type: conn}
+	if t, ok := connectTypes[conn]; ok && t.base != conn {
+		f.Type, f.Name = t.base, conn
+	} else if !ok {
+		return nil, fmt.Errorf("column %q: connect %q is neither a Connect type nor a logical or semantic type kafka2pg knows", c.Name, c.Connect)
+	}
+	if f.Type == typeArray {
+		return nil, fmt.Errorf("column %q: connect array needs its items' type: give type as T[] (e.g. integer[]) and connect as the items' Connect type, or leave connect out", c.Name)
+	}
+	switch f.Name {
+	case "org.apache.kafka.connect.data.Decimal":
+		scale, precision := c.Scale, c.Precision
+		if p, s, ok := numericMods(typ); ok && scale == 0 && precision == 0 {
+			scale, precision = s, p
+		}
+		f.Parameters = map[string]string{"scale": fmt.Sprint(scale)}
+		if precision > 0 {
+			f.Parameters["connect.decimal.precision"] = fmt.Sprint(precision)
+		}
+	case "io.debezium.data.Bits":
+		// bit(n) and bit varying(n): the length the values are padded to.
+		if _, n, ok := strings.Cut(typ, "("); ok {
+			f.Parameters = map[string]string{"length": strings.TrimSuffix(n, ")")}
+		}
+	}
+	return f, nil
 }
 
 // colKind says where a table column's value comes from.

@@ -30,16 +30,24 @@ const (
 	minTimestampMicros = -210866803200000000
 )
 
-// Debezium's sentinels for PostgreSQL's infinity and -infinity. Timestamps
-// carry the PostgreSQL JDBC driver's (PGStatement.DATE_POSITIVE_INFINITY and
-// DATE_NEGATIVE_INFINITY), the nanosecond mode int64's limits, dates the
-// epoch days of -5877611-06-21 and -5877611-06-22 that the connector emits.
+// Debezium's sentinels for PostgreSQL's infinity and -infinity, as its
+// PostgreSQL connector (3.6) sends them. A timestamp carries the
+// PostgreSQL JDBC driver's (PGStatement.DATE_POSITIVE_INFINITY and
+// DATE_NEGATIVE_INFINITY) in its own unit: that many microseconds for a
+// MicroTimestamp, a thousandth of it in milliseconds for a Timestamp; a
+// NanoTimestamp int64's limits. A date carries -622191234 and -625821272
+// days, what the connector makes of the driver's infinite dates (recorded:
+// testdata/recorded), far before Postgres' first day; the days of
+// -5877611-06-21 and -22 are kept as well, the sentinels of older
+// versions' documentation.
 const (
 	timestampPosInf = 9223372036825200000
 	timestampNegInf = -9223372036832400000
+	datePosInf      = -622191234
+	dateNegInf      = -625821272
 )
 
-var datePosInf, dateNegInf = epochDays(-5877611, 6, 21), epochDays(-5877611, 6, 22)
+var datePosInfOld, dateNegInfOld = epochDays(-5877611, 6, 21), epochDays(-5877611, 6, 22)
 
 func epochDays(y int, m time.Month, d int) int64 {
 	return time.Date(y, m, d, 0, 0, 0, 0, time.UTC).Unix() / 86400
@@ -55,9 +63,9 @@ func decodeEpochDays(r *reader, n *node) (any, *convError) {
 
 func dateOfDays(d int64) (any, *convError) {
 	switch {
-	case d == datePosInf:
+	case d == datePosInf || d == datePosInfOld:
 		return pgtype.Date{InfinityModifier: pgtype.Infinity, Valid: true}, nil
-	case d == dateNegInf:
+	case d == dateNegInf || d == dateNegInfOld:
 		return pgtype.Date{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
 	case d < minDateDays || d > maxDateDays:
 		return nil, convErrorf(schema.KindOutOfRange, "the date %d days from 1970-01-01 is outside Postgres' dates (4714-11-24 BC to 5874897-12-31)", d)
@@ -107,16 +115,25 @@ func timestampIn(unit int64) func(*reader, *node) (any, *convError) {
 			return nil, cerr
 		}
 		switch {
-		case v == timestampPosInf || (unit < 0 && v == math.MaxInt64):
+		case unit > 0 && v == timestampPosInf/unit, unit < 0 && v == math.MaxInt64:
 			return pgtype.Timestamp{InfinityModifier: pgtype.Infinity, Valid: true}, nil
-		case v == timestampNegInf || (unit < 0 && v == math.MinInt64):
+		case unit > 0 && v == timestampNegInf/unit, unit < 0 && v == math.MinInt64:
 			return pgtype.Timestamp{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
 		}
-		us, ok := toMicros(v, unit)
-		if !ok || us < minTimestampMicros {
+		var t time.Time
+		switch unit {
+		case 1000:
+			// Not through microseconds: those of the last milliseconds
+			// Postgres holds overflow int64.
+			t = time.UnixMilli(v)
+		default:
+			us, _ := toMicros(v, unit) // 1 or a fraction: no overflow
+			t = time.UnixMicro(us)
+		}
+		if t.Before(minTimestamp) || t.After(maxTimestamp) {
 			return nil, convErrorf(schema.KindOutOfRange, "the timestamp %d (%s) is outside Postgres' timestamps (4714-11-24 BC to 294276)", v, n.s.describe())
 		}
-		return time.UnixMicro(us).UTC(), nil
+		return t.UTC(), nil
 	}
 }
 
@@ -138,10 +155,28 @@ func decodeZonedTimestamp(r *reader, n *node) (any, *convError) {
 	if !ok || !hasOffset {
 		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 timestamp with an offset, as %s has", s, n.s.describe())
 	}
-	if t.UnixMicro() < minTimestampMicros {
-		return nil, convErrorf(schema.KindOutOfRange, "%q is before 4714-11-24 BC, the first timestamp Postgres holds", s)
+	if cerr := checkTimestampRange(t, s); cerr != nil {
+		return nil, cerr
 	}
 	return t, nil
+}
+
+// Postgres' first and last timestamps. Compared as times: a count of
+// microseconds since 1970 overflows int64 after the year 294246, before
+// Postgres' last day (pgx counts from 2000 and writes those right).
+var (
+	minTimestamp = time.UnixMicro(minTimestampMicros).UTC()
+	maxTimestamp = time.Date(294276, 12, 31, 23, 59, 59, 999999000, time.UTC)
+)
+
+func checkTimestampRange(t time.Time, s []byte) *convError {
+	switch {
+	case t.Before(minTimestamp):
+		return convErrorf(schema.KindOutOfRange, "%q is before 4714-11-24 BC, the first timestamp Postgres holds", s)
+	case t.After(maxTimestamp):
+		return convErrorf(schema.KindOutOfRange, "%q is after 294276-12-31 23:59:59.999999, the last timestamp Postgres holds", s)
+	}
+	return nil
 }
 
 // decodeIsoTimestamp reads io.debezium.time.IsoTimestamp: a timestamp
@@ -155,8 +190,8 @@ func decodeIsoTimestamp(r *reader, n *node) (any, *convError) {
 	if !ok {
 		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 timestamp", s)
 	}
-	if t.UnixMicro() < minTimestampMicros {
-		return nil, convErrorf(schema.KindOutOfRange, "%q is before 4714-11-24 BC, the first timestamp Postgres holds", s)
+	if cerr := checkTimestampRange(t, s); cerr != nil {
+		return nil, cerr
 	}
 	return t, nil
 }

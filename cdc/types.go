@@ -114,11 +114,14 @@ type node struct {
 	// numeric without one.
 	precision int
 	bits      int // Bits: the column's length in bits; 0 = unbounded
-	items     *node
-	keys      *node
-	values    *node
-	fields    []*node
-	byName    map[string]int // fields by name
+	// varbit is a Bits of a bit varying source column: its values are
+	// as long as their highest set bit needs, not padded to bits.
+	varbit bool
+	items  *node
+	keys   *node
+	values *node
+	fields []*node
+	byName map[string]int // fields by name
 }
 
 // compile compiles s and everything it nests.
@@ -159,6 +162,11 @@ func compile(s *connectSchema) (*node, error) {
 		if l, ok := s.intParam("length"); ok && l > 0 && l < maxBitLength {
 			n.bits = l
 		}
+		// The length is a bit(n)'s and a bit varying(n)'s alike, and a
+		// varying value's own length is not sent: only with the source
+		// type (column.propagate.source.type) is a varying value known
+		// to have no leading zeros to restore.
+		n.varbit = s.Parameters[sourceColumnType] == "VARBIT"
 	}
 	n.sqlType = n.t.sql(n)
 	if p, _, ok := numericMods(n.sqlType); ok {
@@ -166,6 +174,10 @@ func compile(s *connectSchema) (*node, error) {
 	}
 	return n, nil
 }
+
+// sourceColumnType is the parameter of a field's source column type,
+// which Debezium adds with column.propagate.source.type.
+const sourceColumnType = "__debezium.source.column.type"
 
 // maxBitLength is Debezium's length for a bit varying without one
 // (2^31-1), and above Postgres' limit for bit varying(n).

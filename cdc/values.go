@@ -419,18 +419,21 @@ func decodeEnumSet(r *reader, n *node) (any, *convError) {
 // decodeBits reads io.debezium.data.Bits: the bits as a little-endian byte
 // array (bit 0 is the lowest bit of the first byte, and the rightmost bit
 // of the bit string). With a length, the value has exactly that many bits,
-// the leading ones zero when the bytes stop short; without one, as many as
-// the highest set bit needs.
+// the leading ones zero when the bytes stop short; without one, or from a
+// bit varying source column, as many as the highest set bit needs.
 func decodeBits(r *reader, n *node) (any, *convError) {
 	b, cerr := readBase64(r, n)
 	if cerr != nil {
 		return nil, cerr
 	}
 	length := n.bits
-	if length == 0 {
+	if length == 0 || n.varbit {
 		length = 8 * len(b)
 		for length > 0 && b[(length-1)/8]&(1<<((length-1)%8)) == 0 {
 			length--
+		}
+		if n.bits > 0 && length > n.bits {
+			return nil, convErrorf(schema.KindOutOfRange, "bit %d is set, and the column holds %d bits", length-1, n.bits)
 		}
 	}
 	out := pgtype.Bits{Bytes: make([]byte, (length+7)/8), Len: int32(length), Valid: true}
