@@ -84,13 +84,20 @@ func keyedTable(kt keyType) schema.Table {
 // keyedWriter is a Writer of topic "keyed" into keyedTable(kt) on pool,
 // with partitions 0..parts-1 claimed; it returns their epochs.
 func keyedWriter(t *testing.T, pool *pgxpool.Pool, kt keyType, parts int) (*ingest.Writer, []int64) {
+	return keyedWriterWith(t, pool, kt, parts, ingest.Config{})
+}
+
+// keyedWriterWith is keyedWriter with cfg (but its group and sinks).
+func keyedWriterWith(t *testing.T, pool *pgxpool.Pool, kt keyType, parts int, cfg ingest.Config) (*ingest.Writer, []int64) {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `CREATE COLLATION IF NOT EXISTS upsert_ci (provider = icu, locale = 'und-u-ks-level2', deterministic = false)`); err != nil {
 		t.Fatal(err)
 	}
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"keyed": {Table: keyedTable(kt), Mapper: keyedMapper{kt},
-		Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}})
+	cfg.Group = "g"
+	cfg.Sinks = map[string]ingest.Sink{"keyed": {Table: keyedTable(kt), Mapper: keyedMapper{kt},
+		Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}
+	w, err := ingest.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -585,4 +592,56 @@ func lastOpsOf(lastOp []map[string]keyedOp, key string) []keyedOp {
 		}
 	}
 	return out
+}
+
+// With OnError "stop", a record the mapping refuses, or a row Postgres
+// refuses on either path, stops the partition there: the operations
+// before it are committed, next_offset is its offset, and nothing after
+// it is applied.
+func TestUpsertStopsAtTheFirstBadRecord(t *testing.T) {
+	ctx := context.Background()
+	_, pool := pgtest.MigratedPool(t)
+	kt := keyTypes[0]
+	w, epochs := keyedWriterWith(t, pool, kt, 1, ingest.Config{OnError: ingest.OnErrorStop})
+	if _, err := pool.Exec(ctx, `ALTER TABLE keyed ADD CHECK (val <> 13)`); err != nil {
+		t.Fatal(err)
+	}
+	want := fold{}
+	offset := int64(0)
+	for i, c := range []struct {
+		ops []keyedOp
+		bad int // the index of the record that stops
+		raw string
+	}{
+		{ops: []keyedOp{{key: "1", val: 1}, {key: "2", val: 2}, {key: "3"}, {key: "4", val: 4}}, bad: 2, raw: `not json`},
+		{ops: []keyedOp{{key: "5", val: 5}, {key: "6", val: 13}, {key: "7", val: 7}}, bad: 1},                     // new keys: the direct COPY
+		{ops: []keyedOp{{key: "6", val: 6}, {key: "1", val: 8}, {key: "2", val: 13}, {key: "1", val: 9}}, bad: 2}, // staged
+	} {
+		b := keyedBatch(0, epochs[0], offset, c.ops)
+		if c.raw != "" {
+			b.Records[c.bad].Value = []byte(c.raw)
+		}
+		err := w.Write(ctx, b)
+		var stop *stream.StopError
+		if !errors.As(err, &stop) || stop.Offset != offset+int64(c.bad) {
+			t.Fatalf("batch %d: %v, want a stop at offset %d", i, err, offset+int64(c.bad))
+		}
+		want.apply(kt, offset, c.ops[:c.bad])
+		offset += int64(c.bad)
+		if got := keyedState(t, pool, kt); !mapsEqual(got, want) {
+			t.Fatalf("after batch %d: got %v, want %v", i, got, want)
+		}
+		if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'keyed'`); n != offset {
+			t.Fatalf("after batch %d: next_offset %d, want %d", i, n, offset)
+		}
+		pos, err := w.Claim(ctx, "keyed", []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		epochs[0] = pos[0].Epoch
+		offset++ // past the bad record, as an offsets reset would
+		if _, err := pool.Exec(ctx, `UPDATE kafka2pg.offsets SET next_offset = $1 WHERE topic = 'keyed'`, offset); err != nil {
+			t.Fatal(err)
+		}
+	}
 }
