@@ -29,8 +29,8 @@ import (
 //     already fails the COPY (unique_violation), which is rolled back to
 //     the savepoint, and the next few batches of the table skip this step
 //     (directBackoff);
-//   - otherwise it COPYs the set into a staging table, temporary, created
-//     once per session (ON COMMIT DELETE ROWS empties it at every COMMIT),
+//   - otherwise it COPYs the set into a staging table (staging.go), created
+//     once per session, temporary (ON COMMIT DELETE ROWS empties it at every COMMIT),
 //     and applies it with one statement: the deletes, then INSERT ... ON
 //     CONFLICT DO UPDATE of the rest. When the key's binary form does not
 //     tell keys apart exactly (exactKeyTypes), the statement keeps the last
