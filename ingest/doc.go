@@ -25,9 +25,11 @@
 //     Postgres the checks its column types make anyway (jsonb's), until
 //     Postgres refuses a row (unchecked.go). The isolating path finds the
 //     rows Postgres refuses (SQLSTATE 22, 23, 54000) under savepoints
-//     (isolate.go); upserts stage the batch and apply it in one statement,
-//     or one operation at a time (upsert.go); several partitions' batches
-//     may share one transaction (combine.go);
+//     (isolate.go); upserts keep the last operation of each key, sorted
+//     by key (changeset.go), then COPY a batch of new keys into the table,
+//     or apply the batch through the session's staging table in one
+//     statement, or one operation at a time (upsert.go); several
+//     partitions' batches may share one transaction (combine.go);
 //  4. COPY of the dead letters: the records the mapping or Postgres
 //     refused (on a database whose encoding is not UTF-8, with their
 //     messages and headers in ASCII, which any encoding holds: encoding.go,

@@ -6,26 +6,49 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
-// Upsert mode. The fast path copies the batch into a temporary staging
-// table (every column nullable, plus the record's offset and whether it is a
-// delete), then one statement keeps the last operation of each key by
-// offset, deletes the keys whose last operation is a tombstone and
-// INSERT ... ON CONFLICT DO UPDATEs the rest, all inside the fenced
-// transaction. If Postgres refuses a row, the batch is redone operation by
-// operation under savepoints, in offset order, so the refused ones become
-// dead letters and the table ends as if the good ones had been applied one
-// by one.
+// Upsert mode. The fast path encodes the batch as a changeSet (changeset.go):
+// the last operation of every key by offset, an upsert or a delete, sorted
+// by key. Then, inside the fenced transaction:
+//
+//   - when the set has no delete and the table's recent batches brought
+//     new keys only, it COPYs the rows into the table itself, under a
+//     savepoint: a batch of new keys costs Postgres what an append into a
+//     table with that unique index costs, where INSERT ... ON CONFLICT
+//     inserts row by row and probes the index for each. A key that exists
+//     already fails the COPY (unique_violation), which is rolled back to
+//     the savepoint, and the next few batches of the table skip this step
+//     (directBackoff);
+//   - otherwise it COPYs the set into a staging table (staging.go), created
+//     once per session, temporary (ON COMMIT DELETE ROWS empties it at every COMMIT),
+//     and applies it with one statement: the deletes, then INSERT ... ON
+//     CONFLICT DO UPDATE of the rest. When the key's binary form does not
+//     tell keys apart exactly (exactKeyTypes), the statement keeps the last
+//     operation of each key itself, as the set may hold two of one key.
+//
+// If Postgres refuses a row, the batch is redone operation by operation
+// under savepoints, in offset order, so the refused ones become dead
+// letters and the table ends as if the good ones had been applied one by
+// one.
+//
+// Concurrent writers of one table (partitions written at once) take the
+// rows' locks in key order within each statement. Two batches that both
+// delete and upsert keys the other touches can still deadlock; Postgres
+// then aborts one (40P01), whose Write fails and is retried by a claim,
+// as any failed Write is: nothing of it was committed.
 
 const (
-	stageTable  = "kafka2pg_stage"
+	stagePrefix = "kafka2pg_stage_"
 	stageSeqCol = "kafka2pg_seq"
 	stageDelCol = "kafka2pg_delete"
 )
@@ -96,99 +119,231 @@ func quotedList(names []string) string {
 	return strings.Join(q, ", ")
 }
 
-// upsertSQL is the statement that applies the staged batch.
-func upsertSQL(t schema.Table, key []string) string {
-	cols := t.ColumnNames()
-	k := quotedList(key)
-	var match []string
-	for _, c := range key {
-		q := pgx.Identifier{c}.Sanitize()
-		match = append(match, fmt.Sprintf("t.%s = l.%s", q, q))
-	}
-	var set []string
-	for _, c := range cols {
-		if !slices.Contains(key, c) {
-			q := pgx.Identifier{c}.Sanitize()
-			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
-		}
-	}
-	conflict := "DO NOTHING"
-	if len(set) > 0 {
-		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
-	}
-	return fmt.Sprintf(`WITH l AS (
-    SELECT DISTINCT ON (%[1]s) * FROM %[2]s ORDER BY %[1]s, %[3]s DESC
-), d AS (
-    DELETE FROM %[4]s t USING l WHERE l.%[5]s AND %[6]s
-)
-INSERT INTO %[4]s (%[7]s)
-SELECT %[7]s FROM l WHERE NOT l.%[5]s
-ON CONFLICT (%[1]s) %[8]s`,
-		k, stageTable, stageSeqCol, t.QualifiedName(), stageDelCol, strings.Join(match, " AND "), quotedList(cols), conflict)
+// upsertState is what the writer has learnt about one upsert table. Its
+// partitions' writes share it.
+type upsertState struct {
+	mu sync.Mutex
+	// skip is how many batches write staged before one tries the direct
+	// COPY again; backoff is the skip after its next failure.
+	skip, backoff int
+	// noDirect: Postgres refused a direct COPY into the table for a reason
+	// other than its rows (COPY under row-level security).
+	noDirect bool
+	// exact says whether the key's binary form tells keys apart, for the
+	// key column types keyOIDs (exactKeys).
+	keyOIDs []uint32
+	exact   bool
+	// sets are changeSets to reuse (changeSet.reset).
+	sets sync.Pool
 }
 
-func stageSQL(t schema.Table) string {
-	var defs []string
-	for _, c := range t.Columns {
-		defs = append(defs, pgx.Identifier{c.Name}.Sanitize()+" "+c.Type)
+// changeSet returns an empty changeSet (changeSet.reset); put it back with
+// done once its COPY has returned.
+func (s *upsertState) changeSet(m *pgtype.Map, oids []uint32, keyIdx []int, ops, sizeHint int) *changeSet {
+	cs, _ := s.sets.Get().(*changeSet)
+	if cs == nil {
+		cs = &changeSet{}
 	}
-	defs = append(defs, stageSeqCol+" bigint NOT NULL", stageDelCol+" boolean NOT NULL")
-	return fmt.Sprintf("CREATE TEMP TABLE %s (%s) ON COMMIT DROP", stageTable, strings.Join(defs, ", "))
+	cs.reset(m, oids, keyIdx, ops, sizeHint)
+	return cs
 }
 
-// upsertFast stages the batch and applies it in one statement. It asks for
-// attemptIsolated when Postgres refused a row, or when a record stops the
-// partition (OnError "stop").
-func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	ops, bad, err := w.upsertOps(b.Records, sink)
-	if err != nil {
-		return outcome{}, err
+func (s *upsertState) done(cs *changeSet) {
+	cs.release()
+	s.sets.Put(cs)
+}
+
+// directBackoff bounds how many batches of a table skip the direct COPY
+// after it met an existing key: a failed try costs the rows COPYed before
+// the first existing key, the skipped ones what the staging costs more.
+const directBackoff = 16
+
+func (s *upsertState) tryDirect() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.noDirect {
+		return false
 	}
-	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
-		return outcome{redo: attemptIsolated}, nil
+	if s.skip > 0 {
+		s.skip--
+		return false
 	}
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
-	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		res := outcome{bad: bad}
-		if len(ops) == 0 {
-			return res, nil
+	return true
+}
+
+// directDone notes a batch COPYed into the table; directFailed one that
+// met an existing key, or with never, a table that refuses COPY.
+func (s *upsertState) directDone() {
+	s.mu.Lock()
+	s.backoff = 0
+	s.mu.Unlock()
+}
+
+func (s *upsertState) directFailed(never bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.noDirect = s.noDirect || never
+	s.backoff = min(max(1, 2*s.backoff), directBackoff)
+	s.skip = s.backoff
+}
+
+// upsertStateOf is the state of the upsert table named table.
+func (w *Writer) upsertStateOf(table string) *upsertState {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.upserts == nil {
+		w.upserts = map[string]*upsertState{}
+	}
+	st := w.upserts[table]
+	if st == nil {
+		st = &upsertState{}
+		w.upserts[table] = st
+	}
+	return st
+}
+
+// changes encodes the batch's records as a changeSet of rows of the column
+// types oids; bad records are set aside. A tombstone without
+// DeleteOnTombstone is passed to the mapper like any record (which decides
+// whether it is a bad record).
+func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m *pgtype.Map, oids []uint32) (*changeSet, []badRecord, error) {
+	km := sink.Mapper.(KeyMapper)
+	size := 0
+	for i := range records {
+		size += len(records[i].Key) + len(records[i].Value) + 8*len(oids)
+	}
+	cs := st.changeSet(m, oids, keyIndexes(sink.Table, sink.Upsert.Key), len(records), size)
+	var appendRow appendFunc
+	if a, ok := sink.Mapper.(RowAppender); ok {
+		appendRow = appendFuncOf(a)
+	}
+	var row []any
+	var bad []badRecord
+	for i := range records {
+		r := &records[i]
+		if b := tooLarge(r, w.cfg.MaxRecordBytes); b != nil {
+			bad = append(bad, *b)
+			continue
 		}
-		if _, err := tx.Exec(ctx, stageSQL(sink.Table)); err != nil {
-			return outcome{}, fmt.Errorf("create the staging table: %w", err)
-		}
-		keyIdx := keyIndexes(sink.Table, sink.Upsert.Key)
-		rows := make([][]any, len(ops))
-		for i, op := range ops {
-			row := make([]any, len(sink.Table.Columns)+2)
-			if op.del {
-				for j, ki := range keyIdx {
-					row[ki] = op.values[j]
-				}
-			} else {
-				copy(row, op.values)
+		seq := int64(i)
+		var err error
+		switch {
+		case sink.Upsert.DeleteOnTombstone && km.IsTombstone(r):
+			var key []any
+			if key, err = km.KeyRow(r); err == nil {
+				err = cs.appendDelete(r, seq, key)
 			}
-			row[len(row)-2], row[len(row)-1] = op.rec.Offset, op.del
-			rows[i] = row
-		}
-		copyStart := time.Now()
-		cols := append(sink.Table.ColumnNames(), stageSeqCol, stageDelCol)
-		if _, err := CopyFrom(ctx, tx, pgx.Identifier{stageTable}, cols, pgx.CopyFromRows(rows)); err != nil {
-			if rowError(err) {
-				return outcome{redo: attemptIsolated}, nil
+		case appendRow != nil:
+			err = cs.appendRow(r, seq, appendRow)
+		default:
+			if row, err = sink.Mapper.Row(r, row); err == nil {
+				err = cs.appendValues(r, seq, row)
 			}
-			return outcome{}, fmt.Errorf("copy into the staging table: %w", err)
-		}
-		_, err := tx.Exec(ctx, upsertSQL(sink.Table, sink.Upsert.Key))
-		res.copyDuration = time.Since(copyStart)
-		if rowError(err) {
-			return outcome{redo: attemptIsolated}, nil
 		}
 		if err != nil {
-			return outcome{}, fmt.Errorf("upsert into %s: %w", sink.Table.QualifiedName(), err)
+			b, err := classify(r, err)
+			if err != nil {
+				st.done(cs)
+				return nil, nil, err // not about the record: the batch is retried
+			}
+			bad = append(bad, *b)
 		}
-		res.rows = len(ops)
+	}
+	cs.finish()
+	return cs, bad, nil
+}
+
+// upsertFast writes the batch's change set into the table directly or
+// through the staging table (applyChanges). It asks for attemptIsolated
+// when Postgres refused a row, or when a record stops the partition
+// (OnError "stop").
+func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		st := w.upsertStateOf(sink.Table.QualifiedName())
+		encode := func(oids []uint32) (*changeSet, []badRecord, error) {
+			return w.changes(b.Records, sink, st, tx.Conn().TypeMap(), oids)
+		}
+		cs, bad, err := encode(tx.oids)
+		if err != nil {
+			return outcome{}, err
+		}
+		defer func() { st.done(cs) }()
+		if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
+			return outcome{redo: attemptIsolated}, nil
+		}
+		res := outcome{bad: bad, rows: len(cs.ops)}
+		start := time.Now()
+		if res.redo, err = w.applyChanges(ctx, tx, sink.Table, sink.Upsert.Key, st, &cs, encode); err != nil || res.redo != 0 {
+			return outcome{redo: res.redo}, err
+		}
+		res.copyDuration = time.Since(start)
 		return res, nil
 	})
+}
+
+// changeEncoder encodes a batch's operations as a changeSet of rows of the
+// column types oids (upsertState.changeSet), and returns the records it
+// set aside.
+type changeEncoder func(oids []uint32) (*changeSet, []badRecord, error)
+
+// applyChanges writes the change set *csp into t, keyed by key, in tx,
+// whose oids are t's column types: when the set has no delete and st says
+// t's recent batches brought new keys, by a COPY into t (copyDirect),
+// else through the session's staging table (applyStaged). It asks for
+// attemptIsolated when Postgres refused a row, and for attemptFast when
+// the set must be applied again by the general statement. encode builds
+// the set again, replacing *csp, for a staging table of other types.
+func (w *Writer) applyChanges(ctx context.Context, tx *batchTx, t schema.Table, key []string, st *upsertState, csp **changeSet, encode changeEncoder) (attempt, error) {
+	cs := *csp
+	if cs.kept == 0 {
+		return 0, nil
+	}
+	if st.tryDirect() && cs.deletes == 0 {
+		done, redo, err := copyDirect(ctx, tx, t, cs, st)
+		if err != nil || redo != 0 || done {
+			return redo, err
+		}
+	}
+	return w.applyStaged(ctx, tx, t, key, st, csp, encode)
+}
+
+// copyDirect COPYs the change set, upserts only, into the table under a
+// savepoint, and reports whether it did. A key that exists already rolls
+// it back: the caller stages the set. A row Postgres refuses asks for
+// attemptIsolated.
+func copyDirect(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet, st *upsertState) (bool, attempt, error) {
+	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_direct"); err != nil {
+		return false, 0, fmt.Errorf("savepoint: %w", err)
+	}
+	_, err := copyTyped(ctx, tx, t.Ident(), t.ColumnNames(), tx.oids, &changeSource{cs: cs})
+	if err == nil {
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_direct"); err != nil {
+			return false, 0, fmt.Errorf("release savepoint: %w", err)
+		}
+		st.directDone()
+		return true, 0, nil
+	}
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || Retryable(err) || ctx.Err() != nil {
+		// The connection, the server, a deadlock: the write fails, and
+		// is retried by a claim.
+		return false, 0, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_direct"); err != nil {
+		return false, 0, fmt.Errorf("rollback to savepoint: %w", err)
+	}
+	switch {
+	case pgErr.Code == "23505": // unique_violation: a key exists
+		st.directFailed(false)
+	case rowError(err):
+		return false, attemptIsolated, nil
+	default:
+		// Refused for the table, not its rows: COPY is not supported
+		// under row-level security (0A000), for one.
+		st.directFailed(pgErr.Code == "0A000")
+	}
+	return false, 0, nil
 }
 
 // upsertOneSQL is the statements that apply one operation: the insert (of
@@ -196,26 +351,16 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 // delete of a key (its columns, $1...).
 func upsertOneSQL(t schema.Table, key []string) (insert, del string) {
 	cols := t.ColumnNames()
-	var set, where []string
-	for _, c := range cols {
-		if !slices.Contains(key, c) {
-			q := pgx.Identifier{c}.Sanitize()
-			set = append(set, fmt.Sprintf("%s = EXCLUDED.%s", q, q))
-		}
-	}
+	var where []string
 	for i, c := range key {
 		where = append(where, fmt.Sprintf("%s = $%d", pgx.Identifier{c}.Sanitize(), i+1))
-	}
-	conflict := "DO NOTHING"
-	if len(set) > 0 {
-		conflict = "DO UPDATE SET " + strings.Join(set, ", ")
 	}
 	params := make([]string, len(cols))
 	for i := range cols {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
 	insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
-		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflict)
+		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflictUpdate(t, key))
 	del = fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
 	return insert, del
 }

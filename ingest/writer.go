@@ -226,6 +226,7 @@ type Writer struct {
 	changed  map[string]Sink          // sinks whose TableMapper changed the table
 	lanes    map[string]*lane         // by qualified table name, with TableWriters
 	checks   map[string]*atomic.Int32 // by topic: batches to write checked (unchecked.go)
+	upserts  map[string]*upsertState  // by qualified table name (upsert.go)
 
 	// flightMu guards flights, the write transactions in flight
 	// (deadline.go); it is never held with mu.

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -58,12 +59,13 @@ func TestBenchSmoke(t *testing.T) {
 		if !positive(r.rowsPerSec()) {
 			t.Errorf("%s: %v rows/s, want > 0", r.title(), r.rowsPerSec())
 		}
-		if r.TableRows != int64(r.Records) {
-			t.Errorf("%s: the table held %d rows, want %d", r.title(), r.TableRows, r.Records)
+		if w := r.wrong(); w != "" {
+			t.Error(w)
 		}
 		// kfake's CPU is measured for what fetches from it, never for the
-		// ceiling, nor with a real broker.
-		if measured := !math.IsNaN(r.BrokerCPU); measured != (o.brokers == "" && r.Kind != "ceiling1" && r.Kind != "ceiling2") || r.BrokerCPU < 0 {
+		// ceilings and the upsert limit, nor with a real broker.
+		readsKafka := !slices.Contains([]string{"ceiling1", "ceiling2", "upsertLimit1", "upsertLimit2"}, r.Kind)
+		if measured := !math.IsNaN(r.BrokerCPU); measured != (o.brokers == "" && readsKafka) || r.BrokerCPU < 0 {
 			t.Errorf("%s: kfake CPU %v s", r.title(), r.BrokerCPU)
 		}
 	}
@@ -87,9 +89,37 @@ func TestBenchSmoke(t *testing.T) {
 			}
 		}
 	}
+	// Each repetition runs both upsert streams: the limit on 1 and 2
+	// connections, then kafka2pg, which leaves one row per id (the
+	// updates stream has a tenth as many ids as records).
+	if len(rep.upserts) != 2*reps {
+		t.Errorf("%d upsert blocks, want %d", len(rep.upserts), 2*reps)
+	}
+	for _, bl := range rep.upserts {
+		if len(bl.limit) != 2 || bl.bridge.Kind != "bridge" || bl.bridge.Records != records {
+			t.Errorf("upsert block %d (%s): %d limit runs, kafka2pg run %+v", bl.rep, bl.keys, len(bl.limit), bl.bridge)
+		}
+		want := int64(records)
+		if bl.keys == keysUpdates {
+			want = records / 10
+		}
+		for _, r := range bl.results() {
+			if r.TableRows != want {
+				t.Errorf("%s: %d rows in the table, want %d", r.title(), r.TableRows, want)
+			}
+		}
+	}
+	for _, m := range keyModes {
+		for _, kind := range []string{"bridge", "limit"} {
+			s := rep.upsertSeries(m, kind)
+			if r := s.over(s.appends); !positive(r.Lo) || r.N != reps {
+				t.Errorf("upsert %s %s ÷ append: %+v, want %d finite positive ratios", m, kind, r, reps)
+			}
+		}
+	}
 	targets := rep.targets()
-	if len(targets) != 8 {
-		t.Errorf("%d targets, want 8", len(targets))
+	if len(targets) != 10 {
+		t.Errorf("%d targets, want 10", len(targets))
 	}
 	for _, tg := range targets {
 		if !strings.HasPrefix(tg.verdict, "PASS") && !strings.HasPrefix(tg.verdict, "MISS") {
@@ -135,6 +165,7 @@ func TestBenchSmoke(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, want := range append(sections, "Postgres checkpoints started (max_wal_size)", "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
+		"kafka2pg upsert ÷ kafka2pg append, typed (10% new keys, 90% updates)", "**kafka2pg upsert (all keys new)**",
 		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)") {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)

@@ -49,9 +49,9 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 		client: &http.Client{Timeout: 2 * time.Second}}
 	args := []string{"run", "--kafka-brokers", strings.Join(e.kafka.brokers, ","), "--kafka-group", b.group,
 		"--pg-url", e.pgURL, "--metrics-addr", addr, "--log-level", "warn"}
-	if kind == typedTable {
+	if kind == typedTable || kind == upsertTable {
 		cfg := filepath.Join(e.tmp, topic+".yaml")
-		if err := os.WriteFile(cfg, []byte(configYAML(topic)), 0o600); err != nil {
+		if err := os.WriteFile(cfg, []byte(configYAML(topic, kind)), 0o600); err != nil {
 			return nil, err
 		}
 		args = append(args, "--config", cfg)
@@ -111,7 +111,8 @@ func (b *bridgeProc) finish(e *env, r *result) {
 
 // runBridge runs the built binary on topic, which holds n records, until
 // they are all committed; then it reads the latency histogram, stops the
-// bridge with SIGTERM and counts the table.
+// bridge with SIGTERM and counts the table (with keys, the stream of an
+// upsert run, checks that it holds the last record of every id).
 //
 // Until the bridge fetches its first record the bench reads /metrics;
 // from then on it reads the durable offsets in Postgres (a query on a few
@@ -119,7 +120,7 @@ func (b *bridgeProc) finish(e *env, r *result) {
 // bridge some 7% of its CPU in the zero-config drain's profile, which a
 // Prometheus scraping every 15 s never would. A commit is visible there
 // when it happens; the histogram is read from one scrape at the end.
-func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, error) {
+func runBridge(ctx context.Context, e *env, kind, topic string, n int, keys keyMode) (result, error) {
 	t, _, err := tableFor(kind)
 	if err != nil {
 		return result{}, err
@@ -185,9 +186,14 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int) (result, 
 		}
 	}
 	r := result{Kind: "bridge", Table: kind, Records: n, Wall: lastAt.Sub(b.t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
-		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
+		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes, Keys: keys}
 	b.finish(e, &r)
-	if r.TableRows, err = e.count(ctx, t); err != nil {
+	if keys != "" {
+		err = e.checkUpsert(ctx, &r, keys)
+	} else {
+		r.TableRows, err = e.count(ctx, t)
+	}
+	if err != nil {
 		return result{}, err
 	}
 	e.logf("%-36s %s", r.title(), r.summary())

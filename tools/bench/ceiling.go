@@ -28,12 +28,16 @@ type rowMapper interface {
 }
 
 // tableFor returns the table and the mapper the bridge uses for kind
-// (typedTable or rawTable).
+// (typedTable, rawTable or upsertTable).
 func tableFor(kind string) (schema.Table, rowMapper, error) {
 	if kind == rawTable {
 		return schema.RawTable("public", rawTable, schema.ValueJSON), schema.RawMapper{Format: schema.ValueJSON}, nil
 	}
-	m, err := schema.NewJSONMapper(typedSpec())
+	spec := typedSpec()
+	if kind == upsertTable {
+		spec = upsertSpec()
+	}
+	m, err := schema.NewJSONMapper(spec)
 	if err != nil {
 		return schema.Table{}, nil, fmt.Errorf("typed mapping: %w", err)
 	}
@@ -121,35 +125,16 @@ func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]resu
 		for _, b := range batches {
 			lanes[int(b.partition)%conns] = append(lanes[int(b.partition)%conns], b)
 		}
-		cs := make([]*pgx.Conn, conns)
-		for i := range cs {
-			if cs[i], err = pgx.Connect(ctx, e.pgURL); err != nil {
-				return nil, fmt.Errorf("connect to Postgres: %w", err)
-			}
-			schema.RegisterNumericCodec(cs[i].TypeMap()) // the bridge's encoders, so the ratio compares the pipelines
-
-		}
-		runtime.GC()
-		rssOK := procfs.ResetPeakRSS()
-		oth0, cpu0, pg0, t0 := e.othersCPU(), selfCPU(), e.pg.CPU(), time.Now()
-		g, gctx := errgroup.WithContext(ctx)
-		for i, c := range cs {
-			g.Go(func() error { return copyBatches(gctx, c, t, lanes[i]) })
-		}
-		err := g.Wait()
-		wall := time.Since(t0)
-		cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.CPU()-pg0, e.othersCPU()-oth0
-		r := result{Kind: fmt.Sprintf("ceiling%d", conns), Table: kind, Records: n, Wall: wall, Active: wall, ActiveRows: n,
-			ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: math.NaN(), OthersCores: oth / wall.Seconds(), P50: math.NaN(), P99: math.NaN(), RecordBytes: e.recordBytes}
-		if rssOK {
-			r.PeakRSS = procfs.PeakRSS(os.Getpid())
-		}
-		for _, c := range cs {
-			c.Close(ctx)
-		}
+		cs, err := connectN(ctx, e, conns)
 		if err != nil {
 			return nil, err
 		}
+		r, err := timed(ctx, e, cs, func(ctx context.Context, i int, c *pgx.Conn) error { return copyBatches(ctx, c, t, lanes[i]) })
+		closeAll(ctx, cs)
+		if err != nil {
+			return nil, err
+		}
+		r.Kind, r.Table, r.Records, r.ActiveRows = fmt.Sprintf("ceiling%d", conns), kind, n, n
 		if r.TableRows, err = e.count(ctx, t); err != nil {
 			return nil, err
 		}
@@ -157,4 +142,50 @@ func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]resu
 		out = append(out, r)
 	}
 	return out, e.dropTable(ctx, t)
+}
+
+// connectN opens n connections, with the bridge's encoders, so that the
+// ratios compare the pipelines.
+func connectN(ctx context.Context, e *env, n int) ([]*pgx.Conn, error) {
+	cs := make([]*pgx.Conn, n)
+	for i := range cs {
+		c, err := pgx.Connect(ctx, e.pgURL)
+		if err != nil {
+			closeAll(ctx, cs)
+			return nil, fmt.Errorf("connect to Postgres: %w", err)
+		}
+		schema.RegisterNumericCodec(c.TypeMap())
+		cs[i] = c
+	}
+	return cs, nil
+}
+
+func closeAll(ctx context.Context, cs []*pgx.Conn) {
+	for _, c := range cs {
+		if c != nil {
+			c.Close(ctx)
+		}
+	}
+}
+
+// timed runs work on every connection of cs at once, and returns its wall
+// time with the CPU this process, Postgres and other processes used
+// meanwhile, and this process's peak RSS. The caller names the result.
+func timed(ctx context.Context, e *env, cs []*pgx.Conn, work func(ctx context.Context, i int, c *pgx.Conn) error) (result, error) {
+	runtime.GC()
+	rssOK := procfs.ResetPeakRSS()
+	oth0, cpu0, pg0, t0 := e.othersCPU(), selfCPU(), e.pg.CPU(), time.Now()
+	g, gctx := errgroup.WithContext(ctx)
+	for i, c := range cs {
+		g.Go(func() error { return work(gctx, i, c) })
+	}
+	err := g.Wait()
+	wall := time.Since(t0)
+	cpu, pgCPU, oth := selfCPU()-cpu0, e.pg.CPU()-pg0, e.othersCPU()-oth0
+	r := result{Wall: wall, Active: wall, ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: math.NaN(), OthersCores: oth / wall.Seconds(),
+		P50: math.NaN(), P99: math.NaN(), RecordBytes: e.recordBytes}
+	if rssOK {
+		r.PeakRSS = procfs.PeakRSS(os.Getpid())
+	}
+	return r, err
 }

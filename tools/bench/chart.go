@@ -51,6 +51,9 @@ func chartSVG(rep *report) (string, error) {
 			c.Groups = append(c.Groups, g)
 		}
 	}
+	if g := upsertBars(rep); len(g.Bars) > 0 {
+		c.Groups = append(c.Groups, g)
+	}
 	var b strings.Builder
 	err := c.WriteSVG(&b)
 	return b.String(), err
@@ -65,4 +68,30 @@ func shortKafka(k string) string {
 		return "kfake"
 	}
 	return "real Kafka"
+}
+
+// upsertBars is the upsert group: kafka2pg's append run on the typed table,
+// then per stream the limit and kafka2pg's upsert, each with its paired
+// ratio to the append run; the dashed line is the append run's median.
+func upsertBars(rep *report) svgchart.BarGroup {
+	g := svgchart.BarGroup{Title: "upsert by id (typed columns, primary key id)"}
+	bar := func(label, color string, s upsertSeries) {
+		rate := s.each(result.rowsPerSec)
+		g.Bars = append(g.Bars, svgchart.Bar{Label: label, Color: color, Med: rate.Med, Lo: rate.Lo, Hi: rate.Hi,
+			Text: fmt.Sprintf("%s (× %s of append)", figures.Num(rate.Med, 0), figures.Num(s.over(s.appends).Med, 2))})
+	}
+	for _, m := range keyModes {
+		s := rep.upsertSeries(m, "bridge")
+		if len(s.runs) == 0 {
+			continue
+		}
+		if len(g.Bars) == 0 {
+			app := upsertSeries{runs: s.appends, appends: s.appends}
+			g.Ref = app.each(result.rowsPerSec).Med
+			bar("kafka2pg append (typed)", "#1f77b4", app)
+		}
+		bar("limit: INSERT ... ON CONFLICT, "+m.label(), "#bbbbbb", rep.upsertSeries(m, "limit"))
+		bar("kafka2pg upsert, "+m.label(), "#2ca02c", s)
+	}
+	return g
 }

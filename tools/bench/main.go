@@ -18,6 +18,13 @@
 // with the ceiling of its own repetition; the report gives the median and
 // the range over the repetitions.
 //
+// After the typed table's block come the upsert scenarios (upsert.go):
+// kafka2pg in upsert mode by id on two streams (every key new; 90% updates
+// of earlier keys), each after the limit of the Postgres side (the same
+// rows, pre-loaded into staging tables, applied by INSERT ... ON
+// CONFLICT), and judged against kafka2pg's append run on the typed table
+// of the same repetition.
+//
 // Each repetition ends with a latency window of the bridge alone (a
 // producer paced at half the repetition's zero-config rate, the bridge with
 // its default flush settings, the exact time from each record's timestamp
@@ -69,15 +76,18 @@ type options struct {
 	// needs. The zero value measures everything.
 	tables        string
 	skipBaselines bool
-	pgURL         string
-	bin           string
-	out           string
-	chart         string
-	brokers       string // KAFKA2PG_TEST_BROKERS; empty means kfake
-	timeout       time.Duration
-	logf          func(format string, args ...any)
-	baseADiv      int // baseline (a) runs on records/baseADiv records, at most baseAMax
-	baseBDiv      int // baseline (b) runs on records/baseBDiv records
+	// skipUpsert leaves out the upsert scenarios after each typed block.
+	skipUpsert bool
+
+	pgURL    string
+	bin      string
+	out      string
+	chart    string
+	brokers  string // KAFKA2PG_TEST_BROKERS; empty means kfake
+	timeout  time.Duration
+	logf     func(format string, args ...any)
+	baseADiv int // baseline (a) runs on records/baseADiv records, at most baseAMax
+	baseBDiv int // baseline (b) runs on records/baseBDiv records
 }
 
 const baseAMax = 100_000
@@ -99,10 +109,11 @@ func main() {
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency scenario; 0: half the zero-config rate measured (the target's rate); fix it to compare two binaries")
 	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables to measure, comma-separated (one of them for A/B runs of the bridge alone)")
 	baselines := flag.Bool("baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
+	upsert := flag.Bool("upsert", true, "measure the upsert scenarios after the typed table's (new keys, 90% updates: kafka2pg and the INSERT ... ON CONFLICT limit)")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest one contender may take")
 	flag.Parse()
-	o.skipBaselines = !*baselines
+	o.skipBaselines, o.skipUpsert = !*baselines, !*upsert
 	if quick {
 		o.records, o.reps, o.latencyFor, o.backlog = 100_000, 1, 5*time.Second, 0
 	}
@@ -138,6 +149,9 @@ func (o options) validate() error {
 			return fmt.Errorf("-tables has %q: it takes typed, zero-config or both, comma-separated", t)
 		}
 	}
+	if !o.skipUpsert && !slices.Contains(o.tableList(), "typed") {
+		return fmt.Errorf("-upsert needs the typed table's append rate: add typed to -tables, or pass -upsert=false")
+	}
 	if o.latencyRate < 0 {
 		return fmt.Errorf("-latency-rate is %v: it must be 0 (half the measured rate) or positive", o.latencyRate)
 	}
@@ -155,6 +169,9 @@ func (o options) tableList() []string {
 // report is what one run measured.
 type report struct {
 	blocks []block // in the order they ran
+	// upserts are the upsert scenarios, each repetition's right after its
+	// typed block (upsert.go).
+	upserts []upsertBlock
 	// latency holds one window per repetition, each run right after the
 	// repetition's blocks (latencyRate).
 	latency     []latencyResult
@@ -271,7 +288,7 @@ func run(ctx context.Context, o options) (*report, error) {
 				n     int
 				run   func(topic string) (result, error)
 			}{
-				{bridgeTopic, o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records) }},
+				{bridgeTopic, o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records, "") }},
 				{topicFor(table), nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
 				{topicFor(table), nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
 			}
@@ -286,6 +303,17 @@ func run(ctx context.Context, o options) (*report, error) {
 				bl.contenders = append(bl.contenders, r)
 			}
 			rep.blocks = append(rep.blocks, bl)
+			if table != typedTable || o.skipUpsert {
+				continue
+			}
+			for _, m := range keyModes {
+				o.logf("== repetition %d of %d, upsert, %s", i+1, o.reps, m.label())
+				ub, err := runUpserts(ctx, e, i+1, m, topicFor("upsert_"+string(m)), o.records)
+				if err != nil {
+					return nil, err
+				}
+				rep.upserts = append(rep.upserts, ub)
+			}
 		}
 		if o.latencyFor > 0 {
 			rate, why := rep.latencyRate(i+1, o.latencyRate)
@@ -301,7 +329,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	if o.backlog > 0 {
 		o.logf("== backlog: draining %s records (zero-config)", figures.Num(float64(o.backlog), 0))
 		r, err := contend(topicFor("backlog"), o.backlog, func(topic string) (result, error) {
-			return runBridge(ctx, e, rawTable, topic, o.backlog)
+			return runBridge(ctx, e, rawTable, topic, o.backlog, "")
 		})
 		if err != nil {
 			return nil, err
@@ -313,27 +341,16 @@ func run(ctx context.Context, o options) (*report, error) {
 	f.finished = time.Now()
 	rep.facts = f
 	var bad []string
-	check := func(r result) {
-		if r.TableRows != int64(r.Records) {
-			bad = append(bad, fmt.Sprintf("%s: the table held %d rows, not %d", r.title(), r.TableRows, r.Records))
+	for _, r := range rep.all() {
+		if w := r.wrong(); w != "" {
+			bad = append(bad, w)
 		}
-	}
-	for _, b := range rep.blocks {
-		for _, r := range b.results() {
-			check(r)
-		}
-	}
-	if rep.backlog != nil {
-		check(*rep.backlog)
-	}
-	for _, l := range rep.latency {
-		check(l.result)
 	}
 	if err := writeResults(o, rep); err != nil {
 		return rep, err
 	}
 	if len(bad) > 0 {
-		return rep, fmt.Errorf("wrong row counts: %s", strings.Join(bad, "; "))
+		return rep, fmt.Errorf("wrong tables: %s", strings.Join(bad, "; "))
 	}
 	return rep, nil
 }

@@ -28,15 +28,16 @@ func writeResults(o options, rep *report) error {
 // Section headings of results.md; the smoke test checks each is there.
 const (
 	secMachine = "## Machine and run"
-	secTargets = "## Targets of issue 10"
+	secTargets = "## Targets of issues 10 and 27"
 	secSummary = "## Summary over the repetitions"
+	secUpsert  = "## Upsert"
 	secLatency = "## Latency at half the measured rate"
 	secBacklog = "## Memory while draining a backlog"
 	secRuns    = "## Every run, in the order they ran"
 	secMethod  = "## How it was measured"
 )
 
-var sections = []string{secMachine, secTargets, secSummary, secLatency, secBacklog, secRuns, secMethod}
+var sections = []string{secMachine, secTargets, secSummary, secUpsert, secLatency, secBacklog, secRuns, secMethod}
 
 // scenarioKinds are the rows of the summary, per table.
 var scenarioKinds = []string{"ceiling1", "ceiling2", "bridge", "baselineB", "baselineA"}
@@ -123,7 +124,10 @@ func markdown(o options, rep *report) string {
 		}
 	}
 
-	w("\n%s\n\n", secLatency)
+	w("\n%s\n\n", secUpsert)
+	upsertMarkdown(w, rep)
+
+	w("%s\n\n", secLatency)
 	if ls := rep.latency; len(ls) > 0 {
 		paced := "half the rate of that repetition's zero-config kafka2pg run"
 		if ls[0].FixedRate {
@@ -195,6 +199,9 @@ func (rep *report) all() []result {
 	var out []result
 	for _, bl := range rep.blocks {
 		out = append(out, bl.results()...)
+	}
+	for _, u := range rep.upserts {
+		out = append(out, u.results()...)
 	}
 	for _, l := range rep.latency {
 		out = append(out, l.result)
@@ -274,6 +281,18 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   background processes (checkpointer, WAL writer, autovacuum). kfake: utime + stime of the kfake child over the
   run, serving the fetches on the same two cores (a deployment's brokers run elsewhere); n/a with a real broker and
   for the ceiling, which reads none.
+- **Upsert.** After the typed table's block, each repetition runs two upsert streams of as many records: *all keys new*
+  (the typed table's own records: the same rows its kafka2pg run appended) and *10% new keys, 90% updates* (record 10k
+  brings id k, the others update an id an earlier record brought, chosen by a hash; every record of an id in partition
+  id mod 8, as a producer keyed by id places them). The table has the typed table's columns and primary key id. For
+  each stream: first the **limit**, the Postgres side alone: the rows of the bridge's batches (10,000 records of one
+  partition each) reduced to the last record of every id and sorted by id, loaded before the clock starts into a
+  temporary table per batch, then, timed, one ` + "`INSERT ... SELECT ... ON CONFLICT (id) DO UPDATE`" + ` per batch in a
+  transaction of its own, on one and on two connections (each taking every other partition; the better counts); then
+  kafka2pg in ` + "`mode: upsert`, `key: [id]`" + ` with default flags, as the kafka2pg runs above. After every run the
+  bench checks with SQL that the table holds exactly one row per id, the id's last record (its kafka_offset and
+  kafka_partition). Ratios are paired within the repetition: kafka2pg's upsert over kafka2pg's append on the typed
+  table, and over the limit.
 - **Latency in the throughput runs** is from the record's Kafka timestamp (set when the bench pre-filled the topic) to
   the commit of its row: the bridge's kafka2pg_end_to_end_latency_seconds histogram, and the same buckets (1 ms × 2.5^i)
   in the baselines, interpolated linearly within buckets (as histogram_quantile does), so coarse. It is dominated by

@@ -24,8 +24,9 @@ const partitions = 8
 
 // The bench tables, in the public schema; each run drops and recreates them.
 const (
-	typedTable = "bench_typed"
-	rawTable   = "bench_raw"
+	typedTable  = "bench_typed"
+	rawTable    = "bench_raw"
+	upsertTable = "bench_upsert" // typedTable's columns, primary key id
 )
 
 var (
@@ -41,10 +42,14 @@ var tsBase = time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 // ~100,000 records/s the harness's own producer then took a quarter of a
 // core from the two the bridge and Postgres share); TestRecordValueIsTheFmtOne
 // holds it to the fmt.Appendf form it replaced.
-func recordValue(id int) []byte {
+func recordValue(id int) []byte { return keyedValue(int64(id), id) }
+
+// keyedValue is recordValue(i) with key in its id field: record i of an
+// upsert scenario (upsert.go), where several records share an id.
+func keyedValue(key int64, id int) []byte {
 	b := make([]byte, 0, 272)
 	b = append(b, `{"id":`...)
-	b = strconv.AppendInt(b, int64(id), 10)
+	b = strconv.AppendInt(b, key, 10)
 	b = records.AppendEventFields(b, id)
 	b = append(b, `,"ts":"`...)
 	b = tsBase.Add(time.Duration(id)*time.Millisecond).AppendFormat(b, time.RFC3339Nano)
@@ -104,10 +109,22 @@ func typedSpec() schema.MappingSpec {
 		Metadata: schema.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}}
 }
 
-// configYAML is the bridge's --config for the typed sink of topic.
-func configYAML(topic string) string {
+// upsertSpec is typedSpec in upsert mode by id, into its own table.
+func upsertSpec() schema.MappingSpec {
+	s := typedSpec()
+	s.Table, s.Key = upsertTable, []string{"id"}
+	return s
+}
+
+// configYAML is the bridge's --config for the typed sink of topic: into
+// typedTable in append mode, or into upsertTable in upsert mode by id.
+func configYAML(topic, table string) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "sinks:\n  - topic: %s\n    table: %s\n    schema: public\n    mode: append\n    columns:\n", topic, typedTable)
+	mode := "append"
+	if table == upsertTable {
+		mode = "upsert\n    key: [id]"
+	}
+	fmt.Fprintf(&b, "sinks:\n  - topic: %s\n    table: %s\n    schema: public\n    mode: %s\n    columns:\n", topic, table, mode)
 	for _, c := range typedColumns {
 		fmt.Fprintf(&b, "      - {name: %s, path: %s, type: %q, not_null: %t}\n", c.Name, c.Path, c.Type, c.NotNull)
 	}
@@ -156,12 +173,19 @@ func (k *kafka) create(ctx context.Context, topic string) error {
 // fill creates topic with 8 partitions and produces records 0..n-1 into it,
 // waiting until Kafka acknowledged them all.
 func (k *kafka) fill(ctx context.Context, topic string, n int) error {
+	return k.fillWith(ctx, topic, n, func(id int) (int32, []byte, []byte) { return partitionOf(id), recordKey(id), recordValue(id) })
+}
+
+// fillWith is fill with the partition, key and value of record i from
+// record.
+func (k *kafka) fillWith(ctx context.Context, topic string, n int, record func(i int) (partition int32, key, value []byte)) error {
 	if err := k.create(ctx, topic); err != nil {
 		return err
 	}
 	p := newProducing()
-	for id := range n {
-		p.produce(ctx, k.cl, topic, id, recordKey(id), recordValue(id), time.Time{})
+	for i := range n {
+		part, key, value := record(i)
+		k.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: part, Key: key, Value: value}, p.promise)
 	}
 	return p.flush(ctx, k.cl, topic)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -38,6 +39,26 @@ type result struct {
 	OthersCores float64
 	P50, P99    float64 // seconds from record timestamp to commit; NaN for the ceiling
 	RecordBytes float64
+	// Keys is the stream of an upsert run (upsert.go); empty otherwise.
+	Keys keyMode
+	// WantRows is the rows the table must hold when not Records (an
+	// upsert's: one per id).
+	WantRows int64
+	// Mismatch says how the table's content is not what the records make
+	// (an upsert table that does not hold the last record of every id).
+	Mismatch string
+}
+
+// wrong says what is wrong with the table r left, or "".
+func (r result) wrong() string {
+	want := cmp.Or(r.WantRows, int64(r.Records))
+	switch {
+	case r.TableRows != want:
+		return fmt.Sprintf("%s: the table held %d rows, not %d", r.title(), r.TableRows, want)
+	case r.Mismatch != "":
+		return r.title() + ": " + r.Mismatch
+	}
+	return ""
 }
 
 func (r result) rowsPerSec() float64 {
@@ -53,6 +74,9 @@ func (r result) mbPerSec() float64 { return r.rowsPerSec() * r.RecordBytes / 1e6
 func (r result) perMillion(cpu float64) float64 { return cpu / float64(r.Records) * 1e6 }
 
 func (r result) title() string {
+	if r.Keys != "" {
+		return upsertTitle(r)
+	}
 	t := tableLabel(r.Table)
 	switch r.Kind {
 	case "ceiling1":

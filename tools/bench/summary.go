@@ -94,6 +94,10 @@ func (rep *report) targets() []target {
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ baseline a (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("baselineA", table)), 10)
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ baseline b (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("baselineB", table)), 1.8)
 	}
+	for _, m := range keyModes {
+		s := rep.upsertSeries(m, "bridge")
+		ratioGoal(fmt.Sprintf("kafka2pg upsert ÷ kafka2pg append, typed (%s)", m.label()), s.over(s.appends), upsertGoals[m])
+	}
 	t := target{goal: "peak RSS draining a 5,000,000-record backlog ≤ 256 MB (244.1 MiB)", verdict: "not run",
 		measured: "not run (make bench BACKLOG=5000000)"}
 	if b := rep.backlog; b != nil {
