@@ -258,7 +258,9 @@ test-security: build
 # faults runs the fault matrix of integration/faults_*_test.go
 # (KAFKA2PG_FAULTS=1) with exclusive use of a throwaway Postgres and real
 # Kafka clusters: every case on one node, then leader failover on three
-# nodes; then it renders docs/RELIABILITY.md from the cases' results
+# nodes, then the cases of their own tests (decompression bombs and an
+# unanswered leave on kfake, denied ACLs on scripts/kafka-up-sasl.sh's
+# broker); then it renders docs/RELIABILITY.md from the cases' results
 # (FAULTS_REPORT, JSON lines) with tools/report. It stops the Kafka
 # cluster at the end, and fails if any case failed.
 FAULTS_REPORT ?= .tmp/faults/results.jsonl
@@ -269,7 +271,7 @@ faults: build
 	mkdir -p "$$(dirname "$(FAULTS_REPORT)")"
 	export KAFKA2PG_FAULTS_REPORT="$(abspath $(FAULTS_REPORT))"
 	: >"$$KAFKA2PG_FAULTS_REPORT"
-	trap 'scripts/kafka-down.sh >/dev/null 2>&1 || true' EXIT
+	trap 'scripts/kafka-down.sh >/dev/null 2>&1 || true; scripts/kafka-up-sasl.sh down >/dev/null 2>&1 || true' EXIT
 	logs=$$(dirname "$$KAFKA2PG_FAULTS_REPORT")
 	failed=0
 	started=$$SECONDS
@@ -288,10 +290,14 @@ faults: build
 	. .tmp/kafka/env
 	kafka_version=$$KAFKA_VERSION
 	scripts/kafka-down.sh
+	echo "==> cases 20-22: decompression bombs and an unanswered leave (kfake), denied ACLs (scripts/kafka-up-sasl.sh)"
+	KAFKA2PG_TEST_SASL=1 faults "$$logs/more.log" \
+		-run '^(TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget|TestAnAbandonedLeaveExitsZeroWithOneWarning|TestDeniedACLsOnARealBroker)$$'
+	scripts/kafka-up-sasl.sh down >/dev/null 2>&1 || true
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"
 	$(GO) -C tools run ./report faults -in "$$KAFKA2PG_FAULTS_REPORT" -out "$(CURDIR)/docs/RELIABILITY.md" \
-		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for every case but 4b, three nodes for 4b)" \
+		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19 but 4b, three nodes for 4b; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
 	exit $$failed

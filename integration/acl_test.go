@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 	"github.com/kafka2pg/kafka2pg/internal/tlstest"
 )
 
@@ -57,13 +59,13 @@ func TestDeniedACLsStopTheBridgeAndNameTheGrant(t *testing.T) {
 	t.Run("the topic denied", func(t *testing.T) {
 		group := fmt.Sprintf("kafka2pg-acl-g1-%08x", rand.Uint32())
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Groups(group).Operations(kadm.OpRead, kadm.OpDescribe))
-		requireDenied(t, "topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic", "kafka-acls",
+		requireDenied(t, nil, "topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic", "kafka-acls",
 			"--topic "+topic)
 	})
 	t.Run("the group denied", func(t *testing.T) {
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Topics(topic).Operations(kadm.OpRead, kadm.OpDescribe))
 		group := fmt.Sprintf("kafka2pg-acl-g2-%08x", rand.Uint32())
-		requireDenied(t, "group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group", "--group "+group)
+		requireDenied(t, nil, "group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group", "--group "+group)
 	})
 }
 
@@ -76,6 +78,11 @@ func TestDeniedACLsOnARealBroker(t *testing.T) {
 	k := startSASLKafka(t)
 	t.Setenv(kafkatest.BrokersEnv, k.listeners["PLAINTEXT"]) // the scenario's admin: a super user
 	s := newScenario(t, 2)
+	var notes []string
+	reportCase(t, s, 200, func() testreport.FaultResult {
+		return testreport.FaultResult{Case: "22", Name: "denied ACLs on a real broker", Trials: 3, Notes: strings.Join(notes, "; "),
+			Injection: "KRaft StandardAuthorizer (scripts/kafka-up-sasl.sh), SASL_SSL SCRAM-SHA-512 user: allowed the group but not the topic, then the topic but not the group (--fatal-retry-timeout 2s), then both"}
+	})
 	s.produce(t, 200)
 	cl := s.kafka.NewClient(t)
 	adm := kadm.NewClient(cl)
@@ -96,7 +103,7 @@ func TestDeniedACLsOnARealBroker(t *testing.T) {
 	t.Run("the topic denied", func(t *testing.T) {
 		group := s.group + "-topic-denied"
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Groups(group).Operations(kadm.OpRead))
-		requireDenied(t, "real-topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic",
+		notes = requireDenied(t, notes, "real-topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic",
 			"kafka-acls", "--topic "+s.topic)
 		if n := countRowsIfAny(t, s); n != 0 {
 			t.Errorf("%d rows of a denied topic", n)
@@ -106,7 +113,7 @@ func TestDeniedACLsOnARealBroker(t *testing.T) {
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Topics(s.topic).Operations(kadm.OpRead, kadm.OpDescribe))
 		group := s.group + "-group-denied"
 		grantACLs(t, ctx, adm, other, kadm.NewACLs().Groups(group).Operations(kadm.OpRead))
-		requireDenied(t, "real-group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group", "kafka-acls",
+		notes = requireDenied(t, notes, "real-group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group", "kafka-acls",
 			"--group "+group)
 	})
 	t.Run("granted, the rows arrive", func(t *testing.T) {
@@ -114,6 +121,7 @@ func TestDeniedACLsOnARealBroker(t *testing.T) {
 		b := startBridge(t, "real-granted", args(s.group, "--until-caught-up")...)
 		b.requireExitZero(t, 2*time.Minute)
 		s.verifyFinalState(t)
+		notes = append(notes, fmt.Sprintf("granted: caught up, exit 0 after %v", b.ended.Sub(b.started).Round(100*time.Millisecond)))
 		assertNoSecret(t, "the log", logOf(t, b), secrets...)
 	})
 }
@@ -151,8 +159,8 @@ func grantACLs(t testing.TB, ctx context.Context, adm *kadm.Client, principal st
 
 // requireDenied runs the bridge with args (--fatal-retry-timeout 2s) and
 // wants exit 1 after that timeout, one ERROR line with every one of want,
-// and none of secrets in its log.
-func requireDenied(t *testing.T, name string, args, secrets []string, want ...string) {
+// and none of secrets in its log. It returns notes with what it saw.
+func requireDenied(t *testing.T, notes []string, name string, args, secrets []string, want ...string) []string {
 	t.Helper()
 	took, out := requireExit(t, startBridge(t, name, args...), 1, time.Minute)
 	requireLogHas(t, out, want...)
@@ -163,6 +171,7 @@ func requireDenied(t *testing.T, name string, args, secrets []string, want ...st
 		t.Errorf("%d ERROR lines, want one clear one", n)
 	}
 	assertNoSecret(t, "the log", out, secrets...)
+	return append(notes, fmt.Sprintf("%s: exit 1 after %v, %s", name, took.Round(100*time.Millisecond), want[0]))
 }
 
 // countRowsIfAny counts the scenario's rows, 0 when its table does not

@@ -21,6 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
 // A decompression bomb: one record batch of values values of
@@ -64,8 +66,8 @@ func bombWriter(t testing.TB, w io.Writer, codec kgo.CompressionCodecType) io.Wr
 // produceBomb appends a bomb of values records, compressed with codec, to
 // partition 0 of topic with a raw produce request (a client's producer
 // would build the whole batch in memory) and returns the batch's first
-// offset.
-func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, values int) int64 {
+// offset and its size on the wire.
+func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, values int) (first int64, wire int) {
 	t.Helper()
 	var compressed bytes.Buffer
 	enc := bombWriter(t, &compressed, codec)
@@ -131,7 +133,7 @@ func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, valu
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		t.Fatalf("produce the bomb: %v", err)
 	}
-	return p.BaseOffset
+	return p.BaseOffset, len(raw)
 }
 
 // peakRSS follows the VmHWM of a process (its peak resident set) in
@@ -178,17 +180,25 @@ func TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget(t *testing.T)
 	for _, tc := range []struct {
 		codec  kgo.CompressionCodecType
 		values int
-	}{{kgo.CodecZstd, bombValues}, {kgo.CodecGzip, bombValues}, {kgo.CodecLz4, 4}} {
-		t.Run(codecName(tc.codec), func(t *testing.T) { testBomb(t, tc.codec, tc.values) })
+		num    string // in the fault report
+	}{{kgo.CodecZstd, bombValues, "20"}, {kgo.CodecGzip, bombValues, "20b"}, {kgo.CodecLz4, 4, "20c"}} {
+		t.Run(codecName(tc.codec), func(t *testing.T) { testBomb(t, tc.codec, tc.values, tc.num) })
 	}
 }
 
 // testBomb feeds the bridge a bomb of values records compressed with
-// codec, between readable records.
-func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int) {
+// codec, between readable records; num is its case in the fault report.
+func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int, num string) {
 	s := newScenario(t, 1)
+	var wire int
+	var notes []string
+	reportCase(t, s, 20, func() testreport.FaultResult {
+		return testreport.FaultResult{Case: num, Name: "decompression bomb, " + codecName(codec), Trials: 1, Notes: strings.Join(notes, "; "),
+			Injection: fmt.Sprintf("one %s record batch of %d values of %d MiB of zeros (%d MiB decompressed, %d KB on the wire, its stream not declaring its size) between 20 readable records; default flags (--max-buffered-bytes 64 MiB)",
+				codecName(codec), values, bombValueBytes>>20, values*bombValueBytes>>20, wire/1000)}
+	})
 	s.produce(t, 10)
-	first := produceBomb(t, s, codec, values)
+	first, wire := produceBomb(t, s, codec, values)
 	s.produce(t, 10)
 	ends := s.kafka.EndOffsets(t, s.topic)
 
@@ -199,6 +209,8 @@ func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int) {
 	maxrss := b.state.SysUsage().(*syscall.Rusage).Maxrss << 10
 	t.Logf("peak RSS of the bridge (%s bomb of %d MB): VmHWM %d MiB (last read), getrusage %d MiB", codecName(codec), values*bombValueBytes>>20,
 		peak.bytes.Load()>>20, maxrss>>20)
+	notes = append(notes, fmt.Sprintf("peak RSS of the bridge %d MiB (getrusage; at most 256 MB wanted), exit 3 after %v", maxrss>>20,
+		b.ended.Sub(b.started).Round(100*time.Millisecond)))
 	if maxrss > 256<<20 || peak.bytes.Load() > 256<<20 {
 		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for a bomb of %d MB", maxrss>>20, peak.bytes.Load()>>20, values*bombValueBytes>>20)
 	}
@@ -213,6 +225,7 @@ func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	notes = append(notes, fmt.Sprintf("%d dead letters of kind batch_too_large at offsets %d-%d", kinds, lo, hi))
 	if dead != values || kinds != values || lo != first || hi != first+int64(values)-1 {
 		t.Errorf("dead letters: %d (%d of kind batch_too_large) at offsets %d-%d, want %d at %d-%d", dead, kinds, lo, hi,
 			values, first, first+int64(values)-1)
