@@ -220,7 +220,7 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 		return err
 	}
 	rcfg := cfg.Kafka
-	rcfg.Logger, rcfg.Permanent = log, ingest.Permanent
+	rcfg.Logger, rcfg.Permanent, rcfg.Principal = log, ingest.Permanent, cfg.KafkaSecurity.Principal()
 	st.starting("check the topics")
 	if err := reader.CheckTopics(ctx, rcfg, literalTopics(cfg), secOpts...); err != nil {
 		return err

@@ -59,13 +59,14 @@ func TestDeniedACLsStopTheBridgeAndNameTheGrant(t *testing.T) {
 	t.Run("the topic denied", func(t *testing.T) {
 		group := fmt.Sprintf("kafka2pg-acl-g1-%08x", rand.Uint32())
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Groups(group).Operations(kadm.OpRead, kadm.OpDescribe))
-		requireDenied(t, nil, "topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic", "kafka-acls",
-			"--topic "+topic)
+		requireDenied(t, nil, "topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic",
+			"kafka-acls --add --allow-principal User:"+user, "--topic "+topic)
 	})
 	t.Run("the group denied", func(t *testing.T) {
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Topics(topic).Operations(kadm.OpRead, kadm.OpDescribe))
 		group := fmt.Sprintf("kafka2pg-acl-g2-%08x", rand.Uint32())
-		requireDenied(t, nil, "group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group", "--group "+group)
+		requireDenied(t, nil, "group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group",
+			"--allow-principal User:"+user, "--group "+group)
 	})
 }
 
@@ -104,7 +105,7 @@ func TestDeniedACLsOnARealBroker(t *testing.T) {
 		group := s.group + "-topic-denied"
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Groups(group).Operations(kadm.OpRead))
 		notes = requireDenied(t, notes, "real-topic-denied", args(group), secrets, "TOPIC_AUTHORIZATION_FAILED", "READ and DESCRIBE on the topic",
-			"kafka-acls", "--topic "+s.topic)
+			"kafka-acls --add --allow-principal User:"+user, "--topic "+s.topic)
 		if n := countRowsIfAny(t, s); n != 0 {
 			t.Errorf("%d rows of a denied topic", n)
 		}
@@ -113,8 +114,8 @@ func TestDeniedACLsOnARealBroker(t *testing.T) {
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Topics(s.topic).Operations(kadm.OpRead, kadm.OpDescribe))
 		group := s.group + "-group-denied"
 		grantACLs(t, ctx, adm, other, kadm.NewACLs().Groups(group).Operations(kadm.OpRead))
-		notes = requireDenied(t, notes, "real-group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group", "kafka-acls",
-			"--group "+group)
+		notes = requireDenied(t, notes, "real-group-denied", args(group), secrets, "GROUP_AUTHORIZATION_FAILED", "READ on the group",
+			"--allow-principal User:"+user, "--group "+group)
 	})
 	t.Run("granted, the rows arrive", func(t *testing.T) {
 		grantACLs(t, ctx, adm, "User:"+user, kadm.NewACLs().Groups(s.group).Operations(kadm.OpRead))

@@ -58,7 +58,7 @@ func CheckTopics(ctx context.Context, cfg Config, literal []string, opts ...kgo.
 				return fmt.Errorf("check the topics %s on %s: %w (last error: %v)", strings.Join(literal, ", "), strings.Join(cfg.Brokers, ","), ctx.Err(), err)
 			}
 			lastErr = err
-			names := aclNames{group: cfg.Group}
+			names := aclNames{principal: cfg.Principal, group: cfg.Group}
 			if len(literal) == 1 {
 				names.topic = literal[0]
 			}
@@ -80,7 +80,7 @@ func CheckTopics(ctx context.Context, cfg Config, literal []string, opts ...kgo.
 					continue
 				}
 				missing = true
-				fix, _ := kafkaFix(terr, true, aclNames{t, cfg.Group})
+				fix, _ := kafkaFix(terr, true, aclNames{cfg.Principal, t, cfg.Group})
 				if watch.failed(topicSubject(t), terr, fix) {
 					return watch.fatal()
 				}
