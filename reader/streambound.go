@@ -2,8 +2,10 @@ package reader
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"io"
+	"slices"
 	"sync"
 
 	"github.com/klauspost/compress/gzip"
@@ -19,10 +21,11 @@ import (
 // the new one, and the pool kept the largest), 270 MiB of peak RSS with
 // default flags. streamDecoder decodes them in steps instead:
 //
-//   - up to keepFirst bytes are kept, in chunks that grow; a batch that
-//     ends there (nearly all of them) is decoded once, and costs at most
-//     twice what it decodes to, like the buffer did;
-//   - past keepFirst, the chunks are dropped and the rest of the stream is
+//   - up to keepFirst bytes are kept, in one buffer sized by a guess
+//     (sizeHint: exact for gzip as producers write it) that doubles when
+//     the guess was short; a batch that ends there (nearly all of them) is
+//     decoded once, into that buffer;
+//   - past keepFirst, the buffer is dropped and the rest of the stream is
 //     only counted, through one small buffer, up to the bound: a bomb is
 //     refused having held keepFirst bytes, whatever it decodes to;
 //   - a batch that fits is then decoded again, into one slice of the size
@@ -51,7 +54,7 @@ func (d *streamDecoder) decode(src []byte, codec kgo.CompressionCodecType, max i
 	if err != nil {
 		return nil, err
 	}
-	kept, n, complete, err := readKept(r, min(keepFirst, max))
+	kept, n, complete, err := readKept(r, min(keepFirst, max), sizeHint(src, codec))
 	if err != nil || complete {
 		done()
 		return kept, err
@@ -76,6 +79,17 @@ func (d *streamDecoder) decode(src []byte, codec kgo.CompressionCodecType, max i
 	return out, nil
 }
 
+// sizeHint guesses what src decodes to, to size the first buffer. A gzip
+// stream ends with the size of its last member (modulo 4 GiB): the size of
+// the batch as producers write it, in one member. lz4 streams do not say;
+// 4 to 1 is a usual ratio.
+func sizeHint(src []byte, codec kgo.CompressionCodecType) int {
+	if codec == kgo.CodecGzip && len(src) >= 18 {
+		return int(binary.LittleEndian.Uint32(src[len(src)-4:])) + 1 // + 1: reading on finds the end
+	}
+	return 4 * len(src)
+}
+
 // open returns a decoder of src and the function that puts it back.
 func (d *streamDecoder) open(src []byte, codec kgo.CompressionCodecType) (io.Reader, func(), error) {
 	switch codec {
@@ -95,35 +109,31 @@ func (d *streamDecoder) open(src []byte, codec kgo.CompressionCodecType) (io.Rea
 			lr = lz4.NewReader(nil)
 		}
 		lr.Reset(bytes.NewReader(src))
-		return lr, func() { lr.Reset(nil); d.lz4s.Put(lr) }, nil
+		return lr, func() { d.lz4s.Put(lr) }, nil
 	}
 	return nil, nil, errors.New("streamDecoder: not a gzip or lz4 batch")
 }
 
-// readKept reads r into chunks until it ends or limit bytes are read.
-// complete says it ended; then kept is all of it, in one slice.
-func readKept(r io.Reader, limit int) (kept []byte, n int, complete bool, err error) {
-	var chunks [][]byte
-	for size := countChunk; n < limit; size = min(2*size, 1<<20) {
-		c := make([]byte, min(size, limit-n))
-		k, err := fill(r, c)
-		n += k
-		chunks = append(chunks, c[:k])
-		if errors.Is(err, io.EOF) {
-			return join(chunks, n), n, true, nil
+// readKept reads r into one slice, first bytes at first and growing, until
+// r ends or more than limit bytes are read. complete says it ended; then
+// kept is all of it.
+func readKept(r io.Reader, limit, first int) (kept []byte, n int, complete bool, err error) {
+	buf := make([]byte, 0, min(max(first, 512), limit+1))
+	for {
+		if len(buf) == cap(buf) {
+			buf = slices.Grow(buf, min(cap(buf), limit+1-len(buf)))
 		}
-		if err != nil {
-			return nil, n, false, err
+		k, err := fill(r, buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+k]
+		switch {
+		case errors.Is(err, io.EOF):
+			return buf, len(buf), true, nil
+		case err != nil:
+			return nil, len(buf), false, err
+		case len(buf) > limit:
+			return nil, len(buf), false, nil
 		}
 	}
-	// limit bytes read: the stream may end right there.
-	var probe [1]byte
-	k, err := fill(r, probe[:])
-	if errors.Is(err, io.EOF) { // with the last byte (k == 1) or not
-		chunks = append(chunks, probe[:k])
-		return join(chunks, n+k), n + k, true, nil
-	}
-	return nil, n + k, false, err
 }
 
 // fill reads r into b until b is full or r fails; io.EOF means r ended
@@ -139,16 +149,4 @@ func fill(r io.Reader, b []byte) (int, error) {
 		}
 	}
 	return n, nil
-}
-
-// join returns the chunks as one slice of n bytes.
-func join(chunks [][]byte, n int) []byte {
-	if len(chunks) == 1 {
-		return chunks[0]
-	}
-	out := make([]byte, 0, n)
-	for _, c := range chunks {
-		out = append(out, c...)
-	}
-	return out
 }
