@@ -159,3 +159,21 @@ func BenchmarkDecodeABatch(b *testing.B) {
 		}
 	}
 }
+
+// FuzzStreamDecoder: any input is an error or at most the limit, never a
+// panic.
+func FuzzStreamDecoder(f *testing.F) {
+	for _, c := range streamCodecs {
+		f.Add(compressStream(f, c.codec, 1000, randomBytes), byte(c.codec))
+		f.Add(compressStream(f, c.codec, 100<<10, zeros), byte(c.codec))
+	}
+	var d streamDecoder
+	const limit = 64 << 10
+	f.Fuzz(func(t *testing.T, src []byte, codec byte) {
+		c := kgo.CompressionCodecType(codec%2*2 + 1) // gzip (1) or lz4 (3)
+		out, err := d.decode(src, c, limit)
+		if err == nil && len(out) > limit {
+			t.Errorf("decode(%d bytes, codec %d) = %d bytes, over the %d limit", len(src), c, len(out), limit)
+		}
+	})
+}
