@@ -25,14 +25,12 @@
 //     with new schema versions, which Row reports with ErrTableChanged.
 //   - table.go, evolve.go: Table, and the CREATE and ALTER plans
 //     (PlanCreate, PlanEvolve), golden-tested.
-//   - numeric_codec.go: a pgx codec that encodes numeric without math/big;
-//     RegisterNumericCodec installs it on a connection.
 //   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
 //     COPY format byte for byte as pgx encodes Row's values
-//     (FuzzAppendRowMatchesRow), and the time encodings ingest shares;
+//     (FuzzAppendRowMatchesRow), with package pgcopy's field encodings;
 //     RawMapper.AppendRowUnchecked, which leaves a JSON value's check to
 //     jsonb's input.
 //
-// Identifiers are always quoted with pgx.Identifier.Sanitize. It imports
-// nothing of ours.
+// Identifiers are always quoted with pgx.Identifier.Sanitize. Of ours, it
+// imports stream (the record) and pgcopy (the field encodings of AppendRow).
 package schema
