@@ -372,6 +372,9 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 	if b.NextOffset <= b.FirstOffset {
 		return outcome{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
+	if err := resolveSchemas(ctx, sink, b.Records); err != nil {
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
 	if w.cfg.TableWriters > 0 && combinable(sink) {
 		return w.writeInLane(ctx, b, sink)
 	}

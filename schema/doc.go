@@ -21,8 +21,10 @@
 //     encoding/json path as the fuzzers' reference).
 //   - wire*.go, avro*.go, protobuf.go: the registry mappers (Avro, Protobuf,
 //     JSON Schema in the Confluent wire format). Their schemas come through
-//     an injected lookup (package registry does the I/O); their table grows
-//     with new schema versions, which Row reports with ErrTableChanged.
+//     an injected lookup (package registry does the I/O), which
+//     ResolveSchemas calls with the batch's ctx before Row (resolve.go): Row
+//     does no I/O. Their table grows with new schema versions, which Row
+//     reports with ErrTableChanged.
 //   - table.go, evolve.go, ident.go: Table, the CREATE and ALTER plans
 //     (PlanCreate, PlanEvolve), golden-tested, and QuoteIdent.
 //   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
