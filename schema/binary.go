@@ -15,7 +15,7 @@ import (
 // row as the fields of one binary COPY tuple without building Row's []any:
 // no value is boxed, no numeric becomes a big.Int, and the COPY encoder
 // does not look at the values again. The bytes are the ones pgx (with
-// NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow). The
+// pgcopy.NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow). The
 // commonest values of a column (its type's quick kind in types.go) are
 // appended from the document's bytes by appendQuick; the others go through
 // a jsonValue to the type's appendField. A caller that appends many rows

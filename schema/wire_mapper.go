@@ -617,6 +617,10 @@ func (m *RegistryMapper) seen(part int, h wireHeader, key string) (*regVersion, 
 // An error is the registry's (it cannot be reached): the batch waits.
 func (m *RegistryMapper) ResolveSchemas(ctx context.Context, records []stream.Record) error {
 	var asked map[int]bool
+	// last is, per part, the last header the mapper has a version of: a
+	// batch mostly carries one, which then costs no key and no lock a
+	// record.
+	var last [2]*wireHeader
 	for i := range records {
 		r := &records[i]
 		for part, b := range [2][]byte{r.Value, r.Key} {
@@ -627,7 +631,11 @@ func (m *RegistryMapper) ResolveSchemas(ctx context.Context, records []stream.Re
 			if err != nil || asked[h.id] {
 				continue
 			}
+			if l := last[part]; l != nil && l.id == h.id && slices.Equal(l.indexes, h.indexes) {
+				continue
+			}
 			if _, ok := m.seen(part, h, h.key()); ok {
+				last[part] = &h
 				continue
 			}
 			if asked == nil {
