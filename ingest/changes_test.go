@@ -246,6 +246,14 @@ func TestAChangePostgresRefusesIsADeadLetterOrStops(t *testing.T) {
 		if n := queryInt(t, pool, `SELECT kafka_offset FROM kafka2pg.dead_letters WHERE topic = 'customers' AND error_kind = 'check_violation'`); n != 1 {
 			t.Errorf("dead letter of offset %d, want 1", n)
 		}
+		// Replaying it out of its place among its row's changes could
+		// undo later ones: refused, saying why.
+		if _, err := w.Replay(t.Context(), ingest.ReplayFilter{}, ingest.ReplayOptions{}); !errors.Is(err, ingest.ErrChangeReplay) || !strings.Contains(err.Error(), "rewind") {
+			t.Errorf("Replay = %v, want ErrChangeReplay", err)
+		}
+		if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 1 {
+			t.Errorf("%d dead letters after the refused replay, want 1", n)
+		}
 	})
 	t.Run("stop", func(t *testing.T) {
 		w, pool, e := changeWriter(t, ingest.Config{OnError: ingest.OnErrorStop})
