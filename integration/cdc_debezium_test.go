@@ -83,7 +83,12 @@ sinks:
 		t.Fatal(err)
 	}
 	t.Setenv("K2P_IT_PG_URL", pgtest.URL(t))
-	args := []string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms", "--log-level", "info"}
+	// Debezium creates a table's topic when it first writes to it: a run
+	// started before (or restarted while) it does must see the new topics
+	// soon, not after the default 5 minutes; and a killed member's
+	// partitions must come back within seconds, not the default 45s.
+	args := append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms", "--log-level", "info",
+		"--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
 
 	b := startBridge(t, "cdc-0", args...)
 	if b.wait(5 * time.Second) {
