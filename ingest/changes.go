@@ -87,6 +87,15 @@ func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink,
 	if err != nil {
 		return outcome{}, err
 	}
+	if sink.Changes.KeyColumns() == nil {
+		// No event has told the table yet, so there is none: the batch
+		// holds nothing but tombstones, messages, truncates and bad
+		// records. Only the offsets move (and the dead letters).
+		spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+		return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+			return w.applyEach(ctx, tx, b, nil, bad, "")
+		})
+	}
 	oneByOne := a == attemptIsolated || (len(bad) > 0 && w.cfg.OnError == OnErrorStop) ||
 		slices.ContainsFunc(changes, func(c keyedChange) bool { return len(c.ch.Unavailable) > 0 })
 	if oneByOne {

@@ -157,6 +157,31 @@ func TestChangeEventsApplyEachOpLastChangePerKeyWinning(t *testing.T) {
 	}
 }
 
+// A partition may start with records that tell no table (a tombstone
+// left by compaction, a truncate, a bad record): their batch moves the
+// offsets, and the table comes with the first row.
+func TestABatchBeforeTheFirstRowOnlyMovesTheOffsets(t *testing.T) {
+	w, pool, e := changeWriter(t, ingest.Config{})
+	ctx := t.Context()
+	b := changeBatch("customers", e, 0, ev{op: "", id: 1}, ev{op: "t"}, ev{op: "c", id: 2})
+	b.Records[2].Value = []byte(`{"not":"an envelope"}`)
+	if err := w.Write(ctx, b); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 1 {
+		t.Errorf("%d dead letters, want 1", n)
+	}
+	if err := w.Write(ctx, changeBatch("customers", e, 3, ev{op: "c", id: 1, after: cust(1, "ann", 1)})); err != nil {
+		t.Fatal(err)
+	}
+	if got := customers(t, pool); got != "1=ann:1" {
+		t.Fatalf("rows %q", got)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'customers'`); n != 4 {
+		t.Errorf("next_offset = %d, want 4", n)
+	}
+}
+
 func TestATruncateVoidsTheChangesBeforeItInTheBatch(t *testing.T) {
 	w, pool, e := changeWriter(t, ingest.Config{})
 	ctx := t.Context()
