@@ -61,7 +61,8 @@ func TestDebeziumReplicatesASourceDatabase(t *testing.T) {
 	replica := "replica_" + suffix
 
 	src := newCDCSource(t, name)
-	target, err := pgx.Connect(ctx, pgtest.URL(t))
+	targetURL := pgtest.URL(t) // a new database at each call: one for the test and kafka2pg
+	target, err := pgx.Connect(ctx, targetURL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ sinks:
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("K2P_IT_PG_URL", pgtest.URL(t))
+	t.Setenv("K2P_IT_PG_URL", targetURL)
 	// Debezium creates a table's topic when it first writes to it: a run
 	// started before (or restarted while) it does must see the new topics
 	// soon, not after the default 5 minutes; and a killed member's
