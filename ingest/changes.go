@@ -112,14 +112,16 @@ func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, ch
 	key := t.PrimaryKey
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		res := outcome{bad: bad, rows: len(changes)}
+		res := outcome{bad: bad}
 		start := time.Now()
 		if i := lastTruncate(changes); i >= 0 {
 			if _, err := tx.Exec(ctx, truncateSQL(t)); err != nil {
 				return outcome{}, fmt.Errorf("truncate %s: %w", t.QualifiedName(), err)
 			}
 			changes = changes[i+1:]
+			res.rows++
 		}
+		res.rows += len(changes)
 		if len(key) == 0 {
 			rows := make([][]any, len(changes))
 			for i, c := range changes {
