@@ -209,8 +209,7 @@ test-real-kafka: build
 # kafka2pg replicates it into the test database under 5 kill -9; then every
 # table is compared with its replica with SQL. It starts what is not
 # running and leaves it running (connect-down.sh, pg-source-down.sh,
-# kafka-down.sh stop them). Until run applies format debezium sinks, the
-# test skips saying so.
+# kafka-down.sh stop them).
 ## test-cdc        Debezium -> Kafka -> kafka2pg, compared row by row with the source (real broker, Connect)
 test-cdc: build
 	@KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
