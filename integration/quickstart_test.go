@@ -20,8 +20,8 @@ import (
 // quickstartTopic is the topic the README's quick start creates and reads.
 const quickstartTopic = "orders"
 
-// TestReadmeQuickstart runs the README's quick start as a newcomer would:
-// its shell blocks, in order, in one bash with -euo pipefail, from a copy of
+// TestReadmeQuickstart runs the README's quick start as a newcomer would,
+// then the tour's rewind example that continues it: the shell blocks, in order, in one bash with -euo pipefail, from a copy of
 // the checkout (links to its files; bin/ of its own, so `make build` leaves
 // the suite's binary alone), and checks that each of its output blocks
 // appears in what the commands printed. Two things differ from a fresh
@@ -38,16 +38,26 @@ func TestReadmeQuickstart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	script, outputs, err := quickstart(string(readRepoFile(t, "README.md")))
+	readme := string(readRepoFile(t, "README.md"))
+	script, outputs, err := quickstart(readme)
 	if err != nil {
 		t.Fatal(err)
 	}
+	rewind, rewound, err := tourRewind(readme)
+	if err != nil {
+		t.Fatal(err)
+	}
+	script += rewind
+	outputs = append(outputs, rewound)
 	k := kafkatest.New(t)
 	topic := fmt.Sprintf("%s_qs%08x", quickstartTopic, rand.Uint32())
 	k.DeleteTopicAtEnd(t, topic)
 	script, err = quickstartFor(script, k.Brokers(), pgtest.URL(t), topic)
 	if err != nil {
 		t.Fatal(err)
+	}
+	for i := range outputs {
+		outputs[i] = renameTopic(outputs[i], topic)
 	}
 
 	dir := linkCheckout(t, root)
@@ -102,11 +112,47 @@ func quickstartFor(script, brokers, pgURL, topic string) (string, error) {
 		}
 		script = line.ReplaceAllLiteralString(script, v.name+"='"+v.value+"'")
 	}
-	word := regexp.MustCompile(`\b` + quickstartTopic + `\b`)
-	if !word.MatchString(script) {
+	if !topicWord.MatchString(script) {
 		return "", fmt.Errorf("the quick start never names the topic %q", quickstartTopic)
 	}
-	return word.ReplaceAllLiteralString(script, topic), nil
+	return renameTopic(script, topic), nil
+}
+
+// topicWord is the quick start's topic name as a word: not the table
+// orders_typed, but the group orders-typed and the file orders.yaml.
+var topicWord = regexp.MustCompile(`\b` + quickstartTopic + `\b`)
+
+func renameTopic(text, topic string) string {
+	return topicWord.ReplaceAllLiteralString(text, topic)
+}
+
+// tourRewind returns the commands of the tour's rewind example (its "$ "
+// lines), which continue the quick start, and the output they print on
+// stdout: the other lines, but those the README elides ("...").
+func tourRewind(readme string) (script, output string, err error) {
+	_, section, ok := strings.Cut(readme, "\n### Dead letters, replay and rewind\n")
+	if !ok {
+		return "", "", fmt.Errorf("README has no \"### Dead letters, replay and rewind\" section")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	_, block, ok := strings.Cut(section, "```text\n")
+	block, _, ok2 := strings.Cut(block, "```")
+	if !ok || !ok2 {
+		return "", "", fmt.Errorf("the rewind example has no text block")
+	}
+	for line := range strings.SplitSeq(strings.TrimRight(block, "\n"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "$ "):
+			script += strings.TrimPrefix(line, "$ ") + "\n"
+		case strings.HasPrefix(line, "..."): // elided, or the log on stderr
+		default:
+			output += line + "\n"
+		}
+	}
+	if script == "" || output == "" {
+		return "", "", fmt.Errorf("the rewind example has no commands or no output")
+	}
+	return script, output, nil
 }
 
 // linkCheckout makes a directory that links every top-level entry of the
@@ -147,14 +193,15 @@ func quickstartEnv() []string {
 	return env
 }
 
-// containsLinesInOrder reports whether every line of want, spaces at the
-// end ignored (psql pads its headers), is a line of got, in the same order.
+// containsLinesInOrder reports whether every line of want is a line of got,
+// in the same order, comparing their words: columns padded to other widths
+// (psql's, or a table's with a longer topic name) still match.
 func containsLinesInOrder(got, want string) bool {
 	lines := strings.Split(got, "\n")
 	i := 0
 	for w := range strings.SplitSeq(strings.TrimRight(want, "\n"), "\n") {
-		w = strings.TrimRight(w, " ")
-		for i < len(lines) && strings.TrimRight(lines[i], " ") != w {
+		w = strings.Join(strings.Fields(w), " ")
+		for i < len(lines) && strings.Join(strings.Fields(lines[i]), " ") != w {
 			i++
 		}
 		if i == len(lines) {
@@ -184,7 +231,14 @@ func TestReadmeQuickstartIsRunnable(t *testing.T) {
 	if !containsLinesInOrder("x\n"+outputs[0]+"y\n", outputs[0]) {
 		t.Errorf("output block 1 not found in itself:\n%s", outputs[0])
 	}
-	if containsLinesInOrder(" a \n b\n", " b\n a\n") || containsLinesInOrder(" a\n", " a\n b\n") {
-		t.Error("lines out of order or missing were accepted")
+	if containsLinesInOrder(" a \n b\n", " b\n a\n") || containsLinesInOrder(" a\n", " a\n b\n") || containsLinesInOrder("a b\n", "a  c\n") {
+		t.Error("lines out of order, missing or different were accepted")
+	}
+	rewind, rewound, err := tourRewind(string(readRepoFile(t, "README.md")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(rewind, "offsets reset") || !strings.Contains(rewound, "ROWS TO DELETE") {
+		t.Errorf("the rewind example lacks the reset or its output:\n%s\n%s", rewind, rewound)
 	}
 }
