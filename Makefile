@@ -331,7 +331,7 @@ bench: build
 # duplicates counted with SQL. Writes bench/peers.md and bench/peers.svg.
 # About 10 minutes on an idle 2-core box, most of it the JDBC sink's (it
 # takes both cores: run it alone; bench/peers.md says how long its run took
-# and the load beside it); RECORDS=1000000 for the issue's size, about 30
+# and the load beside it); RECORDS=1000000 for a million records, about 30
 # minutes idle.
 ## bench-peers     kafka2pg against the Debezium JDBC sink (Kafka Connect); bench/peers.md
 bench-peers: build

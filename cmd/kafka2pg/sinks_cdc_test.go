@@ -416,23 +416,23 @@ func protoWire(t *testing.T, id int, text, value string) []byte {
 	return append(schema.AppendWireHeader(nil, id, []int{0}), b...)
 }
 
-// The README's example of Kafka Connect and Debezium sinks is a config
+// The example of Kafka Connect and Debezium sinks in docs/MAPPING.md is a config
 // check accepts, and that routes and decodes as it says.
-func TestTheREADMEChangeExampleIsValid(t *testing.T) {
-	example := readmeExample(t, "## Kafka Connect and Debezium topics")
+func TestTheMappingChangeExampleIsValid(t *testing.T) {
+	example := mappingExample(t, "## Kafka Connect and Debezium topics")
 	fake := srfake.New()
 	t.Cleanup(fake.Close)
 	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
 	o, stderr, ok := loadCheck(t, example, "--schema-registry-url", fake.URL())
 	if !ok {
-		t.Fatalf("README example: %s", stderr)
+		t.Fatalf("MAPPING.md example: %s", stderr)
 	}
 	if err := o.connectRegistry(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	sinks, err := buildSinks(o)
 	if err != nil {
-		t.Fatalf("README example: %v", err)
+		t.Fatalf("MAPPING.md example: %v", err)
 	}
 	if sinks["legacy.customers"].Changes == nil || sinks["connect.orders"].Upsert == nil {
 		t.Fatalf("sinks %+v", sinks)
