@@ -50,18 +50,25 @@ func loadRegistryConfig(t *testing.T, config string, args ...string) (*runOption
 // docs/MAPPING.md, the page of the config file's mappings.
 func mappingExample(t *testing.T, heading string) string {
 	t.Helper()
-	page, err := os.ReadFile("../../docs/MAPPING.md")
+	return docExample(t, "docs/MAPPING.md", heading)
+}
+
+// docExample returns the first yaml block after heading in the page at
+// path, from the repository's root.
+func docExample(t *testing.T, path, heading string) string {
+	t.Helper()
+	page, err := os.ReadFile("../../" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, rest, ok := strings.Cut(string(page), "\n"+heading)
 	if !ok {
-		t.Fatalf("docs/MAPPING.md has no section %q", heading)
+		t.Fatalf("%s has no section %q", path, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "```yaml\n")
 	example, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatalf("no yaml example in the section %q of docs/MAPPING.md", heading)
+		t.Fatalf("no yaml example in the section %q of %s", heading, path)
 	}
 	return example
 }

@@ -442,3 +442,24 @@ func TestTheMappingChangeExampleIsValid(t *testing.T) {
 		t.Fatalf("shop.billing.invoices: %v %v %+v", ok, err, s.Table)
 	}
 }
+
+// The replication examples of README.md and docs/CDC.md are configs check
+// accepts, and route a table's topic to its table as their comments say.
+func TestTheReplicationExamplesAreValid(t *testing.T) {
+	for _, doc := range []struct{ path, heading string }{
+		{"README.md", "### Replicating a database (CDC)"},
+		{"docs/CDC.md", "## Configuration"},
+	} {
+		t.Run(doc.path, func(t *testing.T) {
+			t.Setenv("DATABASE_URL", "postgres://app@db/shop")
+			o, stderr, ok := loadCheck(t, docExample(t, doc.path, doc.heading))
+			if !ok {
+				t.Fatalf("%s example: %s", doc.path, stderr)
+			}
+			s, ok, err := sinkResolver(o)("shop.public.customers")
+			if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica"."customers"` {
+				t.Fatalf("shop.public.customers: %v %v %+v", ok, err, s.Table)
+			}
+		})
+	}
+}
