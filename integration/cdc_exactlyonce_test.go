@@ -39,24 +39,37 @@ func TestDebeziumChangesSurviveKill9ExactlyOnce(t *testing.T) {
 	}
 	flags := append([]string{"--batch-max-rows", "200", "--batch-max-wait", "50ms", "--kafka-metadata-max-age", "1s"}, fastGroupFlags...)
 
-	// The producer owns w until done closes: chunks of 30 events every
-	// 20ms, so that the kills land while batches are being written.
+	// The producer owns w until done closes: in kills+1 phases, each let go
+	// as a bridge starts (the last one after the kills), chunks of 30
+	// events every 20ms, so that every bridge has records arriving while it
+	// writes and the kills land while batches are being written, however
+	// slow a start is.
 	w := newChangeWorkload(keys)
 	s.kafka.Produce(t, w.next(s.topic, events/6)...)
+	phase := make(chan struct{}, kills+1)
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for w.produced < events && t.Context().Err() == nil {
-			if err := s.kafka.TryProduce(t.Context(), w.next(s.topic, min(30, events-w.produced))...); err != nil {
-				t.Errorf("produce: %v", err)
+		for p := range kills + 1 {
+			select {
+			case <-phase:
+			case <-t.Context().Done():
 				return
 			}
-			time.Sleep(20 * time.Millisecond)
+			until := w.produced + (events-w.produced)/(kills+1-p)
+			for w.produced < until && t.Context().Err() == nil {
+				if err := s.kafka.TryProduce(t.Context(), w.next(s.topic, min(30, until-w.produced))...); err != nil {
+					t.Errorf("produce: %v", err)
+					return
+				}
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
 	}()
 	for i := range kills {
 		before := totalDurable(s.durableOffsets(t))
 		b := startBridge(t, fmt.Sprintf("cdc-kill-%d", i), s.configArgs(path, flags...)...)
+		phase <- struct{}{}
 		pollUntil(t, 60*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
 			requireRunning(t, b)
 			now := totalDurable(s.durableOffsets(t))
@@ -69,6 +82,7 @@ func TestDebeziumChangesSurviveKill9ExactlyOnce(t *testing.T) {
 		}
 		t.Logf("killed %s; sum of next_offset %d -> %d", b.name, before, totalDurable(s.durableOffsets(t)))
 	}
+	phase <- struct{}{}
 	<-done
 	final := startBridge(t, "cdc-final", s.configArgs(path, append([]string{"--until-caught-up"}, flags...)...)...)
 	final.requireExitZero(t, 2*time.Minute)
