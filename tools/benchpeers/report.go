@@ -116,8 +116,8 @@ func markdown(o options, rep *report) string {
 	for _, sc := range rep.order {
 		if sc.changes {
 			c, u, d := rep.changes.changeCounts()
-			w("The change-event scenario reads %s Debezium change events instead (%s creates, %s updates, %s deletes, each delete followed by its tombstone; %.0f bytes each with the key): envelopes of the Postgres connector with the JsonConverter's schemas, keyed by the primary key id, the 12 fields in before and after; see tools/benchpeers/changes.go. Each system applies them in its native mode and creates its table from the events' schemas; its rows/s counts events.\n\n",
-				figures.Num(float64(rep.changes.n), 0), figures.Num(float64(c), 0), figures.Num(float64(u), 0), figures.Num(float64(d), 0), rep.changes.meanRecordBytes())
+			w("The change-event scenario reads %s Debezium change events instead (%s creates, %s updates, %s deletes, each delete followed by its tombstone; %s bytes each with the key): envelopes of the Postgres connector with the JsonConverter's schemas, keyed by the primary key id, the 12 fields in before and after; see tools/benchpeers/changes.go. Each system applies them in its native mode and creates its table from the events' schemas; its rows/s counts events.\n\n",
+				figures.Num(float64(rep.changes.n), 0), figures.Num(float64(c), 0), figures.Num(float64(u), 0), figures.Num(float64(d), 0), figures.Num(rep.changes.meanRecordBytes(), 0))
 		}
 	}
 	w("- **rows/s**: the steady rate, the records written after the first batch over the time from the first row in the table to the last (kafka2pg's last row: the commit that made its offsets reach the end). The start-up and the first batch (the JDBC sink's first batch runs on a cold JIT) are left out; the table of every run below gives the time to the first row and the rate from the start.\n")
@@ -154,7 +154,7 @@ func markdown(o options, rep *report) string {
 	w("\n")
 
 	w("## What ran\n\n")
-	w("- Command: `%s` (from `make bench-peers`; `make bench-peers RECORDS=1000000` for the issue's size, about 30 minutes on an idle machine).\n", f.command)
+	w("- Command: `%s` (from `make bench-peers`; `make bench-peers RECORDS=1000000` for 1,000,000 records, about 30 minutes on an idle machine).\n", f.command)
 	w("- Machine: %d CPUs (%s), %s, %s; %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
 	w("- kafka2pg %s (checkout %s), its defaults (`--batch-max-rows 10000`, two table writers), a typed sink of `payload.*`:\n\n", f.kafka2pg, f.commit)
 	w("```yaml\n%s```\n\n", kafka2pgConfig("TOPIC", "peers_kafka2pg", false))
