@@ -121,8 +121,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 // has returned. Writes still in flight when ctx ends are abandoned: they
 // roll back, and whoever owns their partitions next reads those records
 // again. It returns ctx's error when ctx ended first, else the steps the
-// stop could not finish (nil when none). Shutdown before Run makes Run
-// return at once.
+// stop could not finish (nil when none); a leave of the group that could
+// not finish in time is reader.ErrLeaveAbandoned (errors.Is), harmless for
+// the data, which is durable. Shutdown before Run makes Run return at once.
 func (b *Bridge) Shutdown(ctx context.Context) error {
 	b.mu.Lock()
 	if !b.ran {
@@ -219,7 +220,7 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 		return err
 	}
 	rcfg := cfg.Kafka
-	rcfg.Logger, rcfg.Permanent = log, ingest.Permanent
+	rcfg.Logger, rcfg.Permanent, rcfg.Principal = log, ingest.Permanent, cfg.KafkaSecurity.Principal()
 	st.starting("check the topics")
 	if err := reader.CheckTopics(ctx, rcfg, literalTopics(cfg), secOpts...); err != nil {
 		return err
@@ -365,11 +366,34 @@ func (b *Bridge) stopReader(parent context.Context, rd *reader.Reader) {
 	b.mu.Unlock()
 	defer cancel()
 	if err := rd.Shutdown(ctx); err != nil {
-		b.log.Warn("graceful stop cut short by "+bound, "error", err.Error())
+		// The reader said at WARN that it abandoned the leave; the rest
+		// is said here.
+		if rest := withoutLeaveAbandoned(err); rest != nil {
+			b.log.Warn("graceful stop cut short by "+bound, "error", rest.Error())
+		}
 		b.mu.Lock()
 		b.stopErr = err
 		b.mu.Unlock()
 	}
+}
+
+// withoutLeaveAbandoned is err, an errors.Join of the steps of a stop,
+// without reader.ErrLeaveAbandoned.
+func withoutLeaveAbandoned(err error) error {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		if errors.Is(err, reader.ErrLeaveAbandoned) {
+			return nil
+		}
+		return err
+	}
+	var rest []error
+	for _, e := range joined.Unwrap() {
+		if !errors.Is(e, reader.ErrLeaveAbandoned) {
+			rest = append(rest, e)
+		}
+	}
+	return errors.Join(rest...)
 }
 
 // literalTopics are the topics named literally when the subscription is

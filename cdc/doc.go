@@ -25,7 +25,9 @@
 //
 // With Confluent's AvroConverter or ProtobufConverter (Config.Format avro,
 // protobuf) key and value are in the Confluent wire format, their schemas
-// in a Schema Registry (Config.Lookup). A registry schema is read back
+// in a Schema Registry (Config.Lookup, called with the batch's ctx from
+// ResolveSchemas, which the writer runs before the batch's transaction:
+// Decode does no I/O). A registry schema is read back
 // into the Connect schema it was made from (wire_avro.go,
 // wire_protobuf.go say how, and what Protobuf loses), and each record into
 // the JSON the JsonConverter would have written, so that it decodes to the

@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
@@ -39,10 +40,14 @@ func fixture(tb testing.TB, name string) stream.Record {
 	return r
 }
 
-// decode decodes rec, growing the table first when the record asks to.
+// decode decodes rec, growing the table first when the record asks to,
+// after ResolveSchemas of it, as the writer calls them.
 func decode(tb testing.TB, d *Decoder, rec stream.Record) (Change, error) {
 	tb.Helper()
 	var ch Change
+	if err := d.ResolveSchemas(context.Background(), []stream.Record{rec}); err != nil {
+		return ch, err
+	}
 	err := d.Decode(&rec, &ch)
 	if errors.Is(err, schema.ErrTableChanged) {
 		err = d.Decode(&rec, &ch)

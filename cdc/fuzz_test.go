@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -86,6 +87,9 @@ func FuzzDecodeWire(f *testing.F) {
 			rec.Value = append(schema.AppendWireHeader(nil, 11, []int{0}), valuePayload...)
 		}
 		d := mustDecoder(t, cfg)
+		if err := d.ResolveSchemas(context.Background(), []stream.Record{rec}); err != nil {
+			t.Fatalf("ResolveSchemas: %v", err)
+		}
 		var ch Change
 		for range 3 {
 			err := d.Decode(&rec, &ch)

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -22,7 +23,7 @@ func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	RegisterTimeTZ(conn.TypeMap())
-	schema.RegisterNumericCodec(conn.TypeMap())
+	pgcopy.RegisterNumericCodec(conn.TypeMap())
 
 	d := mustDecoder(t, Config{Table: "all_types"})
 	var ch Change

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -297,7 +298,7 @@ func TestRecordedEventsReplicateTheSourceRows(t *testing.T) {
 	}
 	defer conn.Close(ctx)
 	RegisterTimeTZ(conn.TypeMap())
-	schema.RegisterNumericCodec(conn.TypeMap())
+	pgcopy.RegisterNumericCodec(conn.TypeMap())
 	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {
 		t.Fatal(err)
 	}

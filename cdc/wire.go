@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"maps"
@@ -51,6 +52,59 @@ type wireSchemas struct {
 	lookup schema.SchemaLookup
 	mu     sync.Mutex
 	byKey  map[string]*wireSchema
+	// resolved holds what resolve fetched, for schemaOf; its lock and mu
+	// are never held together.
+	resolved schema.ResolvedSchemas
+}
+
+// headerKey names the (schema, message) pair of a header, for byKey.
+func headerKey(id int, indexes []int) string {
+	key := strconv.Itoa(id)
+	for _, i := range indexes {
+		key += "." + strconv.Itoa(i)
+	}
+	return key
+}
+
+// resolve fetches with ctx the schemas of the ids records carry (values,
+// and keys) that w.resolved does not hold, for schemaOf to read. It asks
+// resolved, not byKey, which schemaOf may clear in the middle of a batch.
+func (w *wireSchemas) resolve(ctx context.Context, records []stream.Record) error {
+	w.resolved.Forget(maxVersions)
+	var asked map[int]bool
+	for i := range records {
+		rec := &records[i]
+		for _, b := range [2][]byte{rec.Value, rec.Key} {
+			if b == nil {
+				continue
+			}
+			id, _, _, err := schema.WirePayload(b, w.format == FormatProtobuf)
+			if err != nil || asked[id] {
+				continue
+			}
+			if asked == nil {
+				asked = map[int]bool{}
+			}
+			asked[id] = true
+			if err := w.resolved.Resolve(ctx, w.lookup, id); err != nil {
+				return fmt.Errorf("look up schema id %d of %s/%d@%d: %w", id, rec.Topic, rec.Partition, rec.Offset, err)
+			}
+		}
+	}
+	return nil
+}
+
+// ResolveSchemas fetches with ctx (through Config.Lookup) the schemas of
+// the ids records carry that d has not seen, so that Decode reads them
+// without I/O; the writer calls it for each batch before its transaction.
+// It does nothing for format json. A record not in the wire format, or of
+// an id the registry does not know, is not an error here: Decode makes it
+// a bad record. An error is the registry's (it cannot be reached).
+func (d *Decoder) ResolveSchemas(ctx context.Context, records []stream.Record) error {
+	if d.wire == nil {
+		return nil
+	}
+	return d.wire.resolve(ctx, records)
 }
 
 func newWireSchemas(cfg Config) (*wireSchemas, error) {
@@ -74,21 +128,17 @@ func (w *wireSchemas) schemaOf(rec *stream.Record, what string, b []byte) (*wire
 	if err != nil {
 		return nil, nil, bad(rec, "", schema.KindInvalidWireFormat, "the %s %s", what, err.Error())
 	}
-	key := strconv.Itoa(id)
-	for _, i := range indexes {
-		key += "." + strconv.Itoa(i)
-	}
+	key := headerKey(id, indexes)
 	w.mu.Lock()
 	ws, ok := w.byKey[key]
 	w.mu.Unlock()
 	if !ok {
-		// Looked up without the lock: a lookup may wait on the registry.
-		rs, err := w.lookup(id)
+		rs, err := w.resolved.Get(id)
 		switch {
 		case errors.Is(err, schema.ErrSchemaNotFound):
 			return nil, nil, bad(rec, "", schema.KindUnknownSchema, "the %s's schema id %d is unknown to the schema registry: was the schema deleted, or the record written against another registry? %s", what, id, err.Error())
 		case err != nil:
-			return nil, nil, fmt.Errorf("look up schema id %d of %s/%d@%d: %w", id, rec.Topic, rec.Partition, rec.Offset, err)
+			return nil, nil, fmt.Errorf("schema id %d of %s/%d@%d: %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 		}
 		if w.format == FormatAvro {
 			ws = compileAvro(rs)

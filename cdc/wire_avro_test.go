@@ -1,6 +1,7 @@
 package cdc
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math/big"
@@ -59,7 +60,7 @@ type registry struct {
 	calls   int
 }
 
-func (r *registry) lookup(id int) (schema.RegisteredSchema, error) {
+func (r *registry) lookup(_ context.Context, id int) (schema.RegisteredSchema, error) {
 	r.calls++
 	if id == 99 {
 		return schema.RegisteredSchema{}, errors.New("connection refused")

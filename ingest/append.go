@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -26,7 +27,7 @@ func (w *Writer) appendFast(ctx context.Context, b *stream.Batch, sink Sink, unc
 		var res outcome
 		if len(b.Records) > 0 {
 			copyStart := time.Now()
-			n, err := copyTyped(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), tx.oids, src)
+			n, err := pgcopy.CopyTyped(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), tx.oids, src)
 			res.copyDuration = time.Since(copyStart)
 			if src.err != nil {
 				// The mapping failed, not Postgres (which only reports that
@@ -98,7 +99,7 @@ func (w *Writer) appendPrefix(ctx context.Context, tx *batchTx, b *stream.Batch,
 		}
 	}
 	if len(prefix) > 0 {
-		if _, err := CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
+		if _, err := pgcopy.CopyFrom(ctx, tx, sink.Table.Ident(), sink.Table.ColumnNames(), pgx.CopyFromRows(prefix)); err != nil {
 			return outcome{}, fmt.Errorf("copy into %s: %w", sink.Table.QualifiedName(), err)
 		}
 	}

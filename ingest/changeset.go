@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -40,8 +40,8 @@ type changeSet struct {
 	oids    []uint32 // the row's column types
 	keyOIDs []uint32 // the key columns' types
 	m       *pgtype.Map
-	cols    []columnEncoder
-	field   schema.FieldEncoder // cols, for a RowAppender
+	cols    []pgcopy.ColumnEncoder
+	field   pgcopy.FieldEncoder // cols, for a RowAppender
 	buf     []byte              // the operations' fields, back to back
 	keys    []byte              // the operations' key fields, back to back
 	ops     []change            // in the order added
@@ -80,13 +80,13 @@ func (cs *changeSet) keyAt(i int) []byte { return cs.keys[cs.ops[i].keyStart:cs.
 func (cs *changeSet) reset(m *pgtype.Map, oids []uint32, keyIdx []int, ops, sizeHint int) {
 	if !slices.Equal(cs.oids, oids) {
 		cs.oids = slices.Clone(oids)
-		cs.cols = make([]columnEncoder, len(oids))
+		cs.cols = make([]pgcopy.ColumnEncoder, len(oids))
 		for i, oid := range oids {
-			cs.cols[i] = columnEncoder{oid: oid, fast: fastEncoder(oid)}
+			cs.cols[i] = pgcopy.NewColumnEncoder(oid)
 		}
 	}
 	if cs.field == nil {
-		cs.field = func(col int, dst []byte, v any) ([]byte, error) { return cs.cols[col].append(cs.m, dst, v) }
+		cs.field = func(col int, dst []byte, v any) ([]byte, error) { return cs.cols[col].Append(cs.m, dst, v) }
 	}
 	if cs.last == nil {
 		cs.last = make(map[string]int, ops)
@@ -147,7 +147,7 @@ func (cs *changeSet) appendDelete(r *stream.Record, seq int64, key []any) error 
 func (cs *changeSet) appendFields(r *stream.Record, seq int64, values []any, del bool) error {
 	at := len(cs.buf)
 	for i, v := range values {
-		out, err := cs.cols[i].append(cs.m, cs.buf, v)
+		out, err := cs.cols[i].Append(cs.m, cs.buf, v)
 		if err != nil {
 			cs.buf = cs.buf[:at]
 			return fmt.Errorf("column %d: %w", i+1, err)
@@ -336,9 +336,9 @@ type changeSource struct {
 	i     int
 }
 
-func (s *changeSource) appends() bool { return true }
+func (s *changeSource) AppendsTuples() bool { return true }
 
-func (s *changeSource) nextTuple(dst []byte, _ []uint32, _ schema.FieldEncoder) ([]byte, bool) {
+func (s *changeSource) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) ([]byte, bool) {
 	if s.i >= len(s.cs.sorted) {
 		return dst, false
 	}

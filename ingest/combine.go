@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -227,7 +227,7 @@ func (w *Writer) combinedTx(ctx context.Context, ps []*pending) (outcome, error)
 		}
 		t := spec.sink.Table
 		copyStart := time.Now()
-		n, err := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
+		n, err := pgcopy.CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), src)
 		res := outcome{copyDuration: time.Since(copyStart)}
 		if src.err != nil {
 			err = src.err
@@ -328,7 +328,7 @@ func (s *multiSource) Next() bool {
 var errBadInCombined = errors.New("a bad record in a combined batch")
 
 // appends: the batches share one table, so their sinks one mapper type.
-func (s *multiSource) appends() bool {
+func (s *multiSource) AppendsTuples() bool {
 	for _, f := range s.append {
 		if f == nil {
 			return false
@@ -337,8 +337,8 @@ func (s *multiSource) appends() bool {
 	return true
 }
 
-// nextTuple is Next for RowAppenders: the row goes straight into dst.
-func (s *multiSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
+// NextTuple is Next for RowAppenders: the row goes straight into dst.
+func (s *multiSource) NextTuple(dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, bool) {
 	if r, _ := s.record(); r != nil {
 		if tooLarge(r, s.maxBytes) != nil {
 			s.bad, s.err = true, errBadInCombined

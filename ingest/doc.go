@@ -17,7 +17,7 @@
 //     nothing. The fast path pipelines it with the describe of the table
 //     its COPY needs: one round trip;
 //  3. the body: what differs between the ways of writing a batch. The fast
-//     path streams a binary COPY of the rows (CopyFrom, copy.go: pgx's
+//     path streams a binary COPY of the rows (package pgcopy: pgx's
 //     protocol with an encoder chosen per column), built lazily from the
 //     records: a mapper that is a RowAppender writes each record's row
 //     straight into the COPY stream, others return values that the column

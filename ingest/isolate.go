@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -129,7 +130,7 @@ func copyIsolating(ctx context.Context, tx pgx.Tx, t schema.Table, rows []mapped
 	for i, r := range rows {
 		values[i] = r.values
 	}
-	n, copyErr := CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), pgx.CopyFromRows(values))
+	n, copyErr := pgcopy.CopyFrom(ctx, tx, t.Ident(), t.ColumnNames(), pgx.CopyFromRows(values))
 	if copyErr == nil {
 		_, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_rows")
 		return nil, int(n), err

@@ -286,6 +286,9 @@ func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters [
 		records[i] = l.rec
 		byRec[&records[i]] = l
 	}
+	if err := resolveSchemas(ctx, sink, records); err != nil {
+		return err
+	}
 	var bad []badRecord
 	if sink.Upsert != nil {
 		ops, refused, err := w.upsertOps(records, sink)

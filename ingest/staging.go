@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -41,7 +42,7 @@ func (w *Writer) applyStaged(ctx context.Context, tx *batchTx, t schema.Table, k
 		return 0, err
 	}
 	cols := append(t.ColumnNames(), stageSeqCol, stageDelCol)
-	if _, err := copyTyped(ctx, tx, stage, cols, oids, &changeSource{cs: cs, stage: true}); err != nil {
+	if _, err := pgcopy.CopyTyped(ctx, tx, stage, cols, oids, &changeSource{cs: cs, stage: true}); err != nil {
 		if rowError(err) {
 			return attemptIsolated, nil
 		}
@@ -80,7 +81,7 @@ func stagingTable(ctx context.Context, tx *batchTx, t schema.Table) (pgx.Identif
 		return nil, nil, fmt.Errorf("create the staging table: %w", err)
 	}
 	ident := pgx.Identifier{"pg_temp", name}
-	sd, err := tx.Conn().Prepare(ctx, name, describeSQL(ident, append(t.ColumnNames(), stageSeqCol, stageDelCol)))
+	sd, err := tx.Conn().Prepare(ctx, name, pgcopy.DescribeSQL(ident, append(t.ColumnNames(), stageSeqCol, stageDelCol)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("column types of the staging table: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/offsets"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -215,7 +216,7 @@ func fenceAndTypes(ctx context.Context, tx *batchTx, advance offsets.Statement, 
 	// The server sends the fence's answer before it parses the describe,
 	// which may wait for a lock: the step then shows where it waits.
 	p.SendFlushRequest()
-	p.SendPrepare("", describeSQL(t.Ident(), t.ColumnNames()), nil)
+	p.SendPrepare("", pgcopy.DescribeSQL(t.Ident(), t.ColumnNames()), nil)
 	if err := p.Sync(); err != nil {
 		_ = p.Close()
 		return pgconn.CommandTag{}, nil, fmt.Errorf("advance next_offset: %w", err)

@@ -3,7 +3,7 @@ package ingest
 import (
 	"sync/atomic"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -27,7 +27,7 @@ import (
 // with a data exception (SQLSTATE class 22).
 type UncheckedAppender interface {
 	RowAppender
-	AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+	AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error)
 }
 
 // recheckBatches is how many batches of a topic are written with the
@@ -51,7 +51,7 @@ func (w *Writer) checksOf(topic string) *atomic.Int32 {
 // one method either way.
 type leavingChecks struct{ UncheckedAppender }
 
-func (l leavingChecks) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
+func (l leavingChecks) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	return l.AppendRowUnchecked(r, dst, oids, enc)
 }
 

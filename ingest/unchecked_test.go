@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -20,7 +21,7 @@ type checkedOnly struct{ m schema.RawMapper }
 
 func (c checkedOnly) Row(r *stream.Record, dst []any) ([]any, error) { return c.m.Row(r, dst) }
 
-func (c checkedOnly) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error) {
+func (c checkedOnly) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	return c.m.AppendRow(r, dst, oids, enc)
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -316,7 +317,7 @@ func copyDirect(ctx context.Context, tx *batchTx, t schema.Table, cs *changeSet,
 	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_direct"); err != nil {
 		return false, 0, fmt.Errorf("savepoint: %w", err)
 	}
-	_, err := copyTyped(ctx, tx, t.Ident(), t.ColumnNames(), tx.oids, &changeSource{cs: cs})
+	_, err := pgcopy.CopyTyped(ctx, tx, t.Ident(), t.ColumnNames(), tx.oids, &changeSource{cs: cs})
 	if err == nil {
 		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_direct"); err != nil {
 			return false, 0, fmt.Errorf("release savepoint: %w", err)

@@ -18,6 +18,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/offsets"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -76,11 +77,11 @@ type Upsert struct {
 // then never builds the row's values.
 type RowAppender interface {
 	RowMapper
-	AppendRow(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+	AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error)
 }
 
 // appendFunc is a RowAppender's AppendRow.
-type appendFunc = func(r *stream.Record, dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, error)
+type appendFunc = func(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error)
 
 // appendFuncOf is the AppendRow one COPY uses: with scratch space of its
 // own when the appender offers it (schema.JSONMapper.AppendRowFunc), so
@@ -371,6 +372,9 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 	if b.NextOffset <= b.FirstOffset {
 		return outcome{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
 	}
+	if err := resolveSchemas(ctx, sink, b.Records); err != nil {
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
 	if w.cfg.TableWriters > 0 && combinable(sink) {
 		return w.writeInLane(ctx, b, sink)
 	}
@@ -486,7 +490,7 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, sink Sink, bad []badR
 		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, text.headers(r.Headers),
 			table, x.kind, text.message(msg)}
 	}
-	if _, err := CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
+	if _, err := pgcopy.CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
 		return fmt.Errorf("copy into kafka2pg.dead_letters: %w", err)
 	}
 	res.deadLetters = len(rows)
@@ -549,10 +553,10 @@ func (s *rowSource) Next() bool {
 	return false
 }
 
-func (s *rowSource) appends() bool { return s.append != nil }
+func (s *rowSource) AppendsTuples() bool { return s.append != nil }
 
-// nextTuple is Next for a RowAppender: the row goes straight into dst.
-func (s *rowSource) nextTuple(dst []byte, oids []uint32, enc schema.FieldEncoder) ([]byte, bool) {
+// NextTuple is Next for a RowAppender: the row goes straight into dst.
+func (s *rowSource) NextTuple(dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, bool) {
 	for s.i < len(s.records) {
 		r := &s.records[s.i]
 		s.i++

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"os"
 	"strconv"
 	"strings"
@@ -13,35 +14,65 @@ import (
 	"testing"
 	"time"
 
+	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/pierrec/lz4/v4"
 	"github.com/twmb/franz-go/pkg/kbin"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
-// A decompression bomb: one zstd record batch of bombValues values of
-// bombValueBytes zero bytes each, a few KB on the wire and 800 MB
+// A decompression bomb: one record batch of values values of
+// bombValueBytes zero bytes each, a few KB on the wire and hundreds of MB
 // decompressed. It is compressed as a stream, so its frame does not declare
 // its size: the bridge's decoder cannot refuse it before decoding, which is
-// how Java producers write zstd.
+// how Java producers write zstd, gzip and lz4.
 const (
 	bombValues     = 16
 	bombValueBytes = 50 << 20
 )
 
-// produceBomb appends the bomb to partition 0 of topic with a raw produce
-// request (a client's producer would build the 800 MB batch in memory) and
-// returns the batch's first offset.
-func produceBomb(t testing.TB, s *scenario) int64 {
+// bombWriter returns a writer that compresses into w with codec, as a
+// stream.
+func bombWriter(t testing.TB, w io.Writer, codec kgo.CompressionCodecType) io.WriteCloser {
+	t.Helper()
+	switch codec {
+	case kgo.CodecZstd:
+		enc, err := zstd.NewWriter(w, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc
+	case kgo.CodecGzip:
+		enc, err := gzip.NewWriterLevel(w, gzip.BestCompression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return enc
+	case kgo.CodecLz4:
+		enc := lz4.NewWriter(w)
+		if err := enc.Apply(lz4.CompressionLevelOption(lz4.Fast), lz4.ConcurrencyOption(1)); err != nil {
+			t.Fatal(err)
+		}
+		return enc
+	}
+	t.Fatalf("no bomb for codec %d", codec)
+	return nil
+}
+
+// produceBomb appends a bomb of values records, compressed with codec, to
+// partition 0 of topic with a raw produce request (a client's producer
+// would build the whole batch in memory) and returns the batch's first
+// offset and its size on the wire.
+func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, values int) (first int64, wire int) {
 	t.Helper()
 	var compressed bytes.Buffer
-	enc, err := zstd.NewWriter(&compressed, zstd.WithEncoderLevel(zstd.SpeedFastest))
-	if err != nil {
-		t.Fatal(err)
-	}
+	enc := bombWriter(t, &compressed, codec)
 	zeros := make([]byte, 1<<20)
-	for i := range bombValues {
+	for i := range values {
 		// A record (v2): length, attributes, timestamp delta, offset delta,
 		// key (null), value, headers (none).
 		var head []byte
@@ -63,16 +94,16 @@ func produceBomb(t testing.TB, s *scenario) int64 {
 	}
 	now := time.Now().UnixMilli()
 	batch := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(kgo.CodecZstd), LastOffsetDelta: bombValues - 1,
+		PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(codec), LastOffsetDelta: int32(values) - 1,
 		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: bombValues, Records: compressed.Bytes(),
+		NumRecords: int32(values), Records: compressed.Bytes(),
 	}
 	raw := batch.AppendTo(nil)
 	// Length counts what follows it; the CRC (Castagnoli) covers the bytes
 	// from the attributes on.
 	copy(raw[8:12], kbin.AppendInt32(nil, int32(len(raw)-12)))
 	copy(raw[17:21], kbin.AppendInt32(nil, int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))))
-	t.Logf("the bomb: %d values of %d MiB in one zstd batch of %d bytes", bombValues, bombValueBytes>>20, len(raw))
+	t.Logf("the bomb: %d values of %d MiB in one %s batch of %d bytes", values, bombValueBytes>>20, codecName(codec), len(raw))
 
 	cl := s.kafka.NewClient(t)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -102,7 +133,7 @@ func produceBomb(t testing.TB, s *scenario) int64 {
 	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
 		t.Fatalf("produce the bomb: %v", err)
 	}
-	return p.BaseOffset
+	return p.BaseOffset, len(raw)
 }
 
 // peakRSS follows the VmHWM of a process (its peak resident set) in
@@ -135,24 +166,53 @@ func watchPeakRSS(b *bridge) *peakRSS {
 	return p
 }
 
+// codecName is how the bridge's flags and Kafka's configs name codec.
+func codecName(codec kgo.CompressionCodecType) string {
+	return map[kgo.CompressionCodecType]string{kgo.CodecGzip: "gzip", kgo.CodecSnappy: "snappy", kgo.CodecLz4: "lz4", kgo.CodecZstd: "zstd"}[codec]
+}
+
 func TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget(t *testing.T) {
 	if _, err := os.Stat("/proc/self/status"); err != nil {
 		t.Skipf("needs /proc to measure the bridge's peak memory: %v", err)
 	}
+	// values: lz4 compresses zeros about 255 to 1 at most, so its bomb is
+	// smaller to stay under the 1 MB a broker takes in one batch.
+	for _, tc := range []struct {
+		codec  kgo.CompressionCodecType
+		values int
+		num    string // in the fault report
+	}{{kgo.CodecZstd, bombValues, "20"}, {kgo.CodecGzip, bombValues, "20b"}, {kgo.CodecLz4, 4, "20c"}} {
+		t.Run(codecName(tc.codec), func(t *testing.T) { testBomb(t, tc.codec, tc.values, tc.num) })
+	}
+}
+
+// testBomb feeds the bridge a bomb of values records compressed with
+// codec, between readable records; num is its case in the fault report.
+func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int, num string) {
 	s := newScenario(t, 1)
+	var wire int
+	var notes []string
+	reportCase(t, s, 20, func() testreport.FaultResult {
+		return testreport.FaultResult{Case: num, Name: "decompression bomb, " + codecName(codec), Trials: 1, Notes: strings.Join(notes, "; "),
+			Injection: fmt.Sprintf("one %s record batch of %d values of %d MiB of zeros (%d MiB decompressed, %d KB on the wire, its stream not declaring its size) between 20 readable records; default flags (--max-buffered-bytes 64 MiB)",
+				codecName(codec), values, bombValueBytes>>20, values*bombValueBytes>>20, wire/1000)}
+	})
 	s.produce(t, 10)
-	first := produceBomb(t, s)
+	first, wire := produceBomb(t, s, codec, values)
 	s.produce(t, 10)
 	ends := s.kafka.EndOffsets(t, s.topic)
 
-	b := s.start(t, "bomb", "--until-caught-up") // default flags: --max-buffered-bytes 64MiB
+	b := s.start(t, "bomb-"+codecName(codec), "--until-caught-up") // default flags: --max-buffered-bytes 64MiB
 	peak := watchPeakRSS(b)
 	requireExit(t, b, 3, 2*time.Minute) // 3: caught up, with dead letters
 	<-peak.done
 	maxrss := b.state.SysUsage().(*syscall.Rusage).Maxrss << 10
-	t.Logf("peak RSS of the bridge: VmHWM %d MiB (last read), getrusage %d MiB", peak.bytes.Load()>>20, maxrss>>20)
+	t.Logf("peak RSS of the bridge (%s bomb of %d MB): VmHWM %d MiB (last read), getrusage %d MiB", codecName(codec), values*bombValueBytes>>20,
+		peak.bytes.Load()>>20, maxrss>>20)
+	notes = append(notes, fmt.Sprintf("peak RSS of the bridge %d MiB (getrusage; at most 256 MB wanted), exit 3 after %v", maxrss>>20,
+		b.ended.Sub(b.started).Round(100*time.Millisecond)))
 	if maxrss > 256<<20 || peak.bytes.Load() > 256<<20 {
-		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for a bomb of %d MB", maxrss>>20, peak.bytes.Load()>>20, bombValues*bombValueBytes>>20)
+		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for a bomb of %d MB", maxrss>>20, peak.bytes.Load()>>20, values*bombValueBytes>>20)
 	}
 	// Every offset is a row or a dead letter.
 	if n := countRows(t, s.db, s.table); n != 20 {
@@ -165,13 +225,17 @@ func TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget(t *testing.T)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if dead != bombValues || kinds != bombValues || lo != first || hi != first+bombValues-1 {
+	notes = append(notes, fmt.Sprintf("%d dead letters of kind batch_too_large at offsets %d-%d", kinds, lo, hi))
+	if dead != values || kinds != values || lo != first || hi != first+int64(values)-1 {
 		t.Errorf("dead letters: %d (%d of kind batch_too_large) at offsets %d-%d, want %d at %d-%d", dead, kinds, lo, hi,
-			bombValues, first, first+bombValues-1)
+			values, first, first+int64(values)-1)
 	}
 	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
 	if !b.logged("--max-buffered-bytes") {
 		t.Errorf("the log does not say what to raise to read the batch")
+	}
+	if codec != kgo.CodecZstd {
+		return // the stop below does not depend on the codec
 	}
 
 	t.Run("with --on-error=stop the partition stops at the batch", func(t *testing.T) {

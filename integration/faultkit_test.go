@@ -164,12 +164,49 @@ func (fc *faultCase) report(t *testing.T) {
 		r.Produced = int64(fc.feed.size())
 		r.Notes = strings.TrimPrefix(r.Notes+"; the case ended before its final check", "; ")
 	}
+	appendFaultResult(t, path, r)
+}
+
+// appendFaultResult appends r to the report at path, FAIL if t failed.
+func appendFaultResult(t *testing.T, path string, r testreport.FaultResult) {
 	if t.Failed() {
 		r.Result = "FAIL"
 	}
 	if err := testreport.Append(path, r); err != nil {
 		t.Errorf("fault report: %v", err)
 	}
+}
+
+// reportCase registers the line of a case that is not a faultCase (a test
+// of its own, outside TestFault*) in $KAFKA2PG_FAULTS_REPORT, if set: when
+// the test ends, describe's line (case, name, injection, trials, notes: what
+// the test measured) with the counts of s's table against want records,
+// the records that must be rows (rows are told apart by partition and
+// offset), and the wall time from now.
+func reportCase(t *testing.T, s *scenario, want int64, describe func() testreport.FaultResult) {
+	path := os.Getenv(testreport.FaultsEnv)
+	if path == "" {
+		return
+	}
+	started := time.Now()
+	t.Cleanup(func() {
+		if t.Skipped() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 10*time.Second)
+		defer cancel()
+		var rows, distinct int64
+		err := s.db.QueryRow(ctx, `SELECT count(*), count(DISTINCT (kafka_partition, kafka_offset)) FROM `+tableName(s.table)).Scan(&rows, &distinct)
+		if err != nil {
+			t.Logf("fault report: count the rows: %v", err) // no table: no rows
+		}
+		r := describe()
+		r.Broker, r.Produced, r.Rows, r.Duplicate = (&faultCase{s: s}).brokerName(), want, rows, rows-distinct
+		r.Lost = max(want-distinct, 0)
+		r.Unexpected = max(distinct-want, 0)
+		r.Result, r.WallSecs, r.Finished = "PASS", time.Since(started).Round(100*time.Millisecond).Seconds(), time.Now()
+		appendFaultResult(t, path, r)
+	})
 }
 
 // fed is what the test knows of a record it produced.

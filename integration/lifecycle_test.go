@@ -287,12 +287,12 @@ func TestASecondSigtermDuringASlowFlushStopsAtOnceAndKeepsNothingHalfWritten(t *
 	}
 	// The sleeping backend's transaction must roll back: end it (Postgres
 	// notices the closed connection only after the sleep), and look.
-	if _, err := s.db.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kafka2pg'`); err != nil {
+	if _, err := s.db.Exec(t.Context(), `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'kafka2pg' AND datname = current_database()`); err != nil {
 		t.Fatal(err)
 	}
 	pollUntil(t, time.Minute, "the bridge's backends to end", func() (bool, string) {
 		var n int
-		err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'kafka2pg'`).Scan(&n)
+		err := s.db.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'kafka2pg' AND datname = current_database()`).Scan(&n)
 		return err == nil && n == 0, fmt.Sprintf("%d left, %v", n, err)
 	})
 	if _, err := s.db.Exec(t.Context(), "DROP TRIGGER slow ON "+tableName(s.table)); err != nil {

@@ -147,6 +147,10 @@ type Config struct {
 	// refused the role or a privilege). Such failures are retried for
 	// FatalRetryTimeout, then end Run.
 	Permanent func(error) bool
+	// Principal is this client's principal as Kafka's ACLs name it
+	// (User:alice; Security.Principal), for the fix that a denied ACL's
+	// error names. Empty: the fix says User:NAME.
+	Principal string
 
 	// Logger receives the reader's logs. Default: discard.
 	Logger *slog.Logger

@@ -14,8 +14,10 @@ import (
 // may decompress to at most MaxBufferedBytes, but never less than
 // minBatchLimit (maxBatchBytes; boundedDecompressor:
 // franz-go's own decompressor bounded as kgo.MaxDecompressBatchBytes
-// bounds it, and a zstd batch that may be larger counted before it is
-// decoded, in constant memory): the client refuses a
+// bounds it, a zstd batch that may be larger counted before it is
+// decoded, in constant memory, and gzip and lz4 batches decoded in steps
+// that hold at most keepFirst bytes of one that is too large): the client
+// refuses a
 // larger one with *kgo.ErrDecompressTooLarge, naming its offsets, and the
 // reader hands those offsets on as unreadable (Batch.Unreadable), so that
 // the writer accounts for each of them in the fenced transaction, and moves

@@ -1,6 +1,7 @@
 package reader
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -36,19 +37,25 @@ func (e *FatalError) Error() string {
 
 func (e *FatalError) Unwrap() error { return e.Err }
 
+// aclNames are the principal, the topic and the group that an ACL to grant
+// names; empty: unknown, the fix then says User:NAME, TOPIC or GROUP.
+type aclNames struct{ principal, topic, group string }
+
 // kafkaFix returns what to fix when err, from the Kafka client, will not
 // heal by retrying; ok is false for trouble that may (a broker down, a
 // leader moving). literal says the topic was named, not matched by a regex:
-// then its absence is an error.
-func kafkaFix(err error, literal bool) (fix string, ok bool) {
+// then its absence is an error. An ACL to grant names the topic and the
+// group of names.
+func kafkaFix(err error, literal bool, names aclNames) (fix string, ok bool) {
+	principal, topic, group := cmp.Or(names.principal, "User:NAME"), cmp.Or(names.topic, "TOPIC"), cmp.Or(names.group, "GROUP")
 	if hint := securityHint(err, Security{}, false); hint != "" {
 		return hint, true
 	}
 	switch {
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
-		return "the broker denies this principal the topic: grant it READ and DESCRIBE on the topic (kafka-acls --add --allow-principal User:NAME --operation Read --operation Describe --topic TOPIC)", true
+		return fmt.Sprintf("the broker denies this principal the topic: grant it READ and DESCRIBE on the topic (kafka-acls --add --allow-principal %s --operation Read --operation Describe --topic %s)", principal, topic), true
 	case errors.Is(err, kerr.GroupAuthorizationFailed):
-		return "the broker denies this principal the consumer group: grant it READ on the group (kafka-acls --add --allow-principal User:NAME --operation Read --group GROUP)", true
+		return fmt.Sprintf("the broker denies this principal the consumer group: grant it READ on the group (kafka-acls --add --allow-principal %s --operation Read --group %s)", principal, group), true
 	case errors.Is(err, kerr.ClusterAuthorizationFailed):
 		return "the broker denies this principal a cluster operation: grant it DESCRIBE on the cluster", true
 	case literal && (errors.Is(err, kerr.UnknownTopicOrPartition) || errors.Is(err, kerr.UnknownTopicID)):
@@ -143,7 +150,7 @@ func (r *Reader) noteFetchError(topic string, partition int32, err error) {
 	if topic == "" || errors.As(err, &gs) {
 		subject, literal = r.groupSubject(), false
 	}
-	fix, fatal := kafkaFix(err, literal)
+	fix, fatal := kafkaFix(err, literal, aclNames{r.cfg.Principal, topic, r.cfg.Group})
 	if !fatal {
 		r.fetchTrouble.Fail(err, "topic", topic, "partition", partition)
 		return
@@ -168,7 +175,7 @@ func (h kafkaHealth) OnBrokerConnect(meta kgo.BrokerMetadata, _ time.Duration, _
 		return
 	}
 	broker := net.JoinHostPort(meta.Host, strconv.Itoa(int(meta.Port)))
-	if fix, fatal := kafkaFix(err, false); fatal {
+	if fix, fatal := kafkaFix(err, false, aclNames{principal: h.r.cfg.Principal, group: h.r.cfg.Group}); fatal {
 		if h.r.fatal.failed(connSubject, err, fix) {
 			h.r.wake()
 			return

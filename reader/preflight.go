@@ -58,7 +58,11 @@ func CheckTopics(ctx context.Context, cfg Config, literal []string, opts ...kgo.
 				return fmt.Errorf("check the topics %s on %s: %w (last error: %v)", strings.Join(literal, ", "), strings.Join(cfg.Brokers, ","), ctx.Err(), err)
 			}
 			lastErr = err
-			if fix, fatal := kafkaFix(err, false); fatal {
+			names := aclNames{principal: cfg.Principal, group: cfg.Group}
+			if len(literal) == 1 {
+				names.topic = literal[0]
+			}
+			if fix, fatal := kafkaFix(err, false, names); fatal {
 				if watch.failed("the topics' metadata", err, fix) {
 					return watch.fatal()
 				}
@@ -76,7 +80,7 @@ func CheckTopics(ctx context.Context, cfg Config, literal []string, opts ...kgo.
 					continue
 				}
 				missing = true
-				fix, _ := kafkaFix(terr, true)
+				fix, _ := kafkaFix(terr, true, aclNames{cfg.Principal, t, cfg.Group})
 				if watch.failed(topicSubject(t), terr, fix) {
 					return watch.fatal()
 				}

@@ -79,6 +79,17 @@ type Security struct {
 	SASLTokenFile string
 }
 
+// Principal is the principal that Kafka's ACLs name for these settings,
+// User:<SASLUser> with PLAIN and SCRAM; empty when the broker makes it of
+// what the client cannot see (an OAUTHBEARER token's subject, a client
+// certificate's DN as the broker maps it, an anonymous connection).
+func (s Security) Principal() string {
+	if s.SASLUser == "" || s.SASLMechanism == "OAUTHBEARER" {
+		return ""
+	}
+	return "User:" + s.SASLUser
+}
+
 // tlsOn reports whether the connection uses TLS.
 func (s Security) tlsOn() bool {
 	return s.TLS || s.TLSCAFile != "" || s.TLSCertFile != "" || s.TLSKeyFile != "" || s.TLSServerName != ""

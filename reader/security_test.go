@@ -232,3 +232,20 @@ func TestOAuthBearerRereadsTheTokenFile(t *testing.T) {
 		}
 	}
 }
+
+func TestThePrincipalIsTheSASLUserWhereTheClientKnowsIt(t *testing.T) {
+	for _, tc := range []struct {
+		s    Security
+		want string
+	}{
+		{Security{SASLMechanism: "SCRAM-SHA-512", SASLUser: "alice"}, "User:alice"},
+		{Security{SASLMechanism: "PLAIN", SASLUser: "bob"}, "User:bob"},
+		{Security{SASLMechanism: "OAUTHBEARER", SASLTokenFile: "/t"}, ""},
+		{Security{TLSCertFile: "/c.pem"}, ""},
+		{Security{}, ""},
+	} {
+		if got := tc.s.Principal(); got != tc.want {
+			t.Errorf("%v.Principal() = %q, want %q", tc.s, got, tc.want)
+		}
+	}
+}

@@ -138,11 +138,20 @@ func (r *Reader) detachAll() {
 	r.ownedChanged()
 }
 
+// ErrLeaveAbandoned is what Shutdown and Close return (wrapped) when
+// leaving the consumer group could not finish within their deadline. The
+// data is durable all the same (the offsets are in Postgres), so a caller
+// that exits should exit as after a clean stop; the group drops the member
+// after reader.Config.SessionTimeout, and its partitions move then.
+var ErrLeaveAbandoned = errors.New("leaving the consumer group abandoned")
+
 // leave leaves the group and closes the client within ctx. franz-go's
 // Close waits for the leave without a deadline (a member in the middle of
-// a join waits for the join), so it runs on its own goroutine, abandoned
-// when ctx ends: the process is about to exit, and the group drops the
-// member after its session timeout.
+// a join waits for the join; a broker that does not answer is waited for),
+// so it runs on its own goroutine, abandoned when ctx ends: the process is
+// about to exit, and the group drops the member after its session timeout.
+// An abandoned leave is logged once, at WARN, and returned as
+// ErrLeaveAbandoned.
 func (r *Reader) leave(ctx context.Context) error {
 	r.cl.AllowRebalance() // a leave waits for the poll loop's permission
 	done := make(chan struct{})
@@ -155,6 +164,10 @@ func (r *Reader) leave(ctx context.Context) error {
 	case <-done:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("leave the consumer group %q: %w (the group drops this member after reader.Config.SessionTimeout)", r.cfg.Group, ctx.Err())
 	}
+	r.log.Warn("left the consumer group without waiting for the broker: the data is durable (offsets in Postgres), "+
+		"and the group drops this member after its session timeout, when its partitions move to the other members",
+		"group", r.cfg.Group, "session_timeout", r.cfg.SessionTimeout.String(), "error", ctx.Err().Error())
+	return fmt.Errorf("leave the consumer group %q: %w: %w (the group drops this member after %s, reader.Config.SessionTimeout)",
+		r.cfg.Group, ErrLeaveAbandoned, ctx.Err(), r.cfg.SessionTimeout)
 }

@@ -24,11 +24,12 @@ import (
 // 64 KiB, counted as the 128 KiB a block may hold), so only batches over
 // half the limit are counted first, which costs their decoding twice.
 //
-// gzip and lz4 still grow a buffer up to the bound before failing (their
-// streams say nothing of their size), and snappy checks the size it
-// declares before decoding.
+// gzip and lz4 are decoded by streamDecoder (streambound.go), which holds
+// at most a few MiB of a batch that turns out to be over the bound. snappy
+// is franz-go's: it checks the size each block declares before decoding.
 type boundedDecompressor struct {
 	inner         kgo.Decompressor // franz-go's, bounded at maxBatchBytes
+	stream        streamDecoder    // gzip and lz4
 	maxBatchBytes int
 }
 
@@ -50,7 +51,10 @@ func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
 
 // Decompress is called by the client's fetch goroutines, concurrently.
 func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
-	if codec == kgo.CodecZstd {
+	switch codec {
+	case kgo.CodecGzip, kgo.CodecLz4:
+		return d.stream.decode(src, codec, d.maxBatchBytes)
+	case kgo.CodecZstd:
 		if bound, ok := zstdBound(src); !ok || bound > int64(d.maxBatchBytes) {
 			// An error here is left to the decoder below to report.
 			if n, err := zstdCount(src, d.maxBatchBytes); err == nil && n > int64(d.maxBatchBytes) {

@@ -203,10 +203,11 @@ func (c *Client) resolve(ctx context.Context, id int, s sr.Schema) (schema.Regis
 	return rs, visit(s.References)
 }
 
-// Lookup returns a schema.SchemaLookup on c: each miss fetches with ctx
-// (the caller's lifetime) and the client's timeout.
-func (c *Client) Lookup(ctx context.Context) schema.SchemaLookup {
-	return func(id int) (schema.RegisteredSchema, error) {
+// Lookup returns a schema.SchemaLookup on c: each miss fetches with the
+// ctx of its call (the batch's, from a mapper's ResolveSchemas) and the
+// client's timeout.
+func (c *Client) Lookup() schema.SchemaLookup {
+	return func(ctx context.Context, id int) (schema.RegisteredSchema, error) {
 		ctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 		return c.SchemaByID(ctx, id)

@@ -149,7 +149,7 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 	c := newClient(t, fake.URL())
 	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: schema.FormatAvro, Schema: "public", Table: "orders",
-		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, ids[0]))}, Lookup: c.Lookup(ctx),
+		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, ids[0]))}, Lookup: c.Lookup(),
 		Metadata: schema.MetadataSpec{Offset: "kafka_offset"}})
 	if err != nil {
 		t.Fatal(err)
@@ -283,7 +283,7 @@ func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 	fake.SeedSchema("orders-value", 2, 205, sr.Schema{Schema: orderVersions[4]})
 	c := newClient(t, fake.URL())
 	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: schema.FormatAvro, Schema: "public", Table: "orders",
-		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, 201))}, Lookup: c.Lookup(ctx)})
+		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, 201))}, Lookup: c.Lookup()})
 	if err != nil {
 		t.Fatal(err)
 	}

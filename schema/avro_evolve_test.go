@@ -60,12 +60,12 @@ func TestAvroTableFollowsTheSchemaVersionByVersion(t *testing.T) {
 	}
 	for i, st := range steps {
 		r := &stream.Record{Topic: "orders", Offset: int64(i), Value: avroRecord(t, evolving[i].ID, evolving[i].Text, evolvingValues[i])}
-		row, err := m.Row(r, nil)
+		row, err := rowOf(m, r, nil)
 		if st.changes {
 			if !errors.Is(err, ErrTableChanged) {
 				t.Fatalf("version %d: got %v, want ErrTableChanged", i+1, err)
 			}
-			row, err = m.Row(r, nil) // as the writer does after evolving the table
+			row, err = rowOf(m, r, nil) // as the writer does after evolving the table
 		}
 		if got := describeColumns(m.Table()); got != st.columns {
 			t.Errorf("version %d: columns\n %s\nwant\n %s", i+1, got, st.columns)
@@ -89,7 +89,7 @@ func TestAvroTableFollowsTheSchemaVersionByVersion(t *testing.T) {
 	}
 	// A record of the first version still maps: the added columns are
 	// NULL, or their default.
-	row, err := m.Row(&stream.Record{Value: avroRecord(t, 11, evolving[0].Text, evolvingValues[0])}, nil)
+	row, err := rowOf(m, &stream.Record{Value: avroRecord(t, 11, evolving[0].Text, evolvingValues[0])}, nil)
 	if err != nil || fmt.Sprint(row) != "[1 a 1 <nil> NL]" {
 		t.Errorf("a first-version record after the changes: %v, %v; want [1 a 1 <nil> NL]", row, err)
 	}
@@ -152,9 +152,9 @@ func TestRegistryMapperIsSafeForConcurrentUse(t *testing.T) {
 		go func() {
 			for n := range 200 {
 				r := &stream.Record{Offset: int64(n), Value: values[(g+n)%4]}
-				row, err := m.Row(r, nil)
+				row, err := rowOf(m, r, nil)
 				if errors.Is(err, ErrTableChanged) {
-					row, err = m.Row(r, nil)
+					row, err = rowOf(m, r, nil)
 				}
 				if err == nil && len(row) > len(m.Table().Columns) {
 					err = fmt.Errorf("a row of %d values for a table of %d columns", len(row), len(m.Table().Columns))

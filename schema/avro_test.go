@@ -35,7 +35,7 @@ func newFakeRegistry(schemas ...RegisteredSchema) *fakeRegistry {
 	return f
 }
 
-func (f *fakeRegistry) lookup(id int) (RegisteredSchema, error) {
+func (f *fakeRegistry) lookup(_ context.Context, id int) (RegisteredSchema, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.calls++
@@ -47,6 +47,23 @@ func (f *fakeRegistry) lookup(id int) (RegisteredSchema, error) {
 		return s, fmt.Errorf("schema id %d: %w", id, ErrSchemaNotFound)
 	}
 	return s, nil
+}
+
+// rowOf is m.Row of r after m.ResolveSchemas of r, as the writer calls
+// them for a batch.
+func rowOf(m *RegistryMapper, r *stream.Record, dst []any) ([]any, error) {
+	if err := m.ResolveSchemas(context.Background(), []stream.Record{*r}); err != nil {
+		return nil, err
+	}
+	return m.Row(r, dst)
+}
+
+// keyRowOf is m.KeyRow of r after m.ResolveSchemas of r.
+func keyRowOf(m *RegistryMapper, r *stream.Record) ([]any, error) {
+	if err := m.ResolveSchemas(context.Background(), []stream.Record{*r}); err != nil {
+		return nil, err
+	}
+	return m.KeyRow(r)
 }
 
 // avroRecord encodes v with schema text in the wire format of id.
@@ -216,7 +233,7 @@ func TestAvroEdgeValuesRoundTripThroughPostgres(t *testing.T) {
 	var rows [][]any
 	for i, rec := range edgeRecords {
 		r := &stream.Record{Topic: "edges", Offset: int64(i), Value: avroRecord(t, 7, logicalSchema, rec.value)}
-		row, err := m.Row(r, nil)
+		row, err := rowOf(m, r, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", rec.name, err)
 		}
@@ -265,7 +282,7 @@ func TestAvroBadRecordsSayWhy(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := m.Row(&stream.Record{Topic: "t", Value: c.value}, nil)
+			_, err := rowOf(m, &stream.Record{Topic: "t", Value: c.value}, nil)
 			var de *DecodeError
 			if !errors.As(err, &de) || de.Kind != c.kind || !strings.Contains(err.Error(), c.says) {
 				t.Fatalf("got %v, want a %s bad record saying %q", err, c.kind, c.says)
@@ -275,7 +292,7 @@ func TestAvroBadRecordsSayWhy(t *testing.T) {
 	t.Run("an unreachable registry is not a bad record", func(t *testing.T) {
 		reg.down = true
 		defer func() { reg.down = false }()
-		_, err := m.Row(&stream.Record{Topic: "t", Value: append(AppendWireHeader(nil, 2, nil), good[5:]...)}, nil)
+		_, err := rowOf(m, &stream.Record{Topic: "t", Value: append(AppendWireHeader(nil, 2, nil), good[5:]...)}, nil)
 		if err == nil || errors.Is(err, ErrBadRecord) || !strings.Contains(err.Error(), "connection refused") {
 			t.Fatalf("got %v, want a plain error that is not ErrBadRecord", err)
 		}
@@ -296,7 +313,7 @@ func TestAvroKeysMakeKeyColumnsAndTombstonesHaveAKeyRow(t *testing.T) {
 		t.Fatalf("columns %v", got)
 	}
 	k := avroRecord(t, 2, key, map[string]any{"id": int64(42), "region": "eu"})
-	row, err := m.Row(&stream.Record{Key: k, Value: avroRecord(t, 1, value, map[string]any{"name": "n"})}, nil)
+	row, err := rowOf(m, &stream.Record{Key: k, Value: avroRecord(t, 1, value, map[string]any{"name": "n"})}, nil)
 	if err != nil || fmt.Sprint(row) != "[n 42 eu]" {
 		t.Fatalf("row %v, %v", row, err)
 	}
@@ -304,7 +321,7 @@ func TestAvroKeysMakeKeyColumnsAndTombstonesHaveAKeyRow(t *testing.T) {
 	if !m.IsTombstone(tomb) {
 		t.Fatal("a record without value is a tombstone")
 	}
-	kr, err := m.KeyRow(tomb)
+	kr, err := keyRowOf(m, tomb)
 	if err != nil || fmt.Sprint(kr) != "[42 eu]" {
 		t.Fatalf("key row %v, %v", kr, err)
 	}
@@ -317,7 +334,7 @@ func TestAvroKeysMakeKeyColumnsAndTombstonesHaveAKeyRow(t *testing.T) {
 	if got := describeColumns(appendMode.Table()); got != "name text NOT NULL, key_id bigint, key_region text" {
 		t.Errorf("append mode columns %s", got)
 	}
-	if row, err := appendMode.Row(&stream.Record{Value: avroRecord(t, 1, value, map[string]any{"name": "n"})}, nil); err != nil || fmt.Sprint(row) != "[n <nil> <nil>]" {
+	if row, err := rowOf(appendMode, &stream.Record{Value: avroRecord(t, 1, value, map[string]any{"name": "n"})}, nil); err != nil || fmt.Sprint(row) != "[n <nil> <nil>]" {
 		t.Errorf("a record without key in append mode: %v, %v", row, err)
 	}
 	if _, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatAvro, Table: "t", Value: []RegisteredSchema{vs}, Key: []RegisteredSchema{ks},
@@ -337,13 +354,13 @@ func TestAvroKeyThatIsNotARecordIsOneKeyColumn(t *testing.T) {
 	if got := describeColumns(m.Table()); got != "n bigint NOT NULL, key text NOT NULL" {
 		t.Fatalf("columns %s", got)
 	}
-	kr, err := m.KeyRow(&stream.Record{Key: avroRecord(t, 2, `"string"`, "k-1")})
+	kr, err := keyRowOf(m, &stream.Record{Key: avroRecord(t, 2, `"string"`, "k-1")})
 	if err != nil || fmt.Sprint(kr) != "[k-1]" {
 		t.Fatalf("key row %v, %v", kr, err)
 	}
 	// A record without key cannot fill the key column.
 	var de *DecodeError
-	if _, err := m.Row(&stream.Record{Value: avroRecord(t, 1, value, map[string]any{"n": int64(1)})}, nil); !errors.As(err, &de) || de.Kind != KindNullValue {
+	if _, err := rowOf(m, &stream.Record{Value: avroRecord(t, 1, value, map[string]any{"n": int64(1)})}, nil); !errors.As(err, &de) || de.Kind != KindNullValue {
 		t.Fatalf("a record without key: %v", err)
 	}
 }
@@ -364,7 +381,7 @@ func TestAvroDecimalsAtPostgresLimits(t *testing.T) {
 	}
 	nines := "-" + strings.Repeat("9", 500) + "." + strings.Repeat("9", 500)
 	big1200 := strings.Repeat("7", 1197) + ".123"
-	row, err := m.Row(&stream.Record{Value: avroRecord(t, 1, text, map[string]any{"p1000": rat(nines), "p1200": rat(big1200)})}, nil)
+	row, err := rowOf(m, &stream.Record{Value: avroRecord(t, 1, text, map[string]any{"p1000": rat(nines), "p1200": rat(big1200)})}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,10 +4,10 @@ import (
 	"encoding/binary"
 	"fmt"
 	"math"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -15,18 +15,13 @@ import (
 // row as the fields of one binary COPY tuple without building Row's []any:
 // no value is boxed, no numeric becomes a big.Int, and the COPY encoder
 // does not look at the values again. The bytes are the ones pgx (with
-// NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow). The
+// pgcopy.NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow). The
 // commonest values of a column (its type's quick kind in types.go) are
 // appended from the document's bytes by appendQuick; the others go through
 // a jsonValue to the type's appendField. A caller that appends many rows
 // in turn (ingest's COPY) takes AppendRowFunc, whose scratch space is its
-// own.
-
-// FieldEncoder appends v, a value as Row returns it for column col, as
-// that column's whole field of a binary COPY tuple: its length (-1 for
-// NULL), then its bytes. v may share memory AppendRow reuses: it is valid
-// during the call only.
-type FieldEncoder func(col int, dst []byte, v any) ([]byte, error)
+// own. The field encodings themselves (times, numerics, the field layout)
+// are package pgcopy's.
 
 // appendFunc writes the binary form of a JSON value for a column of its
 // type. A value it leaves to the FieldEncoder (rare ones, such as numerics
@@ -35,31 +30,6 @@ type FieldEncoder func(col int, dst []byte, v any) ([]byte, error)
 // v is passed by pointer: it is 56 bytes, and copying it into and out of
 // every call would cost each field more than the work done on it.
 type appendFunc func(c *colType, v *jsonValue, dst []byte) (out []byte, fallback any, cerr *convError)
-
-// Postgres counts time from 2000-01-01 00:00:00 UTC.
-const (
-	pgEpochUnix   = 946684800
-	secondsPerDay = 86400
-)
-
-// AppendTimestamptz appends t in timestamptz's binary format: microseconds
-// since 2000-01-01 UTC, the nanoseconds truncated as pgx truncates them.
-func AppendTimestamptz(buf []byte, t time.Time) []byte {
-	return binary.BigEndian.AppendUint64(buf, uint64((t.Unix()-pgEpochUnix)*1_000_000+int64(t.Nanosecond())/1000))
-}
-
-// AppendTimestamp appends t's wall clock in its location in timestamp's
-// binary format, as pgx does.
-func AppendTimestamp(buf []byte, t time.Time) []byte {
-	return AppendTimestamptz(buf, time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC))
-}
-
-// AppendDate appends t's day in date's binary format: days since
-// 2000-01-01.
-func AppendDate(buf []byte, t time.Time) []byte {
-	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
-	return binary.BigEndian.AppendUint32(buf, uint32(int32((day-pgEpochUnix)/secondsPerDay)))
-}
 
 func appendTextField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	s, cerr := textOf(c, *v)
@@ -115,7 +85,7 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 		return dst, nil, cerr
 	}
 	if len(d.digits) <= 19 {
-		if out, ok := appendNumericWord(dst, d.uint64(), d.neg, int32(d.exp)); ok {
+		if out, ok := pgcopy.AppendDecimal(dst, d.uint64(), d.neg, int32(d.exp)); ok {
 			return out, nil, nil
 		}
 	}
@@ -127,24 +97,24 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 // applied); false leaves it to numericOf.
 func (c *colType) appendShortNumeric(dst []byte, s string) ([]byte, bool) {
 	if abs, exp, neg, ok := c.shortNumeric(s); ok {
-		return appendNumericWord(dst, abs, neg, exp)
+		return pgcopy.AppendDecimal(dst, abs, neg, exp)
 	}
 	return dst, false
 }
 
 func appendTimestamptzField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := parseTimestamp(c, *v, true)
-	return AppendTimestamptz(dst, t), nil, cerr
+	return pgcopy.AppendTimestamptz(dst, t), nil, cerr
 }
 
 func appendTimestampField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := parseTimestamp(c, *v, false)
-	return AppendTimestamp(dst, t), nil, cerr
+	return pgcopy.AppendTimestamp(dst, t), nil, cerr
 }
 
 func appendDateField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := dateOf(c, *v)
-	return AppendDate(dst, t), nil, cerr
+	return pgcopy.AppendDate(dst, t), nil, cerr
 }
 
 // appendJSONBField writes jsonb's binary format: version 1, then the text.
@@ -211,7 +181,7 @@ func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, o
 	case quickTimestamptz:
 		if h.kind == kindString && !h.esc {
 			if t, ok := quickTimestamp(h.body(doc)); ok {
-				return AppendTimestamptz(dst, t), true
+				return pgcopy.AppendTimestamptz(dst, t), true
 			}
 		}
 	}
@@ -251,7 +221,7 @@ func (c *mappedColumn) nativeOID() uint32 {
 // its mapping makes is written here, others through enc with the value Row
 // gives, as are the rare values written here otherwise. A record that does
 // not fit returns dst unchanged and the error Row returns.
-func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	rs := m.getState()
 	defer m.putState(rs)
 	return m.appendRow(rs, r, dst, oids, enc)
@@ -262,16 +232,16 @@ func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc 
 // state and gives it back with an atomic swap and compare-and-swap a row,
 // on a word every COPY of the mapper shares, which the table's concurrent
 // writers pulled from each other's cache for every row.
-func (m *JSONMapper) AppendRowFunc() func(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) AppendRowFunc() func(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	rs := &rowState{}
-	return func(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+	return func(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 		out, err := m.appendRow(rs, r, dst, oids, enc)
 		rs.endRow()
 		return out, err
 	}
 }
 
-func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	if len(oids) != len(m.cols) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of %s", len(oids), len(m.cols), m.table.QualifiedName())
 	}
@@ -287,7 +257,7 @@ func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids 
 	return dst, nil
 }
 
-func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []byte, oid uint32, enc FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []byte, oid uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	c := &m.cols[i]
 	if oid == 0 || oid != c.oid {
 		v, err := m.value(c, r, rs)
@@ -333,7 +303,7 @@ func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []by
 		if r.Timestamp.IsZero() {
 			return m.appendNullMeta(c, r, rs, dst, at)
 		}
-		dst = AppendTimestamptz(dst, r.Timestamp)
+		dst = pgcopy.AppendTimestamptz(dst, r.Timestamp)
 	case metaHeaders:
 		if len(r.Headers) == 0 {
 			return m.appendNullMeta(c, r, rs, dst, at)
@@ -364,7 +334,7 @@ func (m RawMapper) rawOIDs() [7]uint32 {
 // AppendRow is Row written straight into binary COPY, as
 // JSONMapper.AppendRow: the bytes pgx writes for Row's values. A table
 // whose columns have other types gets Row's values through enc.
-func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	return m.appendRow(r, dst, oids, enc, true)
 }
 
@@ -381,11 +351,11 @@ func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc Fi
 // (encoding/json's 10,000 levels) and Postgres would store it, or fail on
 // its stack (SQLSTATE 54001, not about the row). A value of at most
 // maxNestingDepth bytes cannot nest that deep; longer ones are checked.
-func (m RawMapper) AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder) ([]byte, error) {
+func (m RawMapper) AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
 	return m.appendRow(r, dst, oids, enc, m.Format != ValueJSON || len(r.Value) > maxNestingDepth)
 }
 
-func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc FieldEncoder, check bool) ([]byte, error) {
+func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder, check bool) ([]byte, error) {
 	native := m.rawOIDs()
 	if len(oids) != len(native) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of a zero-config table", len(oids), len(native))
@@ -408,20 +378,20 @@ func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc Fi
 			return dst, err
 		}
 	}
-	dst = appendBytesField(dst, r.Topic)
+	dst = pgcopy.AppendBytesField(dst, r.Topic)
 	dst = binary.BigEndian.AppendUint32(dst, 4)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(r.Partition))
 	dst = binary.BigEndian.AppendUint32(dst, 8)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Offset))
 	dst = binary.BigEndian.AppendUint32(dst, 8)
-	dst = AppendTimestamptz(dst, r.Timestamp)
+	dst = pgcopy.AppendTimestamptz(dst, r.Timestamp)
 	if r.Key == nil {
-		dst = appendNull(dst)
+		dst = pgcopy.AppendNull(dst)
 	} else {
-		dst = appendBytesField(dst, r.Key)
+		dst = pgcopy.AppendBytesField(dst, r.Key)
 	}
 	if len(r.Headers) == 0 {
-		dst = appendNull(dst)
+		dst = pgcopy.AppendNull(dst)
 	} else {
 		at := len(dst)
 		dst = appendHeadersJSON(append(binary.BigEndian.AppendUint32(dst, 0), 1), r.Headers)
@@ -429,21 +399,15 @@ func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc Fi
 	}
 	switch {
 	case r.Value == nil:
-		dst = appendNull(dst)
+		dst = pgcopy.AppendNull(dst)
 	case m.Format == ValueJSON:
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Value)+1))
 		dst = append(append(dst, 1), r.Value...)
 	default:
-		dst = appendBytesField(dst, r.Value)
+		dst = pgcopy.AppendBytesField(dst, r.Value)
 	}
 	return dst, nil
 }
-
-func appendBytesField[T string | []byte](dst []byte, b T) []byte {
-	return append(binary.BigEndian.AppendUint32(dst, uint32(len(b))), b...)
-}
-
-func appendNull(dst []byte) []byte { return binary.BigEndian.AppendUint32(dst, math.MaxUint32) }
 
 // appendNullMeta leaves the NULL written at dst[at:] for a metadata column
 // the record lacks, unless the column is NOT NULL (part of the upsert

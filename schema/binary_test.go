@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -38,7 +39,7 @@ func FuzzAppendRowMatchesRow(f *testing.F) {
 	}
 	mappers := []*JSONMapper{fuzzMapper(f), pathsMapper(f), benchMapper(f, nil), benchMapper(f, []string{"kafka_key", "kafka_ts"})}
 	tm := pgtype.NewMap()
-	RegisterNumericCodec(tm)
+	pgcopy.RegisterNumericCodec(tm)
 	f.Fuzz(func(t *testing.T, value, key []byte, tombstone bool, mix uint8) {
 		r := &stream.Record{Topic: "t", Partition: 5, Offset: 1 << 40, Value: value, Key: key, Headers: []stream.Header{{Key: "h", Value: key}}}
 		if tombstone {
@@ -299,8 +300,8 @@ func TestShortNumericWritesWhatNumericOfWrites(t *testing.T) {
 					t.Errorf("%s %q: the fast path takes it, numericOf says %s", typ, l, cerr.msg)
 					continue
 				}
-				want, wok := appendNumericWord(nil, d.uint64(), d.neg, int32(d.exp))
-				got, gok := appendNumericWord(nil, abs, neg, exp)
+				want, wok := pgcopy.AppendDecimal(nil, d.uint64(), d.neg, int32(d.exp))
+				got, gok := pgcopy.AppendDecimal(nil, abs, neg, exp)
 				if !wok || !gok || !bytes.Equal(got, want) {
 					t.Errorf("%s %q: fast %d×10^%d neg %v (% x), numericOf %s×10^%d neg %v (% x)", typ, l, abs, exp, neg, got, d.digits, d.exp, d.neg, want)
 				}
@@ -319,7 +320,7 @@ func TestShortNumericWritesWhatNumericOfWrites(t *testing.T) {
 // converted as Row does.
 func TestAppendQuickMatchesRow(t *testing.T) {
 	tm := pgtype.NewMap()
-	RegisterNumericCodec(tm)
+	pgcopy.RegisterNumericCodec(tm)
 	lits := []string{`""`, `"a"`, `"abc"`, `"abcd"`, `"abcde"`, `"ab\"c"`, `"\u00e9t\u00e9"`, `"été!"`, `"ééééé"`, `"a\u0000"`,
 		`0`, `-0`, `7`, `-7`, `32767`, `32768`, `-32768`, `-32769`, `2147483647`, `2147483648`, `-2147483648`, `-2147483649`,
 		`999999999999999999`, `9223372036854775807`, `9223372036854775808`, `-9223372036854775808`, `1.0`, `1e2`, `-1.5`,

@@ -275,7 +275,7 @@ func (c *colType) shortNumeric(s string) (abs uint64, exp int32, neg, ok bool) {
 	if c.precision > 0 {
 		if drop := -exp - int32(c.scale); drop > 0 {
 			// Half away from zero: the first digit dropped decides.
-			p := powersOf10[drop]
+			p := pow10[drop]
 			q, r := abs/p, abs%p
 			if r >= p/2 {
 				q++
@@ -305,3 +305,7 @@ func decimalDigits(n uint64) int {
 	}
 	return d
 }
+
+// pow10 are 10^0 to 10^19, the powers a uint64 holds.
+var pow10 = [20]uint64{1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9,
+	1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19}

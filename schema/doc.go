@@ -21,18 +21,20 @@
 //     encoding/json path as the fuzzers' reference).
 //   - wire*.go, avro*.go, protobuf.go: the registry mappers (Avro, Protobuf,
 //     JSON Schema in the Confluent wire format). Their schemas come through
-//     an injected lookup (package registry does the I/O); their table grows
-//     with new schema versions, which Row reports with ErrTableChanged.
-//   - table.go, evolve.go: Table, and the CREATE and ALTER plans
-//     (PlanCreate, PlanEvolve), golden-tested.
-//   - numeric_codec.go: a pgx codec that encodes numeric without math/big;
-//     RegisterNumericCodec installs it on a connection.
+//     an injected lookup (package registry does the I/O), which
+//     ResolveSchemas calls with the batch's ctx before Row (resolve.go): Row
+//     does no I/O. Their table grows with new schema versions, which Row
+//     reports with ErrTableChanged.
+//   - table.go, evolve.go, ident.go: Table, the CREATE and ALTER plans
+//     (PlanCreate, PlanEvolve), golden-tested, and QuoteIdent.
 //   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
 //     COPY format byte for byte as pgx encodes Row's values
-//     (FuzzAppendRowMatchesRow), and the time encodings ingest shares;
+//     (FuzzAppendRowMatchesRow), with package pgcopy's field encodings;
 //     RawMapper.AppendRowUnchecked, which leaves a JSON value's check to
 //     jsonb's input.
 //
-// Identifiers are always quoted with pgx.Identifier.Sanitize. It imports
-// nothing of ours.
+// Identifiers are always quoted, with QuoteIdent (ident.go). Of ours, it
+// imports stream (the record) and pgcopy (the field encodings of AppendRow);
+// of pgx, only pgtype, for Row's values (pgtype.Numeric) and the type OIDs
+// of the type table.
 package schema

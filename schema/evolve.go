@@ -3,8 +3,6 @@ package schema
 import (
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // DDL plans. The schema package only plans: each function returns the
@@ -32,7 +30,7 @@ ORDER BY a.attnum`
 func PlanCreate(t Table) []string {
 	var stmts []string
 	if t.Schema != "" {
-		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+pgx.Identifier{t.Schema}.Sanitize())
+		stmts = append(stmts, "CREATE SCHEMA IF NOT EXISTS "+QuoteIdent(t.Schema))
 	}
 	return append(stmts, t.CreateSQL())
 }
@@ -62,7 +60,7 @@ func PlanEvolve(want Table, have []ExistingColumn) ([]string, error) {
 	table := want.QualifiedName()
 	var stmts []string
 	for _, c := range want.Columns {
-		col := pgx.Identifier{c.Name}.Sanitize()
+		col := QuoteIdent(c.Name)
 		h, ok := byName[c.Name]
 		if !ok {
 			s := fmt.Sprintf("ALTER TABLE %s ADD COLUMN IF NOT EXISTS %s %s", table, col, c.Type)

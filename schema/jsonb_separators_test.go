@@ -81,7 +81,7 @@ func TestJSONBOfRegistryValuesWritesLineSeparatorsAsThemselves(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	row, err := am.Row(&stream.Record{Value: avroRecord(t, 3, avroText, map[string]any{
+	row, err := rowOf(am, &stream.Record{Value: avroRecord(t, 3, avroText, map[string]any{
 		"m": map[string]any{lineSeparators: lineSeparators}, "l": []any{lineSeparators}})}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -96,7 +96,7 @@ func TestJSONBOfRegistryValuesWritesLineSeparatorsAsThemselves(t *testing.T) {
 	}
 	doc, _ := json.Marshal(map[string]any{"id": "1", "tags": []string{lineSeparators}, "counts": map[string]string{lineSeparators: "7"},
 		"lines": []map[string]string{{"sku": lineSeparators}}})
-	row, err = pm.Row(&stream.Record{Value: protoRecord(t, orderSchema, []int{0}, string(doc))}, nil)
+	row, err = rowOf(pm, &stream.Record{Value: protoRecord(t, orderSchema, []int{0}, string(doc))}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -133,7 +133,7 @@ func TestProtobufMessagesMapToTypedColumns(t *testing.T) {
 	}
 	var rows [][]any
 	for i, d := range docs {
-		row, err := m.Row(&stream.Record{Offset: int64(i), Value: protoRecord(t, orderSchema, []int{0}, d.doc)}, nil)
+		row, err := rowOf(m, &stream.Record{Offset: int64(i), Value: protoRecord(t, orderSchema, []int{0}, d.doc)}, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", d.doc, err)
 		}
@@ -167,26 +167,26 @@ func TestProtobufMessageIndexesPickTheMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Message index [1] is Other: its field x is a new column.
-	_, err = m.Row(&stream.Record{Value: protoRecord(t, orderSchema, []int{1}, `{"x": "hello"}`)}, nil)
+	_, err = rowOf(m, &stream.Record{Value: protoRecord(t, orderSchema, []int{1}, `{"x": "hello"}`)}, nil)
 	if !errors.Is(err, ErrTableChanged) {
 		t.Fatalf("a record of another message with a new field: got %v, want ErrTableChanged", err)
 	}
-	row, err := m.Row(&stream.Record{Value: protoRecord(t, orderSchema, []int{1}, `{"x": "hello"}`)}, nil)
+	row, err := rowOf(m, &stream.Record{Value: protoRecord(t, orderSchema, []int{1}, `{"x": "hello"}`)}, nil)
 	if err != nil || row[len(row)-1] != "hello" {
 		t.Fatalf("row %v, %v", row, err)
 	}
 	// A nested message, [0, 1], is Order.Line ([0, 0] is the map entry
 	// of counts, as in the descriptor Confluent's serializers index).
-	if _, err := m.Row(&stream.Record{Value: protoRecord(t, orderSchema, []int{0, 1}, `{"sku": "s"}`)}, nil); !errors.Is(err, ErrTableChanged) {
+	if _, err := rowOf(m, &stream.Record{Value: protoRecord(t, orderSchema, []int{0, 1}, `{"sku": "s"}`)}, nil); !errors.Is(err, ErrTableChanged) {
 		t.Fatalf("Order.Line: got %v", err)
 	}
 	// An index past the messages is a bad record.
 	bad := append(AppendWireHeader(nil, orderSchema.ID, []int{5}), 0x08, 0x01)
 	var de *DecodeError
-	if _, err := m.Row(&stream.Record{Value: bad}, nil); !errors.As(err, &de) || de.Kind != KindSchemaIncompatible {
+	if _, err := rowOf(m, &stream.Record{Value: bad}, nil); !errors.As(err, &de) || de.Kind != KindSchemaIncompatible {
 		t.Fatalf("message index 5: got %v", err)
 	}
-	if _, err := m.Row(&stream.Record{Value: []byte{0, 0, 0, 0, 21}}, nil); !errors.As(err, &de) || de.Kind != KindInvalidWireFormat {
+	if _, err := rowOf(m, &stream.Record{Value: []byte{0, 0, 0, 0, 21}}, nil); !errors.As(err, &de) || de.Kind != KindInvalidWireFormat {
 		t.Fatalf("no message indexes: got %v", err)
 	}
 }
@@ -202,7 +202,7 @@ func TestAProtobufMapEntryThatPanicsTheLibraryIsABadRecord(t *testing.T) {
 	// counts (field 11): an entry of key "x", then key 1 as a varint.
 	value := append(AppendWireHeader(nil, orderSchema.ID, []int{0}), 0x5a, 0x05, 0x0a, 0x01, 'x', 0x08, 0x01)
 	var de *DecodeError
-	if _, err := m.Row(&stream.Record{Value: value}, nil); !errors.As(err, &de) || de.Kind != KindInvalidWireFormat {
+	if _, err := rowOf(m, &stream.Record{Value: value}, nil); !errors.As(err, &de) || de.Kind != KindInvalidWireFormat {
 		t.Fatalf("got %v, want an invalid_wire_format bad record", err)
 	}
 }
@@ -217,17 +217,17 @@ func TestProtobufFieldChangesFollowTheRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	rec := &stream.Record{Value: protoRecord(t, v2, []int{0}, `{"n": "5000000000", "s": "x", "added": "y"}`)}
-	if _, err := m.Row(rec, nil); !errors.Is(err, ErrTableChanged) {
+	if _, err := rowOf(m, rec, nil); !errors.Is(err, ErrTableChanged) {
 		t.Fatalf("v2: %v", err)
 	}
 	if got, want := describeColumns(m.Table()), "n bigint NOT NULL, s text NOT NULL, added text"; got != want {
 		t.Fatalf("columns %s, want %s", got, want)
 	}
-	if row, err := m.Row(rec, nil); err != nil || fmt.Sprint(row) != "[5000000000 x y]" {
+	if row, err := rowOf(m, rec, nil); err != nil || fmt.Sprint(row) != "[5000000000 x y]" {
 		t.Fatalf("v2 row %v, %v", row, err)
 	}
 	var de *DecodeError
-	_, err = m.Row(&stream.Record{Value: protoRecord(t, v3, []int{0}, `{"n": "1", "s": true}`)}, nil)
+	_, err = rowOf(m, &stream.Record{Value: protoRecord(t, v3, []int{0}, `{"n": "1", "s": true}`)}, nil)
 	if !errors.As(err, &de) || de.Kind != KindSchemaIncompatible || !strings.Contains(err.Error(), "field s changed type from string") {
 		t.Fatalf("v3: got %v", err)
 	}

@@ -3,8 +3,6 @@ package schema
 import (
 	"fmt"
 	"strings"
-
-	"github.com/jackc/pgx/v5"
 )
 
 // Table describes a target table: where it lives and its columns, in the
@@ -23,16 +21,17 @@ type Column struct {
 	NotNull bool
 }
 
-// Ident is the table's identifier for pgx (CopyFrom) and for SQL text.
-func (t Table) Ident() pgx.Identifier {
+// Ident is the table's identifier, its schema (when set) and its name; it
+// is assignable to a pgx.Identifier (pgcopy.CopyFrom, pgx's CopyFrom).
+func (t Table) Ident() []string {
 	if t.Schema == "" {
-		return pgx.Identifier{t.Name}
+		return []string{t.Name}
 	}
-	return pgx.Identifier{t.Schema, t.Name}
+	return []string{t.Schema, t.Name}
 }
 
 // QualifiedName is the quoted, schema-qualified name for SQL text and logs.
-func (t Table) QualifiedName() string { return t.Ident().Sanitize() }
+func (t Table) QualifiedName() string { return QuoteIdent(t.Ident()...) }
 
 // ColumnNames lists the column names in row order.
 func (t Table) ColumnNames() []string {
@@ -52,7 +51,7 @@ func (t Table) CreateSQL() string {
 		if i > 0 {
 			b.WriteString(",\n")
 		}
-		fmt.Fprintf(&b, "    %s %s", pgx.Identifier{c.Name}.Sanitize(), c.Type)
+		fmt.Fprintf(&b, "    %s %s", QuoteIdent(c.Name), c.Type)
 		if c.NotNull {
 			b.WriteString(" NOT NULL")
 		}
@@ -60,7 +59,7 @@ func (t Table) CreateSQL() string {
 	if len(t.PrimaryKey) > 0 {
 		quoted := make([]string, len(t.PrimaryKey))
 		for i, k := range t.PrimaryKey {
-			quoted[i] = pgx.Identifier{k}.Sanitize()
+			quoted[i] = QuoteIdent(k)
 		}
 		fmt.Fprintf(&b, ",\n    PRIMARY KEY (%s)", strings.Join(quoted, ", "))
 	}

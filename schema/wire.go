@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -51,11 +52,12 @@ type SchemaReference struct {
 	Text string
 }
 
-// SchemaLookup returns the schema of an id. It is called when a record
-// carries an id the mapper has not seen, from Row, so it may block on I/O;
+// SchemaLookup returns the schema of an id. It is called with the ctx of
+// the batch whose records carry an id the mapper has not seen, from
+// ResolveSchemas (never from Row), so it may block on I/O until ctx ends;
 // it must be safe for concurrent use, and should cache. An id the registry
 // does not know is an error wrapping ErrSchemaNotFound.
-type SchemaLookup func(id int) (RegisteredSchema, error)
+type SchemaLookup func(ctx context.Context, id int) (RegisteredSchema, error)
 
 // wireHeader is the decoded start of a wire-format payload.
 type wireHeader struct {

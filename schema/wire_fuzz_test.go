@@ -40,7 +40,7 @@ func FuzzRegistryMapperRow(f *testing.F) {
 			m = pm
 		}
 		for _, m := range []*RegistryMapper{m, jm} {
-			_, err := m.Row(&stream.Record{Key: b, Value: b}, nil)
+			_, err := rowOf(m, &stream.Record{Key: b, Value: b}, nil)
 			if err != nil && !errors.Is(err, ErrBadRecord) && !errors.Is(err, ErrTableChanged) {
 				t.Fatalf("%x: %v is neither a bad record nor a table change", b, err)
 			}

@@ -31,7 +31,7 @@ func TestJSONSchemaPropertiesMapToTypedColumns(t *testing.T) {
 		t.Fatalf("columns\n %s\nwant\n %s", got, want)
 	}
 	doc := `{"id": 7, "amount": 12.50, "at": "2026-11-30T12:00:00Z", "ship.to": {"city": "Gent"}, "tags": ["a"], "paid": true}`
-	row, err := m.Row(&stream.Record{Value: append(AppendWireHeader(nil, 41, nil), doc...)}, nil)
+	row, err := rowOf(m, &stream.Record{Value: append(AppendWireHeader(nil, 41, nil), doc...)}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -39,14 +39,14 @@ func TestJSONSchemaPropertiesMapToTypedColumns(t *testing.T) {
 		t.Errorf("row %s", got)
 	}
 	var de *DecodeError
-	_, err = m.Row(&stream.Record{Value: append(AppendWireHeader(nil, 41, nil), `{"id": "x", "amount": 1, "at": "2026-11-30T12:00:00Z", "paid": true}`...)}, nil)
+	_, err = rowOf(m, &stream.Record{Value: append(AppendWireHeader(nil, 41, nil), `{"id": "x", "amount": 1, "at": "2026-11-30T12:00:00Z", "paid": true}`...)}, nil)
 	if !errors.As(err, &de) || de.Kind != KindTypeMismatch || de.Column != "id" {
 		t.Errorf("a string id: %v, want a type_mismatch bad record in column id", err)
 	}
 	// A new version adds a property: a new column.
 	v2 := RegisteredSchema{ID: 42, Type: "JSON", Text: `{"type": "object", "properties": {"id": {"type": "integer"}, "extra": {"type": "string"}}}`}
 	reg.schemas[42] = v2
-	if _, err := m.Row(&stream.Record{Value: append(AppendWireHeader(nil, 42, nil), `{"id": 1, "extra": "e"}`...)}, nil); !errors.Is(err, ErrTableChanged) {
+	if _, err := rowOf(m, &stream.Record{Value: append(AppendWireHeader(nil, 42, nil), `{"id": 1, "extra": "e"}`...)}, nil); !errors.Is(err, ErrTableChanged) {
 		t.Fatalf("v2: %v", err)
 	}
 	// id is not required in v2 any more: its column loses NOT NULL too.

@@ -1,6 +1,7 @@
 package schema
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"slices"
@@ -25,7 +26,11 @@ import (
 // folded in the same way when it arrives; if that changes the table, Row
 // returns an error wrapping ErrTableChanged and Table describes the new table.
 //
-// Safe for concurrent use. Lock order: mu only; the lookup runs without it.
+// Its schemas come from ResolveSchemas, which the caller runs with the
+// batch's ctx before Row: Row does no I/O.
+//
+// Safe for concurrent use. Lock order: mu, and resolved's lock, never held
+// together; the lookup runs without either.
 type RegistryMapper struct {
 	spec   RegistryMappingSpec
 	meta   *JSONMapper // the metadata columns; nil without any
@@ -35,6 +40,8 @@ type RegistryMapper struct {
 	cols     []regColumn
 	gen      int                       // bumped when cols change
 	versions [2]map[string]*regVersion // by part, by wireHeader.key()
+
+	resolved ResolvedSchemas // what ResolveSchemas fetched, for version
 }
 
 // RegistryMappingSpec configures a RegistryMapper.
@@ -558,23 +565,17 @@ func (e *fieldError) Error() string { return e.msg }
 // when it is new.
 func (m *RegistryMapper) version(r *stream.Record, part int, h wireHeader) (*regVersion, error) {
 	key := h.key()
-	m.mu.RLock()
-	v, ok := m.versions[part][key]
-	if !ok && m.spec.Format == FormatProtobuf && len(h.indexes) == 1 && h.indexes[0] == 0 && m.spec.Message == "" {
-		v, ok = m.versions[part][wireHeader{id: h.id, indexes: []int{-1}}.key()]
-	}
-	m.mu.RUnlock()
-	if ok {
+	if v, ok := m.seen(part, h, key); ok {
 		return v, nil
 	}
-	rs, err := m.spec.Lookup(h.id)
+	rs, err := m.resolved.Get(h.id)
 	if errors.Is(err, ErrSchemaNotFound) {
 		return nil, badRecord(r, "", KindUnknownSchema, fmt.Sprintf("the %s's schema id %d is unknown to the schema registry: was the schema deleted, or the record written against another registry? %s", partNames[part], h.id, err.Error()))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("look up schema id %d of %s/%d@%d: %w", h.id, r.Topic, r.Partition, r.Offset, err)
+		return nil, fmt.Errorf("schema id %d of %s/%d@%d: %w", h.id, r.Topic, r.Partition, r.Offset, err)
 	}
-	v, err = m.compile(part, rs, h)
+	v, err := m.compile(part, rs, h)
 	if err != nil {
 		v = &regVersion{id: h.id, bad: err.Error()}
 	}
@@ -594,4 +595,57 @@ func (m *RegistryMapper) version(r *stream.Record, part int, h wireHeader) (*reg
 		return nil, fmt.Errorf("%s/%d@%d: the %s's schema id %d changes the table %s: %w", r.Topic, r.Partition, r.Offset, partNames[part], h.id, m.spec.Table, ErrTableChanged)
 	}
 	return v, nil
+}
+
+// seen returns the compiled version of a header (key is h.key()), if the
+// mapper has one.
+func (m *RegistryMapper) seen(part int, h wireHeader, key string) (*regVersion, bool) {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	v, ok := m.versions[part][key]
+	if !ok && m.spec.Format == FormatProtobuf && len(h.indexes) == 1 && h.indexes[0] == 0 && m.spec.Message == "" {
+		v, ok = m.versions[part][wireHeader{id: h.id, indexes: []int{-1}}.key()]
+	}
+	return v, ok
+}
+
+// ResolveSchemas fetches with ctx (through the spec's Lookup) the schemas
+// of the ids records carry that the mapper has not seen, so that Row reads
+// them without I/O; the writer calls it for each batch before its
+// transaction. A record that is not in the wire format, or whose id the
+// registry does not know, is not an error here: Row makes it a bad record.
+// An error is the registry's (it cannot be reached): the batch waits.
+func (m *RegistryMapper) ResolveSchemas(ctx context.Context, records []stream.Record) error {
+	var asked map[int]bool
+	// last is, per part, the last header the mapper has a version of: a
+	// batch mostly carries one, which then costs no key and no lock a
+	// record.
+	var last [2]*wireHeader
+	for i := range records {
+		r := &records[i]
+		for part, b := range [2][]byte{r.Value, r.Key} {
+			if b == nil || (part == partKey && len(m.spec.Key) == 0) {
+				continue
+			}
+			h, _, err := parseWire(b, m.spec.Format == FormatProtobuf)
+			if err != nil || asked[h.id] {
+				continue
+			}
+			if l := last[part]; l != nil && l.id == h.id && slices.Equal(l.indexes, h.indexes) {
+				continue
+			}
+			if _, ok := m.seen(part, h, h.key()); ok {
+				last[part] = &h
+				continue
+			}
+			if asked == nil {
+				asked = map[int]bool{}
+			}
+			asked[h.id] = true
+			if err := m.resolved.Resolve(ctx, m.spec.Lookup, h.id); err != nil {
+				return fmt.Errorf("look up schema id %d of %s/%d@%d: %w", h.id, r.Topic, r.Partition, r.Offset, err)
+			}
+		}
+	}
+	return nil
 }

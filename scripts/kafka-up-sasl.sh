@@ -10,6 +10,12 @@
 #   SASL_SSL   TLS + SASL: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER
 #              (Kafka's unsecured JWT validator: for tests only)
 #
+# ACLs are enforced (KRaft's StandardAuthorizer) on the topics and groups
+# that have some: the tests of denied ACLs put them on their own; the
+# others have none and stay open to everyone. Super users: User:ANONYMOUS
+# (the PLAINTEXT and CONTROLLER listeners: the broker, the controller and
+# the tests' admin client) and the SASL user below.
+#
 # `up` needs, in CERT_DIR (the tests make them with Go's crypto/x509):
 #   ca.pem      the CA that signs the server and the client certificates
 #   server.pem  the broker's PKCS #8 key, then its certificate (a PEM keystore)
@@ -34,7 +40,7 @@ prog=kafka-up-sasl
 . "$(dirname "${BASH_SOURCE[0]}")/../kafka/lib.sh"
 
 usage() {
-	sed -n '2,30s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '2,36s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -102,6 +108,10 @@ listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.p
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 listener.name.sasl_ssl.oauthbearer.sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;
+
+authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer
+super.users=User:ANONYMOUS;User:$user
+allow.everyone.if.no.acl.found=true
 
 default.replication.factor=1
 min.insync.replicas=1

@@ -145,7 +145,7 @@ func TestEveryFieldOfARunFlagHasItsCLIName(t *testing.T) {
 	}
 	noFlag := map[string]bool{
 		"reader.Config.TopicsAreRegex": true, "reader.Config.Permanent": true, "reader.Config.Logger": true,
-		"reader.Config.ExtraOpts": true, "reader.Config.OnOwned": true,
+		"reader.Config.ExtraOpts": true, "reader.Config.OnOwned": true, "reader.Config.Principal": true, // from reader.Security
 		"ingest.Config.Sinks": true, "ingest.Config.Resolve": true, "ingest.Config.WriteTimeoutRows": true,
 		"ingest.Config.CombineMaxRows": true, "ingest.Config.Logger": true, "ingest.Config.Tracer": true,
 		"bridge.Config.Kafka": true, "bridge.Config.KafkaSecurity": true, "bridge.Config.Writer": true, "bridge.Config.PatternSinks": true,

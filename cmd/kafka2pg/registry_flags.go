@@ -161,7 +161,7 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 	}
 	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: format, Schema: schemaName, Table: table,
 		Value: value, Key: key, Message: sc.Message, Nested: nested, KeyColumns: sc.Key, DeleteOnTombstone: sc.DeleteOnTombstone,
-		Lookup: o.registry.schemas.client.Lookup(o.registry.schemas.ctx), Metadata: metadataSpec(sc.Metadata)})
+		Lookup: o.registry.schemas.client.Lookup(), Metadata: metadataSpec(sc.Metadata)})
 	if err != nil {
 		return sink, false, fmt.Errorf("subject %q: %w", subject, err)
 	}

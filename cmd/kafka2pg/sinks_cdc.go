@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -81,9 +82,11 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 			// Checked with a lookup that is never called; built for use
 			// once the registry client exists.
 			later = true
-			cfg.Lookup = func(int) (schema.RegisteredSchema, error) { return schema.RegisteredSchema{}, errRegistryLater }
+			cfg.Lookup = func(context.Context, int) (schema.RegisteredSchema, error) {
+				return schema.RegisteredSchema{}, errRegistryLater
+			}
 		} else {
-			cfg.Lookup = o.registry.schemas.client.Lookup(o.registry.schemas.ctx)
+			cfg.Lookup = o.registry.schemas.client.Lookup()
 		}
 	default:
 		return ingest.Sink{}, fmt.Errorf("value_format %q is not json, avro or protobuf: the converter that wrote the events (JsonConverter, AvroConverter, ProtobufConverter)", sc.ValueFormat)

@@ -22,6 +22,7 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -336,6 +337,14 @@ sinks:
 			if d == nil {
 				t.Fatalf("sink %+v, want a change decoder", sinks[c.topic])
 			}
+			// As the writer does before each batch's transaction.
+			resolve := func(r stream.Record) {
+				t.Helper()
+				if err := d.(ingest.SchemaResolver).ResolveSchemas(t.Context(), []stream.Record{r}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			resolve(c.rec)
 			var ch cdc.Change
 			if err := d.Decode(&c.rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
 				t.Fatalf("first event: %v", err)
@@ -356,6 +365,7 @@ sinks:
 			unknown := c.rec
 			header := len(schema.AppendWireHeader(nil, 1, c.indexes))
 			unknown.Value = append(schema.AppendWireHeader(nil, 999, c.indexes), c.rec.Value[header:]...)
+			resolve(unknown)
 			var de *schema.DecodeError
 			if err := d.Decode(&unknown, &ch); !errors.As(err, &de) || de.Kind != schema.KindUnknownSchema {
 				t.Fatalf("unknown schema id: %v", err)

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
 // This file holds what the fault-matrix tests (integration/faults_*_test.go)
@@ -195,4 +197,17 @@ func (k *Kafka) ReadCommitted(t testing.TB, topic string, until map[int32]int64,
 		})
 	}
 	return out
+}
+
+// HoldRequests makes kfake cluster c hold every request of key (a
+// LeaveGroup, say) unanswered until the test ends: a broker that does not
+// answer, without a reset.
+func HoldRequests(t testing.TB, c *kfake.Cluster, key kmsg.Key) {
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	c.ControlKey(key.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		c.SleepControl(func() { <-release })
+		return nil, nil, false
+	})
 }

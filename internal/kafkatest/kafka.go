@@ -74,6 +74,10 @@ func New(t testing.TB) *Kafka {
 // Fake reports whether this is the in-process kfake cluster.
 func (k *Kafka) Fake() bool { return k.fake != nil }
 
+// FakeCluster is the in-process kfake cluster, for tests that control its
+// answers (kfake.Cluster.ControlKey); nil when a real broker is used.
+func (k *Kafka) FakeCluster() *kfake.Cluster { return k.fake }
+
 // Brokers returns the host:port list to hand to the bridge's --kafka-brokers.
 func (k *Kafka) Brokers() string { return strings.Join(k.brokers, ",") }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 )
 
 // The transport of every Postgres connection kafka2pg opens. A connection
@@ -79,6 +79,6 @@ func isTCP(network string) bool { return strings.HasPrefix(network, "tcp") }
 // RegisterCodecs is the AfterConnect of every pool that COPYs rows (run,
 // dead-letters replay): numeric values encoded without math/big.
 func RegisterCodecs(_ context.Context, conn *pgx.Conn) error {
-	schema.RegisterNumericCodec(conn.TypeMap())
+	pgcopy.RegisterNumericCodec(conn.TypeMap())
 	return nil
 }

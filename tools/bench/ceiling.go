@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
@@ -87,13 +87,13 @@ func buildBatches(kind, topic string, n int) (schema.Table, []batch, error) {
 }
 
 // copyBatches COPYs batches into t, one transaction each, with the COPY
-// encoder kafka2pg writes with (ingest.CopyFrom), so that the ceiling and
+// encoder kafka2pg writes with (pgcopy.CopyFrom), so that the ceiling and
 // the bridge differ only in what the bridge does besides encoding.
 func copyBatches(ctx context.Context, conn *pgx.Conn, t schema.Table, batches []batch) error {
 	cols := t.ColumnNames()
 	for _, b := range batches {
 		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			_, err := ingest.CopyFrom(ctx, tx, t.Ident(), cols, pgx.CopyFromRows(b.rows))
+			_, err := pgcopy.CopyFrom(ctx, tx, t.Ident(), cols, pgx.CopyFromRows(b.rows))
 			return err
 		})
 		if err != nil {
@@ -154,7 +154,7 @@ func connectN(ctx context.Context, e *env, n int) ([]*pgx.Conn, error) {
 			closeAll(ctx, cs)
 			return nil, fmt.Errorf("connect to Postgres: %w", err)
 		}
-		schema.RegisterNumericCodec(c.TypeMap())
+		pgcopy.RegisterNumericCodec(c.TypeMap())
 		cs[i] = c
 	}
 	return cs, nil

@@ -12,7 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
@@ -246,7 +246,7 @@ func columnList(cols []string) string {
 
 // runUpsertLimit measures the Postgres side of an upsert alone: the rows of
 // buildUpsertBatches, pre-loaded before the clock starts into a temporary
-// table per batch (ingest.CopyFrom), then, timed, one INSERT ... SELECT ...
+// table per batch (pgcopy.CopyFrom), then, timed, one INSERT ... SELECT ...
 // ON CONFLICT (id) DO UPDATE per batch, each in a transaction of its own,
 // on one connection and on two (each taking every other partition).
 func runUpsertLimit(ctx context.Context, e *env, m keyMode, topic string, n int) ([]result, error) {
@@ -295,7 +295,7 @@ func upsertLimitOn(ctx context.Context, e *env, t schema.Table, batches []upsert
 			return result{}, fmt.Errorf("create the staging table: %w", err)
 		}
 		err := pgx.BeginFunc(ctx, c, func(tx pgx.Tx) error {
-			_, err := ingest.CopyFrom(ctx, tx, pgx.Identifier{stage}, cols, pgx.CopyFromRows(b.rows))
+			_, err := pgcopy.CopyFrom(ctx, tx, pgx.Identifier{stage}, cols, pgx.CopyFromRows(b.rows))
 			return err
 		})
 		if err != nil {

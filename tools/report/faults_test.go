@@ -70,3 +70,28 @@ func TestReadNamesTheBadLine(t *testing.T) {
 		t.Fatalf("decodeLines: %v, want an error naming line 3", err)
 	}
 }
+
+func TestARenderedPageReadsBackAsItsResults(t *testing.T) {
+	results := []testreport.FaultResult{
+		{Case: "2", Name: "pg | stop", Broker: "kfake", Injection: "pg_ctl stop", Produced: 7, Rows: 7, Result: "PASS", Trials: 3, WallSecs: 30, Notes: "readyz 503 | 200"},
+		{Case: "4b", Name: "failover", Broker: "Apache Kafka, 3 node(s)", Produced: 3, Rows: 2, Lost: 1, Result: "FAIL", Trials: 1, WallSecs: 72},
+		{Case: "20c", Name: "bomb, lz4", Produced: 20, Rows: 20, Result: "PASS", Trials: 1, WallSecs: 1},
+	}
+	var page strings.Builder
+	_ = renderFaults(&page, results, pageMeta{Generated: time.Unix(0, 0)}) // one case fails
+	got, err := keptResults(strings.NewReader(page.String()))
+	if err != nil {
+		t.Fatalf("keptResults: %v\n%s", err, page.String())
+	}
+	if len(got) != len(results) {
+		t.Fatalf("read back %d results, want %d", len(got), len(results))
+	}
+	for i, want := range results {
+		if got[i] != want {
+			t.Errorf("row %d read back as %+v, want %+v", i, got[i], want)
+		}
+	}
+	if _, err := keptResults(strings.NewReader("# not a fault page\n")); err == nil {
+		t.Errorf("keptResults of a page without a table: no error")
+	}
+}

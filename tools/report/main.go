@@ -7,6 +7,10 @@
 //	cd tools && go run ./report scale -in .tmp/scale/results.jsonl -out ../docs/SCALING.md \
 //	    -throughput-svg ../docs/img/scaling-throughput.svg -lag-svg ../docs/img/scaling-lag.svg
 //
+// -keep PAGE (faults) keeps PAGE's rows for the cases the results lack: a
+// run of a few cases updates their rows and keeps the others as last
+// measured.
+//
 // make faults and make scale run it. The figures are the tests' (SQL
 // against the records they produced, or the bridge's own /metrics); the
 // pages only print and chart them, mark a fault case FAIL when its counts
@@ -48,6 +52,10 @@ func main() {
 	command := fs.String("command", "make "+page, "how the run was started, for the header")
 	var setup listFlag
 	fs.Var(&setup, "setup", "a line describing the setup (repeatable)")
+	var keep *string
+	if page == "faults" {
+		keep = fs.String("keep", "", "a page of an earlier run whose rows are kept for the cases the results do not have (a run of some cases only)")
+	}
 	var tputSVG, lagSVG *string
 	if page == "scale" {
 		tputSVG = fs.String("throughput-svg", "../docs/img/scaling-throughput.svg", "throughput chart to write; empty: none")
@@ -61,6 +69,18 @@ func main() {
 	meta := pageMeta{Generated: time.Now(), Command: *command, Setup: setup}
 	if page == "faults" {
 		results := readResults[testreport.FaultResult](r, *in, "fault", nil)
+		if *keep != "" {
+			f, err := os.Open(*keep)
+			if err != nil {
+				r.exit(2, err)
+			}
+			kept, err := keptResults(f)
+			f.Close()
+			if err != nil {
+				r.exit(2, fmt.Errorf("-keep %s: %w", *keep, err))
+			}
+			results = append(kept, results...) // a case of the run replaces its kept row
+		}
 		var buf bytes.Buffer
 		renderErr := renderFaults(&buf, results, meta)
 		if buf.Len() > 0 {

@@ -1,11 +1,8 @@
-package schema
+package pgcopy_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"math"
-	"math/big"
 	"math/rand/v2"
 	"testing"
 	"time"
@@ -14,54 +11,10 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-
+	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
-
-// pgtypeNumericBytes is what pgtype's own codec writes for n.
-func pgtypeNumericBytes(t testing.TB, n pgtype.Numeric) []byte {
-	t.Helper()
-	b, err := pgtype.NewMap().Encode(pgtype.NumericOID, pgtype.BinaryFormatCode, n, nil)
-	if err != nil {
-		t.Fatalf("pgtype encode %v: %v", n, err)
-	}
-	return b
-}
-
-func numericCodecBytes(t testing.TB, n pgtype.Numeric) []byte {
-	t.Helper()
-	m := pgtype.NewMap()
-	m.RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: NumericCodec{}})
-	b, err := m.Encode(pgtype.NumericOID, pgtype.BinaryFormatCode, n, nil)
-	if err != nil {
-		t.Fatalf("NumericCodec encode %v: %v", n, err)
-	}
-	return b
-}
-
-func TestNumericCodecWritesWhatPgtypeWrites(t *testing.T) {
-	var cases []pgtype.Numeric
-	for _, s := range []string{"0", "1", "-1", "0.5", "-1.005", "12.34", "9999.9999", "10000", "0.0001", "0.00001", "1e-30",
-		"1.2e23", "18446744073709551615", "18446744073709551616", "-18446744073709551615", "999999999999999999.99",
-		"1844674407370955.1615", "123456789e60", "1e-64", "1e-65", "5e64", "5e65"} {
-		cases = append(cases, num(s))
-	}
-	rng := rand.New(rand.NewPCG(1, 2))
-	for range 20000 {
-		i := new(big.Int).SetUint64(rng.Uint64() >> rng.UintN(64))
-		if rng.IntN(2) == 0 {
-			i.Neg(i)
-		}
-		cases = append(cases, pgtype.Numeric{Int: i, Exp: int32(rng.IntN(161) - 80), Valid: true})
-	}
-	cases = append(cases, pgtype.Numeric{}, pgtype.Numeric{NaN: true, Valid: true}, pgtype.Numeric{InfinityModifier: pgtype.NegativeInfinity, Valid: true},
-		pgtype.Numeric{Int: big.NewInt(math.MinInt64), Exp: -2, Valid: true})
-	for _, n := range cases {
-		if got, want := numericCodecBytes(t, n), pgtypeNumericBytes(t, n); !bytes.Equal(got, want) {
-			t.Fatalf("%v (Int %v, Exp %d): NumericCodec wrote %x, pgtype %x", n, n.Int, n.Exp, got, want)
-		}
-	}
-}
 
 // TestNumericCodecCopiesIntoPostgresExactly: rows COPYed with NumericCodec
 // read back as the same text as rows COPYed with pgtype's codec, in
@@ -80,7 +33,7 @@ func TestNumericCodecCopiesIntoPostgresExactly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer fast.Close(context.WithoutCancel(ctx))
-	fast.TypeMap().RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: NumericCodec{}})
+	fast.TypeMap().RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: pgcopy.NumericCodec{}})
 
 	table := fmt.Sprintf("numeric_codec_%d", rand.Uint32())
 	if _, err := stock.Exec(ctx, "CREATE TABLE "+table+" (src text, i int, n numeric, n2 numeric(12,2), n0 numeric(20,0), a numeric(6,3)[])"); err != nil {
@@ -88,7 +41,7 @@ func TestNumericCodecCopiesIntoPostgresExactly(t *testing.T) {
 	}
 	defer stock.Exec(context.WithoutCancel(ctx), "DROP TABLE "+table)
 
-	m, err := NewJSONMapper(MappingSpec{Table: "t", Columns: []ColumnSpec{
+	m, err := schema.NewJSONMapper(schema.MappingSpec{Table: "t", Columns: []schema.ColumnSpec{
 		{Name: "n", Type: "numeric"}, {Name: "n2", Type: "numeric(12,2)"}, {Name: "n0", Type: "numeric(20,0)"}, {Name: "a", Type: "numeric(6,3)[]"}}})
 	if err != nil {
 		t.Fatal(err)
@@ -143,28 +96,5 @@ func TestNumericCodecCopiesIntoPostgresExactly(t *testing.T) {
 	})
 	if err != nil || n != len(values) {
 		t.Fatalf("%s: %d rows, %v", q, n, err)
-	}
-}
-
-// BenchmarkNumericEncode: one numeric(12,2) value as binary COPY encodes it.
-func BenchmarkNumericEncode(b *testing.B) {
-	n := num("123.45")
-	for _, c := range []struct {
-		name  string
-		codec pgtype.Codec
-	}{{"pgtype", pgtype.NumericCodec{}}, {"NumericCodec", NumericCodec{}}} {
-		b.Run(c.name, func(b *testing.B) {
-			m := pgtype.NewMap()
-			m.RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: c.codec})
-			plan := m.PlanEncode(pgtype.NumericOID, pgtype.BinaryFormatCode, n)
-			buf := make([]byte, 0, 64)
-			b.ReportAllocs()
-			for b.Loop() {
-				var err error
-				if buf, err = plan.Encode(n, buf[:0]); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }

@@ -1,4 +1,4 @@
-package schema
+package pgcopy
 
 import (
 	"encoding/binary"
@@ -16,7 +16,7 @@ import (
 //
 // A connection uses it once it is registered on its type map:
 //
-//	conn.TypeMap().RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: schema.NumericCodec{}})
+//	conn.TypeMap().RegisterType(&pgtype.Type{Name: "numeric", OID: pgtype.NumericOID, Codec: pgcopy.NumericCodec{}})
 type NumericCodec struct {
 	pgtype.NumericCodec
 }
@@ -67,11 +67,12 @@ func AppendNumeric(buf []byte, n pgtype.Numeric) ([]byte, bool) {
 	default:
 		return buf, false
 	}
-	return appendNumericWord(buf, abs, n.Int.Sign() < 0, n.Exp)
+	return AppendDecimal(buf, abs, n.Int.Sign() < 0, n.Exp)
 }
 
-// appendNumericWord is AppendNumeric of (-1)^neg × abs × 10^exp.
-func appendNumericWord(buf []byte, abs uint64, neg bool, exp10 int32) ([]byte, bool) {
+// AppendDecimal is AppendNumeric of (-1)^neg × abs × 10^exp10, for a
+// decoder that has the digits as a word already.
+func AppendDecimal(buf []byte, abs uint64, neg bool, exp10 int32) ([]byte, bool) {
 	if exp10 < -maxWordsExp || exp10 > maxWordsExp {
 		return buf, false
 	}
