@@ -209,8 +209,7 @@ test-real-kafka: build
 # kafka2pg replicates it into the test database under 5 kill -9; then every
 # table is compared with its replica with SQL. It starts what is not
 # running and leaves it running (connect-down.sh, pg-source-down.sh,
-# kafka-down.sh stop them). Until run applies format debezium sinks, the
-# test skips saying so.
+# kafka-down.sh stop them).
 ## test-cdc        Debezium -> Kafka -> kafka2pg, compared row by row with the source (real broker, Connect)
 test-cdc: build
 	@KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
@@ -333,7 +332,7 @@ bench: build
 # kill -9 of each system and the duplicates counted with SQL. Writes bench/peers.md and bench/peers.svg.
 # About 10 minutes on an idle 2-core box, most of it the JDBC sink's (it
 # takes both cores: run it alone; bench/peers.md says how long its run took
-# and the load beside it); RECORDS=1000000 for the issue's size, about 30
+# and the load beside it); RECORDS=1000000 for a million records, about 30
 # minutes idle.
 ## bench-peers     kafka2pg against the Debezium JDBC sink (Kafka Connect); bench/peers.md
 bench-peers: build

@@ -55,9 +55,9 @@ type laneOutcome struct {
 }
 
 // combinable reports whether a sink's batches may share a transaction:
-// appends with a fixed table.
+// appends with a fixed table (not upserts, not change events).
 func combinable(s Sink) bool {
-	if s.Upsert != nil {
+	if s.Upsert != nil || s.Changes != nil {
 		return false
 	}
 	_, changing := s.Mapper.(TableMapper)

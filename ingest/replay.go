@@ -258,6 +258,11 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 	return out, nil
 }
 
+// ErrChangeReplay is the refusal to replay the dead letter of a change
+// sink (format debezium): a change event is only right in its place in
+// the stream of its row's changes.
+var ErrChangeReplay = errors.New("dead letters of change events are not replayed")
+
 // replaySink is the sink a letter of topic, filed for table, replays
 // through: the topic's sink when it writes that table; false otherwise.
 func (w *Writer) replaySink(topic, table string) (Sink, bool, error) {
@@ -270,6 +275,9 @@ func (w *Writer) replaySink(topic, table string) (Sink, bool, error) {
 	}
 	if !ok || table == "" || sink.Table.QualifiedName() != table {
 		return Sink{}, false, nil
+	}
+	if sink.Changes != nil {
+		return Sink{}, false, fmt.Errorf("%w: the letter of topic %q (offset order matters for format debezium: a change applied after the later changes of its row would undo them); fix the cause, then rewind the partition to the letter's offset (kafka2pg rewind), or apply the change by hand and delete the letter", ErrChangeReplay, topic)
 	}
 	if tm, ok := sink.Mapper.(TableMapper); ok {
 		sink.Table = tm.Table() // a registry sink's columns as they are now

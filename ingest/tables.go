@@ -40,6 +40,11 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 // ensureTable prepares one sink's table: create, evolve, then check.
 func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, create bool) error {
 	t := sink.Table
+	if sink.Changes != nil && sink.Changes.KeyColumns() == nil {
+		// The columns and the key come with the first event: the table is
+		// prepared then (writeChanging).
+		return nil
+	}
 	{
 		create := create && !sink.NoCreate
 		if create || sink.Evolve {
@@ -107,6 +112,11 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 		}
 		if sink.Upsert != nil {
 			if err := w.checkUniqueKey(ctx, topic, t, sink.Upsert.Key); err != nil {
+				return err
+			}
+		}
+		if sink.Changes != nil && len(t.PrimaryKey) > 0 {
+			if err := w.checkUniqueKey(ctx, topic, t, t.PrimaryKey); err != nil {
 				return err
 			}
 		}

@@ -376,54 +376,75 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 	t := sink.Table
 	insert, del := upsertOneSQL(t, sink.Upsert.Key)
 
+	items := make([]oneOp, len(ops))
+	for i, op := range ops {
+		q := insert
+		if op.del {
+			q = del
+		}
+		items[i] = oneOp{rec: op.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, q, op.values...)
+			return err
+		}}
+	}
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		firstBad := int64(-1)
-		if len(bad) > 0 {
-			firstBad = slices.MinFunc(bad, func(x, y badRecord) int { return int(x.rec.Offset - y.rec.Offset) }).rec.Offset
+		return w.applyEach(ctx, tx, b, items, bad, "upsert into "+t.QualifiedName())
+	})
+}
+
+// oneOp is one record's operation in a batch applied operation by
+// operation: apply runs its statements.
+type oneOp struct {
+	rec   *stream.Record
+	apply func(ctx context.Context, tx pgx.Tx) error
+}
+
+// applyEach applies ops in order, each under a savepoint: those Postgres
+// refuses join bad, the records the mapping set aside, as dead letters;
+// with OnError "stop", it commits what comes before the first bad record
+// and stops there. what names the statements in errors.
+func (w *Writer) applyEach(ctx context.Context, tx *batchTx, b *stream.Batch, ops []oneOp, bad []badRecord, what string) (outcome, error) {
+	firstBad := int64(-1)
+	if len(bad) > 0 {
+		firstBad = slices.MinFunc(bad, func(x, y badRecord) int { return int(x.rec.Offset - y.rec.Offset) }).rec.Offset
+	}
+	res := outcome{isolated: true}
+	start := time.Now()
+	for _, op := range ops {
+		if w.cfg.OnError == OnErrorStop && firstBad >= 0 && op.rec.Offset > firstBad {
+			break
 		}
-		res := outcome{isolated: true}
-		start := time.Now()
-		for _, op := range ops {
-			if w.cfg.OnError == OnErrorStop && firstBad >= 0 && op.rec.Offset > firstBad {
+		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
+			return outcome{}, err
+		}
+		opErr := op.apply(ctx, tx)
+		if opErr != nil && !rowError(opErr) {
+			return outcome{}, fmt.Errorf("%s: %w", what, opErr)
+		}
+		if opErr != nil {
+			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
+				return outcome{}, err
+			}
+			bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
+			if w.cfg.OnError == OnErrorStop {
+				if firstBad < 0 || op.rec.Offset < firstBad {
+					firstBad = op.rec.Offset
+				}
 				break
 			}
-			if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
-				return outcome{}, err
-			}
-			var opErr error
-			if op.del {
-				_, opErr = tx.Exec(ctx, del, op.values...)
-			} else {
-				_, opErr = tx.Exec(ctx, insert, op.values...)
-			}
-			if opErr != nil && !rowError(opErr) {
-				return outcome{}, fmt.Errorf("upsert into %s: %w", t.QualifiedName(), opErr)
-			}
-			if opErr != nil {
-				if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
-					return outcome{}, err
-				}
-				bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
-				if w.cfg.OnError == OnErrorStop {
-					if firstBad < 0 || op.rec.Offset < firstBad {
-						firstBad = op.rec.Offset
-					}
-					break
-				}
-				continue
-			}
-			if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_op"); err != nil {
-				return outcome{}, err
-			}
-			res.rows++
+			continue
 		}
-		res.copyDuration = time.Since(start)
-		if w.cfg.OnError == OnErrorStop && firstBad >= 0 {
-			first := bad[slices.IndexFunc(bad, func(x badRecord) bool { return x.rec.Offset == firstBad })]
-			return w.stopAt(ctx, tx, b, res.rows, first)
+		if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_op"); err != nil {
+			return outcome{}, err
 		}
-		res.bad = bad
-		return res, nil
-	})
+		res.rows++
+	}
+	res.copyDuration = time.Since(start)
+	if w.cfg.OnError == OnErrorStop && firstBad >= 0 {
+		first := bad[slices.IndexFunc(bad, func(x badRecord) bool { return x.rec.Offset == firstBad })]
+		return w.stopAt(ctx, tx, b, res.rows, first)
+	}
+	res.bad = bad
+	return res, nil
 }

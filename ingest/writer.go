@@ -46,8 +46,8 @@ type Sink struct {
 	// be a KeyMapper, and Table must have a unique index on Upsert.Key.
 	Upsert *Upsert
 	// Changes, instead of Mapper, decodes each record into a change of
-	// Table (format debezium): see ChangeDecoder. The writer does not
-	// apply changes yet, so New and Resolve refuse such a sink.
+	// Table (format debezium): see ChangeDecoder and changes.go. The
+	// table is created once the first event has told its columns and key.
 	Changes ChangeDecoder
 }
 
@@ -312,7 +312,10 @@ func orDefault[T comparable](p *T, def T) {
 
 func validateSink(topic string, sink Sink) error {
 	if sink.Changes != nil {
-		return fmt.Errorf("ingest: the sink of topic %q decodes change events (format debezium), which this writer does not apply yet", topic)
+		if sink.Mapper != nil || sink.Upsert != nil {
+			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Mapper and no Upsert", topic)
+		}
+		return nil
 	}
 	if sink.Upsert == nil {
 		return nil
@@ -386,7 +389,7 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
 	for changes := 0; ; changes++ {
 		var err error
-		if tm, ok := sink.Mapper.(TableMapper); ok && !sameColumns(tm.Table(), sink.Table) {
+		if tm, ok := changingTable(sink); ok && !sameColumns(tm.Table(), sink.Table) {
 			if sink, err = w.changeTable(ctx, b.Topic, sink, tm.Table()); err != nil {
 				return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 			}
@@ -400,11 +403,21 @@ func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) 
 		// record changed it, as rows that no longer fit the COPY's columns.
 		// Nothing was committed either way (a COMMIT error included: then
 		// the fence of the retry decides).
-		tm, ok := sink.Mapper.(TableMapper)
+		tm, ok := changingTable(sink)
 		if !ok || (!errors.Is(err, schema.ErrTableChanged) && sameColumns(tm.Table(), sink.Table)) {
 			return res, err
 		}
 	}
+}
+
+// changingTable is what tells a sink's table as it changes: its
+// TableMapper, or its ChangeDecoder.
+func changingTable(sink Sink) (interface{ Table() schema.Table }, bool) {
+	if sink.Changes != nil {
+		return sink.Changes, true
+	}
+	tm, ok := sink.Mapper.(TableMapper)
+	return tm, ok
 }
 
 // maxTableChanges bounds how often one batch may change its table: each
@@ -432,6 +445,8 @@ func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome
 // attempt writes b one way: the body of its sink's kind and the attempt.
 func (w *Writer) attempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
 	switch {
+	case sink.Changes != nil:
+		return w.changesAttempt(ctx, b, sink, a)
 	case sink.Upsert != nil && a == attemptIsolated:
 		return w.upsertIsolated(ctx, b, sink)
 	case sink.Upsert != nil:

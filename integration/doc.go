@@ -57,7 +57,9 @@
 //     repository root). Unset, the tests build ./cmd/kafka2pg once per run.
 //   - KAFKA2PG_TEST_BROKERS: a real Kafka broker (host:port, comma-separated);
 //     unset, each test starts an in-process kfake cluster (internal/kafkatest)
-//     that the subprocesses reach over 127.0.0.1.
+//     that the subprocesses reach over 127.0.0.1. TestReadmeQuickstart (the
+//     README's quick start, run with Kafka's own tools) needs it, and skips
+//     without it.
 //   - KAFKA2PG_TEST_LOG_LEVEL: the bridges' --log-level (default info).
 //
 // Each subprocess writes stdout and stderr to its own log file in the test's

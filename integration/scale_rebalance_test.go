@@ -29,7 +29,7 @@ func TestScaleRebalanceWriteGaps(t *testing.T) {
 	createTimedRawTable(t, s.db, s.table)
 	group := append([]string{"--batch-max-rows", "1000", "--batch-max-wait", "100ms"}, scaleGroupFlags(s.kafka)...)
 	session := sessionTimeout(s.kafka)
-	// Every instance is static, as the README advises (the pod name): a
+	// Every instance is static, as docs/OPERATIONS.md advises (the pod name): a
 	// SIGKILLed one is replaced after the session timeout like a dynamic
 	// one, and a restarted one takes its own partitions back.
 	instance := func(name string) *bridge {

@@ -344,7 +344,7 @@ func httpGet(t testing.TB, u string) string {
 }
 
 // TestLeastPrivilegeRole runs the bridge as a role with only the grants
-// README's Security section lists, then shows that a missing CREATE is
+// docs/SECURITY.md lists, then shows that a missing CREATE is
 // reported with the GRANT that fixes it, and that granting it is enough.
 func TestLeastPrivilegeRole(t *testing.T) {
 	admin := pgtest.URL(t)
@@ -380,7 +380,7 @@ func TestLeastPrivilegeRole(t *testing.T) {
 			}
 		}
 	})
-	// As README says: the owner migrates and creates the table; the
+	// As docs/SECURITY.md says: the owner migrates and creates the table; the
 	// bridge role gets DML only.
 	// (a run of the bridge as the owner over an empty topic creates the
 	// table, and migrates).

@@ -3,6 +3,10 @@ package reader
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -242,7 +246,25 @@ func (r *Reader) takeDurable(m map[string][]int32) map[string]map[int32]kgo.Epoc
 	return out
 }
 
-func fmtPartitions(m map[string][]int32) map[string][]int32 { return m }
+// fmtPartitions writes a topic-to-partitions map the way a person reads it in
+// a log line: "orders:0,1,2 payments:3", topics and partitions sorted.
+func fmtPartitions(m map[string][]int32) string {
+	var b strings.Builder
+	for _, topic := range slices.Sorted(maps.Keys(m)) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(topic)
+		b.WriteByte(':')
+		for i, p := range slices.Sorted(slices.Values(m[topic])) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(int(p)))
+		}
+	}
+	return b.String()
+}
 
 // ownedChanged follows a change of r.parts; call it with r.mu held.
 func (r *Reader) ownedChanged() {

@@ -24,7 +24,7 @@ const (
 	// KindUnknownSchema: the registry does not know the record's schema id.
 	KindUnknownSchema = "unknown_schema"
 	// KindSchemaIncompatible: the record's schema changed a field in a way
-	// the table cannot follow (see Registry mapping in the README).
+	// the table cannot follow (see docs/MAPPING.md, Schema Registry).
 	KindSchemaIncompatible = "schema_incompatible"
 )
 

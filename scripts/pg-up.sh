@@ -189,7 +189,7 @@ port = $PGPORT
 unix_socket_directories = '$PGSOCKDIR'
 max_connections = 200
 shared_buffers = 128MB
-# An ingest server's setting, as README's Performance section advises: at
+# An ingest server's setting, as docs/PERFORMANCE.md advises: at
 # the bench's rates (about 50 MB of WAL a second) the default 1GB starts a
 # checkpoint every ten seconds or so, and commits wait behind its I/O. This
 # only spaces checkpoints (disk for WAL, crash-recovery time); durability

@@ -81,22 +81,10 @@ func TestConfigValuesYieldToFlagsAndEnvironment(t *testing.T) {
 	}
 }
 
-// TestTheREADMEConfigExampleIsValid keeps the documented example honest: it
-// must load, validate and build its sinks.
-func TestTheREADMEConfigExampleIsValid(t *testing.T) {
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, rest, ok := strings.Cut(string(readme), "## Typed tables")
-	if !ok {
-		t.Fatal("README has no Typed tables section")
-	}
-	_, rest, ok = strings.Cut(rest, "```yaml\n")
-	example, _, ok2 := strings.Cut(rest, "```")
-	if !ok || !ok2 {
-		t.Fatal("no yaml example in the Typed tables section")
-	}
+// TestTheMappingConfigExampleIsValid keeps the documented example of
+// docs/MAPPING.md honest: it must load, validate and build its sinks.
+func TestTheMappingConfigExampleIsValid(t *testing.T) {
+	example := mappingExample(t, "## Typed tables")
 	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
 	t.Setenv("KAFKA2PG_PG_URL", "")
 	path := writeConfig(t, example)
@@ -108,20 +96,20 @@ func TestTheREADMEConfigExampleIsValid(t *testing.T) {
 	}
 	cfg, err := loadConfig(path, fs)
 	if err != nil {
-		t.Fatalf("README example: %v", err)
+		t.Fatalf("MAPPING.md example: %v", err)
 	}
 	if err := cfg.apply(fs); err != nil {
 		t.Fatal(err)
 	}
 	o.sinks = cfg.sinks
 	if err := o.validate(); err != nil {
-		t.Fatalf("README example: %v", err)
+		t.Fatalf("MAPPING.md example: %v", err)
 	}
 	sinks, err := buildSinks(&o)
 	if err != nil {
-		t.Fatalf("README example: %v", err)
+		t.Fatalf("MAPPING.md example: %v", err)
 	}
 	if len(sinks) != 3 || sinks["accounts"].Upsert == nil || sinks["orders"].Table.Name != "orders_orders" {
-		t.Errorf("README example built %d sinks: %+v", len(sinks), sinks)
+		t.Errorf("MAPPING.md example built %d sinks: %+v", len(sinks), sinks)
 	}
 }

@@ -21,8 +21,8 @@ var deniedFor = regexp.MustCompile(`permission denied for (schema|table|view|seq
 
 // explainPrivilege adds to a Postgres "permission denied" error (SQLSTATE
 // 42501) the GRANT that would fix it, for the role of pgURL. Other errors
-// come back unchanged. README, section Security, lists every privilege a
-// bridge role needs.
+// come back unchanged. docs/SECURITY.md, section "A least-privilege Postgres
+// role", lists every privilege a bridge role needs.
 func explainPrivilege(err error, pgURL string) error {
 	if err == nil {
 		return nil
@@ -36,7 +36,7 @@ func explainPrivilege(err error, pgURL string) error {
 	if u, perr := url.Parse(pgURL); perr == nil && u.User != nil && u.User.Username() != "" {
 		role = u.User.Username()
 	}
-	fix := "grant the privileges listed in README, section Security"
+	fix := "grant the privileges listed in docs/SECURITY.md, section \"A least-privilege Postgres role\""
 	if m := deniedFor.FindStringSubmatch(msg); strings.HasPrefix(msg, migrateOp) {
 		fix = "run `kafka2pg migrate up` as the database owner (once, and before each upgrade), then run the bridge with --migrate=false"
 	} else if m != nil {
@@ -44,7 +44,7 @@ func explainPrivilege(err error, pgURL string) error {
 		case "schema":
 			fix = fmt.Sprintf("GRANT CREATE ON SCHEMA %s TO %s (needed only to create tables), or create the tables beforehand and run with --create-tables=false", name, role)
 		case "table", "view":
-			fix = fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s (see README, section Security, for the full list)", name, role)
+			fix = fmt.Sprintf("GRANT SELECT, INSERT, UPDATE ON %s TO %s (docs/SECURITY.md lists every privilege the bridge needs)", name, role)
 		case "sequence":
 			fix = fmt.Sprintf("GRANT USAGE ON SEQUENCE %s TO %s", name, role)
 		}

@@ -24,7 +24,7 @@ message Other { string x = 1; }
 message Shipment { string id = 1; google.protobuf.Timestamp sent = 2; message Addr { string city = 1; } Addr to = 3; }`
 )
 
-// newFakeRegistry serves the subjects the README example reads.
+// newFakeRegistry serves the subjects the example of docs/MAPPING.md reads.
 func newFakeRegistry(t *testing.T) *srfake.Registry {
 	t.Helper()
 	fake := srfake.New()
@@ -46,42 +46,49 @@ func loadRegistryConfig(t *testing.T, config string, args ...string) (*runOption
 	return o, stderr.String(), ok
 }
 
-// readmeExample is the first yaml example of the README's section under
-// heading.
-func readmeExample(t *testing.T, heading string) string {
+// mappingExample is the first yaml example of the section under heading of
+// docs/MAPPING.md, the page of the config file's mappings.
+func mappingExample(t *testing.T, heading string) string {
 	t.Helper()
-	readme, err := os.ReadFile("../../README.md")
+	return docExample(t, "docs/MAPPING.md", heading)
+}
+
+// docExample returns the first yaml block after heading in the page at
+// path, from the repository's root.
+func docExample(t *testing.T, path, heading string) string {
+	t.Helper()
+	page, err := os.ReadFile("../../" + path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rest, ok := strings.Cut(string(readme), heading)
+	_, rest, ok := strings.Cut(string(page), "\n"+heading)
 	if !ok {
-		t.Fatalf("README has no section %q", heading)
+		t.Fatalf("%s has no section %q", path, heading)
 	}
 	_, rest, ok = strings.Cut(rest, "```yaml\n")
 	example, _, ok2 := strings.Cut(rest, "```")
 	if !ok || !ok2 {
-		t.Fatalf("no yaml example in the README's section %q", heading)
+		t.Fatalf("no yaml example in the section %q of %s", heading, path)
 	}
 	return example
 }
 
-// TestTheREADMERegistryExampleIsValid loads the Avro and Protobuf example
-// of the README against a fake registry that has its subjects.
-func TestTheREADMERegistryExampleIsValid(t *testing.T) {
-	example := readmeExample(t, "## Avro and Protobuf with a Schema Registry")
+// TestTheMappingRegistryExampleIsValid loads the Avro and Protobuf example
+// of docs/MAPPING.md against a fake registry that has its subjects.
+func TestTheMappingRegistryExampleIsValid(t *testing.T) {
+	example := mappingExample(t, "## Avro and Protobuf with a Schema Registry")
 	fake := newFakeRegistry(t)
 	t.Setenv("REGISTRY_PASSWORD", "secret")
 	o, stderr, ok := loadRegistryConfig(t, example, "--schema-registry-url", fake.URL())
 	if !ok {
-		t.Fatalf("README example: %s", stderr)
+		t.Fatalf("MAPPING.md example: %s", stderr)
 	}
 	if err := o.connectRegistry(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	sinks, err := buildSinks(o)
 	if err != nil {
-		t.Fatalf("README example: %v", err)
+		t.Fatalf("MAPPING.md example: %v", err)
 	}
 	if len(sinks) != 3 {
 		t.Fatalf("%d sinks", len(sinks))

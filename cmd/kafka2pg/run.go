@@ -130,9 +130,6 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 	if err != nil {
 		return invalid(err)
 	}
-	if lines := changeSinkLines(o.sinks); command == "run" && len(lines) > 0 {
-		return invalid(errChangesNotApplied(lines))
-	}
 	return o, sinks, exitOK, true
 }
 

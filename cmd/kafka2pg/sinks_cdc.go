@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -165,23 +164,4 @@ func hasColumn(cols []columnConfig, name string) bool {
 func metadataSpec(md metadataConfig) schema.MetadataSpec {
 	return schema.MetadataSpec{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset, Timestamp: md.Timestamp,
 		TimestampType: md.TimestampType, Key: md.Key, KeyFormat: md.KeyFormat, Headers: md.Headers, Header: md.Header}
-}
-
-// changeSinkLines lists the lines of the config's format debezium sinks,
-// for the refusal of run while the writer does not apply change events.
-func changeSinkLines(sinks []sinkConfig) []string {
-	var lines []string
-	for _, sc := range sinks {
-		if sc.Format == formatDebezium {
-			lines = append(lines, fmt.Sprint(sc.Line))
-		}
-	}
-	return lines
-}
-
-// errChangesNotApplied is run's refusal of format debezium sinks: they are
-// checked and their decoders built, but the writer does not apply change
-// events in its transaction yet.
-func errChangesNotApplied(lines []string) error {
-	return fmt.Errorf("the format debezium sink(s) at line(s) %s are valid, but this build's writer does not apply change events yet: use format connect_json for records flattened by ExtractNewRecordState, or wait for the release that applies them", strings.Join(lines, ", "))
 }

@@ -244,7 +244,7 @@ func parseByteSize(s string) (int64, error) {
 	return n * mult, nil
 }
 
-// autoMemoryLimit is --memory-limit auto (cmd/kafka2pg/run.go, README's
+// autoMemoryLimit is --memory-limit auto (cmd/kafka2pg/run.go, docs/PERFORMANCE.md's
 // --memory-limit): 3 × --max-buffered-bytes + 256 KiB a partition owned,
 // at least 128 MiB.
 func autoMemoryLimit(maxBuffered, partitions int64) int64 {

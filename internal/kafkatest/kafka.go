@@ -92,18 +92,25 @@ func (k *Kafka) CreateTopic(t testing.TB, prefix string, partitions int32) strin
 	if _, err := k.adm.CreateTopic(ctx, partitions, -1, nil, topic); err != nil {
 		t.Fatalf("create topic %q with %d partitions: %v", topic, partitions, err)
 	}
-	if k.fake == nil {
-		t.Cleanup(func() {
-			ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), requestTimeout)
-			defer cancel()
-			if _, err := k.adm.DeleteTopic(ctx, topic); err != nil {
-				t.Logf("delete topic %q: %v", topic, err)
-			}
-		})
-	}
+	k.DeleteTopicAtEnd(t, topic)
 	// A fresh topic on a real broker can take a moment to have leaders.
 	k.waitPartitions(t, topic, int(partitions))
 	return topic
+}
+
+// DeleteTopicAtEnd deletes topic, created by the test in some other way, when
+// the test ends, on a real broker (kfake goes with its cluster).
+func (k *Kafka) DeleteTopicAtEnd(t testing.TB, topic string) {
+	if k.fake != nil {
+		return
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), requestTimeout)
+		defer cancel()
+		if _, err := k.adm.DeleteTopic(ctx, topic); err != nil {
+			t.Logf("delete topic %q: %v", topic, err)
+		}
+	})
 }
 
 // Produce writes the records synchronously and fails the test on any error.

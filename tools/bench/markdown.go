@@ -28,7 +28,7 @@ func writeResults(o options, rep *report) error {
 // Section headings of results.md; the smoke test checks each is there.
 const (
 	secMachine = "## Machine and run"
-	secTargets = "## Targets of issues 10 and 27"
+	secTargets = "## Targets"
 	secSummary = "## Summary over the repetitions"
 	secUpsert  = "## Upsert"
 	secLatency = "## Latency at half the measured rate"

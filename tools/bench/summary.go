@@ -54,7 +54,7 @@ func (rep *report) pairedRatio(a, b series) figures.Spread {
 	return figures.SpreadOf(vs)
 }
 
-// target is one goal of issue 10 and what this run measured against it.
+// target is one goal of the bench and what this run measured against it.
 type target struct {
 	goal     string
 	measured string
@@ -68,15 +68,15 @@ func verdict(ok bool) string {
 	return "MISS"
 }
 
-// rssTarget is the issue's 256 MB, read as the stricter of its two
+// rssTarget is the 256 MB target, read as the stricter of its two
 // meanings: 256,000,000 bytes, 244.1 MiB.
 const rssTarget = 256_000_000
 
-// latencyTarget is the issue's p99 record-to-commit latency at half the
+// latencyTarget is the target p99 record-to-commit latency at half the
 // maximum rate.
 const latencyTarget = 0.250
 
-// targets judges the run against issue 10: on the median over the
+// targets judges the run against the targets: on the median over the
 // repetitions, the range given.
 func (rep *report) targets() []target {
 	var out []target

@@ -90,7 +90,7 @@ const defaultRecords = 150_000
 func main() {
 	var o options
 	smoke := false
-	flag.IntVar(&o.records, "records", defaultRecords, "records per topic (every scenario reads one of two topics of this many); the issue's figures used 1000000 (about 30 minutes on an idle machine)")
+	flag.IntVar(&o.records, "records", defaultRecords, "records per topic (every scenario reads one of two topics of this many); 1000000 takes about 30 minutes on an idle machine")
 	flag.IntVar(&o.reps, "reps", 3, "repetitions of every scenario on both systems, interleaved")
 	flag.StringVar(&o.scenarios, "scenarios", "", "scenarios to run, comma-separated (default all: "+strings.Join(scenarioKeys(), ",")+")")
 	flag.BoolVar(&o.probe, "probe", true, "run the kill -9 duplicate probe")

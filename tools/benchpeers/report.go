@@ -154,7 +154,7 @@ func markdown(o options, rep *report) string {
 	w("\n")
 
 	w("## What ran\n\n")
-	w("- Command: `%s` (from `make bench-peers`; `make bench-peers RECORDS=1000000` for 1,000,000 records, about 30 minutes on an idle machine).\n", f.command)
+	w("- Command: `%s` (from `make bench-peers`; `make bench-peers RECORDS=1000000` for a million records, about 30 minutes on an idle machine).\n", f.command)
 	w("- Machine: %d CPUs (%s), %s, %s; %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
 	w("- kafka2pg %s (checkout %s), its defaults (`--batch-max-rows 10000`, two table writers), a typed sink of `payload.*`:\n\n", f.kafka2pg, f.commit)
 	w("```yaml\n%s```\n\n", kafka2pgConfig("TOPIC", "peers_kafka2pg", false))

@@ -11,8 +11,8 @@ import (
 	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
 
-// renderScale writes docs/SCALING.md: the measured tables, in the order of the
-// issue, then the prose on scaling Postgres. When a kind was measured
+// renderScale writes docs/SCALING.md: the measured tables, in a fixed
+// order, then the prose on scaling Postgres. When a kind was measured
 // twice (a test re-run into the same file), the last entry of each key
 // wins. It returns an error when entries is empty, after writing nothing.
 func renderScale(w io.Writer, entries []testreport.ScaleEntry, meta pageMeta) error {

@@ -1,0 +1,284 @@
+package ingest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// Change sinks (Sink.Changes, format debezium). Each record decodes into
+// a change of the sink's table (cdc.Change), applied in the batch's one
+// fenced transaction, so the table moves with the offsets, exactly once:
+//
+//   - the fast path TRUNCATEs the table when the batch holds a truncate,
+//     voiding the batch's changes before the last one, then encodes the
+//     changes after it as a changeSet (changeset.go: the last operation of
+//     each key by offset; an update that changed the key is a delete of
+//     the old key, then an upsert) and applies it as the upsert path does
+//     (applyChanges). A table without a key takes its rows by COPY (the
+//     decoder refuses updates and deletes of such a table).
+//   - the change-by-change path applies each change in offset order under
+//     a savepoint: when Postgres refused a row of the fast path (the
+//     refused changes become dead letters, or stop the partition with
+//     OnError "stop"), and for a batch with an unavailable value (an
+//     unchanged TOASTed column Debezium left out), whose update must keep
+//     the stored value: INSERT ... ON CONFLICT DO UPDATE of the available
+//     columns only.
+//
+// The table is created once the first event has told its columns and key
+// (the decoder returns schema.ErrTableChanged, and writeChanging evolves
+// the table as for a TableMapper).
+
+// keyedChange is one record's change, in offset order.
+type keyedChange struct {
+	rec *stream.Record
+	ch  cdc.Change
+}
+
+// decodeChanges decodes the batch's records; the records that are no
+// change (tombstones, messages) are left out, bad ones set aside. An error
+// not about a record aborts the batch: schema.ErrTableChanged when a
+// record changed the table, or when another partition's did since sink
+// was read.
+func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChange, []badRecord, error) {
+	out := make([]keyedChange, 0, len(records))
+	var bad []badRecord
+	for i := range records {
+		r := &records[i]
+		if b := tooLarge(r, w.cfg.MaxRecordBytes); b != nil {
+			bad = append(bad, *b)
+			continue
+		}
+		out = append(out, keyedChange{rec: r})
+		c := &out[len(out)-1]
+		if err := sink.Changes.Decode(r, &c.ch); err != nil {
+			b, err := classify(r, err)
+			if err != nil {
+				return nil, nil, err
+			}
+			bad = append(bad, *b)
+			out = out[:len(out)-1]
+			continue
+		}
+		if c.ch.Op == cdc.OpNone {
+			out = out[:len(out)-1]
+		}
+	}
+	if !sameColumns(sink.Changes.Table(), sink.Table) {
+		return nil, nil, fmt.Errorf("the table of topic %s changed: %w", sink.Table.QualifiedName(), schema.ErrTableChanged)
+	}
+	return out, bad, nil
+}
+
+// changesAttempt writes a change sink's batch one way: the fast path,
+// unless the attempt or the batch asks for change by change.
+func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
+	changes, bad, err := w.decodeChanges(b.Records, sink)
+	if err != nil {
+		return outcome{}, err
+	}
+	if sink.Changes.KeyColumns() == nil {
+		// No event has told the table yet, so there is none: the batch
+		// holds nothing but tombstones, messages, truncates and bad
+		// records. Only the offsets move (and the dead letters).
+		spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+		return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+			return w.applyEach(ctx, tx, b, nil, bad, "")
+		})
+	}
+	oneByOne := a == attemptIsolated || (len(bad) > 0 && w.cfg.OnError == OnErrorStop) ||
+		slices.ContainsFunc(changes, func(c keyedChange) bool { return len(c.ch.Unavailable) > 0 })
+	if oneByOne {
+		return w.changesOneByOne(ctx, b, sink, changes, bad)
+	}
+	return w.changesFast(ctx, b, sink, changes, bad)
+}
+
+// changesFast applies the batch's changes by key in one statement
+// (applyChanges), after the TRUNCATE of its last truncate. It asks for
+// attemptIsolated when Postgres refused a row.
+func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord) (outcome, error) {
+	t := sink.Table
+	key := t.PrimaryKey
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		res := outcome{bad: bad}
+		start := time.Now()
+		if i := lastTruncate(changes); i >= 0 {
+			if _, err := tx.Exec(ctx, truncateSQL(t)); err != nil {
+				return outcome{}, fmt.Errorf("truncate %s: %w", t.QualifiedName(), err)
+			}
+			changes = changes[i+1:]
+			res.rows++
+		}
+		res.rows += len(changes)
+		if len(key) == 0 {
+			rows := make([][]any, len(changes))
+			for i, c := range changes {
+				rows[i] = c.ch.Row
+			}
+			if _, err := pgcopy.CopyTyped(ctx, tx, t.Ident(), t.ColumnNames(), tx.oids, pgx.CopyFromRows(rows)); err != nil {
+				if rowError(err) {
+					return outcome{redo: attemptIsolated}, nil
+				}
+				return outcome{}, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+			}
+			res.copyDuration = time.Since(start)
+			return res, nil
+		}
+		st := w.upsertStateOf(t.QualifiedName())
+		encode := func(oids []uint32) (*changeSet, []badRecord, error) {
+			return encodeChanges(changes, st, tx.Conn().TypeMap(), oids, keyIndexes(t, key))
+		}
+		cs, more, err := encode(tx.oids)
+		if err != nil {
+			return outcome{}, err
+		}
+		defer func() { st.done(cs) }()
+		if len(more) > 0 {
+			return outcome{redo: attemptIsolated}, nil // a value the column type does not take: find it change by change
+		}
+		if res.redo, err = w.applyChanges(ctx, tx, t, key, st, &cs, encode); err != nil || res.redo != 0 {
+			return outcome{redo: res.redo}, err
+		}
+		res.copyDuration = time.Since(start)
+		return res, nil
+	})
+}
+
+// encodeChanges encodes changes (upserts and deletes, no truncate) as a
+// changeSet of rows of the column types oids, keyed by the columns
+// keyIdx. A change whose values do not encode is set aside.
+func encodeChanges(changes []keyedChange, st *upsertState, m *pgtype.Map, oids []uint32, keyIdx []int) (*changeSet, []badRecord, error) {
+	size := 0
+	for _, c := range changes {
+		size += len(c.rec.Value)/2 + 8*len(oids)
+	}
+	cs := st.changeSet(m, oids, keyIdx, len(changes)+len(changes)/8, size)
+	var bad []badRecord
+	seq := int64(0)
+	for _, c := range changes {
+		var err error
+		switch {
+		case c.ch.Op == cdc.OpDelete:
+			err = cs.appendDelete(c.rec, seq, c.ch.Key)
+		case c.ch.OldKey != nil:
+			if err = cs.appendDelete(c.rec, seq, c.ch.OldKey); err == nil {
+				seq++
+				err = cs.appendValues(c.rec, seq, c.ch.Row)
+			}
+		default:
+			err = cs.appendValues(c.rec, seq, c.ch.Row)
+		}
+		seq++
+		if err != nil {
+			bad = append(bad, badRecord{rec: c.rec, kind: schema.KindInvalidValue, err: err})
+		}
+	}
+	cs.finish()
+	return cs, bad, nil
+}
+
+// lastTruncate is the index of the last truncate of changes, or -1.
+func lastTruncate(changes []keyedChange) int {
+	for i := len(changes) - 1; i >= 0; i-- {
+		if changes[i].ch.Op == cdc.OpTruncate {
+			return i
+		}
+	}
+	return -1
+}
+
+func truncateSQL(t schema.Table) string { return "TRUNCATE " + t.QualifiedName() }
+
+// changesOneByOne applies the changes in offset order, each under a
+// savepoint (applyEach): the ones Postgres refuses become dead letters,
+// or stop the partition.
+func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord) (outcome, error) {
+	t := sink.Table
+	key := t.PrimaryKey
+	stmts := changeStatements{t: t, key: key, upserts: map[string]string{}}
+	ops := make([]oneOp, len(changes))
+	for i := range changes {
+		c := &changes[i]
+		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error { return stmts.apply(ctx, tx, &c.ch) }}
+	}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		return w.applyEach(ctx, tx, b, ops, bad, "apply changes to "+t.QualifiedName())
+	})
+}
+
+// changeStatements are the statements that apply one change to t.
+type changeStatements struct {
+	t       schema.Table
+	key     []string
+	del     string
+	upserts map[string]string // by the unavailable columns
+}
+
+// apply runs the statements of one change in tx.
+func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, ch *cdc.Change) error {
+	var err error
+	switch {
+	case ch.Op == cdc.OpTruncate:
+		_, err = tx.Exec(ctx, truncateSQL(s.t))
+	case ch.Op == cdc.OpDelete:
+		_, err = tx.Exec(ctx, s.deleteSQL(), ch.Key...)
+	case ch.Op == cdc.OpUpsert:
+		if ch.OldKey != nil {
+			if _, err = tx.Exec(ctx, s.deleteSQL(), ch.OldKey...); err != nil {
+				return err
+			}
+		}
+		_, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), ch.Row...)
+	}
+	return err
+}
+
+func (s *changeStatements) deleteSQL() string {
+	if s.del == "" {
+		_, s.del = upsertOneSQL(s.t, s.key)
+	}
+	return s.del
+}
+
+// upsertSQL inserts a row of every column, updating the row of its key
+// when there is one, but for the unavailable columns (indexes in the row),
+// which keep their stored value. Without a key it only inserts.
+func (s *changeStatements) upsertSQL(unavailable []int) string {
+	var id strings.Builder
+	for _, i := range unavailable {
+		id.WriteString(strconv.Itoa(i))
+		id.WriteByte(',')
+	}
+	if q, ok := s.upserts[id.String()]; ok {
+		return q
+	}
+	cols := s.t.ColumnNames()
+	params := make([]string, len(cols))
+	for i := range cols {
+		params[i] = "$" + strconv.Itoa(i+1)
+	}
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.t.QualifiedName(), quotedList(cols), strings.Join(params, ", "))
+	if len(s.key) > 0 {
+		keep := slices.Clone(s.key)
+		for _, i := range unavailable {
+			keep = append(keep, cols[i])
+		}
+		q += fmt.Sprintf(" ON CONFLICT (%s) %s", quotedList(s.key), conflictUpdate(s.t, keep))
+	}
+	s.upserts[id.String()] = q
+	return q
+}
