@@ -270,7 +270,7 @@ owned, never under twice the largest record batch seen: every turn brings
 every partition a little. The backlog is produced in 16 KiB batches (the Java
 producer's default ` + "`batch.size`" + `); a broker never splits a batch, so a
 partition whose whole backlog is one batch can only be fetched whole. The
-price, measured at 3d02726 with this test: 100-115k rows/s against 131-157k
+price, measured with this test: 100-115k rows/s against 131-157k
 with ` + "`--kafka-fetch-max-partition-bytes 1MiB`" + `, which drains the same backlog
 in waves (the last partitions' first writes 6.6-7.9 s into 6.4-7.9 s drains).
 `)
