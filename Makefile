@@ -326,9 +326,10 @@ bench: build
 # (KAFKA2PG_TEST_BROKERS, else the cluster of kafka-up, started when not
 # running) and one Postgres: the same RECORDS Kafka Connect JSON records
 # (default 150000 per topic), REPS interleaved repetitions (default 3) of
-# append with the sink's defaults, append batched, upsert with new keys and
-# upsert with 90% updates, then two kill -9 of each system and the
-# duplicates counted with SQL. Writes bench/peers.md and bench/peers.svg.
+# append with the sink's defaults, append batched, upsert with new keys,
+# upsert with 90% updates and RECORDS/2 Debezium change events (kafka2pg's
+# format debezium sink against the JDBC sink's native mode), then two
+# kill -9 of each system and the duplicates counted with SQL. Writes bench/peers.md and bench/peers.svg.
 # About 10 minutes on an idle 2-core box, most of it the JDBC sink's (it
 # takes both cores: run it alone; bench/peers.md says how long its run took
 # and the load beside it); RECORDS=1000000 for a million records, about 30
@@ -341,7 +342,7 @@ bench-peers: build
 
 # bench-peers-smoke checks that the harness runs both systems on 2,000
 # records (TestPeersSmoke): on KAFKA2PG_TEST_BROKERS, else the cluster of
-# kafka-up (started when not running). About 40 s with the jars cached;
+# kafka-up (started when not running). About 60 s with the jars cached;
 # the first fetch of the Connect jars from Maven Central adds about 40 s.
 ## bench-peers-smoke the bench-peers harness on a few records, on a real broker
 bench-peers-smoke: build

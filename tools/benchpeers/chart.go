@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
@@ -28,7 +29,9 @@ func chartSVG(rep *report) (string, error) {
 		for i, sys := range systems {
 			s := row.rate[i]
 			b := svgchart.Bar{Label: sys, Color: colors[i], Med: s.Med, Lo: s.Lo, Hi: s.Hi, Text: figures.Num(s.Med, 0)}
-			if i == 0 {
+			if row.notRun[i] != "" {
+				b.Med, b.Lo, b.Hi, b.Text = math.NaN(), math.NaN(), math.NaN(), "not run"
+			} else if i == 0 && row.ran() {
 				b.Text += fmt.Sprintf(" (× %s)", figures.Num(row.ratio(), 1))
 			}
 			g.Bars = append(g.Bars, b)

@@ -53,10 +53,13 @@ func (k *kafka) fill(ctx context.Context, topic string, d dataset) error {
 		}
 	}
 	for i := range d.n {
-		id := d.id(i)
-		key := appendKey(nil, id)
-		value := appendValue(make([]byte, 0, 1024), i, id)
-		k.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: partition(id), Key: key, Value: value}, promise)
+		key, value := d.appendRecord(nil, make([]byte, 0, 1024), i)
+		p := partition(d.id(i))
+		k.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: value}, promise)
+		if d.changes != nil && d.changes[i].op == 'd' {
+			// The tombstone Debezium writes after a delete.
+			k.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key}, promise)
+		}
 	}
 	if err := k.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("produce to %s: %w", topic, err)

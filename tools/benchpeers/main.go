@@ -16,7 +16,14 @@
 // runs with its defaults and a typed sink of payload.* (append or upsert
 // by id), the JDBC sink on a Kafka Connect worker of scripts/connect-up.sh
 // started for each run. Both write to the same table definition, created by
-// the harness. Then the kill -9 probe: each system in append mode, killed
+// the harness. The changes scenario reads Debezium change events instead
+// (changes.go; half as many events as -records: 10% creates, 90% updates,
+// 1% deletes with their tombstones), applied by each system in its native
+// mode, which creates the table from the events' schemas: kafka2pg's
+// format debezium sink, the JDBC sink with primary.key.mode record_key,
+// delete.enabled and schema.evolution basic. A build of kafka2pg that
+// refuses format debezium sinks is reported "not run". Every upsert table
+// is checked against the fold of its records (foldMismatches). Then the kill -9 probe: each system in append mode, killed
 // with SIGKILL when a third and when two thirds of the records are in,
 // started again each time, and the duplicates counted with SQL once every
 // record is in.
@@ -118,7 +125,7 @@ func main() {
 // smoke narrows o to the smoke run.
 func (o *options) smoke() {
 	o.records, o.reps, o.probe, o.freshWorker = 2000, 1, false, false
-	o.scenarios = "append-defaults,upsert-updates"
+	o.scenarios = "append-defaults,upsert-updates,changes"
 	o.instance = "peers-smoke"
 	if o.out == "" {
 		o.out, o.chart = "-", "-"
@@ -127,7 +134,7 @@ func (o *options) smoke() {
 
 func scenarioKeys() []string {
 	var keys []string
-	for _, s := range scenarios(dataset{}, dataset{}) {
+	for _, s := range scenarios(dataset{}, dataset{}, dataset{}) {
 		keys = append(keys, s.key)
 	}
 	return keys
@@ -209,6 +216,7 @@ type report struct {
 	facts   facts
 	reps    int
 	order   []scenario
+	changes dataset // of the changes scenario
 }
 
 // run measures every repetition, then the probe, and writes the results.
@@ -259,9 +267,10 @@ func run(ctx context.Context, o options) (*report, error) {
 	runID := strings.ToLower(time.Now().UTC().Format("150405") + rand.Text()[:4])
 	newKeys := dataset{name: "new", n: o.records}
 	updates := dataset{name: "updates", n: o.records, updates: true}
+	changes := newChanges(o.records / 2)
 	f.recordBytes = newKeys.meanRecordBytes()
 	var chosen []scenario
-	for _, sc := range scenarios(newKeys, updates) {
+	for _, sc := range scenarios(newKeys, updates, changes) {
 		if slices.Contains(o.scenarioList(), sc.key) {
 			chosen = append(chosen, sc)
 		}
@@ -274,7 +283,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	if o.probe {
 		need[newKeys.name] = newKeys
 	}
-	for _, ds := range []dataset{newKeys, updates} {
+	for _, ds := range []dataset{newKeys, updates, changes} {
 		if _, ok := need[ds.name]; !ok {
 			continue
 		}
@@ -283,7 +292,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		if err := k.fill(ctx, topic, ds); err != nil {
 			return nil, err
 		}
-		o.logf("produced %d records (%.0f bytes each with the key) to %s in %.1fs", ds.n, ds.meanRecordBytes(), topic, time.Since(started).Seconds())
+		o.logf("produced %d records (%.0f bytes each with the key) to %s in %.1fs", ds.records(), ds.meanRecordBytes(), topic, time.Since(started).Seconds())
 		h.topics[ds.name] = topic
 	}
 	defer func() {
@@ -331,7 +340,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	o.logf("Postgres %s; %s; Kafka Connect %s, Debezium JDBC sink %s; %d records a topic, %d repetition(s) of %d scenario(s)%s",
 		f.pgVersion, f.kafka, f.connect, f.debezium, o.records, o.reps, len(chosen), map[bool]string{true: ", then the kill -9 probe"}[o.probe])
 
-	rep := &report{facts: f, reps: o.reps, order: chosen}
+	rep := &report{facts: f, reps: o.reps, order: chosen, changes: changes}
 	for i := range o.reps {
 		o.logf("== repetition %d of %d", i+1, o.reps)
 		for j, sc := range chosen {

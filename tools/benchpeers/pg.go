@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 )
 
 // db is the harness's own connection to the Postgres both systems write to.
@@ -37,14 +39,17 @@ func tableDDL(table string, upsert bool) string {
 	return b.String()
 }
 
-// reset drops and creates table, then runs CHECKPOINT, so that no run pays
-// for the dirty pages of the one before.
-func (d *db) reset(ctx context.Context, table string, upsert bool) error {
+// reset drops and creates table (drops only with ownTable: the system
+// creates it), then runs CHECKPOINT, so that no run pays for the dirty
+// pages of the one before.
+func (d *db) reset(ctx context.Context, table string, upsert, ownTable bool) error {
 	if err := d.drop(ctx, table); err != nil {
 		return err
 	}
-	if _, err := d.conn.Exec(ctx, tableDDL(table, upsert)); err != nil {
-		return fmt.Errorf("create table %s: %w", table, err)
+	if !ownTable {
+		if _, err := d.conn.Exec(ctx, tableDDL(table, upsert)); err != nil {
+			return fmt.Errorf("create table %s: %w", table, err)
+		}
 	}
 	if _, err := d.conn.Exec(ctx, "CHECKPOINT"); err != nil {
 		return fmt.Errorf("CHECKPOINT (the harness runs it before every run; it needs superuser or pg_checkpoint): %w", err)
@@ -67,10 +72,21 @@ func (d *db) scalar(ctx context.Context, sql string, args ...any) (int64, error)
 	return n, nil
 }
 
-// hasRows tells whether table holds a row yet.
+// hasRows tells whether table holds a row yet (none while it does not
+// exist).
 func (d *db) hasRows(ctx context.Context, table string) (bool, error) {
 	n, err := d.scalar(ctx, "SELECT count(*) FROM (SELECT 1 FROM "+pgx.Identifier{table}.Sanitize()+" LIMIT 1) t")
+	if missingTable(err) {
+		return false, nil
+	}
 	return n > 0, err
+}
+
+// missingTable tells whether err is Postgres' undefined_table: a system
+// that creates its table has not yet.
+func missingTable(err error) bool {
+	var pe *pgconn.PgError
+	return errors.As(err, &pe) && pe.Code == "42P01"
 }
 
 func (d *db) count(ctx context.Context, table string) (int64, error) {
@@ -83,8 +99,10 @@ func (d *db) count(ctx context.Context, table string) (int64, error) {
 // partition's rows: the last record a sink wrote from a partition is in
 // the table as its key's row (no later record of that key came, and no
 // other partition has the key), and a sink writes a partition in order.
+// (With changes, when that record was a delete, the count stops at the
+// partition's latest row still in the table: a few records fewer.)
 func (d *db) progress(ctx context.Context, table string, data dataset) (int64, error) {
-	if !data.updates {
+	if !data.keyed() {
 		return d.count(ctx, table)
 	}
 	rows, err := d.conn.Query(ctx, fmt.Sprintf("SELECT id %% %d, max(seq) FROM %s GROUP BY 1", partitions, pgx.Identifier{table}.Sanitize()))
@@ -112,8 +130,25 @@ func (d *db) lastRowsIn(ctx context.Context, table string, last []keySeq) (int64
 	for i, ks := range last {
 		ids[i], seqs[i] = ks.id, ks.seq
 	}
-	return d.scalar(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()+
+	n, err := d.scalar(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()+
 		" t JOIN unnest($1::bigint[], $2::bigint[]) AS l(id, seq) ON t.id = l.id AND t.seq = l.seq", ids, seqs)
+	if missingTable(err) {
+		return 0, nil
+	}
+	return n, err
+}
+
+// foldMismatches compares an upsert table with the fold of its records
+// (the seq of each key's row): it counts the keys whose row is missing,
+// holds another seq, or should not be there (deleted, or never sent).
+func (d *db) foldMismatches(ctx context.Context, table string, fold map[int64]int64) (int64, error) {
+	ids, seqs := make([]int64, 0, len(fold)), make([]int64, 0, len(fold))
+	for id, seq := range fold {
+		ids, seqs = append(ids, id), append(seqs, seq)
+	}
+	return d.scalar(ctx, "SELECT count(*) FROM "+pgx.Identifier{table}.Sanitize()+
+		" t FULL JOIN unnest($1::bigint[], $2::bigint[]) AS f(id, seq) ON t.id = f.id"+
+		" WHERE t.id IS NULL OR f.id IS NULL OR t.seq IS DISTINCT FROM f.seq", ids, seqs)
 }
 
 // tableState is what a table holds after a run.

@@ -30,7 +30,7 @@ func TestProgressOfAnUpsertTable(t *testing.T) {
 	data := dataset{name: "updates", n: 20_000, updates: true}
 	seqs := data.partitionSeqs()
 	for _, upsert := range []bool{true, false} {
-		if err := d.reset(ctx, table, upsert); err != nil {
+		if err := d.reset(ctx, table, upsert, false); err != nil {
 			t.Fatal(err)
 		}
 		var want int64

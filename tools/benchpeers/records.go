@@ -43,9 +43,15 @@ var fields = []field{
 
 // envelopeSchema is the "schema" half of every record: what Kafka Connect's
 // JsonConverter writes with schemas.enable=true.
-var envelopeSchema = func() string {
+var envelopeSchema = rowSchema("bench.Event", false, "")
+
+// rowSchema is the Connect struct schema of the 12 fields, named name; with
+// field set, it is that field of an enclosing struct.
+func rowSchema(name string, optional bool, field string) string {
 	var b strings.Builder
-	b.WriteString(`{"type":"struct","name":"bench.Event","optional":false,"fields":[`)
+	b.WriteString(`{"type":"struct","name":`)
+	b.WriteString(strconv.Quote(name))
+	fmt.Fprintf(&b, `,"optional":%t,"fields":[`, optional)
 	for i, f := range fields {
 		if i > 0 {
 			b.WriteByte(',')
@@ -56,9 +62,13 @@ var envelopeSchema = func() string {
 		}
 		fmt.Fprintf(&b, `"field":%q}`, f.name)
 	}
-	b.WriteString(`]}`)
+	b.WriteString(`]`)
+	if field != "" {
+		fmt.Fprintf(&b, `,"field":%q`, field)
+	}
+	b.WriteString(`}`)
 	return b.String()
-}()
+}
 
 var (
 	pages     = []string{"/", "/pricing", "/docs", "/blog", "/signup", "/cart"}
@@ -76,6 +86,38 @@ type dataset struct {
 	// updates: 1 record in 10 brings a new key, the other 9 update a key
 	// an earlier record brought; otherwise every record has its own key.
 	updates bool
+	// changes, when set, are the events of a changes dataset (changes.go):
+	// record i is change event i, keyed by its id; a delete is followed
+	// by its tombstone, which is not counted in n.
+	changes []change
+}
+
+// newChanges is the changes dataset of n events.
+func newChanges(n int) dataset { return dataset{name: "changes", n: n, changes: changeLog(n)} }
+
+// keyed tells whether the table has a row per key rather than per record.
+func (d dataset) keyed() bool { return d.updates || d.changes != nil }
+
+// records is the number of Kafka records of d: the events and the
+// tombstones.
+func (d dataset) records() int {
+	n := d.n
+	for _, c := range d.changes {
+		if c.op == 'd' {
+			n++
+		}
+	}
+	return n
+}
+
+// appendRecord appends the key and the value of record i to k and v.
+func (d dataset) appendRecord(k, v []byte, i int) ([]byte, []byte) {
+	if d.changes != nil {
+		c := d.changes[i]
+		return appendChangeKey(k, c.id), appendChange(v, i, c)
+	}
+	id := d.id(i)
+	return appendKey(k, id), appendValue(v, i, id)
 }
 
 // id is the key of record i. With updates, record i = 10k brings key k;
@@ -83,6 +125,9 @@ type dataset struct {
 // so far (0..i/10), so the updates are spread over the whole table, not
 // bunched in the batch that inserted the key.
 func (d dataset) id(i int) int64 {
+	if d.changes != nil {
+		return d.changes[i].id
+	}
 	if !d.updates || i%10 == 0 {
 		if d.updates {
 			return int64(i / 10)
@@ -101,7 +146,14 @@ func partition(id int64) int32 { return int32(id % partitions) }
 func appendValue(b []byte, i int, id int64) []byte {
 	b = append(b, `{"schema":`...)
 	b = append(b, envelopeSchema...)
-	b = append(b, `,"payload":{"id":`...)
+	b = append(b, `,"payload":`...)
+	b = appendRow(b, i, id)
+	return append(b, '}')
+}
+
+// appendRow appends the 12 fields of record i with key id as a JSON object.
+func appendRow(b []byte, i int, id int64) []byte {
+	b = append(b, `{"id":`...)
 	b = strconv.AppendInt(b, id, 10)
 	b = append(b, `,"seq":`...)
 	b = strconv.AppendInt(b, int64(i), 10)
@@ -113,7 +165,7 @@ func appendValue(b []byte, i int, id int64) []byte {
 	b = records.AppendString(b, `,"device":`, records.Devices[i%len(records.Devices)])
 	b = append(b, `,"session":"s`...)
 	b = records.AppendPadded(b, i*7919%100_000_000, 8)
-	return append(b, `"}}`...)
+	return append(b, `"}`...)
 }
 
 // appendKey appends the record key: the id in decimal, read by the sink's
@@ -124,11 +176,10 @@ func appendKey(b []byte, id int64) []byte { return strconv.AppendInt(b, id, 10) 
 func (d dataset) meanRecordBytes() float64 {
 	n := min(d.n, 100_000)
 	total := 0
-	var buf []byte
+	var k, v []byte
 	for i := range n {
-		id := d.id(i)
-		buf = appendValue(appendKey(buf[:0], id), i, id)
-		total += len(buf)
+		k, v = d.appendRecord(k[:0], v[:0], i)
+		total += len(k) + len(v)
 	}
 	return float64(total) / float64(max(n, 1))
 }
@@ -144,16 +195,19 @@ func (d dataset) partitionSeqs() [][]int64 {
 }
 
 // finalState is what the table holds once every record of d is applied: in
-// upsert mode one row per key, the last record of that key; in append mode
-// one row per record.
+// upsert mode one row per key, the last record of that key (none when it
+// is a delete); in append mode one row per record.
 type finalState struct {
 	rows   int64
 	seqSum int64
 	// last holds, per partition that has records, the key and seq of its
 	// last record: once those rows are in an upsert table, everything
 	// before them in their partitions is too (a sink writes a partition in
-	// order, each flush in one transaction).
+	// order, each flush in one transaction). The last record of a
+	// partition is never a delete (changeLog makes none in the last tenth).
 	last []keySeq
+	// fold is, in upsert mode, the seq of each key's row.
+	fold map[int64]int64
 }
 
 type keySeq struct{ id, seq int64 }
@@ -173,11 +227,15 @@ func (d dataset) final(upsert bool) finalState {
 		f.rows, f.seqSum = n, n*(n-1)/2
 		return f
 	}
-	lastOf := make(map[int64]int64)
+	f.fold = make(map[int64]int64)
 	for i := range d.n {
-		lastOf[d.id(i)] = int64(i)
+		if d.changes != nil && d.changes[i].op == 'd' {
+			delete(f.fold, d.id(i))
+			continue
+		}
+		f.fold[d.id(i)] = int64(i)
 	}
-	for _, seq := range lastOf {
+	for _, seq := range f.fold {
 		f.rows++
 		f.seqSum += seq
 	}

@@ -29,6 +29,8 @@ type summaryRow struct {
 	sc                 scenario
 	rate, cpu, pg, rss [2]figures.Spread
 	runs               int
+	// notRun is, per system, why it refused the scenario (every run).
+	notRun [2]string
 }
 
 func (rep *report) summary() []summaryRow {
@@ -42,6 +44,9 @@ func (rep *report) summary() []summaryRow {
 			row.cpu[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.CPU) })
 			row.pg[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.PGCPU) })
 			row.rss[i] = figures.SpreadOver(rs, func(r result) float64 { return float64(r.PeakRSS) / (1 << 20) })
+			if len(rs) > 0 && rs[0].NotRun != "" {
+				row.notRun[i] = rs[0].NotRun
+			}
 		}
 		if row.runs > 0 {
 			rows = append(rows, row)
@@ -51,6 +56,18 @@ func (rep *report) summary() []summaryRow {
 }
 
 func (row summaryRow) ratio() float64 { return row.rate[0].Med / row.rate[1].Med }
+
+// ran tells whether both systems ran the scenario.
+func (row summaryRow) ran() bool { return row.notRun == [2]string{} }
+
+// cells are the figures of system i in the summary: rows/s, CPU and
+// Postgres CPU per 1M rows, peak RSS; "not run" when it refused.
+func (row summaryRow) cells(i int) (rate, cpu, pg, rss string) {
+	if row.notRun[i] != "" {
+		return "not run: " + row.notRun[i], "–", "–", "–"
+	}
+	return row.rate[i].Format(0), figures.Num(row.cpu[i].Med, 1), figures.Num(row.pg[i].Med, 1), figures.Num(row.rss[i].Med, 0)
+}
 
 // writeResults writes the Markdown report and the chart.
 func writeResults(o options, rep *report) error {
@@ -82,10 +99,13 @@ func markdown(o options, rep *report) string {
 	w("| scenario | kafka2pg rows/s | Debezium JDBC sink rows/s | ratio | CPU s per 1M rows (kafka2pg vs JDBC sink) | Postgres CPU s per 1M rows | peak RSS |\n")
 	w("|---|---|---|---|---|---|---|\n")
 	for _, row := range rep.summary() {
-		w("| %s | %s | %s | %sx | %s vs %s | %s vs %s | %s vs %s MiB |\n", row.sc.title,
-			row.rate[0].Format(0), row.rate[1].Format(0), figures.Num(row.ratio(), 1),
-			figures.Num(row.cpu[0].Med, 1), figures.Num(row.cpu[1].Med, 1), figures.Num(row.pg[0].Med, 1), figures.Num(row.pg[1].Med, 1),
-			figures.Num(row.rss[0].Med, 0), figures.Num(row.rss[1].Med, 0))
+		r0, c0, p0, m0 := row.cells(0)
+		r1, c1, p1, m1 := row.cells(1)
+		ratio := "–"
+		if row.ran() {
+			ratio = figures.Num(row.ratio(), 1) + "x"
+		}
+		w("| %s | %s | %s | %s | %s vs %s | %s vs %s | %s vs %s MiB |\n", row.sc.title, r0, r1, ratio, c0, c1, p0, p1, m0, m1)
 	}
 	if len(rep.probes) == 2 {
 		k, d := rep.probes[0], rep.probes[1]
@@ -93,9 +113,17 @@ func markdown(o options, rep *report) string {
 			figures.Num(float64(k.Duplicates), 0), figures.Num(float64(k.Lost), 0), figures.Num(float64(d.Duplicates), 0), figures.Num(float64(d.Lost), 0))
 	}
 	w("\n")
+	for _, sc := range rep.order {
+		if sc.changes {
+			c, u, d := rep.changes.changeCounts()
+			w("The change-event scenario reads %s Debezium change events instead (%s creates, %s updates, %s deletes, each delete followed by its tombstone; %s bytes each with the key): envelopes of the Postgres connector with the JsonConverter's schemas, keyed by the primary key id, the 12 fields in before and after; see tools/benchpeers/changes.go. Each system applies them in its native mode and creates its table from the events' schemas; its rows/s counts events.\n\n",
+				figures.Num(float64(rep.changes.n), 0), figures.Num(float64(c), 0), figures.Num(float64(u), 0), figures.Num(float64(d), 0), figures.Num(rep.changes.meanRecordBytes(), 0))
+		}
+	}
 	w("- **rows/s**: the steady rate, the records written after the first batch over the time from the first row in the table to the last (kafka2pg's last row: the commit that made its offsets reach the end). The start-up and the first batch (the JDBC sink's first batch runs on a cold JIT) are left out; the table of every run below gives the time to the first row and the rate from the start.\n")
 	w("- **CPU**: user + system time of the system's processes (kafka2pg's process; the Connect worker's JVM, all threads) from its start (the process; the connector's creation on a worker started for the run) to its last row, per 1,000,000 rows. **Postgres CPU**: the whole server's processes over the same time; only one system runs at a time, so it is that system's load (its backends, the WAL writer, the checkpointer, autovacuum, and the harness's progress queries).\n")
-	w("- **peak RSS**: VmHWM of kafka2pg's process, or of the worker's JVM (heap -Xms256m -Xmx2g, as Kafka's connect-distributed.sh).\n\n")
+	w("- **peak RSS**: VmHWM of kafka2pg's process, or of the worker's JVM (heap -Xms256m -Xmx2g, as Kafka's connect-distributed.sh).\n")
+	w("- **Checked**: after every run, SQL compares the table with what the records make: the row count and the sum of `seq`, and for the upsert and change-event scenarios every key's row against the fold of the records (the last state of each key, none after a delete). A run that does not match fails the bench.\n\n")
 
 	if len(rep.probes) > 0 {
 		w("## The kill -9 probe\n\n")
@@ -116,6 +144,10 @@ func markdown(o options, rep *report) string {
 	w("## Every run\n\n")
 	w("| rep | scenario | system | rows/s | start to first row | records in then | first to last row | rows/s from the start | CPU s | Postgres CPU s | peak RSS MiB | rows |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.results {
+		if r.NotRun != "" {
+			w("| %d | %s | %s | not run: %s | | | | | | | | |\n", r.Rep, r.Scenario, r.System, r.NotRun)
+			continue
+		}
 		w("| %d | %s | %s | %s | %.1f s | %s | %.1f s | %s | %.1f | %.1f | %.0f | %s |\n", r.Rep, r.Scenario, r.System, figures.Num(r.rate(), 0),
 			r.FirstRow.Seconds(), figures.Num(float64(r.AtFirst), 0), r.Active.Seconds(), figures.Num(r.wallRate(), 0), r.CPU, r.PGCPU, float64(r.PeakRSS)/(1<<20), figures.Num(float64(r.Rows), 0))
 	}
@@ -126,13 +158,14 @@ func markdown(o options, rep *report) string {
 	w("- Machine: %d CPUs (%s), %s, %s; %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
 	w("- kafka2pg %s (checkout %s), its defaults (`--batch-max-rows 10000`, two table writers), a typed sink of `payload.*`:\n\n", f.kafka2pg, f.commit)
 	w("```yaml\n%s```\n\n", kafka2pgConfig("TOPIC", "peers_kafka2pg", false))
-	w("  and `mode: upsert`, `key: [id]` for the upsert scenarios.\n")
+	w("  and `mode: upsert`, `key: [id]` for the upsert scenarios; for the change events:\n\n")
+	w("```yaml\n%s```\n\n", kafka2pgChangeConfig("TOPIC", "peers_kafka2pg"))
 	w("- Kafka: %s. Kafka Connect %s (distributed mode, one worker, scripts/connect-up.sh; JsonConverter with schemas for values), %s. Debezium JDBC sink %s. Jars from Maven Central (connect/pom.xml).\n", f.kafka, f.connect, f.java, f.debezium)
 	w("- PostgreSQL %s (%s)", f.pgVersion, f.pgSettings)
 	if f.pgCPUNote != "" {
 		w("; its CPU was not measured: %s", f.pgCPUNote)
 	}
-	w(". The table of every run is created by the harness (the columns of the 12 fields; `PRIMARY KEY (id)` for upsert) followed by CHECKPOINT.\n")
+	w(". The table of every run is created by the harness (the columns of the 12 fields; `PRIMARY KEY (id)` for upsert; in the change-event scenario each system creates its own) followed by CHECKPOINT.\n")
 	w("- The JDBC sink's configuration beyond the connection, `collection.name.format` (the table), `key.converter` StringConverter and `topics`, per scenario:\n\n")
 	for _, sc := range rep.order {
 		extra := map[string]string{}

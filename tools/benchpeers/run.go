@@ -49,6 +49,11 @@ type scenario struct {
 	// JDBC URL.
 	debezium   map[string]string
 	jdbcParams string
+	// changes: the records are Debezium change events (data.changes);
+	// each system applies them in its native mode and creates its table
+	// from their schemas (kafka2pg format debezium; the JDBC sink
+	// primary.key.mode record_key, delete.enabled, schema.evolution basic).
+	changes bool
 }
 
 // batched is what the batch scenarios set on the JDBC sink. A put() flushes
@@ -56,7 +61,7 @@ type scenario struct {
 // (500) at a time, so batch.size alone would change nothing.
 var batched = map[string]string{"batch.size": "10000", "consumer.override.max.poll.records": "10000"}
 
-func scenarios(newKeys, updates dataset) []scenario {
+func scenarios(newKeys, updates, changes dataset) []scenario {
 	// use.reduction.buffer keeps the last record of each key in a batch:
 	// without it, reWriteBatchedInserts makes the batch one multi-row
 	// INSERT ... ON CONFLICT DO UPDATE, which Postgres refuses as soon as
@@ -68,6 +73,15 @@ func scenarios(newKeys, updates dataset) []scenario {
 	for k, v := range batched {
 		upsert[k] = v
 	}
+	// The JDBC sink's native mode for change events: the key is the
+	// record key (JSON with its schema), d events delete, the table is
+	// created from the schemas. Batched as the upsert scenarios.
+	native := map[string]string{"insert.mode": "upsert", "primary.key.mode": "record_key", "delete.enabled": "true",
+		"schema.evolution": "basic", "use.reduction.buffer": "true",
+		"key.converter": "org.apache.kafka.connect.json.JsonConverter", "key.converter.schemas.enable": "true"}
+	for k, v := range batched {
+		native[k] = v
+	}
 	return []scenario{
 		{key: "append-defaults", title: "append, Debezium defaults", data: newKeys},
 		{key: "append-batch", title: "append, batch.size 10000, reWriteBatchedInserts", data: newKeys,
@@ -76,6 +90,8 @@ func scenarios(newKeys, updates dataset) []scenario {
 			debezium: upsert, jdbcParams: "reWriteBatchedInserts=true"},
 		{key: "upsert-updates", title: "upsert (PK id), 10% new keys, 90% updates, batch 10000", data: updates, upsert: true,
 			debezium: upsert, jdbcParams: "reWriteBatchedInserts=true"},
+		{key: "changes", title: "Debezium change events: 10% creates, 90% updates, 1% deletes, batch 10000", data: changes, upsert: true,
+			changes: true, debezium: native, jdbcParams: "reWriteBatchedInserts=true"},
 	}
 }
 
@@ -97,6 +113,12 @@ type result struct {
 	PeakRSS                int64
 	Rows, SeqSum, Distinct int64
 	WantRows, WantSeqSum   int64
+	// Mismatches: upsert, the keys whose row differs from the fold of
+	// the records (foldMismatches).
+	Mismatches int64
+	// NotRun is why the system refused the scenario (kafka2pg without a
+	// writer for change events); nothing else is set then.
+	NotRun string
 	// The kill -9 probe: the row count at each kill, and the outcome.
 	Kills      []int64
 	Duplicates int64
@@ -124,7 +146,7 @@ func (r result) correct() bool {
 	if len(r.Kills) > 0 {
 		return r.Lost == 0
 	}
-	return r.Rows == r.WantRows && r.SeqSum == r.WantSeqSum
+	return r.NotRun != "" || r.Rows == r.WantRows && r.SeqSum == r.WantSeqSum && r.Mismatches == 0
 }
 
 // harness is what every run shares.
@@ -152,7 +174,7 @@ func (h *harness) name(sys system, what string) string {
 // last row.
 func (h *harness) measure(ctx context.Context, sys system, sc scenario, rep int) (result, error) {
 	table := "peers_" + sys.short()
-	if err := h.db.reset(ctx, table, sc.upsert); err != nil {
+	if err := h.db.reset(ctx, table, sc.upsert, sc.changes); err != nil {
 		return result{}, err
 	}
 	if _, ok := sys.(*debeziumSystem); ok && h.fresh != nil {
@@ -185,6 +207,12 @@ func (h *harness) measure(ctx context.Context, sys system, sc scenario, rep int)
 	if err == nil {
 		err = poll(ctx, deadline, run.interval, func() (bool, error) { return run.done(ctx) })
 	}
+	var nr *notRunError
+	if errors.As(err, &nr) {
+		r.NotRun = nr.why
+		h.logf("  %-18s %-16s rep %d: not run: %s", sys.label(), sc.key, rep, nr.why)
+		return r, h.db.drop(ctx, table)
+	}
 	if err != nil {
 		return r, h.failed(sys, sc, run, err)
 	}
@@ -199,13 +227,25 @@ func (h *harness) measure(ctx context.Context, sys system, sc scenario, rep int)
 		return r, err
 	}
 	r.Rows, r.SeqSum, r.Distinct = st.rows, st.seqSum, st.distinct
+	if sc.upsert {
+		if r.Mismatches, err = h.db.foldMismatches(ctx, table, want.fold); err != nil {
+			return r, err
+		}
+	}
 	h.logf("  %-18s %-16s rep %d: %8.0f rows/s  first row %5.1fs  CPU %6.1fs  Postgres %6.1fs  peak RSS %5.0f MiB  rows %d%s",
 		sys.label(), sc.key, rep, r.rate(), r.FirstRow.Seconds(), r.CPU, r.PGCPU, float64(r.PeakRSS)/(1<<20), r.Rows, wrongNote(r))
 	if !r.correct() {
-		return r, fmt.Errorf("%s, %s: the table holds %d rows (seq sum %d), not %d (seq sum %d)", sys.label(), sc.title, r.Rows, r.SeqSum, r.WantRows, r.WantSeqSum)
+		return r, fmt.Errorf("%s, %s: the table holds %d rows (seq sum %d), not %d (seq sum %d); %d keys differ from the fold of the records",
+			sys.label(), sc.title, r.Rows, r.SeqSum, r.WantRows, r.WantSeqSum, r.Mismatches)
 	}
 	return r, h.db.drop(ctx, table)
 }
+
+// notRunError is a system's refusal of a scenario: the report says "not
+// run" and why, instead of the run failing.
+type notRunError struct{ why string }
+
+func (e *notRunError) Error() string { return "not run: " + e.why }
 
 func wrongNote(r result) string {
 	if r.correct() {
@@ -234,7 +274,7 @@ func tail(s string, n int) string {
 // counts the duplicates with SQL.
 func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, error) {
 	table := "peers_" + sys.short()
-	if err := h.db.reset(ctx, table, false); err != nil {
+	if err := h.db.reset(ctx, table, false, false); err != nil {
 		return result{}, err
 	}
 	if _, ok := sys.(*debeziumSystem); ok && h.fresh != nil {
