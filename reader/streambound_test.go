@@ -121,10 +121,11 @@ func TestAGzipOrLz4BombIsRefusedHoldingAFewMiB(t *testing.T) {
 			t.Logf("refusing a 400 MiB %s bomb allocated %d KiB (limit %d MiB)", c.name, alloc>>10, limit>>20)
 			// What is kept at first, as its buffer doubles (twice
 			// keepFirst in all at most), and the decoder's buffers (an lz4
-			// block holds up to 4 MiB; its reader may take a new one and
-			// the runtime's GC drops pooled ones). franz-go's own decoder
+			// block holds up to 4 MiB; its reader may take a new one each
+			// time the runtime's GC drops pooled ones, which happens more
+			// under -race: 25 MiB seen there). franz-go's own decoder
 			// allocated 2-3 times the limit.
-			const most = 2*keepFirst + 8<<20
+			const most = 2*keepFirst + 16<<20
 			if alloc > most {
 				t.Errorf("refusing the bomb allocated %d MiB, want at most %d MiB: it was decoded into memory", alloc>>20, most>>20)
 			}
