@@ -2,9 +2,7 @@ package integration_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
 	"strconv"
@@ -17,11 +15,9 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-	"github.com/twmb/franz-go/pkg/kbin"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
@@ -73,67 +69,16 @@ func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, valu
 	enc := bombWriter(t, &compressed, codec)
 	zeros := make([]byte, 1<<20)
 	for i := range values {
-		// A record (v2): length, attributes, timestamp delta, offset delta,
-		// key (null), value, headers (none).
-		var head []byte
-		head = append(head, 0)
-		head = kbin.AppendVarlong(head, 0)
-		head = kbin.AppendVarint(head, int32(i))
-		head = kbin.AppendVarint(head, -1)
-		head = kbin.AppendVarint(head, bombValueBytes)
-		length := len(head) + bombValueBytes + 1 // + the header count
-		enc.Write(kbin.AppendVarint(nil, int32(length)))
-		enc.Write(head)
-		for range bombValueBytes / len(zeros) {
-			enc.Write(zeros)
+		if err := kafkatest.WriteZeroRecord(enc, i, bombValueBytes, zeros); err != nil {
+			t.Fatal(err)
 		}
-		enc.Write(kbin.AppendVarint(nil, 0))
 	}
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UnixMilli()
-	batch := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(codec), LastOffsetDelta: int32(values) - 1,
-		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: int32(values), Records: compressed.Bytes(),
-	}
-	raw := batch.AppendTo(nil)
-	// Length counts what follows it; the CRC (Castagnoli) covers the bytes
-	// from the attributes on.
-	copy(raw[8:12], kbin.AppendInt32(nil, int32(len(raw)-12)))
-	copy(raw[17:21], kbin.AppendInt32(nil, int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))))
-	t.Logf("the bomb: %d values of %d MiB in one %s batch of %d bytes", values, bombValueBytes>>20, codecName(codec), len(raw))
-
-	cl := s.kafka.NewClient(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(s.topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(ctx, cl)
-	if err != nil || len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) == 0 {
-		t.Fatalf("metadata of %s: %v %+v", s.topic, err, mresp)
-	}
-	leader := mresp.Topics[0].Partitions[0].Leader
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = s.topic, mresp.Topics[0].TopicID // Produce v13 names topics by ID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, raw
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
-	if err != nil {
-		t.Fatalf("produce the bomb: %v", err)
-	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		t.Fatalf("produce the bomb: %v", err)
-	}
-	return p.BaseOffset, len(raw)
+	first, wire = kafkatest.ProduceRawBatch(t, s.kafka.NewClient(t), s.topic, 0, codec, values, compressed.Bytes())
+	t.Logf("the bomb: %d values of %d MiB in one %s batch of %d bytes", values, bombValueBytes>>20, codecName(codec), wire)
+	return first, wire
 }
 
 // peakRSS follows the VmHWM of a process (its peak resident set) in

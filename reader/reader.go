@@ -29,7 +29,11 @@ type Stats struct {
 	// SkippedRecords counts offsets lost to retention and skipped
 	// (--on-data-loss=skip).
 	SkippedRecords int64
-	Partitions     int
+	// DeferredBatches counts compressed record batches the client
+	// fetched but did not decompress, because it already held its budget
+	// of decompressed batches (fetchbound.go): each is fetched again.
+	DeferredBatches int64
+	Partitions      int
 	// Halted counts partitions waiting to re-claim after a failed write
 	// (Postgres unreachable, fenced): the bridge is in retry backoff.
 	Halted int
@@ -49,6 +53,7 @@ type Reader struct {
 	store  Store
 	epochs EpochReader // nil: no fence check
 	cl     *kgo.Client
+	dec    *boundedDecompressor
 
 	// recs holds the []stream.Record of written batches for the next ones
 	// (fill): under a backlog the memory limit paces the collector, so
@@ -105,6 +110,8 @@ type Reader struct {
 	// bring it under MaxBufferedBytes.
 	buffered   atomic.Int64
 	overBudget atomic.Bool
+	// deferredLogged is when noteDeferred last logged (Unix nanoseconds).
+	deferredLogged atomic.Int64
 	// pausesDirty is set whenever a partition's paused flag changes; the
 	// poll loop then brings the client's paused set in line with the flags.
 	// Only the poll loop (and the revoke and lost callbacks, which cannot
@@ -154,6 +161,8 @@ func New(cfg Config, store Store) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	dec.hold.budget = int64(cfg.MaxBufferedBytes)
+	r.dec = dec
 	wanted := cfg.Balancers
 	if cfg.GroupProtocol == GroupProtocolConsumer && wanted[0] == CooperativeSticky {
 		// KIP-848 assigns on the broker, incrementally by design; the
@@ -255,7 +264,8 @@ func (r *Reader) Stats() Stats {
 		Records: r.stats.records.Load(), Bytes: r.stats.bytes.Load(), Batches: r.stats.batches.Load(),
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
-		SkippedRecords: r.stats.skipped.Load(), Partitions: n, Stopped: stopped, Halted: halted,
+		SkippedRecords: r.stats.skipped.Load(), DeferredBatches: r.dec.hold.deferred.Load(),
+		Partitions: n, Stopped: stopped, Halted: halted,
 		BufferedBytes: r.buffered.Load(),
 	}
 }
@@ -391,9 +401,17 @@ func (r *Reader) Run(ctx context.Context) error {
 			return nil
 		}
 		fetchFailed := false
+		drained := fs.NumRecords() > 0 // a poll that returns records or a fetch's errors drained a fetch
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return // our own wake-up
+			}
+			drained = true
+			if errors.Is(err, errDeferred) {
+				// The partition's first batch in the response did not
+				// fit in the fetch budget; the client fetches it again.
+				r.noteDeferred(t, p, err)
+				return
 			}
 			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
 				r.unreadableBatch(tooLarge)
@@ -431,6 +449,11 @@ func (r *Reader) Run(ctx context.Context) error {
 			}
 		})
 		r.mu.Unlock()
+		if drained && r.cl.BufferedFetchRecords() == 0 {
+			// What the client held is the reader's now, counted in
+			// r.buffered, or was dropped (fetchbound.go).
+			r.dec.hold.release()
+		}
 		r.applySeeks()
 		if r.pausesDirty.Swap(false) {
 			r.reconcilePauses()

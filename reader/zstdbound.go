@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -31,6 +32,9 @@ type boundedDecompressor struct {
 	inner         kgo.Decompressor // franz-go's, bounded at maxBatchBytes
 	stream        streamDecoder    // gzip and lz4
 	maxBatchBytes int
+	// hold bounds what the batches of a fetch decompress to together
+	// (fetchbound.go); its budget is unbounded until New sets it.
+	hold fetchHold
 }
 
 // newBoundedDecompressor takes franz-go's decompressor from a client that
@@ -46,11 +50,33 @@ func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
 	if !ok || inner == nil {
 		return nil, errors.New("create Kafka decompressor: the client has none")
 	}
-	return &boundedDecompressor{inner: inner, maxBatchBytes: maxBatchBytes}, nil
+	return &boundedDecompressor{inner: inner, maxBatchBytes: maxBatchBytes, hold: fetchHold{budget: math.MaxInt64}}, nil
 }
 
-// Decompress is called by the client's fetch goroutines, concurrently.
+// Decompress is called by the client's fetch goroutines, concurrently. It
+// returns kgo.ErrMaxDecompress for a batch over maxBatchBytes, and a
+// *deferredError for one that does not fit in the fetch budget now
+// (fetchbound.go): refused before it is decoded when the batch says its
+// size, else decoded and dropped. A batch over the limit is refused
+// whatever the budget: the size it says is left to the decoder to check.
 func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
+	if n, ok := sizeFloor(src, codec); ok && n <= int64(d.maxBatchBytes) && !d.hold.fits(n) {
+		return nil, d.hold.deferral(d.hold.held.Load(), n)
+	}
+	out, err := d.decode(src, codec)
+	if err != nil {
+		return nil, err
+	}
+	d.hold.decoded(int64(len(out)))
+	if err := d.hold.admit(int64(len(out))); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decode decodes src, refusing with kgo.ErrMaxDecompress what decodes to
+// more than maxBatchBytes.
+func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
 	switch codec {
 	case kgo.CodecGzip, kgo.CodecLz4:
 		return d.stream.decode(src, codec, d.maxBatchBytes)

@@ -1,0 +1,156 @@
+package reader
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// One record batch decompresses to at most maxBatchBytes (decompress.go),
+// but franz-go decompresses every batch of a fetch response before the
+// poll loop sees any of them: a response of many batches, each just under
+// the limit, would decode whole, a thousand times its size on the wire
+// for zeros, GiBs for one response of --kafka-fetch-max-bytes.
+//
+// fetchHold bounds that. It counts the decompressed bytes the client holds
+// that the reader has not taken yet (held), and the decompressor admits a
+// batch only if the client holds nothing or the batch fits in the budget
+// on top of what it holds. A batch that does not fit is deferred: the
+// decompressor returns errDeferred and drops what it decoded. franz-go
+// then returns the partition's records before the batch and fetches again
+// from the batch on later (it treats a decompression error after some
+// records of a partition as a response cut off at its end), or, for the
+// partition's first batch in the response, hands the poll loop
+// errDeferred for the partition, with no records, and fetches the same
+// offset again once the fetch is drained. Nothing is skipped and nothing
+// is delivered twice; the cost of a deferral is decoding the batch again.
+//
+// The poll loop empties held (release) when a poll has drained a fetch
+// and the client holds no record any more: what the reader took is then
+// in its own budget (Reader.buffered, MaxBufferedBytes). A client that
+// holds nothing always admits the next batch (up to maxBatchBytes), so
+// fetching always makes progress.
+//
+// The bound: held is at most max(budget, maxBatchBytes) once a response
+// is decoded. A release while a response is being decoded forgets what
+// that response has admitted so far, which may then admit that much again:
+// with one broker, whose next response is fetched only once the last is
+// drained, at most once per response, so the client holds at most
+// 2 x max(budget, maxBatchBytes), plus one batch being decoded per broker
+// (maxBatchBytes), on top of the reader's own MaxBufferedBytes. With
+// several brokers each release needs a drained fetch; a broker whose
+// response takes long to decode while others' are drained can see more
+// than one, each bounded as above.
+//
+// The budget is MaxBufferedBytes: the memory the operator grants to
+// records; what the client holds is records on their way into that
+// budget, and a smaller one would defer, and decode twice, the responses
+// of ordinary data that compresses well (FetchMaxBytes is
+// MaxBufferedBytes / 8 compressed by default).
+type fetchHold struct {
+	budget int64
+
+	held atomic.Int64 // decompressed bytes admitted since the last release
+
+	// live is held plus what Decompress calls hold decoded, not admitted
+	// yet; peak is the most it was (tests assert the bound on it).
+	live, peak atomic.Int64
+
+	deferred atomic.Int64 // batches deferred, since start
+}
+
+// errDeferred is what the decompressor returns for a batch that does not
+// fit in the fetch budget now: franz-go fetches it again later. reader.Run
+// ignores it.
+var errDeferred = errors.New("decompression deferred: the client already holds its fetch budget of decompressed batches")
+
+// deferredError says how much was held when a batch was deferred; it
+// unwraps to errDeferred.
+type deferredError struct{ held, size, budget int64 }
+
+func (e *deferredError) Error() string {
+	return fmt.Sprintf("decompression deferred: the client already holds %d decompressed bytes, and a batch of %d more would pass the fetch budget of %d", e.held, e.size, e.budget)
+}
+
+func (e *deferredError) Unwrap() error { return errDeferred }
+
+// fits reports whether a batch of at least n decompressed bytes may be
+// decoded now. It admits nothing: admit does, once the size is known.
+func (h *fetchHold) fits(n int64) bool {
+	held := h.held.Load()
+	return held == 0 || held+n <= h.budget
+}
+
+// decoded counts n bytes decoded and not admitted yet.
+func (h *fetchHold) decoded(n int64) {
+	live := h.live.Add(n)
+	for peak := h.peak.Load(); live > peak && !h.peak.CompareAndSwap(peak, live); peak = h.peak.Load() {
+	}
+}
+
+// admit takes n decoded bytes into held if they fit, and returns nil, or
+// returns a *deferredError and forgets them.
+func (h *fetchHold) admit(n int64) error {
+	for {
+		held := h.held.Load()
+		if held != 0 && held+n > h.budget {
+			h.live.Add(-n)
+			return h.deferral(held, n)
+		}
+		if h.held.CompareAndSwap(held, held+n) {
+			return nil
+		}
+	}
+}
+
+func (h *fetchHold) deferral(held, n int64) error {
+	h.deferred.Add(1)
+	return &deferredError{held: held, size: n, budget: h.budget}
+}
+
+// release forgets what the client held: the poll loop calls it when a poll
+// drained a fetch and the client holds no record any more.
+func (h *fetchHold) release() {
+	h.live.Add(-h.held.Swap(0))
+}
+
+// sizeFloor returns at least how many bytes src decodes to, when the batch
+// says so before it is decoded: a zstd frame that declares its size (the
+// first frame's: a batch of several frames decodes to more), and a gzip
+// stream's trailer (its last member's size, modulo 4 GiB; a trailer that
+// lies fails the decoder's own check). ok is false when it does not say.
+func sizeFloor(src []byte, codec kgo.CompressionCodecType) (n int64, ok bool) {
+	switch codec {
+	case kgo.CodecZstd:
+		var h zstd.Header
+		if h.Decode(src) == nil && h.HasFCS {
+			return int64(min(h.FrameContentSize, 1<<62)), true
+		}
+	case kgo.CodecGzip:
+		if len(src) >= 18 {
+			return int64(binary.LittleEndian.Uint32(src[len(src)-4:])), true
+		}
+	}
+	return 0, false
+}
+
+// deferredLogEvery is how often at most a deferral is logged.
+const deferredLogEvery = 10 * time.Second
+
+// noteDeferred logs, at DEBUG and at most every deferredLogEvery, that a
+// partition's batch was deferred: it is flow control, not trouble (the
+// count is Stats.DeferredBatches).
+func (r *Reader) noteDeferred(topic string, partition int32, err error) {
+	now := time.Now().UnixNano()
+	last := r.deferredLogged.Load()
+	if now-last < int64(deferredLogEvery) || !r.deferredLogged.CompareAndSwap(last, now) {
+		return
+	}
+	r.log.Debug("record batch decompression deferred until the reader takes what the client holds; fetched again",
+		"topic", topic, "partition", partition, "deferred_batches", r.dec.hold.deferred.Load(), "error", err.Error())
+}
