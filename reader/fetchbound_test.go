@@ -30,7 +30,7 @@ func zstdBatch(t *testing.T, values, valueBytes int, sized bool) []byte {
 		w = stream
 	}
 	for i := range values {
-		if err := kafkatest.WriteZeroRecord(w, i, valueBytes, zeros); err != nil {
+		if err := kafkatest.WriteRecord(w, i, nil, zeros, valueBytes, nil); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"hash/crc32"
 	"io"
+	"slices"
 	"testing"
 	"time"
 
@@ -16,15 +17,17 @@ import (
 // Decompression tests need record batches that no client's producer
 // writes: a value of hundreds of MiB, compressed as a stream, or a codec's
 // frame without its size. They write the records through a compressor of
-// their own (WriteZeroRecord) and append the compressed batch with
+// their own (WriteRecord) and append the compressed batch with
 // ProduceRawBatch, a raw produce request, so that no producer ever holds
 // the batch decompressed.
 
-// WriteZeroRecord writes to w record i of a batch (a v2 record: no key, no
+// WriteRecord writes to w record i of a batch (a v2 record: no key, no
 // headers, the offset delta and the timestamp delta i) whose value is
-// valueBytes zero bytes, written in steps of zeros (all zero, at least one
-// byte long).
-func WriteZeroRecord(w io.Writer, i, valueBytes int, zeros []byte) error {
+// prefix, padBytes bytes of padding and suffix. The padding is written in
+// steps of pad (at least one byte long), repeated and cut to length: a
+// MiB of zeros for a bomb.
+func WriteRecord(w io.Writer, i int, prefix []byte, pad []byte, padBytes int, suffix []byte) error {
+	valueBytes := len(prefix) + padBytes + len(suffix)
 	var head []byte
 	head = append(head, 0) // attributes
 	head = kbin.AppendVarlong(head, int64(i))
@@ -32,17 +35,18 @@ func WriteZeroRecord(w io.Writer, i, valueBytes int, zeros []byte) error {
 	head = kbin.AppendVarint(head, -1) // a null key
 	head = kbin.AppendVarint(head, int32(valueBytes))
 	length := len(head) + valueBytes + 1 // + the header count
-	if _, err := w.Write(append(kbin.AppendVarint(nil, int32(length)), head...)); err != nil {
+	head = append(kbin.AppendVarint(nil, int32(length)), head...)
+	if _, err := w.Write(append(head, prefix...)); err != nil {
 		return err
 	}
-	for n := valueBytes; n > 0; {
-		k := min(n, len(zeros))
-		if _, err := w.Write(zeros[:k]); err != nil {
+	for n := padBytes; n > 0; {
+		k := min(n, len(pad))
+		if _, err := w.Write(pad[:k]); err != nil {
 			return err
 		}
 		n -= k
 	}
-	_, err := w.Write(kbin.AppendVarint(nil, 0)) // no headers
+	_, err := w.Write(append(slices.Clip(suffix), 0)) // then no headers
 	return err
 }
 
