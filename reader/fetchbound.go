@@ -6,9 +6,6 @@ import (
 	"fmt"
 	"sync/atomic"
 	"time"
-
-	"github.com/klauspost/compress/zstd"
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // One record batch decompresses to at most maxBatchBytes (decompress.go),
@@ -54,6 +51,9 @@ import (
 // MaxBufferedBytes / 8 compressed by default).
 type fetchHold struct {
 	budget int64
+	// reader is what the reader holds of the same budget (Reader.buffered);
+	// nil: nothing.
+	reader *atomic.Int64
 
 	held atomic.Int64 // decompressed bytes admitted since the last release
 
@@ -62,6 +62,9 @@ type fetchHold struct {
 	live, peak atomic.Int64
 
 	deferred atomic.Int64 // batches deferred, since start
+	// needRoom is the smallest batch deferred since the last release: the
+	// poll loop waits for that much room before it polls again.
+	needRoom atomic.Int64
 }
 
 // errDeferred is what the decompressor returns for a batch that does not
@@ -74,16 +77,38 @@ var errDeferred = errors.New("decompression deferred: the client already holds i
 type deferredError struct{ held, size, budget int64 }
 
 func (e *deferredError) Error() string {
-	return fmt.Sprintf("decompression deferred: the client already holds %d decompressed bytes, and a batch of %d more would pass the fetch budget of %d", e.held, e.size, e.budget)
+	return fmt.Sprintf("decompression deferred: kafka2pg already holds %d decompressed bytes, and a batch of %d more would pass the budget of %d", e.held, e.size, e.budget)
 }
 
 func (e *deferredError) Unwrap() error { return errDeferred }
 
-// fits reports whether a batch of at least n decompressed bytes may be
-// decoded now. It admits nothing: admit does, once the size is known.
+// room returns a *deferredError if a batch of at least n decompressed
+// bytes does not fit now, else nil. It admits nothing: admit does, once
+// the batch is decoded.
+func (h *fetchHold) room(n int64) error {
+	if held, reader := h.held.Load(), h.readerHeld(); !h.fitsIn(held, reader, n) {
+		return h.deferral(held, reader, n)
+	}
+	return nil
+}
+
+// fits reports whether a batch of at most n decompressed bytes fits now.
 func (h *fetchHold) fits(n int64) bool {
-	held := h.held.Load()
-	return held == 0 || held+n <= h.budget
+	return h.fitsIn(h.held.Load(), h.readerHeld(), n)
+}
+
+// fitsIn is the rule: a batch fits when the client and the reader hold
+// nothing (so that reading always goes on), or when it fits in the budget
+// on top of what they hold.
+func (h *fetchHold) fitsIn(held, reader, n int64) bool {
+	return held == 0 && reader <= 0 || held+reader+n <= h.budget
+}
+
+func (h *fetchHold) readerHeld() int64 {
+	if h.reader == nil {
+		return 0
+	}
+	return h.reader.Load()
 }
 
 // decoded counts n bytes decoded and not admitted yet.
@@ -97,10 +122,10 @@ func (h *fetchHold) decoded(n int64) {
 // returns a *deferredError and forgets them.
 func (h *fetchHold) admit(n int64) error {
 	for {
-		held := h.held.Load()
-		if held != 0 && held+n > h.budget {
+		held, reader := h.held.Load(), h.readerHeld()
+		if !h.fitsIn(held, reader, n) {
 			h.live.Add(-n)
-			return h.deferral(held, n)
+			return h.deferral(held, reader, n)
 		}
 		if h.held.CompareAndSwap(held, held+n) {
 			return nil
@@ -108,9 +133,11 @@ func (h *fetchHold) admit(n int64) error {
 	}
 }
 
-func (h *fetchHold) deferral(held, n int64) error {
+func (h *fetchHold) deferral(held, reader, n int64) error {
 	h.deferred.Add(1)
-	return &deferredError{held: held, size: n, budget: h.budget}
+	for need := h.needRoom.Load(); (need == 0 || n < need) && !h.needRoom.CompareAndSwap(need, n); need = h.needRoom.Load() {
+	}
+	return &deferredError{held: held + reader, size: n, budget: h.budget}
 }
 
 // release forgets what the client held: the poll loop calls it when a poll
@@ -119,24 +146,27 @@ func (h *fetchHold) release() {
 	h.live.Add(-h.held.Swap(0))
 }
 
-// sizeFloor returns at least how many bytes src decodes to, when the batch
-// says so before it is decoded: a zstd frame that declares its size (the
-// first frame's: a batch of several frames decodes to more), and a gzip
-// stream's trailer (its last member's size, modulo 4 GiB; a trailer that
-// lies fails the decoder's own check). ok is false when it does not say.
-func sizeFloor(src []byte, codec kgo.CompressionCodecType) (n int64, ok bool) {
-	switch codec {
-	case kgo.CodecZstd:
-		var h zstd.Header
-		if h.Decode(src) == nil && h.HasFCS {
-			return int64(min(h.FrameContentSize, 1<<62)), true
-		}
-	case kgo.CodecGzip:
-		if len(src) >= 18 {
-			return int64(binary.LittleEndian.Uint32(src[len(src)-4:])), true
-		}
+// pollLimit is how much the reader may hold when the poll loop polls:
+// the budget, or, after a poll that brought only deferred batches, what
+// leaves room for the smallest of them (at least 1: the reader empty).
+// Polling sooner would fetch them again only to defer them again.
+func (h *fetchHold) pollLimit(onlyDeferred bool) int64 {
+	need := h.needRoom.Swap(0)
+	if !onlyDeferred || need == 0 {
+		return h.budget
 	}
-	return 0, false
+	return max(h.budget-need+1, 1)
+}
+
+// gzipFloor returns at least how many bytes src, a gzip stream, decodes
+// to, from its trailer: the size of its last member, modulo 4 GiB (a
+// trailer that lies fails the decoder's own check). ok is false when src
+// is too short to have one.
+func gzipFloor(src []byte) (n int64, ok bool) {
+	if len(src) < 18 {
+		return 0, false
+	}
+	return int64(binary.LittleEndian.Uint32(src[len(src)-4:])), true
 }
 
 // deferredLogEvery is how often at most a deferral is logged.

@@ -110,6 +110,10 @@ type Reader struct {
 	// bring it under MaxBufferedBytes.
 	buffered   atomic.Int64
 	overBudget atomic.Bool
+	// pollLimit is how much the partitions may hold for the poll loop to
+	// poll: MaxBufferedBytes, or less after a poll that brought only
+	// batches deferred for want of room (fetchHold.pollLimit).
+	pollLimit atomic.Int64
 	// deferredLogged is when noteDeferred last logged (Unix nanoseconds).
 	deferredLogged atomic.Int64
 	// pausesDirty is set whenever a partition's paused flag changes; the
@@ -161,7 +165,8 @@ func New(cfg Config, store Store) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec.hold.budget = int64(cfg.MaxBufferedBytes)
+	dec.hold.budget, dec.hold.reader = int64(cfg.MaxBufferedBytes), &r.buffered
+	r.pollLimit.Store(int64(cfg.MaxBufferedBytes))
 	r.dec = dec
 	wanted := cfg.Balancers
 	if cfg.GroupProtocol == GroupProtocolConsumer && wanted[0] == CooperativeSticky {
@@ -402,6 +407,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		fetchFailed := false
 		drained := fs.NumRecords() > 0 // a poll that returns records or a fetch's errors drained a fetch
+		deferred, others := false, false
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return // our own wake-up
@@ -409,10 +415,12 @@ func (r *Reader) Run(ctx context.Context) error {
 			drained = true
 			if errors.Is(err, errDeferred) {
 				// The partition's first batch in the response did not
-				// fit in the fetch budget; the client fetches it again.
+				// fit in the budget; the client fetches it again.
+				deferred = true
 				r.noteDeferred(t, p, err)
 				return
 			}
+			others = true
 			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
 				r.unreadableBatch(tooLarge)
 				return
@@ -454,6 +462,7 @@ func (r *Reader) Run(ctx context.Context) error {
 			// r.buffered, or was dropped (fetchbound.go).
 			r.dec.hold.release()
 		}
+		r.pollLimit.Store(r.dec.hold.pollLimit(deferred && !others && fs.NumRecords() == 0))
 		r.applySeeks()
 		if r.pausesDirty.Swap(false) {
 			r.reconcilePauses()
@@ -521,7 +530,8 @@ func (r *Reader) pausesChanged() {
 }
 
 // waitForBudget reports whether the partitions together hold
-// MaxBufferedBytes or more, so that the poll loop must wait until some is
+// MaxBufferedBytes or more (pollLimit: less after a poll that brought
+// only deferred batches), so that the poll loop must wait until some is
 // freed (underBudget) instead of polling. Every partition stops fetching
 // then, not only those that just received records: with a thousand
 // partitions each would otherwise bring one more fetch's worth, a thousand
@@ -533,14 +543,14 @@ func (r *Reader) pausesChanged() {
 // so every record would be fetched, decompressed and decoded more than
 // once.
 func (r *Reader) waitForBudget() bool {
-	if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) {
+	if r.buffered.Load() < r.pollLimit.Load() {
 		return false
 	}
 	r.overBudget.Store(true)
 	// Bytes freed before the flag was set did not wake this loop: look
 	// again after setting it (accountLocked changes the total before
 	// underBudget looks at the flag, so one of the two sees the other).
-	if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) {
+	if r.buffered.Load() < r.pollLimit.Load() {
 		r.overBudget.Store(false)
 		return false
 	}
@@ -551,7 +561,7 @@ func (r *Reader) waitForBudget() bool {
 // is under it now. accountLocked calls it whenever a partition holds less:
 // a write, a halt, a stop or a revoke.
 func (r *Reader) underBudget() {
-	if r.overBudget.Load() && r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) && r.overBudget.CompareAndSwap(true, false) {
+	if r.overBudget.Load() && r.buffered.Load() < r.pollLimit.Load() && r.overBudget.CompareAndSwap(true, false) {
 		r.wake()
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -35,6 +36,9 @@ type boundedDecompressor struct {
 	// hold bounds what the batches of a fetch decompress to together
 	// (fetchbound.go); its budget is unbounded until New sets it.
 	hold fetchHold
+	// zstds are the decoders of zstd batches counted first (decodeZstd);
+	// franz-go's decodes the others.
+	zstds sync.Pool // *zstd.Decoder
 }
 
 // newBoundedDecompressor takes franz-go's decompressor from a client that
@@ -56,13 +60,11 @@ func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
 // Decompress is called by the client's fetch goroutines, concurrently. It
 // returns kgo.ErrMaxDecompress for a batch over maxBatchBytes, and a
 // *deferredError for one that does not fit in the fetch budget now
-// (fetchbound.go): refused before it is decoded when the batch says its
-// size, else decoded and dropped. A batch over the limit is refused
-// whatever the budget: the size it says is left to the decoder to check.
+// (fetchbound.go): refused before it is decoded when its size is known
+// first (zstd frames or a gzip trailer that say it, a batch counted before
+// it is decoded), else decoded and dropped. A batch over the limit is
+// refused whatever the budget.
 func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
-	if n, ok := sizeFloor(src, codec); ok && n <= int64(d.maxBatchBytes) && !d.hold.fits(n) {
-		return nil, d.hold.deferral(d.hold.held.Load(), n)
-	}
 	out, err := d.decode(src, codec)
 	if err != nil {
 		return nil, err
@@ -75,20 +77,61 @@ func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecT
 }
 
 // decode decodes src, refusing with kgo.ErrMaxDecompress what decodes to
-// more than maxBatchBytes.
+// more than maxBatchBytes, and deferring what it counts before decoding
+// and does not fit in the fetch budget.
 func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
 	switch codec {
 	case kgo.CodecGzip, kgo.CodecLz4:
-		return d.stream.decode(src, codec, d.maxBatchBytes)
-	case kgo.CodecZstd:
-		if bound, ok := zstdBound(src); !ok || bound > int64(d.maxBatchBytes) {
-			// An error here is left to the decoder below to report.
-			if n, err := zstdCount(src, d.maxBatchBytes); err == nil && n > int64(d.maxBatchBytes) {
-				return nil, kgo.ErrMaxDecompress
+		if n, ok := gzipFloor(src); ok && codec == kgo.CodecGzip && n <= int64(d.maxBatchBytes) {
+			if err := d.hold.room(n); err != nil {
+				return nil, err
 			}
 		}
+		return d.stream.decode(src, codec, d.maxBatchBytes, d.hold.room)
+	case kgo.CodecZstd:
+		return d.decodeZstd(src)
 	}
 	return d.inner.Decompress(src, codec)
+}
+
+// decodeZstd decodes src, zstd frames. Its size is known before it is
+// decoded when its frames declare it; else a batch that may be over the
+// limit, over what the budget has room for, or over keepFirst, is counted
+// first, in constant memory, and then decoded into a slice of that size:
+// decoded as a stream, a batch grows its slice step by step, and the steps
+// before the last are garbage of about its size again.
+func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
+	bound, declared, ok := zstdSizes(src)
+	if ok && declared >= 0 && declared <= int64(d.maxBatchBytes) {
+		// The decoder sizes its output by what the frame declares.
+		if err := d.hold.room(declared); err != nil {
+			return nil, err
+		}
+		return d.inner.Decompress(src, kgo.CodecZstd)
+	}
+	if ok && bound <= keepFirst && d.hold.fits(bound) {
+		return d.inner.Decompress(src, kgo.CodecZstd)
+	}
+	n, err := zstdCount(src, d.maxBatchBytes)
+	if err != nil {
+		// The decoder below says what is wrong.
+		return d.inner.Decompress(src, kgo.CodecZstd)
+	}
+	if n > int64(d.maxBatchBytes) {
+		return nil, kgo.ErrMaxDecompress
+	}
+	if err := d.hold.room(n); err != nil {
+		return nil, err
+	}
+	dec, _ := d.zstds.Get().(*zstd.Decoder)
+	if dec == nil {
+		if dec, err = zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
+			zstd.WithDecoderMaxMemory(uint64(d.maxBatchBytes))); err != nil {
+			return nil, err
+		}
+	}
+	defer d.zstds.Put(dec)
+	return dec.DecodeAll(src, make([]byte, 0, n))
 }
 
 // zstdCount decodes src without keeping the output and returns how many
@@ -117,24 +160,31 @@ const zstdMaxBlock = 128 << 10
 // most. ok is false when src is not frames as the RFC writes them; the
 // decoder then says what is wrong.
 func zstdBound(src []byte) (bound int64, ok bool) {
+	bound, _, ok = zstdSizes(src)
+	return bound, ok
+}
+
+// zstdSizes is zstdBound, and what the frames declare they decode to
+// (Frame_Content_Size, which the decoder checks), -1 when one does not.
+func zstdSizes(src []byte) (bound, declared int64, ok bool) {
 	for len(src) > 0 {
 		if len(src) < 4 {
-			return 0, false
+			return 0, 0, false
 		}
 		magic := binary.LittleEndian.Uint32(src)
 		if magic&0xFFFFFFF0 == 0x184D2A50 { // a skippable frame
 			if len(src) < 8 {
-				return 0, false
+				return 0, 0, false
 			}
 			n := int(binary.LittleEndian.Uint32(src[4:]))
 			if n < 0 || len(src) < 8+n {
-				return 0, false
+				return 0, 0, false
 			}
 			src = src[8+n:]
 			continue
 		}
 		if magic != 0xFD2FB528 || len(src) < 5 {
-			return 0, false
+			return 0, 0, false
 		}
 		fhd := src[4]
 		singleSegment := fhd&0x20 != 0
@@ -150,12 +200,15 @@ func zstdBound(src []byte) (bound int64, ok bool) {
 		}
 		header += fcs
 		if len(src) < header {
-			return 0, false
+			return 0, 0, false
+		}
+		if declared >= 0 {
+			declared = frameContentSize(src[header-fcs:header], declared)
 		}
 		src = src[header:]
 		for last := false; !last; {
 			if len(src) < 3 {
-				return 0, false
+				return 0, 0, false
 			}
 			h := uint32(src[0]) | uint32(src[1])<<8 | uint32(src[2])<<16
 			src = src[3:]
@@ -170,19 +223,42 @@ func zstdBound(src []byte) (bound int64, ok bool) {
 			case 2: // compressed
 				bound += zstdMaxBlock
 			default:
-				return 0, false
+				return 0, 0, false
 			}
 			if len(src) < size {
-				return 0, false
+				return 0, 0, false
 			}
 			src = src[size:]
 		}
 		if checksum {
 			if len(src) < 4 {
-				return 0, false
+				return 0, 0, false
 			}
 			src = src[4:]
 		}
 	}
-	return bound, true
+	return bound, declared, true
+}
+
+// frameContentSize adds the Frame_Content_Size field b to sum: -1 when b
+// is empty (the frame does not say), or when the sum passes what any batch
+// may decode to.
+func frameContentSize(b []byte, sum int64) int64 {
+	var n uint64
+	switch len(b) {
+	case 1:
+		n = uint64(b[0])
+	case 2:
+		n = uint64(binary.LittleEndian.Uint16(b)) + 256
+	case 4:
+		n = uint64(binary.LittleEndian.Uint32(b))
+	case 8:
+		n = binary.LittleEndian.Uint64(b)
+	default:
+		return -1
+	}
+	if n > math.MaxInt32 || sum+int64(n) > math.MaxInt32 {
+		return -1
+	}
+	return sum + int64(n)
 }
