@@ -11,44 +11,59 @@ import (
 // One record batch decompresses to at most maxBatchBytes (decompress.go),
 // but franz-go decompresses every batch of a fetch response before the
 // poll loop sees any of them: a response of many batches, each just under
-// the limit, would decode whole, a thousand times its size on the wire
-// for zeros, GiBs for one response of --kafka-fetch-max-bytes.
+// the limit, would decode whole, a thousand times its size on the wire for
+// zeros, GiBs for one response of --kafka-fetch-max-bytes.
 //
-// fetchHold bounds that. It counts the decompressed bytes the client holds
-// that the reader has not taken yet (held), and the decompressor admits a
-// batch only if the client holds nothing or the batch fits in the budget
-// on top of what it holds. A batch that does not fit is deferred: the
-// decompressor returns errDeferred and drops what it decoded. franz-go
+// fetchHold bounds that with the reader's own budget, MaxBufferedBytes. It
+// counts the decompressed bytes the client holds that the reader has not
+// taken yet (held), and the decompressor admits a batch when it fits in
+// the budget on top of held and of what the reader holds (Reader.buffered),
+// or when both hold nothing. A batch that does not fit is deferred: the
+// decompressor returns errDeferred, having decoded nothing when the size
+// is known first (zstd frames that declare it, a gzip trailer, a batch
+// counted in constant memory), else dropping what it decoded. franz-go
 // then returns the partition's records before the batch and fetches again
 // from the batch on later (it treats a decompression error after some
 // records of a partition as a response cut off at its end), or, for the
-// partition's first batch in the response, hands the poll loop
-// errDeferred for the partition, with no records, and fetches the same
-// offset again once the fetch is drained. Nothing is skipped and nothing
-// is delivered twice; the cost of a deferral is decoding the batch again.
+// partition's first batch in the response, hands the poll loop errDeferred
+// for the partition, with no records, and fetches the same offset again
+// once the fetch is drained (it also asks for metadata then, as for any
+// error of a partition). Nothing is skipped and nothing is delivered twice;
+// a deferral costs fetching the batch again, and decoding it again when
+// its size was not known first.
 //
-// The poll loop empties held (release) when a poll has drained a fetch
-// and the client holds no record any more: what the reader took is then
-// in its own budget (Reader.buffered, MaxBufferedBytes). A client that
-// holds nothing always admits the next batch (up to maxBatchBytes), so
-// fetching always makes progress.
+// The poll loop empties held (release) when a poll has drained a fetch and
+// the client holds no record any more: what the reader took is then in
+// Reader.buffered, or was dropped (a pause, a seek, a revoke). A deferral
+// always reaches a poll (as an error, or as the records before it), so
+// held cannot stay up for good. After a poll that brought only deferred
+// batches, the poll loop waits until the reader has room for the smallest
+// of them, or holds nothing (pollLimit): polling sooner would fetch them
+// only to defer them again. When neither holds anything the next batch is
+// admitted whatever its size (up to maxBatchBytes), so reading always goes
+// on.
 //
-// The bound: held is at most max(budget, maxBatchBytes) once a response
-// is decoded. A release while a response is being decoded forgets what
-// that response has admitted so far, which may then admit that much again:
-// with one broker, whose next response is fetched only once the last is
-// drained, at most once per response, so the client holds at most
-// 2 x max(budget, maxBatchBytes), plus one batch being decoded per broker
-// (maxBatchBytes), on top of the reader's own MaxBufferedBytes. With
+// The bound: the records the reader holds and the batches the client holds
+// decompressed come to at most MaxBufferedBytes, or one batch (up to
+// maxBatchBytes) when that alone is more, plus what the reader takes in
+// one poll while under the budget (at most what the client held). A
+// release while a response is being decoded forgets what that response
+// admitted so far; it may then admit as much again. With one broker, which
+// fetches its next response only once the last is drained, that happens at
+// most once a response, so the client holds at most about twice the budget
+// (or one batch), plus one batch being decoded per broker (maxBatchBytes)
+// when its size is not known first: about 2 x MaxBufferedBytes + the batch
+// limit on top of the reader's own MaxBufferedBytes in the worst case. With
 // several brokers each release needs a drained fetch; a broker whose
-// response takes long to decode while others' are drained can see more
-// than one, each bounded as above.
+// response decodes slowly while others are drained can see more than one,
+// each bounded the same way.
 //
-// The budget is MaxBufferedBytes: the memory the operator grants to
-// records; what the client holds is records on their way into that
-// budget, and a smaller one would defer, and decode twice, the responses
-// of ordinary data that compresses well (FetchMaxBytes is
-// MaxBufferedBytes / 8 compressed by default).
+// Sharing MaxBufferedBytes, rather than a budget of its own, keeps the
+// flag the one memory knob: a separate one would add its size to the
+// process's peak, and what the client holds is records on their way into
+// the reader's budget anyway. Ordinary batches (a few MiB decoded)
+// are only deferred once the reader is about full, when it would stop
+// polling soon anyway.
 type fetchHold struct {
 	budget int64
 	// reader is what the reader holds of the same budget (Reader.buffered);

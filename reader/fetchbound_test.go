@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -133,5 +134,66 @@ func TestADeferredBatchIsRefusedBeforeDecodingWhenItSaysItsSize(t *testing.T) {
 	}
 	if live := d.hold.live.Load(); live != d.hold.held.Load() {
 		t.Errorf("live %d, held %d: what was dropped is still counted", live, d.hold.held.Load())
+	}
+}
+
+func TestTheReadersRecordsAndTheClientsBatchesShareTheBudget(t *testing.T) {
+	d, err := newBoundedDecompressor(16 << 20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reader atomic.Int64
+	d.hold.budget, d.hold.reader = 8<<20, &reader
+	batch := zstdBatch(t, 4, 1<<20, false) // 4 MiB, a stream: counted, then deferred or decoded
+	dec, _ := zstd.NewReader(nil)
+	defer dec.Close()
+	plain, err := dec.DecodeAll(batch, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := int64(len(plain)) // the values and each record's framing
+	reader.Store(8<<20 - size + 1)
+	if _, err := d.Decompress(batch, kgo.CodecZstd); !errors.Is(err, errDeferred) {
+		t.Errorf("%d bytes while the reader holds %d of 8 MiB: %v, want errDeferred", size, reader.Load(), err)
+	}
+	if got := d.hold.pollLimit(true); got != 8<<20-size+1 {
+		t.Errorf("after a poll of deferred batches only, the reader may hold %d before the next poll, want %d (room for the batch)", got, 8<<20-size+1)
+	}
+	if got := d.hold.pollLimit(false); got != 8<<20 {
+		t.Errorf("after a poll with records, the poll limit is %d, want the budget", got)
+	}
+	reader.Store(8<<20 - size)
+	if _, err := d.Decompress(batch, kgo.CodecZstd); err != nil {
+		t.Errorf("%d bytes while the reader holds %d of 8 MiB: %v", size, reader.Load(), err)
+	}
+	if _, err := d.Decompress(batch, kgo.CodecZstd); !errors.Is(err, errDeferred) {
+		t.Errorf("4 MiB more: %v, want errDeferred", err)
+	}
+	// Neither holding anything, a batch over the budget is admitted.
+	d.hold.release()
+	reader.Store(0)
+	if _, err := d.Decompress(zstdBatch(t, 12, 1<<20, true), kgo.CodecZstd); err != nil {
+		t.Errorf("12 MiB with nothing held, budget 8: %v", err)
+	}
+}
+
+func TestZstdFramesThatDeclareTheirSizeAreSizedWithoutDecoding(t *testing.T) {
+	enc, _ := zstd.NewWriter(nil)
+	defer enc.Close()
+	one := enc.EncodeAll(bytes.Repeat([]byte("x"), 300), nil)
+	two := append(enc.EncodeAll(make([]byte, 70000), nil), one...)
+	for _, tc := range []struct {
+		name     string
+		src      []byte
+		declared int64
+	}{
+		{"one frame", one, 300},
+		{"two frames", two, 70300},
+		{"a stream", zstdStream(t, 1<<20, zeros), -1},
+		{"a frame and a stream", append(append([]byte{}, one...), zstdStream(t, 1<<20, zeros)...), -1},
+	} {
+		if _, declared, ok := zstdSizes(tc.src); !ok || declared != tc.declared {
+			t.Errorf("%s: declared %d (ok %v), want %d", tc.name, declared, ok, tc.declared)
+		}
 	}
 }

@@ -462,7 +462,9 @@ func (r *Reader) Run(ctx context.Context) error {
 			// r.buffered, or was dropped (fetchbound.go).
 			r.dec.hold.release()
 		}
-		r.pollLimit.Store(r.dec.hold.pollLimit(deferred && !others && fs.NumRecords() == 0))
+		if fs != nil {
+			r.pollLimit.Store(r.dec.hold.pollLimit(deferred && !others && fs.NumRecords() == 0))
+		}
 		r.applySeeks()
 		if r.pausesDirty.Swap(false) {
 			r.reconcilePauses()

@@ -102,8 +102,10 @@ func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType)
 // before the last are garbage of about its size again.
 func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
 	bound, declared, ok := zstdSizes(src)
-	if ok && declared >= 0 && declared <= int64(d.maxBatchBytes) {
-		// The decoder sizes its output by what the frame declares.
+	if ok && declared >= 0 && bound <= int64(d.maxBatchBytes) {
+		// The decoder sizes its output by what the frames declare (and
+		// fails a frame that decodes to more: the bound says none can be
+		// over the limit).
 		if err := d.hold.room(declared); err != nil {
 			return nil, err
 		}
