@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sync"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -36,9 +35,6 @@ type boundedDecompressor struct {
 	// hold bounds what the batches of a fetch decompress to together
 	// (fetchbound.go); its budget is unbounded until New sets it.
 	hold fetchHold
-	// zstds are the decoders of zstd batches counted first (decodeZstd);
-	// franz-go's decodes the others.
-	zstds sync.Pool // *zstd.Decoder
 }
 
 // newBoundedDecompressor takes franz-go's decompressor from a client that
@@ -102,10 +98,9 @@ func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType)
 // before the last are garbage of about its size again.
 func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
 	bound, declared, ok := zstdSizes(src)
-	if ok && declared >= 0 && bound <= int64(d.maxBatchBytes) {
-		// The decoder sizes its output by what the frames declare (and
-		// fails a frame that decodes to more: the bound says none can be
-		// over the limit).
+	if ok && declared >= 0 && declared <= int64(d.maxBatchBytes) {
+		// The decoder sizes its output by what the frames declare, and
+		// fails a frame as soon as it decodes to more.
 		if err := d.hold.room(declared); err != nil {
 			return nil, err
 		}
@@ -125,15 +120,27 @@ func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
 	if err := d.hold.room(n); err != nil {
 		return nil, err
 	}
-	dec, _ := d.zstds.Get().(*zstd.Decoder)
-	if dec == nil {
-		if dec, err = zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
-			zstd.WithDecoderMaxMemory(uint64(d.maxBatchBytes))); err != nil {
-			return nil, err
-		}
+	return zstdDecode(src, n, d.maxBatchBytes)
+}
+
+// zstdDecode decodes src, which zstdCount found to decode to n bytes, into
+// one slice of n bytes. It streams, as zstdCount does: a pooled decoder's
+// DecodeAll was seen to keep its last outputs reachable, a batch each.
+func zstdDecode(src []byte, n int64, max int) ([]byte, error) {
+	dec, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(uint64(max)), zstd.WithDecoderMaxWindow(uint64(max)))
+	if err != nil {
+		return nil, err
 	}
-	defer d.zstds.Put(dec)
-	return dec.DecodeAll(src, make([]byte, 0, n))
+	defer dec.Close()
+	out := make([]byte, n)
+	if _, err := io.ReadFull(dec, out); err != nil {
+		return nil, err
+	}
+	if k, err := dec.Read(make([]byte, 1)); k != 0 || !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("zstd batch decodes to more than the %d bytes counted", n)
+	}
+	return out, nil
 }
 
 // zstdCount decodes src without keeping the output and returns how many
