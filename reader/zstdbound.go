@@ -93,52 +93,54 @@ func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType)
 // decodeZstd decodes src, zstd frames. Its size is known before it is
 // decoded when its frames declare it; else a batch that may be over the
 // limit, over what the budget has room for, or over keepFirst, is counted
-// first, in constant memory, and then decoded into a slice of that size:
-// decoded as a stream, a batch grows its slice step by step, and the steps
-// before the last are garbage of about its size again.
+// first, in constant memory. A batch of known size over keepFirst is
+// decoded by a decoder of its own into one slice of that size (zstdDecode).
 func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
 	bound, declared, ok := zstdSizes(src)
-	if ok && declared >= 0 && declared <= int64(d.maxBatchBytes) {
-		// The decoder sizes its output by what the frames declare, and
-		// fails a frame as soon as it decodes to more.
-		if err := d.hold.room(declared); err != nil {
+	n := int64(-1)
+	switch {
+	case ok && declared >= 0 && declared <= int64(d.maxBatchBytes):
+		n = declared // the decoder fails a frame as soon as it decodes to more
+	case ok && bound <= keepFirst && d.hold.fits(bound):
+	default:
+		count, err := zstdCount(src, d.maxBatchBytes)
+		if err != nil {
+			break // the decoder below says what is wrong
+		}
+		if count > int64(d.maxBatchBytes) {
+			return nil, kgo.ErrMaxDecompress
+		}
+		n = count
+	}
+	if n >= 0 {
+		if err := d.hold.room(n); err != nil {
 			return nil, err
 		}
-		return d.inner.Decompress(src, kgo.CodecZstd)
 	}
-	if ok && bound <= keepFirst && d.hold.fits(bound) {
-		return d.inner.Decompress(src, kgo.CodecZstd)
+	if n > keepFirst {
+		return zstdDecode(src, n, d.maxBatchBytes)
 	}
-	n, err := zstdCount(src, d.maxBatchBytes)
-	if err != nil {
-		// The decoder below says what is wrong.
-		return d.inner.Decompress(src, kgo.CodecZstd)
-	}
-	if n > int64(d.maxBatchBytes) {
-		return nil, kgo.ErrMaxDecompress
-	}
-	if err := d.hold.room(n); err != nil {
-		return nil, err
-	}
-	return zstdDecode(src, n, d.maxBatchBytes)
+	return d.inner.Decompress(src, kgo.CodecZstd)
 }
 
-// zstdDecode decodes src, which zstdCount found to decode to n bytes, into
-// one slice of n bytes. It streams, as zstdCount does: a pooled decoder's
-// DecodeAll was seen to keep its last outputs reachable, a batch each.
+// zstdDecode decodes src, known to decode to n bytes, into one slice of n
+// bytes, with a decoder of its own: franz-go's pooled decoders keep their
+// last outputs reachable (seen: three batches of 60 MiB live after the
+// reader had written them), and decoding a stream without a slice of the
+// right size grows one step by step, garbage of about its size again.
 func zstdDecode(src []byte, n int64, max int) ([]byte, error) {
-	dec, err := zstd.NewReader(bytes.NewReader(src), zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
-		zstd.WithDecoderMaxMemory(uint64(max)), zstd.WithDecoderMaxWindow(uint64(max)))
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(uint64(max)))
 	if err != nil {
 		return nil, err
 	}
 	defer dec.Close()
-	out := make([]byte, n)
-	if _, err := io.ReadFull(dec, out); err != nil {
+	out, err := dec.DecodeAll(src, make([]byte, 0, n))
+	if err != nil {
 		return nil, err
 	}
-	if k, err := dec.Read(make([]byte, 1)); k != 0 || !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("zstd batch decodes to more than the %d bytes counted", n)
+	if int64(len(out)) != n {
+		return nil, fmt.Errorf("zstd batch decodes to %d bytes, not the %d counted or declared", len(out), n)
 	}
 	return out, nil
 }
