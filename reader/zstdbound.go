@@ -17,13 +17,15 @@ import (
 // declare its size (Java's producer streams zstd that way) was decoded
 // into a slice that grew to the bound before the decoder gave up, twice
 // the bound live while it grew, and the bridge's peak memory jumped by
-// that much for every bomb it met. A batch that its block headers say
-// could be larger than the bound is now first decoded without keeping
-// anything, counting, in the decoder's window; only if it fits is it
-// decoded for real. Batches of normal size never take that path: the bound
-// is at most about twice what a batch decodes to (a stream's blocks hold
-// 64 KiB, counted as the 128 KiB a block may hold), so only batches over
-// half the limit are counted first, which costs their decoding twice.
+// that much for every bomb it met. A batch whose frames do not declare
+// their size, and which its block headers say could be larger than
+// keepFirst (or than the fetch budget has room for: fetchbound.go), is now
+// first decoded without keeping anything, counting, in the decoder's
+// window; only if it fits is it decoded for real, into one slice of its
+// size. Batches of normal size never take that path: the bound is at most
+// about twice what a batch decodes to (a stream's blocks hold 64 KiB,
+// counted as the 128 KiB a block may hold), so only batches over about
+// 4 MiB are counted first, which costs their decoding twice.
 //
 // gzip and lz4 are decoded by streamDecoder (streambound.go), which holds
 // at most a few MiB of a batch that turns out to be over the bound. snappy
