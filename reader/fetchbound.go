@@ -85,7 +85,7 @@ type fetchHold struct {
 // errDeferred is what the decompressor returns for a batch that does not
 // fit in the fetch budget now: franz-go fetches it again later. reader.Run
 // ignores it.
-var errDeferred = errors.New("decompression deferred: the client already holds its fetch budget of decompressed batches")
+var errDeferred = errors.New("decompression deferred: the records and decompressed batches held fill reader.Config.MaxBufferedBytes")
 
 // deferredError says how much was held when a batch was deferred; it
 // unwraps to errDeferred.
