@@ -2,11 +2,10 @@ package integration_test
 
 import (
 	"bytes"
-	"context"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -17,11 +16,9 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 	"github.com/pierrec/lz4/v4"
-	"github.com/twmb/franz-go/pkg/kbin"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/testreport"
 )
 
@@ -73,67 +70,16 @@ func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, valu
 	enc := bombWriter(t, &compressed, codec)
 	zeros := make([]byte, 1<<20)
 	for i := range values {
-		// A record (v2): length, attributes, timestamp delta, offset delta,
-		// key (null), value, headers (none).
-		var head []byte
-		head = append(head, 0)
-		head = kbin.AppendVarlong(head, 0)
-		head = kbin.AppendVarint(head, int32(i))
-		head = kbin.AppendVarint(head, -1)
-		head = kbin.AppendVarint(head, bombValueBytes)
-		length := len(head) + bombValueBytes + 1 // + the header count
-		enc.Write(kbin.AppendVarint(nil, int32(length)))
-		enc.Write(head)
-		for range bombValueBytes / len(zeros) {
-			enc.Write(zeros)
+		if err := kafkatest.WriteRecord(enc, i, nil, zeros, bombValueBytes, nil); err != nil {
+			t.Fatal(err)
 		}
-		enc.Write(kbin.AppendVarint(nil, 0))
 	}
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	now := time.Now().UnixMilli()
-	batch := kmsg.RecordBatch{
-		PartitionLeaderEpoch: -1, Magic: 2, Attributes: int16(codec), LastOffsetDelta: int32(values) - 1,
-		FirstTimestamp: now, MaxTimestamp: now, ProducerID: -1, ProducerEpoch: -1, FirstSequence: -1,
-		NumRecords: int32(values), Records: compressed.Bytes(),
-	}
-	raw := batch.AppendTo(nil)
-	// Length counts what follows it; the CRC (Castagnoli) covers the bytes
-	// from the attributes on.
-	copy(raw[8:12], kbin.AppendInt32(nil, int32(len(raw)-12)))
-	copy(raw[17:21], kbin.AppendInt32(nil, int32(crc32.Checksum(raw[21:], crc32.MakeTable(crc32.Castagnoli)))))
-	t.Logf("the bomb: %d values of %d MiB in one %s batch of %d bytes", values, bombValueBytes>>20, codecName(codec), len(raw))
-
-	cl := s.kafka.NewClient(t)
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	meta := kmsg.NewPtrMetadataRequest()
-	mt := kmsg.NewMetadataRequestTopic()
-	mt.Topic = kmsg.StringPtr(s.topic)
-	meta.Topics = append(meta.Topics, mt)
-	mresp, err := meta.RequestWith(ctx, cl)
-	if err != nil || len(mresp.Topics) != 1 || len(mresp.Topics[0].Partitions) == 0 {
-		t.Fatalf("metadata of %s: %v %+v", s.topic, err, mresp)
-	}
-	leader := mresp.Topics[0].Partitions[0].Leader
-	req := kmsg.NewPtrProduceRequest()
-	req.Acks, req.TimeoutMillis = -1, 30000
-	rt := kmsg.NewProduceRequestTopic()
-	rt.Topic, rt.TopicID = s.topic, mresp.Topics[0].TopicID // Produce v13 names topics by ID
-	rp := kmsg.NewProduceRequestTopicPartition()
-	rp.Partition, rp.Records = 0, raw
-	rt.Partitions = append(rt.Partitions, rp)
-	req.Topics = append(req.Topics, rt)
-	resp, err := req.RequestWith(ctx, cl.Broker(int(leader)))
-	if err != nil {
-		t.Fatalf("produce the bomb: %v", err)
-	}
-	p := resp.Topics[0].Partitions[0]
-	if err := kerr.ErrorForCode(p.ErrorCode); err != nil {
-		t.Fatalf("produce the bomb: %v", err)
-	}
-	return p.BaseOffset, len(raw)
+	first, wire = kafkatest.ProduceRawBatch(t, s.kafka.NewClient(t), s.topic, 0, codec, values, compressed.Bytes())
+	t.Logf("the bomb: %d values of %d MiB in one %s batch of %d bytes", values, bombValueBytes>>20, codecName(codec), wire)
+	return first, wire
 }
 
 // peakRSS follows the VmHWM of a process (its peak resident set) in
@@ -252,4 +198,114 @@ func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int, num stri
 			t.Errorf("next_offset %v, want %d: nothing at or past the batch", got, first)
 		}
 	})
+}
+
+// A fetch response of many batches, each under the limit a batch may
+// decompress to: without a bound on what the client holds decompressed,
+// franz-go decodes them all before the bridge takes any (fetchbound.go).
+const (
+	manyBatches      = 17          // 17 x 60 MiB: 1020 MiB decompressed, in one fetch response
+	manyBatchRecords = 960         // records a batch
+	manyRecordPad    = 64<<10 - 32 // bytes of padding a record: 64 KiB a value
+)
+
+// produceManyBatches appends manyBatches zstd batches of JSON records
+// {"i":<offset>,"pad":"000..."} to partition 0 of the scenario's empty
+// topic, every other one a frame that declares its size (as franz-go's
+// producer writes zstd) and the others streams that do not (as Java's
+// does). It returns their size on the wire.
+func produceManyBatches(t testing.TB, s *scenario) (wire int) {
+	t.Helper()
+	cl := s.kafka.NewClient(t)
+	enc, err := zstd.NewWriter(nil, zstd.WithEncoderLevel(zstd.SpeedFastest))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer enc.Close()
+	pad := bytes.Repeat([]byte("0"), 1<<20)
+	var plain, compressed bytes.Buffer
+	for b := range manyBatches {
+		plain.Reset()
+		compressed.Reset()
+		sized := b%2 == 0
+		w := io.WriteCloser(nopCloser{&plain})
+		if !sized {
+			w = bombWriter(t, &compressed, kgo.CodecZstd)
+		}
+		for i := range manyBatchRecords {
+			n := b*manyBatchRecords + i
+			if err := kafkatest.WriteRecord(w, i, fmt.Appendf(nil, `{"i":%d,"pad":"`, n), pad, manyRecordPad, []byte(`"}`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := w.Close(); err != nil {
+			t.Fatal(err)
+		}
+		src := compressed.Bytes()
+		if sized {
+			src = enc.EncodeAll(plain.Bytes(), nil)
+		}
+		first, n := kafkatest.ProduceRawBatch(t, cl, s.topic, 0, kgo.CodecZstd, manyBatchRecords, src)
+		if first != int64(b*manyBatchRecords) {
+			t.Fatalf("batch %d at offset %d, want %d: the topic was not empty", b, first, b*manyBatchRecords)
+		}
+		wire += n
+	}
+	return wire
+}
+
+type nopCloser struct{ io.Writer }
+
+func (nopCloser) Close() error { return nil }
+
+func TestManyBatchesUnderTheLimitDecodeWithinTheMemoryBudget(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc to measure the bridge's peak memory: %v", err)
+	}
+	s := newScenario(t, 1)
+	wire := produceManyBatches(t, s)
+	decoded := manyBatches * manyBatchRecords * (manyRecordPad + 20) >> 20
+	t.Logf("%d zstd batches of %d records, %d MiB decompressed, %d KB on the wire", manyBatches, manyBatchRecords, decoded, wire/1000)
+	ends := s.kafka.EndOffsets(t, s.topic)
+
+	config := fmt.Sprintf(`kafka-brokers: [%s]
+kafka-group: %s
+pg-url: ${K2P_IT_PG_URL}
+metrics-addr: ""
+sinks:
+  - topic: %s
+    table: %s
+    columns:
+      - {name: i, path: i, type: bigint, not_null: true}
+    metadata: {topic: kafka_topic, partition: kafka_partition, offset: kafka_offset}
+`, s.kafka.Brokers(), s.group, s.topic, s.table)
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("K2P_IT_PG_URL", s.pgURL)
+	// Default flags: --max-buffered-bytes 64MiB, so a batch may decompress
+	// to 64 MiB, and the client hold 64 MiB.
+	b := startBridge(t, "many-batches", "run", "--config", path, "--until-caught-up")
+	peak := watchPeakRSS(b)
+	b.requireExit(t, 0, 2*time.Minute)
+	<-peak.done
+	maxrss := b.state.SysUsage().(*syscall.Rusage).Maxrss << 10
+	t.Logf("peak RSS of the bridge (%d batches, %d MiB decompressed): VmHWM %d MiB (last read), getrusage %d MiB, in %v",
+		manyBatches, decoded, peak.bytes.Load()>>20, maxrss>>20, b.ended.Sub(b.started).Round(100*time.Millisecond))
+	if maxrss > 256<<20 || peak.bytes.Load() > 256<<20 {
+		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for %d batches of %d MiB decompressed together",
+			maxrss>>20, peak.bytes.Load()>>20, manyBatches, decoded/manyBatches)
+	}
+	// Every record is a row, once: its offset and the index it carries agree.
+	assertExactlyOnce(t, s.db, s.table, s.topic, ends)
+	q := `SELECT count(*), count(DISTINCT i), count(*) FILTER (WHERE i <> kafka_offset) FROM ` + tableName(s.table)
+	var rows, distinct, misplaced int64
+	if err := s.db.QueryRow(t.Context(), q).Scan(&rows, &distinct, &misplaced); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if want := int64(manyBatches * manyBatchRecords); rows != want || distinct != want || misplaced != 0 {
+		t.Errorf("%s = %d rows, %d distinct, %d not at their offset; want %d, %d, 0", q, rows, distinct, misplaced, want, want)
+	}
+	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
 }

@@ -108,7 +108,11 @@ type Config struct {
 	// partitions, queued or being written (--max-buffered-bytes, default
 	// 64 MiB): at it, the reader polls nothing more (and the client so
 	// fetches nothing more) until a write brings the total under it. With
-	// thousands of partitions this, not QueueCapacity, bounds memory.
+	// thousands of partitions this, not QueueCapacity, bounds memory. The
+	// record batches the client decompressed and the reader has not taken
+	// yet count against it too: one that does not fit is not decompressed
+	// but fetched again later (fetchbound.go). One record batch may
+	// decompress to this much, or 16 MiB if that is more.
 	MaxBufferedBytes int
 	// QueueCapacity is how many records one partition may buffer before its
 	// fetching pauses (--queue-capacity, default 2 × BatchMaxRows); fetching

@@ -23,15 +23,10 @@ import (
 // the writer accounts for each of them in the fenced transaction, and moves
 // the client past the batch (SetOffsets).
 //
-// What this does not bound: the batches of one fetch response are all
-// decompressed before the poll loop sees any of them, so a response of many
-// batches, each just under the limit, can hold many times the budget. A
-// response is at most FetchMaxBytes compressed (MaxBufferedBytes / 8 by
-// default), which bounds it for data that compresses as data usually does,
-// not for a crafted one. Refusing batches for a full budget instead would
-// need a decompressor that knows which partition and offset it decompresses
-// (franz-go's does not say), else the batches after a refused one would be
-// delivered with a gap.
+// The batches of one fetch response are all decompressed before the poll
+// loop sees any of them; what they decompress to together is bounded by
+// the same budget (fetchbound.go): a batch that does not fit next to what
+// the reader and the client hold is deferred and fetched again later.
 
 // minBatchLimit is the least a record batch may decompress to whatever
 // MaxBufferedBytes says: a small budget (tests use 64 KiB) must not make

@@ -29,7 +29,11 @@ type Stats struct {
 	// SkippedRecords counts offsets lost to retention and skipped
 	// (--on-data-loss=skip).
 	SkippedRecords int64
-	Partitions     int
+	// DeferredBatches counts compressed record batches the client
+	// fetched but did not decompress, because it already held its budget
+	// of decompressed batches (fetchbound.go): each is fetched again.
+	DeferredBatches int64
+	Partitions      int
 	// Halted counts partitions waiting to re-claim after a failed write
 	// (Postgres unreachable, fenced): the bridge is in retry backoff.
 	Halted int
@@ -49,6 +53,7 @@ type Reader struct {
 	store  Store
 	epochs EpochReader // nil: no fence check
 	cl     *kgo.Client
+	dec    *boundedDecompressor
 
 	// recs holds the []stream.Record of written batches for the next ones
 	// (fill): under a backlog the memory limit paces the collector, so
@@ -105,6 +110,12 @@ type Reader struct {
 	// bring it under MaxBufferedBytes.
 	buffered   atomic.Int64
 	overBudget atomic.Bool
+	// pollLimit is how much the partitions may hold for the poll loop to
+	// poll: MaxBufferedBytes, or less after a poll that brought only
+	// batches deferred for want of room (fetchHold.pollLimit).
+	pollLimit atomic.Int64
+	// deferredLogged is when noteDeferred last logged (Unix nanoseconds).
+	deferredLogged atomic.Int64
 	// pausesDirty is set whenever a partition's paused flag changes; the
 	// poll loop then brings the client's paused set in line with the flags.
 	// Only the poll loop (and the revoke and lost callbacks, which cannot
@@ -154,6 +165,9 @@ func New(cfg Config, store Store) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
+	dec.hold.budget, dec.hold.reader = int64(cfg.MaxBufferedBytes), &r.buffered
+	r.pollLimit.Store(int64(cfg.MaxBufferedBytes))
+	r.dec = dec
 	wanted := cfg.Balancers
 	if cfg.GroupProtocol == GroupProtocolConsumer && wanted[0] == CooperativeSticky {
 		// KIP-848 assigns on the broker, incrementally by design; the
@@ -255,7 +269,8 @@ func (r *Reader) Stats() Stats {
 		Records: r.stats.records.Load(), Bytes: r.stats.bytes.Load(), Batches: r.stats.batches.Load(),
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
-		SkippedRecords: r.stats.skipped.Load(), Partitions: n, Stopped: stopped, Halted: halted,
+		SkippedRecords: r.stats.skipped.Load(), DeferredBatches: r.dec.hold.deferred.Load(),
+		Partitions: n, Stopped: stopped, Halted: halted,
 		BufferedBytes: r.buffered.Load(),
 	}
 }
@@ -391,10 +406,21 @@ func (r *Reader) Run(ctx context.Context) error {
 			return nil
 		}
 		fetchFailed := false
+		drained := fs.NumRecords() > 0 // a poll that returns records or a fetch's errors drained a fetch
+		deferred, others := false, false
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return // our own wake-up
 			}
+			drained = true
+			if errors.Is(err, errDeferred) {
+				// The partition's first batch in the response did not
+				// fit in the budget; the client fetches it again.
+				deferred = true
+				r.noteDeferred(t, p, err)
+				return
+			}
+			others = true
 			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
 				r.unreadableBatch(tooLarge)
 				return
@@ -431,6 +457,14 @@ func (r *Reader) Run(ctx context.Context) error {
 			}
 		})
 		r.mu.Unlock()
+		if drained && r.cl.BufferedFetchRecords() == 0 {
+			// What the client held is the reader's now, counted in
+			// r.buffered, or was dropped (fetchbound.go).
+			r.dec.hold.release()
+		}
+		if fs != nil {
+			r.pollLimit.Store(r.dec.hold.pollLimit(deferred && !others && fs.NumRecords() == 0))
+		}
 		r.applySeeks()
 		if r.pausesDirty.Swap(false) {
 			r.reconcilePauses()
@@ -498,7 +532,8 @@ func (r *Reader) pausesChanged() {
 }
 
 // waitForBudget reports whether the partitions together hold
-// MaxBufferedBytes or more, so that the poll loop must wait until some is
+// MaxBufferedBytes or more (pollLimit: less after a poll that brought
+// only deferred batches), so that the poll loop must wait until some is
 // freed (underBudget) instead of polling. Every partition stops fetching
 // then, not only those that just received records: with a thousand
 // partitions each would otherwise bring one more fetch's worth, a thousand
@@ -510,14 +545,14 @@ func (r *Reader) pausesChanged() {
 // so every record would be fetched, decompressed and decoded more than
 // once.
 func (r *Reader) waitForBudget() bool {
-	if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) {
+	if r.buffered.Load() < r.pollLimit.Load() {
 		return false
 	}
 	r.overBudget.Store(true)
 	// Bytes freed before the flag was set did not wake this loop: look
 	// again after setting it (accountLocked changes the total before
 	// underBudget looks at the flag, so one of the two sees the other).
-	if r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) {
+	if r.buffered.Load() < r.pollLimit.Load() {
 		r.overBudget.Store(false)
 		return false
 	}
@@ -528,7 +563,7 @@ func (r *Reader) waitForBudget() bool {
 // is under it now. accountLocked calls it whenever a partition holds less:
 // a write, a halt, a stop or a revoke.
 func (r *Reader) underBudget() {
-	if r.overBudget.Load() && r.buffered.Load() < int64(r.cfg.MaxBufferedBytes) && r.overBudget.CompareAndSwap(true, false) {
+	if r.overBudget.Load() && r.buffered.Load() < r.pollLimit.Load() && r.overBudget.CompareAndSwap(true, false) {
 		r.wake()
 	}
 }

@@ -48,8 +48,10 @@ const keepFirst = 8 << 20
 const countChunk = 64 << 10
 
 // decode decodes src, gzip or lz4, refusing with kgo.ErrMaxDecompress what
-// decodes to more than max bytes. It is safe for concurrent use.
-func (d *streamDecoder) decode(src []byte, codec kgo.CompressionCodecType, max int) ([]byte, error) {
+// decodes to more than max bytes, and with what room returns what it
+// counted before decoding it a second time (nil: decode it). It is safe
+// for concurrent use.
+func (d *streamDecoder) decode(src []byte, codec kgo.CompressionCodecType, max int, room func(n int64) error) ([]byte, error) {
 	r, done, err := d.open(src, codec)
 	if err != nil {
 		return nil, err
@@ -66,6 +68,9 @@ func (d *streamDecoder) decode(src []byte, codec kgo.CompressionCodecType, max i
 		return nil, err
 	case int64(n)+rest > int64(max):
 		return nil, kgo.ErrMaxDecompress
+	}
+	if err := room(int64(n) + rest); err != nil {
+		return nil, err
 	}
 	out := make([]byte, int64(n)+rest)
 	r, done, err = d.open(src, codec)

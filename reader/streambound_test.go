@@ -172,7 +172,7 @@ func FuzzStreamDecoder(f *testing.F) {
 	const limit = 64 << 10
 	f.Fuzz(func(t *testing.T, src []byte, codec byte) {
 		c := kgo.CompressionCodecType(codec%2*2 + 1) // gzip (1) or lz4 (3)
-		out, err := d.decode(src, c, limit)
+		out, err := d.decode(src, c, limit, func(int64) error { return nil })
 		if err == nil && len(out) > limit {
 			t.Errorf("decode(%d bytes, codec %d) = %d bytes, over the %d limit", len(src), c, len(out), limit)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/klauspost/compress/zstd"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -16,13 +17,15 @@ import (
 // declare its size (Java's producer streams zstd that way) was decoded
 // into a slice that grew to the bound before the decoder gave up, twice
 // the bound live while it grew, and the bridge's peak memory jumped by
-// that much for every bomb it met. A batch that its block headers say
-// could be larger than the bound is now first decoded without keeping
-// anything, counting, in the decoder's window; only if it fits is it
-// decoded for real. Batches of normal size never take that path: the bound
-// is at most about twice what a batch decodes to (a stream's blocks hold
-// 64 KiB, counted as the 128 KiB a block may hold), so only batches over
-// half the limit are counted first, which costs their decoding twice.
+// that much for every bomb it met. A batch whose frames do not declare
+// their size, and which its block headers say could be larger than
+// keepFirst (or than the fetch budget has room for: fetchbound.go), is now
+// first decoded without keeping anything, counting, in the decoder's
+// window; only if it fits is it decoded for real, into one slice of its
+// size. Batches of normal size never take that path: the bound is at most
+// about twice what a batch decodes to (a stream's blocks hold 64 KiB,
+// counted as the 128 KiB a block may hold), so only batches over about
+// 4 MiB are counted first, which costs their decoding twice.
 //
 // gzip and lz4 are decoded by streamDecoder (streambound.go), which holds
 // at most a few MiB of a batch that turns out to be over the bound. snappy
@@ -31,6 +34,9 @@ type boundedDecompressor struct {
 	inner         kgo.Decompressor // franz-go's, bounded at maxBatchBytes
 	stream        streamDecoder    // gzip and lz4
 	maxBatchBytes int
+	// hold bounds what the batches of a fetch decompress to together
+	// (fetchbound.go); its budget is unbounded until New sets it.
+	hold fetchHold
 }
 
 // newBoundedDecompressor takes franz-go's decompressor from a client that
@@ -46,23 +52,99 @@ func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
 	if !ok || inner == nil {
 		return nil, errors.New("create Kafka decompressor: the client has none")
 	}
-	return &boundedDecompressor{inner: inner, maxBatchBytes: maxBatchBytes}, nil
+	return &boundedDecompressor{inner: inner, maxBatchBytes: maxBatchBytes, hold: fetchHold{budget: math.MaxInt64}}, nil
 }
 
-// Decompress is called by the client's fetch goroutines, concurrently.
+// Decompress is called by the client's fetch goroutines, concurrently. It
+// returns kgo.ErrMaxDecompress for a batch over maxBatchBytes, and a
+// *deferredError for one that does not fit in the fetch budget now
+// (fetchbound.go): refused before it is decoded when its size is known
+// first (zstd frames or a gzip trailer that say it, a batch counted before
+// it is decoded), else decoded and dropped. A batch over the limit is
+// refused whatever the budget.
 func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
+	out, err := d.decode(src, codec)
+	if err != nil {
+		return nil, err
+	}
+	d.hold.decoded(int64(len(out)))
+	if err := d.hold.admit(int64(len(out))); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// decode decodes src, refusing with kgo.ErrMaxDecompress what decodes to
+// more than maxBatchBytes, and deferring what it counts before decoding
+// and does not fit in the fetch budget.
+func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
 	switch codec {
 	case kgo.CodecGzip, kgo.CodecLz4:
-		return d.stream.decode(src, codec, d.maxBatchBytes)
-	case kgo.CodecZstd:
-		if bound, ok := zstdBound(src); !ok || bound > int64(d.maxBatchBytes) {
-			// An error here is left to the decoder below to report.
-			if n, err := zstdCount(src, d.maxBatchBytes); err == nil && n > int64(d.maxBatchBytes) {
-				return nil, kgo.ErrMaxDecompress
+		if n, ok := gzipFloor(src); ok && codec == kgo.CodecGzip && n <= int64(d.maxBatchBytes) {
+			if err := d.hold.room(n); err != nil {
+				return nil, err
 			}
 		}
+		return d.stream.decode(src, codec, d.maxBatchBytes, d.hold.room)
+	case kgo.CodecZstd:
+		return d.decodeZstd(src)
 	}
 	return d.inner.Decompress(src, codec)
+}
+
+// decodeZstd decodes src, zstd frames. Its size is known before it is
+// decoded when its frames declare it; else a batch that may be over the
+// limit, over what the budget has room for, or over keepFirst, is counted
+// first, in constant memory. A batch of known size over keepFirst is
+// decoded by a decoder of its own into one slice of that size (zstdDecode).
+func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
+	bound, declared, ok := zstdSizes(src)
+	n := int64(-1)
+	switch {
+	case ok && declared >= 0 && declared <= int64(d.maxBatchBytes):
+		n = declared // the decoder fails a frame as soon as it decodes to more
+	case ok && bound <= keepFirst && d.hold.fits(bound):
+	default:
+		count, err := zstdCount(src, d.maxBatchBytes)
+		if err != nil {
+			break // the decoder below says what is wrong
+		}
+		if count > int64(d.maxBatchBytes) {
+			return nil, kgo.ErrMaxDecompress
+		}
+		n = count
+	}
+	if n >= 0 {
+		if err := d.hold.room(n); err != nil {
+			return nil, err
+		}
+	}
+	if n > keepFirst {
+		return zstdDecode(src, n, d.maxBatchBytes)
+	}
+	return d.inner.Decompress(src, kgo.CodecZstd)
+}
+
+// zstdDecode decodes src, known to decode to n bytes, into one slice of n
+// bytes, with a decoder of its own: franz-go's pooled decoders keep their
+// last outputs reachable (seen: three batches of 60 MiB live after the
+// reader had written them), and decoding a stream without a slice of the
+// right size grows one step by step, garbage of about its size again.
+func zstdDecode(src []byte, n int64, max int) ([]byte, error) {
+	dec, err := zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),
+		zstd.WithDecoderMaxMemory(uint64(max)))
+	if err != nil {
+		return nil, err
+	}
+	defer dec.Close()
+	out, err := dec.DecodeAll(src, make([]byte, 0, n))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) != n {
+		return nil, fmt.Errorf("zstd batch decodes to %d bytes, not the %d counted or declared", len(out), n)
+	}
+	return out, nil
 }
 
 // zstdCount decodes src without keeping the output and returns how many
@@ -91,24 +173,31 @@ const zstdMaxBlock = 128 << 10
 // most. ok is false when src is not frames as the RFC writes them; the
 // decoder then says what is wrong.
 func zstdBound(src []byte) (bound int64, ok bool) {
+	bound, _, ok = zstdSizes(src)
+	return bound, ok
+}
+
+// zstdSizes is zstdBound, and what the frames declare they decode to
+// (Frame_Content_Size, which the decoder checks), -1 when one does not.
+func zstdSizes(src []byte) (bound, declared int64, ok bool) {
 	for len(src) > 0 {
 		if len(src) < 4 {
-			return 0, false
+			return 0, 0, false
 		}
 		magic := binary.LittleEndian.Uint32(src)
 		if magic&0xFFFFFFF0 == 0x184D2A50 { // a skippable frame
 			if len(src) < 8 {
-				return 0, false
+				return 0, 0, false
 			}
 			n := int(binary.LittleEndian.Uint32(src[4:]))
 			if n < 0 || len(src) < 8+n {
-				return 0, false
+				return 0, 0, false
 			}
 			src = src[8+n:]
 			continue
 		}
 		if magic != 0xFD2FB528 || len(src) < 5 {
-			return 0, false
+			return 0, 0, false
 		}
 		fhd := src[4]
 		singleSegment := fhd&0x20 != 0
@@ -124,12 +213,15 @@ func zstdBound(src []byte) (bound int64, ok bool) {
 		}
 		header += fcs
 		if len(src) < header {
-			return 0, false
+			return 0, 0, false
+		}
+		if declared >= 0 {
+			declared = frameContentSize(src[header-fcs:header], declared)
 		}
 		src = src[header:]
 		for last := false; !last; {
 			if len(src) < 3 {
-				return 0, false
+				return 0, 0, false
 			}
 			h := uint32(src[0]) | uint32(src[1])<<8 | uint32(src[2])<<16
 			src = src[3:]
@@ -144,19 +236,42 @@ func zstdBound(src []byte) (bound int64, ok bool) {
 			case 2: // compressed
 				bound += zstdMaxBlock
 			default:
-				return 0, false
+				return 0, 0, false
 			}
 			if len(src) < size {
-				return 0, false
+				return 0, 0, false
 			}
 			src = src[size:]
 		}
 		if checksum {
 			if len(src) < 4 {
-				return 0, false
+				return 0, 0, false
 			}
 			src = src[4:]
 		}
 	}
-	return bound, true
+	return bound, declared, true
+}
+
+// frameContentSize adds the Frame_Content_Size field b to sum: -1 when b
+// is empty (the frame does not say), or when the sum passes what any batch
+// may decode to.
+func frameContentSize(b []byte, sum int64) int64 {
+	var n uint64
+	switch len(b) {
+	case 1:
+		n = uint64(b[0])
+	case 2:
+		n = uint64(binary.LittleEndian.Uint16(b)) + 256
+	case 4:
+		n = uint64(binary.LittleEndian.Uint32(b))
+	case 8:
+		n = binary.LittleEndian.Uint64(b)
+	default:
+		return -1
+	}
+	if n > math.MaxInt32 || sum+int64(n) > math.MaxInt32 {
+		return -1
+	}
+	return sum + int64(n)
 }

@@ -247,6 +247,7 @@ var readerStats = func() []readerStat {
 		stat("kafka2pg_reader_bytes_total", "Key and value bytes fetched.", c, func(s reader.Stats) float64 { return float64(s.Bytes) }),
 		stat("kafka2pg_reader_rebalances_total", "Partition assignments received.", c, func(s reader.Stats) float64 { return float64(s.Rebalances) }),
 		stat("kafka2pg_reader_fetch_errors_total", "Fetch errors reported by the Kafka client.", c, func(s reader.Stats) float64 { return float64(s.FetchErrors) }),
+		stat("kafka2pg_reader_deferred_batches_total", "Compressed record batches fetched but not decompressed, because the records and decompressed batches held already filled --max-buffered-bytes; each is fetched again.", c, func(s reader.Stats) float64 { return float64(s.DeferredBatches) }),
 		stat("kafka2pg_reader_fenced_total", "Writes refused because another owner claimed the partition.", c, func(s reader.Stats) float64 { return float64(s.Fenced) }),
 		stat("kafka2pg_reader_skipped_records_total", "Offsets lost to retention and skipped (--on-data-loss=skip).", c, func(s reader.Stats) float64 { return float64(s.SkippedRecords) }),
 		stat("kafka2pg_reader_partitions", "Partitions owned now.", g, func(s reader.Stats) float64 { return float64(s.Partitions) }),

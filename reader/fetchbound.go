@@ -1,0 +1,201 @@
+package reader
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+)
+
+// One record batch decompresses to at most maxBatchBytes (decompress.go),
+// but franz-go decompresses every batch of a fetch response before the
+// poll loop sees any of them: a response of many batches, each just under
+// the limit, would decode whole, a thousand times its size on the wire for
+// zeros, GiBs for one response of --kafka-fetch-max-bytes.
+//
+// fetchHold bounds that with the reader's own budget, MaxBufferedBytes. It
+// counts the decompressed bytes the client holds that the reader has not
+// taken yet (held), and the decompressor admits a batch when it fits in
+// the budget on top of held and of what the reader holds (Reader.buffered),
+// or when both hold nothing. A batch that does not fit is deferred: the
+// decompressor returns errDeferred, having decoded nothing when the size
+// is known first (zstd frames that declare it, a gzip trailer, a batch
+// counted in constant memory), else dropping what it decoded. franz-go
+// then returns the partition's records before the batch and fetches again
+// from the batch on later (it treats a decompression error after some
+// records of a partition as a response cut off at its end), or, for the
+// partition's first batch in the response, hands the poll loop errDeferred
+// for the partition, with no records, and fetches the same offset again
+// once the fetch is drained (it also asks for metadata then, as for any
+// error of a partition). Nothing is skipped and nothing is delivered twice;
+// a deferral costs fetching the batch again, and decoding it again when
+// its size was not known first.
+//
+// The poll loop empties held (release) when a poll has drained a fetch and
+// the client holds no record any more: what the reader took is then in
+// Reader.buffered, or was dropped (a pause, a seek, a revoke). A deferral
+// always reaches a poll (as an error, or as the records before it), so
+// held cannot stay up for good. After a poll that brought only deferred
+// batches, the poll loop waits until the reader has room for the smallest
+// of them, or holds nothing (pollLimit): polling sooner would fetch them
+// only to defer them again. When neither holds anything the next batch is
+// admitted whatever its size (up to maxBatchBytes), so reading always goes
+// on.
+//
+// The bound: the records the reader holds and the batches the client holds
+// decompressed come to at most MaxBufferedBytes, or one batch (up to
+// maxBatchBytes) when that alone is more, plus what the reader takes in
+// one poll while under the budget (at most what the client held). A
+// release while a response is being decoded forgets what that response
+// admitted so far; it may then admit as much again. With one broker, which
+// fetches its next response only once the last is drained, that happens at
+// most once a response, so the client holds at most about twice the budget
+// (or one batch), plus one batch being decoded per broker (maxBatchBytes)
+// when its size is not known first: about 2 x MaxBufferedBytes + the batch
+// limit on top of the reader's own MaxBufferedBytes in the worst case. With
+// several brokers each release needs a drained fetch; a broker whose
+// response decodes slowly while others are drained can see more than one,
+// each bounded the same way.
+//
+// Sharing MaxBufferedBytes, rather than a budget of its own, keeps the
+// flag the one memory knob: a separate one would add its size to the
+// process's peak, and what the client holds is records on their way into
+// the reader's budget anyway. Ordinary batches (a few MiB decoded)
+// are only deferred once the reader is about full, when it would stop
+// polling soon anyway.
+type fetchHold struct {
+	budget int64
+	// reader is what the reader holds of the same budget (Reader.buffered);
+	// nil: nothing.
+	reader *atomic.Int64
+
+	held atomic.Int64 // decompressed bytes admitted since the last release
+
+	// live is held plus what Decompress calls hold decoded, not admitted
+	// yet; peak is the most it was (tests assert the bound on it).
+	live, peak atomic.Int64
+
+	deferred atomic.Int64 // batches deferred, since start
+	// needRoom is the smallest batch deferred since the last release: the
+	// poll loop waits for that much room before it polls again.
+	needRoom atomic.Int64
+}
+
+// errDeferred is what the decompressor returns for a batch that does not
+// fit in the fetch budget now: franz-go fetches it again later. reader.Run
+// ignores it.
+var errDeferred = errors.New("decompression deferred: the records and decompressed batches held fill reader.Config.MaxBufferedBytes")
+
+// deferredError says how much was held when a batch was deferred; it
+// unwraps to errDeferred.
+type deferredError struct{ held, size, budget int64 }
+
+func (e *deferredError) Error() string {
+	return fmt.Sprintf("decompression deferred: kafka2pg already holds %d decompressed bytes, and a batch of %d more would pass the budget of %d", e.held, e.size, e.budget)
+}
+
+func (e *deferredError) Unwrap() error { return errDeferred }
+
+// room returns a *deferredError if a batch of at least n decompressed
+// bytes does not fit now, else nil. It admits nothing: admit does, once
+// the batch is decoded.
+func (h *fetchHold) room(n int64) error {
+	if held, reader := h.held.Load(), h.readerHeld(); !h.fitsIn(held, reader, n) {
+		return h.deferral(held, reader, n)
+	}
+	return nil
+}
+
+// fits reports whether a batch of at most n decompressed bytes fits now.
+func (h *fetchHold) fits(n int64) bool {
+	return h.fitsIn(h.held.Load(), h.readerHeld(), n)
+}
+
+// fitsIn is the rule: a batch fits when the client and the reader hold
+// nothing (so that reading always goes on), or when it fits in the budget
+// on top of what they hold.
+func (h *fetchHold) fitsIn(held, reader, n int64) bool {
+	return held == 0 && reader <= 0 || held+reader+n <= h.budget
+}
+
+func (h *fetchHold) readerHeld() int64 {
+	if h.reader == nil {
+		return 0
+	}
+	return h.reader.Load()
+}
+
+// decoded counts n bytes decoded and not admitted yet.
+func (h *fetchHold) decoded(n int64) {
+	live := h.live.Add(n)
+	for peak := h.peak.Load(); live > peak && !h.peak.CompareAndSwap(peak, live); peak = h.peak.Load() {
+	}
+}
+
+// admit takes n decoded bytes into held if they fit, and returns nil, or
+// returns a *deferredError and forgets them.
+func (h *fetchHold) admit(n int64) error {
+	for {
+		held, reader := h.held.Load(), h.readerHeld()
+		if !h.fitsIn(held, reader, n) {
+			h.live.Add(-n)
+			return h.deferral(held, reader, n)
+		}
+		if h.held.CompareAndSwap(held, held+n) {
+			return nil
+		}
+	}
+}
+
+func (h *fetchHold) deferral(held, reader, n int64) error {
+	h.deferred.Add(1)
+	for need := h.needRoom.Load(); (need == 0 || n < need) && !h.needRoom.CompareAndSwap(need, n); need = h.needRoom.Load() {
+	}
+	return &deferredError{held: held + reader, size: n, budget: h.budget}
+}
+
+// release forgets what the client held: the poll loop calls it when a poll
+// drained a fetch and the client holds no record any more.
+func (h *fetchHold) release() {
+	h.live.Add(-h.held.Swap(0))
+}
+
+// pollLimit is how much the reader may hold when the poll loop polls:
+// the budget, or, after a poll that brought only deferred batches, what
+// leaves room for the smallest of them (at least 1: the reader empty).
+// Polling sooner would fetch them again only to defer them again.
+func (h *fetchHold) pollLimit(onlyDeferred bool) int64 {
+	need := h.needRoom.Swap(0)
+	if !onlyDeferred || need == 0 {
+		return h.budget
+	}
+	return max(h.budget-need+1, 1)
+}
+
+// gzipFloor returns at least how many bytes src, a gzip stream, decodes
+// to, from its trailer: the size of its last member, modulo 4 GiB (a
+// trailer that lies fails the decoder's own check). ok is false when src
+// is too short to have one.
+func gzipFloor(src []byte) (n int64, ok bool) {
+	if len(src) < 18 {
+		return 0, false
+	}
+	return int64(binary.LittleEndian.Uint32(src[len(src)-4:])), true
+}
+
+// deferredLogEvery is how often at most a deferral is logged.
+const deferredLogEvery = 10 * time.Second
+
+// noteDeferred logs, at DEBUG and at most every deferredLogEvery, that a
+// partition's batch was deferred: it is flow control, not trouble (the
+// count is Stats.DeferredBatches).
+func (r *Reader) noteDeferred(topic string, partition int32, err error) {
+	now := time.Now().UnixNano()
+	last := r.deferredLogged.Load()
+	if now-last < int64(deferredLogEvery) || !r.deferredLogged.CompareAndSwap(last, now) {
+		return
+	}
+	r.log.Debug("record batch decompression deferred until the reader takes what the client holds; fetched again",
+		"topic", topic, "partition", partition, "deferred_batches", r.dec.hold.deferred.Load(), "error", err.Error())
+}
