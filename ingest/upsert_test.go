@@ -119,8 +119,11 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 	}
 }
 
-func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
-	w, pool := upsertWriter(t, ingest.Config{})
+// refusingAccounts is an upsert writer of accounts, a table that refuses a
+// negative balance, with partition 0 claimed at epoch.
+func refusingAccounts(t *testing.T) (w *ingest.Writer, pool *pgxpool.Pool, epoch int64) {
+	t.Helper()
+	w, pool = upsertWriter(t, ingest.Config{})
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `ALTER TABLE accounts ADD CHECK (balance >= 0)`); err != nil {
 		t.Fatal(err)
@@ -129,7 +132,13 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := trace(w).write(ctx, w, accountBatch(pos[0].Epoch, 0,
+	return w, pool, pos[0].Epoch
+}
+
+func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
+	w, pool, epoch := refusingAccounts(t)
+	ctx := context.Background()
+	res, err := trace(w).write(ctx, w, accountBatch(epoch, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"a", `{"name":"Ann","balance":-5}`}, // refused: the row keeps the previous good version
 		op{"b", `{"name":"Bob","balance":3}`},
@@ -146,6 +155,32 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 	}
 	if !res.Isolated || res.DeadLetters != 2 {
 		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestUpsertDeadLettersAnUnreadableRecordAsTheFastPathDoesWhenItGoesOneByOne(t *testing.T) {
+	w, pool, epoch := refusingAccounts(t)
+	ctx := context.Background()
+	b := accountBatch(epoch, 0,
+		op{"a", `{"name":"Ann","balance":10}`},
+		op{"b", `{"name":"Bob","balance":-5}`}, // refused: the batch goes operation by operation
+		op{"c", ""},
+	)
+	// Unreadable: no key, no value, so it looks like a tombstone; it must
+	// not reach the mapper's KeyRow on either path.
+	b.Records[2] = stream.Record{Topic: "accounts", Offset: 2, Unreadable: errors.New("the batch was over the fetch limit")}
+	res, err := trace(w).write(ctx, w, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := deadLetterKinds(t, pool); got[1] != "check_violation" || got[2] != ingest.KindBatchTooLarge || len(got) != 2 {
+		t.Errorf("dead letters = %v, want offset 1 check_violation, offset 2 %s", got, ingest.KindBatchTooLarge)
+	}
+	if !res.Isolated {
+		t.Errorf("result = %+v, want the batch applied one by one", res)
+	}
+	if got := tableState(t, pool); got != "a=Ann:10" {
+		t.Errorf("table = %q", got)
 	}
 }
 
