@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -85,32 +84,12 @@ func changeWriter(t *testing.T, cfg ingest.Config) (*ingest.Writer, *pgxpool.Poo
 	}
 	cfg.Group = "g"
 	cfg.Sinks = map[string]ingest.Sink{"customers": {Table: d.Table(), Changes: d, Evolve: true}}
-	return claimed(t, pool, cfg, "customers")
-}
-
-func claimed(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config, topic string) (*ingest.Writer, *pgxpool.Pool, int64) {
-	t.Helper()
-	w, err := ingest.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	pos, err := w.Claim(t.Context(), topic, []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w, pool, pos[0].Epoch
+	w, e := claimed(t, pool, cfg, "customers")
+	return w, pool, e
 }
 
 func customers(t *testing.T, pool *pgxpool.Pool) string {
-	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id || '=' || coalesce(name, 'NULL') || ':' || coalesce(qty::text, 'NULL'), ' ' ORDER BY id), '') FROM customers`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return rowsOf(t, pool, "customers", "name", "qty")
 }
 
 func cust(id int, name string, qty int) string {
@@ -309,7 +288,7 @@ func TestRecordedDebeziumEventsReplicateTheSourceRows(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, _, e := claimed(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{table: {Table: d.Table(), Changes: d, Evolve: true}}}, table)
+				w, e := claimed(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{table: {Table: d.Table(), Changes: d, Evolve: true}}}, table)
 				for at := 0; at < len(records); at += size {
 					end := min(at+size, len(records))
 					b := &stream.Batch{Topic: table, Epoch: e, FirstOffset: int64(at), NextOffset: int64(end), Records: records[at:end]}

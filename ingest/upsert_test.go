@@ -42,20 +42,15 @@ func (accountsMapper) KeyRow(r *stream.Record) ([]any, error) {
 	return []any{string(r.Key)}, nil
 }
 
-func upsertWriter(t *testing.T, cfg ingest.Config) (*ingest.Writer, *pgxpool.Pool) {
+// upsertWriter is a writer of topic accounts into accounts by upsert,
+// partition 0 claimed at epoch.
+func upsertWriter(t *testing.T, cfg ingest.Config) (w *ingest.Writer, pool *pgxpool.Pool, epoch int64) {
 	t.Helper()
-	ctx := context.Background()
-	_, pool := pgtest.MigratedPool(t)
+	_, pool = pgtest.MigratedPool(t)
 	cfg.Group = "g"
 	cfg.Sinks = map[string]ingest.Sink{"accounts": {Table: accounts, Mapper: accountsMapper{}, Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}
-	w, err := ingest.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	return w, pool
+	w, epoch = claimed(t, pool, cfg, "accounts")
+	return w, pool, epoch
 }
 
 type op struct {
@@ -75,22 +70,12 @@ func accountBatch(epoch, first int64, ops ...op) *stream.Batch {
 }
 
 func tableState(t *testing.T, pool *pgxpool.Pool) string {
-	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id || '=' || coalesce(name, 'NULL') || ':' || coalesce(balance::text, 'NULL'), ' ' ORDER BY id), '') FROM accounts`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return rowsOf(t, pool, "accounts", "name", "balance")
 }
 
 func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
-	w, pool := upsertWriter(t, ingest.Config{})
+	w, pool, e := upsertWriter(t, ingest.Config{})
 	ctx := context.Background()
-	pos, err := w.Claim(ctx, "accounts", []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := pos[0].Epoch
 	if err := w.Write(ctx, accountBatch(e, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"b", `{"name":"Bob","balance":5}`},
@@ -123,16 +108,11 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 // negative balance, with partition 0 claimed at epoch.
 func refusingAccounts(t *testing.T) (w *ingest.Writer, pool *pgxpool.Pool, epoch int64) {
 	t.Helper()
-	w, pool = upsertWriter(t, ingest.Config{})
-	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `ALTER TABLE accounts ADD CHECK (balance >= 0)`); err != nil {
+	w, pool, epoch = upsertWriter(t, ingest.Config{})
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE accounts ADD CHECK (balance >= 0)`); err != nil {
 		t.Fatal(err)
 	}
-	pos, err := w.Claim(ctx, "accounts", []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w, pool, pos[0].Epoch
+	return w, pool, epoch
 }
 
 func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
