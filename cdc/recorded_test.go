@@ -16,8 +16,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -292,13 +290,7 @@ func columnsOfRecording(tb testing.TB, table string) []Column {
 // truncate, columns added, the unavailable TOASTed value).
 func TestRecordedEventsReplicateTheSourceRows(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	RegisterTimeTZ(conn.TypeMap())
-	pgcopy.RegisterNumericCodec(conn.TypeMap())
+	conn := pgConn(t)
 	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {
 		t.Fatal(err)
 	}
