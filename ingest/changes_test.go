@@ -1,11 +1,9 @@
 package ingest_test
 
 import (
-	"bufio"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -14,6 +12,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -313,52 +312,16 @@ const recordedDir = "../cdc/testdata/recorded/"
 
 func recordedRecords(t *testing.T, table string) []stream.Record {
 	t.Helper()
-	f, err := os.Open(recordedDir + "default/" + table + ".jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []stream.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var line struct {
-			Offset     int64
-			Key, Value json.RawMessage
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatal(err)
-		}
-		r := stream.Record{Topic: table, Offset: int64(len(out))}
-		if string(line.Key) != "null" && line.Key != nil {
-			r.Key = line.Key
-		}
-		if string(line.Value) != "null" && line.Value != nil {
-			r.Value = line.Value
-		}
-		out = append(out, r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return cdctest.Events(t, recordedDir, "default", table, table)
 }
 
 // expectedRows are the source's final rows, each its columns' text as
 // JSON with sorted keys, sorted.
 func expectedRows(t *testing.T, table string) []string {
 	t.Helper()
-	b, err := os.ReadFile(recordedDir + "expected/default/" + table + ".final.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for line := range strings.Lines(string(b)) {
-		var m map[string]*string
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatal(err)
-		}
-		s, _ := json.Marshal(m) // sorted keys
+	for _, row := range cdctest.Rows(t, recordedDir, "default", table, "final") {
+		s, _ := json.Marshal(row) // sorted keys
 		out = append(out, string(s))
 	}
 	slices.Sort(out)
