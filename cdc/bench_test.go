@@ -65,6 +65,10 @@ func BenchmarkConnectMapperRow(b *testing.B) {
 // transcoded to the JsonConverter's JSON and decoded as that.
 func BenchmarkDecodeAvro(b *testing.B) {
 	d := avroDecoder(b, newAvroRegistry())
-	benchDecode(b, d, stream.Record{Topic: "shop.public.customers", Key: avroRecord(b, 2, customersKeyAvro, map[string]any{"id": int32(1)}),
-		Value: avroEvent(b, "c", nil, avroRow(1, "Sally"))})
+	rec := stream.Record{Topic: "shop.public.customers", Key: avroRecord(b, 2, customersKeyAvro, map[string]any{"id": int32(1)}),
+		Value: avroEvent(b, "c", nil, avroRow(1, "Sally"))}
+	if err := d.ResolveSchemas(b.Context(), []stream.Record{rec}); err != nil {
+		b.Fatal(err)
+	}
+	benchDecode(b, d, rec)
 }

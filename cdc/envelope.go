@@ -423,14 +423,9 @@ func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout
 // are equal, as they mostly are, so that reading it allocates nothing;
 // last becomes this one.
 func readSource(r *reader, s, last *Source) {
-	if r.null() {
+	if !lenientObject(r) {
 		return
 	}
-	if r.peek() != '{' {
-		r.skip()
-		return
-	}
-	r.object()
 	for first := true; ; first = false {
 		key, ok := r.member(first)
 		if !ok {
@@ -480,14 +475,9 @@ func readSource(r *reader, s, last *Source) {
 }
 
 func readTransaction(r *reader, t *Transaction, last *Transaction) {
-	if r.null() {
+	if !lenientObject(r) {
 		return
 	}
-	if r.peek() != '{' {
-		r.skip()
-		return
-	}
-	r.object()
 	for first := true; ; first = false {
 		key, ok := r.member(first)
 		if !ok {
@@ -505,6 +495,20 @@ func readTransaction(r *reader, t *Transaction, last *Transaction) {
 			r.skip()
 		}
 	}
+}
+
+// lenientObject starts reading an object, as reader.object does, and
+// reports whether it did: a null, or a value of another kind, is read
+// and left.
+func lenientObject(r *reader) bool {
+	if r.null() {
+		return false
+	}
+	if r.peek() != '{' {
+		r.skip()
+		return false
+	}
+	return r.object()
 }
 
 // lenientString reads a string, or the text of a number; "" otherwise.

@@ -59,7 +59,8 @@ func (n *node) appendJSON(dst []byte, r *reader) ([]byte, *convError) {
 		return append(dst, "null"...), nil
 	}
 	switch {
-	case n.s.Type == typeStruct && n.t == connectTypes[typeStruct]:
+	case n.s.Type == typeStruct && n.t == connectTypes[typeStruct],
+		n.s.Type == typeMap && n.keys.s.Type == typeString && r.peek() == '{':
 		if r.peek() != '{' {
 			return nil, mismatch(n, what(r))
 		}
@@ -75,71 +76,22 @@ func (n *node) appendJSON(dst []byte, r *reader) ([]byte, *convError) {
 			}
 			dst = appendJSONString(dst, key)
 			dst = append(dst, ':')
-			f := n.field(string(key))
-			if f == nil { // not in the schema: kept as it is
+			value := n.values // a map's
+			if n.s.Type == typeStruct {
+				value = n.field(string(key))
+			}
+			if value == nil { // a struct's member not in the schema: kept as it is
 				dst = append(dst, r.skip()...)
 				continue
 			}
 			var cerr *convError
-			if dst, cerr = f.appendJSON(dst, r); cerr != nil {
+			if dst, cerr = value.appendJSON(dst, r); cerr != nil {
 				return nil, cerr
 			}
 		}
 		dst = append(dst, '}')
-	case n.s.Type == typeMap && n.keys.s.Type == typeString && r.peek() == '{':
-		dst = append(dst, '{')
-		r.object()
-		for first := true; ; first = false {
-			key, ok := r.member(first)
-			if !ok {
-				break
-			}
-			if !first {
-				dst = append(dst, ',')
-			}
-			dst = appendJSONString(dst, key)
-			dst = append(dst, ':')
-			var cerr *convError
-			if dst, cerr = n.values.appendJSON(dst, r); cerr != nil {
-				return nil, cerr
-			}
-		}
-		dst = append(dst, '}')
-	case n.s.Type == typeMap:
-		// [[key, value], ...]
-		if r.peek() != '[' {
-			return nil, mismatch(n, what(r))
-		}
-		dst = append(dst, '[')
-		r.array()
-		for first := true; r.elem(first); first = false {
-			if !first {
-				dst = append(dst, ',')
-			}
-			if r.peek() != '[' {
-				return nil, mismatch(n, "a map entry that is not a [key, value] pair")
-			}
-			r.array()
-			dst = append(dst, '[')
-			var cerr *convError
-			for i, part := range []*node{n.keys, n.values} {
-				if !r.elem(i == 0) {
-					return nil, mismatch(n, "a map entry that is not a [key, value] pair")
-				}
-				if i > 0 {
-					dst = append(dst, ',')
-				}
-				if dst, cerr = part.appendJSON(dst, r); cerr != nil {
-					return nil, cerr
-				}
-			}
-			if r.elem(false) {
-				return nil, mismatch(n, "a map entry with more than a key and a value")
-			}
-			dst = append(dst, ']')
-		}
-		dst = append(dst, ']')
-	case n.s.Type == typeArray:
+	case n.s.Type == typeMap, n.s.Type == typeArray:
+		// An array, or a map of other keys: [[key, value], ...].
 		if r.peek() != '[' {
 			return nil, mismatch(n, what(r))
 		}
@@ -150,7 +102,12 @@ func (n *node) appendJSON(dst []byte, r *reader) ([]byte, *convError) {
 				dst = append(dst, ',')
 			}
 			var cerr *convError
-			if dst, cerr = n.items.appendJSON(dst, r); cerr != nil {
+			if n.s.Type == typeMap {
+				dst, cerr = n.appendEntryJSON(dst, r)
+			} else {
+				dst, cerr = n.items.appendJSON(dst, r)
+			}
+			if cerr != nil {
 				return nil, cerr
 			}
 		}
@@ -166,6 +123,32 @@ func (n *node) appendJSON(dst []byte, r *reader) ([]byte, *convError) {
 		return nil, &convError{kind: r.err.kind, msg: "the value " + r.err.msg}
 	}
 	return dst, nil
+}
+
+// appendEntryJSON appends the JSON of the map entry at r, a [key, value]
+// pair.
+func (n *node) appendEntryJSON(dst []byte, r *reader) ([]byte, *convError) {
+	if r.peek() != '[' {
+		return nil, mismatch(n, "a map entry that is not a [key, value] pair")
+	}
+	r.array()
+	dst = append(dst, '[')
+	var cerr *convError
+	for i, part := range []*node{n.keys, n.values} {
+		if !r.elem(i == 0) {
+			return nil, mismatch(n, "a map entry that is not a [key, value] pair")
+		}
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, cerr = part.appendJSON(dst, r); cerr != nil {
+			return nil, cerr
+		}
+	}
+	if r.elem(false) {
+		return nil, mismatch(n, "a map entry with more than a key and a value")
+	}
+	return append(dst, ']'), nil
 }
 
 // appendValueJSON appends the JSON form of a decoded scalar of n.

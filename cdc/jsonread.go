@@ -113,18 +113,7 @@ func (r *reader) literal(lit string) {
 
 // object starts reading an object; false (with err set) when the next
 // value is not one. Call member until it returns false.
-func (r *reader) object() bool {
-	if r.peek() != '{' {
-		r.syntax("an object")
-		return false
-	}
-	r.i++
-	if r.depth++; r.depth > maxDepth {
-		r.fail(schema.KindTooDeep, "nests objects and arrays deeper than %d levels", maxDepth)
-		return false
-	}
-	return true
-}
+func (r *reader) object() bool { return r.open('{', "an object") }
 
 // member reads the key of the object's next member, leaving the reader at
 // its value; ok is false after the last member or on an error. first says
@@ -168,9 +157,13 @@ func (r *reader) member(first bool) (key []byte, ok bool) {
 }
 
 // array starts reading an array; call elem until it returns false.
-func (r *reader) array() bool {
-	if r.peek() != '[' {
-		r.syntax("an array")
+func (r *reader) array() bool { return r.open('[', "an array") }
+
+// open starts reading an object or an array, whose first character is
+// c (what, in the error when it is not), one level deeper.
+func (r *reader) open(c byte, what string) bool {
+	if r.peek() != c {
+		r.syntax(what)
 		return false
 	}
 	r.i++

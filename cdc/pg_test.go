@@ -12,18 +12,26 @@ import (
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
+// pgConn is a connection to the test's Postgres with the codecs the
+// writer registers on its connections, closed when the test ends.
+func pgConn(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	RegisterTimeTZ(conn.TypeMap())
+	pgcopy.RegisterNumericCodec(conn.TypeMap())
+	return conn
+}
+
 // TestEveryTypeLandsExactlyInPostgres decodes the all-types fixture,
 // creates its table from the planned DDL, writes the row with binary COPY
 // (as the writer does) and reads each column back as Postgres prints it.
 func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	RegisterTimeTZ(conn.TypeMap())
-	pgcopy.RegisterNumericCodec(conn.TypeMap())
+	conn := pgConn(t)
 
 	d := mustDecoder(t, Config{Table: "all_types"})
 	var ch Change

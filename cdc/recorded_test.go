@@ -1,8 +1,6 @@
 package cdc
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -16,8 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -55,57 +52,14 @@ func recordedConnectors(tb testing.TB) []recordedConnector {
 // in offset order, key and value byte for byte.
 func recordedEvents(tb testing.TB, connector, table string) []stream.Record {
 	tb.Helper()
-	f, err := os.Open(filepath.Join(recordedDir, connector, table+".jsonl"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer f.Close()
-	var recs []stream.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 16<<20)
-	for sc.Scan() {
-		var line struct {
-			Offset     int64
-			Key, Value json.RawMessage
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			tb.Fatalf("%s/%s.jsonl: %v", connector, table, err)
-		}
-		r := stream.Record{Topic: "rec_" + connector + ".public." + table, Offset: line.Offset}
-		if string(line.Key) != "null" {
-			r.Key = bytes.Clone(line.Key)
-		}
-		if string(line.Value) != "null" {
-			r.Value = bytes.Clone(line.Value)
-		}
-		recs = append(recs, r)
-	}
-	if err := sc.Err(); err != nil {
-		tb.Fatal(err)
-	}
-	if len(recs) == 0 {
-		tb.Fatalf("%s/%s.jsonl has no records", connector, table)
-	}
-	return recs
+	return cdctest.Events(tb, recordedDir, connector, table, "rec_"+connector+".public."+table)
 }
 
 // recordedRows reads expected/<mode>/<table>.<when>.jsonl: each source row
 // as its replica prints it, by column.
 func recordedRows(tb testing.TB, mode, table, when string) []map[string]*string {
 	tb.Helper()
-	b, err := os.ReadFile(filepath.Join(recordedDir, "expected", mode, table+"."+when+".jsonl"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	var rows []map[string]*string
-	for line := range bytes.Lines(b) {
-		var row map[string]*string
-		if err := json.Unmarshal(line, &row); err != nil {
-			tb.Fatal(err)
-		}
-		rows = append(rows, row)
-	}
-	return rows
+	return cdctest.Rows(tb, recordedDir, mode, table, when)
 }
 
 // deadLetter is a recorded event the decoder refuses, on purpose.
@@ -292,13 +246,7 @@ func columnsOfRecording(tb testing.TB, table string) []Column {
 // truncate, columns added, the unavailable TOASTed value).
 func TestRecordedEventsReplicateTheSourceRows(t *testing.T) {
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	RegisterTimeTZ(conn.TypeMap())
-	pgcopy.RegisterNumericCodec(conn.TypeMap())
+	conn := pgConn(t)
 	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {
 		t.Fatal(err)
 	}

@@ -53,27 +53,17 @@ type keyedChange struct {
 // was read.
 func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChange, []badRecord, error) {
 	out := make([]keyedChange, 0, len(records))
-	var bad []badRecord
-	for i := range records {
-		r := &records[i]
-		if b := tooLarge(r, w.cfg.MaxRecordBytes); b != nil {
-			bad = append(bad, *b)
-			continue
-		}
+	bad, err := decodeRecords(records, w.cfg.MaxRecordBytes, func(r *stream.Record, _ int) error {
 		out = append(out, keyedChange{rec: r})
 		c := &out[len(out)-1]
-		if err := sink.Changes.Decode(r, &c.ch); err != nil {
-			b, err := classify(r, err)
-			if err != nil {
-				return nil, nil, err
-			}
-			bad = append(bad, *b)
+		if err := sink.Changes.Decode(r, &c.ch); err != nil || c.ch.Op == cdc.OpNone {
 			out = out[:len(out)-1]
-			continue
+			return err
 		}
-		if c.ch.Op == cdc.OpNone {
-			out = out[:len(out)-1]
-		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
 	}
 	if !sameColumns(sink.Changes.Table(), sink.Table) {
 		return nil, nil, fmt.Errorf("the table of topic %s changed: %w", sink.Table.QualifiedName(), schema.ErrTableChanged)

@@ -1,12 +1,9 @@
 package ingest_test
 
 import (
-	"bufio"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +12,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -85,32 +83,12 @@ func changeWriter(t *testing.T, cfg ingest.Config) (*ingest.Writer, *pgxpool.Poo
 	}
 	cfg.Group = "g"
 	cfg.Sinks = map[string]ingest.Sink{"customers": {Table: d.Table(), Changes: d, Evolve: true}}
-	return claimed(t, pool, cfg, "customers")
-}
-
-func claimed(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config, topic string) (*ingest.Writer, *pgxpool.Pool, int64) {
-	t.Helper()
-	w, err := ingest.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	pos, err := w.Claim(t.Context(), topic, []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return w, pool, pos[0].Epoch
+	w, e := claimed(t, pool, cfg, "customers")
+	return w, pool, e
 }
 
 func customers(t *testing.T, pool *pgxpool.Pool) string {
-	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id || '=' || coalesce(name, 'NULL') || ':' || coalesce(qty::text, 'NULL'), ' ' ORDER BY id), '') FROM customers`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return rowsOf(t, pool, "customers", "name", "qty")
 }
 
 func cust(id int, name string, qty int) string {
@@ -309,7 +287,7 @@ func TestRecordedDebeziumEventsReplicateTheSourceRows(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				w, _, e := claimed(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{table: {Table: d.Table(), Changes: d, Evolve: true}}}, table)
+				w, e := claimed(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{table: {Table: d.Table(), Changes: d, Evolve: true}}}, table)
 				for at := 0; at < len(records); at += size {
 					end := min(at+size, len(records))
 					b := &stream.Batch{Topic: table, Epoch: e, FirstOffset: int64(at), NextOffset: int64(end), Records: records[at:end]}
@@ -334,52 +312,16 @@ const recordedDir = "../cdc/testdata/recorded/"
 
 func recordedRecords(t *testing.T, table string) []stream.Record {
 	t.Helper()
-	f, err := os.Open(recordedDir + "default/" + table + ".jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	var out []stream.Record
-	sc := bufio.NewScanner(f)
-	sc.Buffer(nil, 1<<24)
-	for sc.Scan() {
-		var line struct {
-			Offset     int64
-			Key, Value json.RawMessage
-		}
-		if err := json.Unmarshal(sc.Bytes(), &line); err != nil {
-			t.Fatal(err)
-		}
-		r := stream.Record{Topic: table, Offset: int64(len(out))}
-		if string(line.Key) != "null" && line.Key != nil {
-			r.Key = line.Key
-		}
-		if string(line.Value) != "null" && line.Value != nil {
-			r.Value = line.Value
-		}
-		out = append(out, r)
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return cdctest.Events(t, recordedDir, "default", table, table)
 }
 
 // expectedRows are the source's final rows, each its columns' text as
 // JSON with sorted keys, sorted.
 func expectedRows(t *testing.T, table string) []string {
 	t.Helper()
-	b, err := os.ReadFile(recordedDir + "expected/default/" + table + ".final.jsonl")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for line := range strings.Lines(string(b)) {
-		var m map[string]*string
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatal(err)
-		}
-		s, _ := json.Marshal(m) // sorted keys
+	for _, row := range cdctest.Rows(t, recordedDir, "default", table, "final") {
+		s, _ := json.Marshal(row) // sorted keys
 		out = append(out, string(s))
 	}
 	slices.Sort(out)

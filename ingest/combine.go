@@ -304,25 +304,35 @@ func (s *multiSource) record() (*stream.Record, *pending) {
 }
 
 func (s *multiSource) Next() bool {
-	if r, p := s.record(); r != nil {
-		row, bad, err := mapRecord(r, p.sink.Mapper, s.maxBytes, s.row)
-		switch {
-		case err != nil:
-			s.err = err
-			return false
-		case bad != nil:
-			s.bad = true
-			if bad.refusedByMapping() {
-				s.badTopic = r.Topic
-			}
-			s.err = errBadInCombined
-			return false
-		}
-		s.row = row
-		s.rows++
-		return true
+	r, p := s.record()
+	if r == nil {
+		return false
 	}
-	return false
+	row, bad, err := mapRecord(r, p.sink.Mapper, s.maxBytes, s.row)
+	if !s.took(r, bad, err) {
+		return false
+	}
+	s.row = row
+	return true
+}
+
+// took notes what decoding r came to (decodeRecord), and says whether its
+// row is in the COPY: a bad record ends the COPY, as any error does.
+func (s *multiSource) took(r *stream.Record, bad *badRecord, err error) bool {
+	switch {
+	case err != nil:
+		s.err = err
+		return false
+	case bad != nil:
+		s.bad = true
+		if bad.refusedByMapping() {
+			s.badTopic = r.Topic
+		}
+		s.err = errBadInCombined
+		return false
+	}
+	s.rows++
+	return true
 }
 
 var errBadInCombined = errors.New("a bad record in a combined batch")
@@ -339,24 +349,19 @@ func (s *multiSource) AppendsTuples() bool {
 
 // NextTuple is Next for RowAppenders: the row goes straight into dst.
 func (s *multiSource) NextTuple(dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, bool) {
-	if r, _ := s.record(); r != nil {
-		if tooLarge(r, s.maxBytes) != nil {
-			s.bad, s.err = true, errBadInCombined
-			return dst, false
-		}
-		out, err := s.append[s.bi](r, dst, oids, enc)
-		if err != nil {
-			if _, err := classify(r, err); err != nil {
-				s.err = err
-			} else {
-				s.bad, s.badTopic, s.err = true, r.Topic, errBadInCombined
-			}
-			return dst, false
-		}
-		s.rows++
-		return out, true
+	r, _ := s.record()
+	if r == nil {
+		return dst, false
 	}
-	return dst, false
+	out := dst
+	bad, err := decodeRecord(r, s.maxBytes, func(r *stream.Record) (err error) {
+		out, err = s.append[s.bi](r, dst, oids, enc)
+		return err
+	})
+	if !s.took(r, bad, err) {
+		return dst, false
+	}
+	return out, true
 }
 
 func (s *multiSource) Values() ([]any, error) { return s.row, nil }

@@ -32,15 +32,8 @@ const testWriteTimeout = time.Second
 // its table ready.
 func deadlineWriter(t *testing.T, pool *pgxpool.Pool, mapper ingest.RowMapper) *ingest.Writer {
 	t.Helper()
-	w, err := ingest.New(pool, ingest.Config{Group: "g", WriteTimeout: testWriteTimeout, ClaimLockTimeout: 300 * time.Millisecond,
+	return readyWriter(t, pool, ingest.Config{Group: "g", WriteTimeout: testWriteTimeout, ClaimLockTimeout: 300 * time.Millisecond,
 		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: mapper}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	return w
 }
 
 // admin is a connection of the test's own, outside the pool under test.

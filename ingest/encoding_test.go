@@ -40,13 +40,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {Table: m.Table(), Mapper: m}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {Table: m.Table(), Mapper: m}}})
 	b := batch(0, claim(t, w, 0).Epoch, 0, 3)
 	b.Records[1].Value = []byte(`{"n":"中"}`)
 	b.Records[1].Headers = []stream.Header{{Key: "clé", Value: []byte("中")}}

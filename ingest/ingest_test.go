@@ -36,6 +36,42 @@ func newWriter(t testing.TB, group string) (*ingest.Writer, *pgxpool.Pool) {
 	return w, pool
 }
 
+// readyWriter is a Writer of cfg on pool, its tables created.
+func readyWriter(t testing.TB, pool *pgxpool.Pool, cfg ingest.Config) *ingest.Writer {
+	t.Helper()
+	w, err := ingest.New(pool, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EnsureTables(context.Background(), true); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// claimed is readyWriter with partition 0 of topic claimed: its epoch.
+func claimed(t testing.TB, pool *pgxpool.Pool, cfg ingest.Config, topic string) (*ingest.Writer, int64) {
+	t.Helper()
+	w := readyWriter(t, pool, cfg)
+	pos, err := w.Claim(context.Background(), topic, []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w, pos[0].Epoch
+}
+
+// rowsOf is table's rows as "id=a:b ...", by id, NULL for a null.
+func rowsOf(t *testing.T, pool *pgxpool.Pool, table, a, b string) string {
+	t.Helper()
+	q := fmt.Sprintf(`SELECT coalesce(string_agg(id || '=' || coalesce(%[2]s::text, 'NULL') || ':' || coalesce(%[3]s::text, 'NULL'), ' ' ORDER BY id), '') FROM %[1]s`,
+		pgx.Identifier{table}.Sanitize(), pgx.Identifier{a}.Sanitize(), pgx.Identifier{b}.Sanitize())
+	var s string
+	if err := pool.QueryRow(context.Background(), q).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
 func writerOn(t testing.TB, pool *pgxpool.Pool, group string) *ingest.Writer {
 	t.Helper()
 	w, err := ingest.New(pool, ingest.Config{

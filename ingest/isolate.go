@@ -96,18 +96,15 @@ type mappedRow struct {
 // row more than once.
 func materialize(records []stream.Record, m RowMapper, maxBytes int) ([]mappedRow, []badRecord, error) {
 	rows := make([]mappedRow, 0, len(records))
-	var bad []badRecord
-	for i := range records {
-		r := &records[i]
-		values, b, err := mapRecord(r, m, maxBytes, nil)
-		switch {
-		case err != nil:
-			return nil, nil, err // not about the record: the batch is retried
-		case b != nil:
-			bad = append(bad, *b)
-		default:
+	bad, err := decodeRecords(records, maxBytes, func(r *stream.Record, _ int) error {
+		values, err := m.Row(r, nil)
+		if err == nil {
 			rows = append(rows, mappedRow{rec: r, values: values})
 		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err // not about the record: the batch is retried
 	}
 	return rows, bad, nil
 }

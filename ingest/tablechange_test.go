@@ -72,13 +72,7 @@ func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	m := &growingMapper{cols: []string{"a"}}
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {Table: m.Table(), Mapper: m}}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {Table: m.Table(), Mapper: m}}})
 	// Two partitions write at once; the records of each bring new members
 	// partway through, so one partition's change lands while the other's
 	// batch runs with the table it started with.

@@ -76,40 +76,22 @@ func keyIndexes(t schema.Table, key []string) []int {
 func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []badRecord, error) {
 	km := sink.Mapper.(KeyMapper)
 	ops := make([]upsertOp, 0, len(records))
-	var bad []badRecord
-	for i := range records {
-		r := &records[i]
-		if sink.Upsert.DeleteOnTombstone && km.IsTombstone(r) {
-			key, err := km.KeyRow(r)
-			if err != nil && !errors.Is(err, schema.ErrBadRecord) {
-				return nil, nil, err
-			}
-			if err != nil {
-				bad = append(bad, badRecordOf(r, err))
-				continue
-			}
-			ops = append(ops, upsertOp{rec: r, values: key, del: true})
-			continue
+	bad, err := decodeRecords(records, w.cfg.MaxRecordBytes, func(r *stream.Record, _ int) (err error) {
+		op := upsertOp{rec: r}
+		if op.del = sink.Upsert.DeleteOnTombstone && km.IsTombstone(r); op.del {
+			op.values, err = km.KeyRow(r)
+		} else {
+			op.values, err = sink.Mapper.Row(r, nil)
 		}
-		values, b, err := mapRecord(r, sink.Mapper, w.cfg.MaxRecordBytes, nil)
-		switch {
-		case err != nil:
-			return nil, nil, err // not about the record: the batch is retried
-		case b != nil:
-			bad = append(bad, *b)
-		default:
-			ops = append(ops, upsertOp{rec: r, values: values})
+		if err == nil {
+			ops = append(ops, op)
 		}
+		return err
+	})
+	if err != nil {
+		return nil, nil, err // not about the record: the batch is retried
 	}
 	return ops, bad, nil
-}
-
-func badRecordOf(r *stream.Record, err error) badRecord {
-	kind := schema.KindInvalidValue
-	if de, ok := err.(*schema.DecodeError); ok {
-		kind = de.Kind
-	}
-	return badRecord{rec: r, kind: kind, err: err}
 }
 
 func quotedList(names []string) string {
@@ -219,15 +201,8 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 		appendRow = appendFuncOf(a)
 	}
 	var row []any
-	var bad []badRecord
-	for i := range records {
-		r := &records[i]
-		if b := tooLarge(r, w.cfg.MaxRecordBytes); b != nil {
-			bad = append(bad, *b)
-			continue
-		}
+	bad, err := decodeRecords(records, w.cfg.MaxRecordBytes, func(r *stream.Record, i int) (err error) {
 		seq := int64(i)
-		var err error
 		switch {
 		case sink.Upsert.DeleteOnTombstone && km.IsTombstone(r):
 			var key []any
@@ -241,14 +216,11 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 				err = cs.appendValues(r, seq, row)
 			}
 		}
-		if err != nil {
-			b, err := classify(r, err)
-			if err != nil {
-				st.done(cs)
-				return nil, nil, err // not about the record: the batch is retried
-			}
-			bad = append(bad, *b)
-		}
+		return err
+	})
+	if err != nil {
+		st.done(cs)
+		return nil, nil, err // not about the record: the batch is retried
 	}
 	cs.finish()
 	return cs, bad, nil

@@ -44,18 +44,8 @@ func benchmarkUpsert(b *testing.B, updates bool) {
 		b.Fatal(err)
 	}
 	_, pool := pgtest.MigratedPool(b)
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"events": {Table: m.Table(), Mapper: m,
-		Upsert: &ingest.Upsert{Key: []string{"id"}}}}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err != nil {
-		b.Fatal(err)
-	}
-	pos, err := w.Claim(ctx, "events", []int32{0})
-	if err != nil {
-		b.Fatal(err)
-	}
+	w, epoch := claimed(b, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"events": {Table: m.Table(), Mapper: m,
+		Upsert: &ingest.Upsert{Key: []string{"id"}}}}}, "events")
 	records := make([]stream.Record, rows)
 	next := int64(0)
 	b.ReportAllocs()
@@ -71,7 +61,7 @@ func benchmarkUpsert(b *testing.B, updates bool) {
 				Value: []byte(`{"id":` + strconv.FormatInt(id, 10) + `,"user_id":"u` + strconv.FormatInt(o%100000, 10) +
 					`","amount":12.50,"country":"NL","ts":"2026-11-30T10:00:00.123Z","props":{"page":"/docs","device":"ios","ab":"x1"}}`)}
 		}
-		bt := &stream.Batch{Topic: "events", Epoch: pos[0].Epoch, FirstOffset: next, NextOffset: next + rows, Records: records}
+		bt := &stream.Batch{Topic: "events", Epoch: epoch, FirstOffset: next, NextOffset: next + rows, Records: records}
 		if err := w.Write(ctx, bt); err != nil {
 			b.Fatal(err)
 		}

@@ -97,13 +97,7 @@ func keyedWriterWith(t *testing.T, pool *pgxpool.Pool, kt keyType, parts int, cf
 	cfg.Group = "g"
 	cfg.Sinks = map[string]ingest.Sink{"keyed": {Table: keyedTable(kt), Mapper: keyedMapper{kt},
 		Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}
-	w, err := ingest.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err != nil {
-		t.Fatal(err)
-	}
+	w := readyWriter(t, pool, cfg)
 	ids := make([]int32, parts)
 	for p := range ids {
 		ids[p] = int32(p)

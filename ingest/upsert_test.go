@@ -42,20 +42,15 @@ func (accountsMapper) KeyRow(r *stream.Record) ([]any, error) {
 	return []any{string(r.Key)}, nil
 }
 
-func upsertWriter(t *testing.T, cfg ingest.Config) (*ingest.Writer, *pgxpool.Pool) {
+// upsertWriter is a writer of topic accounts into accounts by upsert,
+// partition 0 claimed at epoch.
+func upsertWriter(t *testing.T, cfg ingest.Config) (w *ingest.Writer, pool *pgxpool.Pool, epoch int64) {
 	t.Helper()
-	ctx := context.Background()
-	_, pool := pgtest.MigratedPool(t)
+	_, pool = pgtest.MigratedPool(t)
 	cfg.Group = "g"
 	cfg.Sinks = map[string]ingest.Sink{"accounts": {Table: accounts, Mapper: accountsMapper{}, Upsert: &ingest.Upsert{Key: []string{"id"}, DeleteOnTombstone: true}}}
-	w, err := ingest.New(pool, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err != nil {
-		t.Fatal(err)
-	}
-	return w, pool
+	w, epoch = claimed(t, pool, cfg, "accounts")
+	return w, pool, epoch
 }
 
 type op struct {
@@ -75,22 +70,12 @@ func accountBatch(epoch, first int64, ops ...op) *stream.Batch {
 }
 
 func tableState(t *testing.T, pool *pgxpool.Pool) string {
-	t.Helper()
-	var s string
-	if err := pool.QueryRow(context.Background(), `SELECT coalesce(string_agg(id || '=' || coalesce(name, 'NULL') || ':' || coalesce(balance::text, 'NULL'), ' ' ORDER BY id), '') FROM accounts`).Scan(&s); err != nil {
-		t.Fatal(err)
-	}
-	return s
+	return rowsOf(t, pool, "accounts", "name", "balance")
 }
 
 func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
-	w, pool := upsertWriter(t, ingest.Config{})
+	w, pool, e := upsertWriter(t, ingest.Config{})
 	ctx := context.Background()
-	pos, err := w.Claim(ctx, "accounts", []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := pos[0].Epoch
 	if err := w.Write(ctx, accountBatch(e, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"b", `{"name":"Bob","balance":5}`},
@@ -119,17 +104,21 @@ func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
 	}
 }
 
+// refusingAccounts is an upsert writer of accounts, a table that refuses a
+// negative balance, with partition 0 claimed at epoch.
+func refusingAccounts(t *testing.T) (w *ingest.Writer, pool *pgxpool.Pool, epoch int64) {
+	t.Helper()
+	w, pool, epoch = upsertWriter(t, ingest.Config{})
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE accounts ADD CHECK (balance >= 0)`); err != nil {
+		t.Fatal(err)
+	}
+	return w, pool, epoch
+}
+
 func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
-	w, pool := upsertWriter(t, ingest.Config{})
+	w, pool, epoch := refusingAccounts(t)
 	ctx := context.Background()
-	if _, err := pool.Exec(ctx, `ALTER TABLE accounts ADD CHECK (balance >= 0)`); err != nil {
-		t.Fatal(err)
-	}
-	pos, err := w.Claim(ctx, "accounts", []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res, err := trace(w).write(ctx, w, accountBatch(pos[0].Epoch, 0,
+	res, err := trace(w).write(ctx, w, accountBatch(epoch, 0,
 		op{"a", `{"name":"Ann","balance":10}`},
 		op{"a", `{"name":"Ann","balance":-5}`}, // refused: the row keeps the previous good version
 		op{"b", `{"name":"Bob","balance":3}`},
@@ -146,6 +135,32 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 	}
 	if !res.Isolated || res.DeadLetters != 2 {
 		t.Errorf("result = %+v", res)
+	}
+}
+
+func TestUpsertDeadLettersAnUnreadableRecordAsTheFastPathDoesWhenItGoesOneByOne(t *testing.T) {
+	w, pool, epoch := refusingAccounts(t)
+	ctx := context.Background()
+	b := accountBatch(epoch, 0,
+		op{"a", `{"name":"Ann","balance":10}`},
+		op{"b", `{"name":"Bob","balance":-5}`}, // refused: the batch goes operation by operation
+		op{"c", ""},
+	)
+	// Unreadable: no key, no value, so it looks like a tombstone; it must
+	// not reach the mapper's KeyRow on either path.
+	b.Records[2] = stream.Record{Topic: "accounts", Offset: 2, Unreadable: errors.New("the batch was over the fetch limit")}
+	res, err := trace(w).write(ctx, w, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := deadLetterKinds(t, pool); got[1] != "check_violation" || got[2] != ingest.KindBatchTooLarge || len(got) != 2 {
+		t.Errorf("dead letters = %v, want offset 1 check_violation, offset 2 %s", got, ingest.KindBatchTooLarge)
+	}
+	if !res.Isolated {
+		t.Errorf("result = %+v, want the batch applied one by one", res)
+	}
+	if got := tableState(t, pool); got != "a=Ann:10" {
+		t.Errorf("table = %q", got)
 	}
 }
 

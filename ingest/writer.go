@@ -575,17 +575,16 @@ func (s *rowSource) NextTuple(dst []byte, oids []uint32, enc pgcopy.FieldEncoder
 	for s.i < len(s.records) {
 		r := &s.records[s.i]
 		s.i++
-		if bad := tooLarge(r, s.maxBytes); bad != nil {
-			s.bad = append(s.bad, *bad)
-			continue
-		}
-		out, err := s.append(r, dst, oids, enc)
-		if err != nil {
-			bad, err := classify(r, err)
-			if err != nil {
-				s.err = err
-				return dst, false
-			}
+		out := dst
+		bad, err := decodeRecord(r, s.maxBytes, func(r *stream.Record) (err error) {
+			out, err = s.append(r, dst, oids, enc)
+			return err
+		})
+		switch {
+		case err != nil:
+			s.err = err
+			return dst, false
+		case bad != nil:
 			s.bad = append(s.bad, *bad)
 			continue
 		}
@@ -596,16 +595,43 @@ func (s *rowSource) NextTuple(dst []byte, oids []uint32, enc pgcopy.FieldEncoder
 
 // mapRecord builds the row of r into dst, or says why r is a bad record. An
 // error is not about the record: it aborts the batch.
-func mapRecord(r *stream.Record, m RowMapper, maxBytes int, dst []any) ([]any, *badRecord, error) {
+func mapRecord(r *stream.Record, m RowMapper, maxBytes int, dst []any) (row []any, bad *badRecord, err error) {
+	bad, err = decodeRecord(r, maxBytes, func(r *stream.Record) (err error) {
+		row, err = m.Row(r, dst)
+		return err
+	})
+	return row, bad, err
+}
+
+// decodeRecord is the prologue every path runs on a record: r is a bad
+// record when it is unreadable or over maxBytes (tooLarge); otherwise
+// decode reads it, and an error of decode is r as a bad record or an error
+// not about the record, which aborts the batch (classify).
+func decodeRecord(r *stream.Record, maxBytes int, decode func(r *stream.Record) error) (*badRecord, error) {
 	if bad := tooLarge(r, maxBytes); bad != nil {
-		return nil, bad, nil
+		return bad, nil
 	}
-	row, err := m.Row(r, dst)
-	if err == nil {
-		return row, nil, nil
+	if err := decode(r); err != nil {
+		return classify(r, err)
 	}
-	bad, err := classify(r, err)
-	return nil, bad, err
+	return nil, nil
+}
+
+// decodeRecords runs decodeRecord on each of records in order, decode
+// taking the record and its index, and returns the bad records; an error
+// not about a record stops it and is returned.
+func decodeRecords(records []stream.Record, maxBytes int, decode func(r *stream.Record, i int) error) ([]badRecord, error) {
+	var bad []badRecord
+	for i := range records {
+		b, err := decodeRecord(&records[i], maxBytes, func(r *stream.Record) error { return decode(r, i) })
+		if err != nil {
+			return nil, err
+		}
+		if b != nil {
+			bad = append(bad, *b)
+		}
+	}
+	return bad, nil
 }
 
 // tooLarge is r as a bad record when its key and value are over maxBytes,

@@ -348,29 +348,7 @@ func (f *feed) ledger() map[int64]fed {
 // until stopped or limit records were produced. The returned producer's
 // stopAndCheck stops it and reports its error.
 func (f *feed) start(t testing.TB, batch int, pause time.Duration, limit int) *producer {
-	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
-	ctx := t.Context()
-	go func() {
-		defer close(p.done)
-		for int(p.count.Load()) < limit {
-			n := min(batch, limit-int(p.count.Load()))
-			if err := f.produce(ctx, n); err != nil {
-				p.err = err
-				return
-			}
-			p.count.Add(int64(n))
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(pause):
-			}
-		}
-	}()
-	t.Cleanup(func() {
-		p.stopOnce.Do(func() { close(p.stop) })
-		<-p.done
-	})
-	return p
+	return startProducing(t, batch, pause, limit, f.produce)
 }
 
 // txnProducer runs Kafka transactions of records from the feed, committing

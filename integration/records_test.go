@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"strconv"
 	"sync"
@@ -165,18 +166,27 @@ type producer struct {
 // fails first, cleanup stops and joins the goroutine.
 func (s *scenario) startProducer(t testing.TB, batch int, pause time.Duration, limit int) *producer {
 	t.Helper()
+	return startProducing(t, batch, pause, limit, func(ctx context.Context, n int) error {
+		rs, ids := s.ledger.newRecords(s.topic, n)
+		if err := s.kafka.TryProduce(ctx, rs...); err != nil {
+			return err
+		}
+		return s.ledger.record(rs, ids)
+	})
+}
+
+// startProducing starts a producer whose goroutine calls produce(ctx, n)
+// for batches of n records (batch at most) with pause between them, until
+// limit records, an error of produce, or stopAndCheck. Cleanup stops and
+// joins the goroutine if the test ends first.
+func startProducing(t testing.TB, batch int, pause time.Duration, limit int, produce func(ctx context.Context, n int) error) *producer {
 	p := &producer{stop: make(chan struct{}), done: make(chan struct{})}
 	ctx := t.Context()
 	go func() {
 		defer close(p.done)
 		for int(p.count.Load()) < limit {
 			n := min(batch, limit-int(p.count.Load()))
-			rs, ids := s.ledger.newRecords(s.topic, n)
-			if err := s.kafka.TryProduce(ctx, rs...); err != nil {
-				p.err = err
-				return
-			}
-			if err := s.ledger.record(rs, ids); err != nil {
+			if err := produce(ctx, n); err != nil {
 				p.err = err
 				return
 			}

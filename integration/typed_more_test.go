@@ -3,6 +3,7 @@ package integration_test
 import (
 	"bytes"
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -10,8 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -65,12 +64,8 @@ type accountOp struct {
 // fixed set of keys, in small synchronous batches, and keeps every record
 // Kafka acknowledged with its partition and offset.
 type accountProducer struct {
-	stop     chan struct{}
-	stopOnce sync.Once
-	done     chan struct{}
-	count    atomic.Int64
-	ops      []accountOp // owned by the goroutine until done is closed
-	err      error       // set before done is closed
+	*producer
+	ops []accountOp // owned by the goroutine until done is closed
 }
 
 // startAccountProducer produces batches of batch records over keys ids,
@@ -78,46 +73,31 @@ type accountProducer struct {
 // stopped and joined when the test ends at the latest.
 func (s *scenario) startAccountProducer(t testing.TB, keys, batch int, pause time.Duration, limit int) *accountProducer {
 	t.Helper()
-	p := &accountProducer{stop: make(chan struct{}), done: make(chan struct{})}
-	ctx := t.Context()
-	go func() {
-		defer close(p.done)
-		var version int64
-		for len(p.ops) < limit {
-			n := min(batch, limit-len(p.ops))
-			rs := make([]*kgo.Record, n)
-			ops := make([]accountOp, n)
-			for i := range rs {
-				version++
-				op := accountOp{id: rand.N(keys), version: version, tombstone: rand.N(100) < 15}
-				rs[i] = &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d}`, op.id)}
-				if !op.tombstone {
-					cents := rand.N(10_000_000)
-					op.balance = fmt.Sprintf("%d.%02d", cents/100, cents%100)
-					op.name = fmt.Sprintf("n%d-é'v%d", op.id, version)
-					rs[i].Value = fmt.Appendf(nil, `{"balance":%s,"name":"%s","version":%d}`, op.balance, op.name, op.version)
-				}
-				ops[i] = op
+	p := &accountProducer{}
+	var version int64
+	p.producer = startProducing(t, batch, pause, limit, func(ctx context.Context, n int) error {
+		rs := make([]*kgo.Record, n)
+		ops := make([]accountOp, n)
+		for i := range rs {
+			version++
+			op := accountOp{id: rand.N(keys), version: version, tombstone: rand.N(100) < 15}
+			rs[i] = &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d}`, op.id)}
+			if !op.tombstone {
+				cents := rand.N(10_000_000)
+				op.balance = fmt.Sprintf("%d.%02d", cents/100, cents%100)
+				op.name = fmt.Sprintf("n%d-é'v%d", op.id, version)
+				rs[i].Value = fmt.Appendf(nil, `{"balance":%s,"name":"%s","version":%d}`, op.balance, op.name, op.version)
 			}
-			if err := s.kafka.TryProduce(ctx, rs...); err != nil {
-				p.err = err
-				return
-			}
-			for i, r := range rs {
-				ops[i].at = position{r.Partition, r.Offset}
-			}
-			p.ops = append(p.ops, ops...)
-			p.count.Add(int64(n))
-			select {
-			case <-p.stop:
-				return
-			case <-time.After(pause):
-			}
+			ops[i] = op
 		}
-	}()
-	t.Cleanup(func() {
-		p.stopOnce.Do(func() { close(p.stop) })
-		<-p.done
+		if err := s.kafka.TryProduce(ctx, rs...); err != nil {
+			return err
+		}
+		for i, r := range rs {
+			ops[i].at = position{r.Partition, r.Offset}
+		}
+		p.ops = append(p.ops, ops...)
+		return nil
 	})
 	return p
 }
@@ -126,11 +106,7 @@ func (s *scenario) startAccountProducer(t testing.TB, keys, batch int, pause tim
 // fails the test if producing failed, and returns the acknowledged records.
 func (p *accountProducer) stopAndCheck(t testing.TB) []accountOp {
 	t.Helper()
-	p.stopOnce.Do(func() { close(p.stop) })
-	<-p.done
-	if p.err != nil {
-		t.Fatalf("producer: %v", p.err)
-	}
+	p.producer.stopAndCheck(t)
 	return p.ops
 }
 

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 )
 
 func deleteBelow(t *testing.T, adm *kadm.Client, offset int64) {
@@ -22,13 +23,21 @@ func deleteBelow(t *testing.T, adm *kadm.Client, offset int64) {
 	}
 }
 
-func TestDataLossStopsThePartitionNamingTheRange(t *testing.T) {
+// lostBelow is a one-partition cluster of 100 records whose first 50
+// retention deleted, and a store whose next offset is 10: [10, 50) is lost.
+func lostBelow(t *testing.T) (*kfake.Cluster, *kadm.Client, *store) {
+	t.Helper()
 	c := newCluster(t, 1)
 	adm := admin(t, c)
 	produce(t, c, 100)
 	deleteBelow(t, adm, 50)
 	s := newStore()
 	s.next[0] = 10
+	return c, adm, s
+}
+
+func TestDataLossStopsThePartitionNamingTheRange(t *testing.T) {
+	c, _, s := lostBelow(t)
 	x := start(t, c, "g", s, nil)
 	var why []string
 	waitFor(t, 20*time.Second, "the partition to stop", func() bool { why = x.r.Stats().Stopped; return len(why) > 0 })
@@ -46,12 +55,7 @@ func TestDataLossStopsThePartitionNamingTheRange(t *testing.T) {
 }
 
 func TestDataLossSkipContinuesAtTheLogStart(t *testing.T) {
-	c := newCluster(t, 1)
-	adm := admin(t, c)
-	produce(t, c, 100)
-	deleteBelow(t, adm, 50)
-	s := newStore()
-	s.next[0] = 10
+	c, adm, s := lostBelow(t)
 	x := start(t, c, "g", s, func(c *Config) { c.OnDataLoss = OnDataLossSkip })
 	ends := endOffsets(t, adm)
 	waitFor(t, 20*time.Second, "catch up past the gap", func() bool { return s.caughtUp(ends) })

@@ -370,9 +370,9 @@ func (r *Reader) Assigned() []TopicPartition {
 func (r *Reader) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	commitCtx, stopCommits := context.WithCancel(ctx)
-	wg.Go(func() { r.commitLoop(commitCtx) })
+	wg.Go(func() { every(commitCtx, r.cfg.CommitInterval, r.commitDirty) })
 	if r.epochs != nil {
-		wg.Go(func() { r.fenceCheckLoop(commitCtx) })
+		wg.Go(func() { every(commitCtx, r.cfg.FenceCheckInterval, r.checkFences) })
 	}
 	defer func() {
 		stopCommits()
@@ -626,11 +626,9 @@ func (r *Reader) markDurable(tp TopicPartition, eo kgo.EpochOffset) {
 	r.dirty[tp] = true
 }
 
-// fenceCheckLoop compares stored epochs with the partitions' own every
-// FenceCheckInterval; a partition whose stored epoch moved on was fenced
-// (by an offsets reset or another owner) and re-claims.
-func (r *Reader) fenceCheckLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.FenceCheckInterval)
+// every calls fn every d until ctx is done, on the caller's goroutine.
+func every(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
+	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
 		select {
@@ -638,64 +636,63 @@ func (r *Reader) fenceCheckLoop(ctx context.Context) {
 			return
 		case <-t.C:
 		}
-		byTopic := map[string][]*partition{}
-		r.mu.Lock()
-		for tp, p := range r.parts {
-			byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+		fn(ctx)
+	}
+}
+
+// checkFences compares stored epochs with the partitions' own (Run calls
+// it every FenceCheckInterval); a partition whose stored epoch moved on
+// was fenced (by an offsets reset or another owner) and re-claims.
+func (r *Reader) checkFences(ctx context.Context) {
+	byTopic := map[string][]*partition{}
+	r.mu.Lock()
+	for tp, p := range r.parts {
+		byTopic[tp.Topic] = append(byTopic[tp.Topic], p)
+	}
+	r.mu.Unlock()
+	for topic, parts := range byTopic {
+		stored, err := r.epochs.Epochs(ctx, topic)
+		if err != nil {
+			r.log.Debug("fence check", "topic", topic, "error", err.Error())
+			continue
 		}
-		r.mu.Unlock()
-		for topic, parts := range byTopic {
-			stored, err := r.epochs.Epochs(ctx, topic)
-			if err != nil {
-				r.log.Debug("fence check", "topic", topic, "error", err.Error())
-				continue
-			}
-			for _, p := range parts {
-				if e, ok := stored[p.tp.Partition]; ok && p.fencedBy(e) {
-					r.log.Warn("partition fenced while idle (offsets reset or a new owner); re-claiming",
-						"topic", topic, "partition", p.tp.Partition, "stored_epoch", e)
-				}
+		for _, p := range parts {
+			if e, ok := stored[p.tp.Partition]; ok && p.fencedBy(e) {
+				r.log.Warn("partition fenced while idle (offsets reset or a new owner); re-claiming",
+					"topic", topic, "partition", p.tp.Partition, "stored_epoch", e)
 			}
 		}
 	}
 }
 
-// commitLoop mirrors durable offsets to the Kafka group, coalesced on
-// CommitInterval. Failures are harmless (Postgres is authoritative) and
-// retried on the next tick while the partition is still owned.
-func (r *Reader) commitLoop(ctx context.Context) {
-	t := time.NewTicker(r.cfg.CommitInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
+// commitDirty mirrors the durable offsets that moved to the Kafka group
+// (Run calls it every CommitInterval, which coalesces them). Failures are
+// harmless (Postgres is authoritative) and retried on the next tick while
+// the partition is still owned.
+func (r *Reader) commitDirty(ctx context.Context) {
+	offs := r.takeDirty()
+	if len(offs) == 0 {
+		return
+	}
+	r.cl.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
+		if err == nil {
+			err = commitResponseErr(resp)
+		}
+		if err == nil {
+			r.noteMirrored(offs)
 			return
-		case <-t.C:
 		}
-		offs := r.takeDirty()
-		if len(offs) == 0 {
-			continue
-		}
-		r.cl.CommitOffsets(ctx, offs, func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err == nil {
-				err = commitResponseErr(resp)
-			}
-			if err == nil {
-				r.noteMirrored(offs)
-				return
-			}
-			r.log.Debug("kafka group commit failed; retrying on the next tick (Postgres is authoritative)", "error", err.Error())
-			r.mu.Lock()
-			for t, ps := range offs {
-				for p := range ps {
-					if r.parts[TopicPartition{t, p}] != nil {
-						r.dirty[TopicPartition{t, p}] = true
-					}
+		r.log.Debug("kafka group commit failed; retrying on the next tick (Postgres is authoritative)", "error", err.Error())
+		r.mu.Lock()
+		for t, ps := range offs {
+			for p := range ps {
+				if r.parts[TopicPartition{t, p}] != nil {
+					r.dirty[TopicPartition{t, p}] = true
 				}
 			}
-			r.mu.Unlock()
-		})
-	}
+		}
+		r.mu.Unlock()
+	})
 }
 
 // noteMirrored records offsets the Kafka group accepted.

@@ -350,31 +350,41 @@ func (o *inferOptions) render(inf *inference, smp *samples) (string, ingest.Sink
 		return "", ingest.Sink{}, fmt.Errorf("encode the config: %w", err)
 	}
 	flowColumns(&doc)
+	var head strings.Builder
+	fmt.Fprintf(&head, "# kafka2pg infer: %d record values of topic %q (%d partitions) sampled", len(smp.values), o.topic, smp.partitions)
+	if inf.skipped > 0 || smp.tombstones > 0 {
+		fmt.Fprintf(&head, "; %d not JSON objects and %d tombstones left out", inf.skipped, smp.tombstones)
+	}
+	head.WriteString(".\n")
+	if smp.timedOut {
+		head.WriteString("# The sampling stopped at --timeout, before every partition's end.\n")
+	}
+	head.WriteString("# Types are guesses from the samples: read them, then `kafka2pg check --config FILE`.\n")
+	head.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL) and any Kafka TLS/SASL settings.\n")
+	text, err := o.configText(head.String(), sink.Table, &doc)
+	return text, sink, err
+}
+
+// configText is the config infer prints: the header comment head, then
+// o.tableNote and the CREATE TABLE that run would plan for t, as comments,
+// then cfg as YAML.
+func (o *inferOptions) configText(head string, t schema.Table, cfg any) (string, error) {
 	var body bytes.Buffer
 	enc := yaml.NewEncoder(&body)
 	enc.SetIndent(2)
-	if err := enc.Encode(&doc); err != nil {
-		return "", ingest.Sink{}, fmt.Errorf("encode the config: %w", err)
+	if err := enc.Encode(cfg); err != nil {
+		return "", fmt.Errorf("encode the config: %w", err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "# kafka2pg infer: %d record values of topic %q (%d partitions) sampled", len(smp.values), o.topic, smp.partitions)
-	if inf.skipped > 0 || smp.tombstones > 0 {
-		fmt.Fprintf(&b, "; %d not JSON objects and %d tombstones left out", inf.skipped, smp.tombstones)
-	}
-	b.WriteString(".\n")
-	if smp.timedOut {
-		b.WriteString("# The sampling stopped at --timeout, before every partition's end.\n")
-	}
-	b.WriteString("# Types are guesses from the samples: read them, then `kafka2pg check --config FILE`.\n")
-	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL) and any Kafka TLS/SASL settings.\n")
+	b.WriteString(head)
 	b.WriteString(o.tableNote)
 	b.WriteString("#\n# The table run creates:\n#\n")
-	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(sink.Table)), "\n"), "\n") {
+	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(t)), "\n"), "\n") {
 		b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
 	}
 	b.WriteString("\n")
 	b.Write(body.Bytes())
-	return b.String(), sink, nil
+	return b.String(), nil
 }
 
 // flowColumns writes each column on one line: - {name: ..., path: ..., type: ...}.
@@ -461,23 +471,10 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	}
 	cfgOut := inferredConfig{Brokers: o.brokers, Group: o.group, Registry: o.registry.urls,
 		Sinks: []inferredSinkYAML{{Topic: sc.Topic, Table: sc.Table, Format: format, Message: sc.Message, Mode: sc.Mode}}}
-	var body bytes.Buffer
-	enc := yaml.NewEncoder(&body)
-	enc.SetIndent(2)
-	if err := enc.Encode(cfgOut); err != nil {
-		return "", ingest.Sink{}, fmt.Errorf("encode the config: %w", err)
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "# kafka2pg infer: %d record values of topic %q (%d partitions) are %s in the Schema Registry wire format (schema id %d, subject %q).\n",
-		len(smp.values), o.topic, smp.partitions, format, id, o.topic+"-value")
-	b.WriteString("# The columns come from the subject's versions; new versions evolve the table while run runs.\n")
-	b.WriteString("# Add pg-url (or set KAFKA2PG_PG_URL), the registry's credentials and any Kafka TLS/SASL settings.\n")
-	b.WriteString(o.tableNote)
-	b.WriteString("#\n# The table run creates:\n#\n")
-	for _, line := range strings.Split(strings.TrimRight(schema.PlanSQL(schema.PlanCreate(sink.Table)), "\n"), "\n") {
-		b.WriteString(strings.TrimRight("#   "+line, " ") + "\n")
-	}
-	b.WriteString("\n")
-	b.Write(body.Bytes())
-	return b.String(), sink, nil
+	head := fmt.Sprintf("# kafka2pg infer: %d record values of topic %q (%d partitions) are %s in the Schema Registry wire format (schema id %d, subject %q).\n",
+		len(smp.values), o.topic, smp.partitions, format, id, o.topic+"-value") +
+		"# The columns come from the subject's versions; new versions evolve the table while run runs.\n" +
+		"# Add pg-url (or set KAFKA2PG_PG_URL), the registry's credentials and any Kafka TLS/SASL settings.\n"
+	text, err := o.configText(head, sink.Table, cfgOut)
+	return text, sink, err
 }

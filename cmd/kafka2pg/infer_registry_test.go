@@ -46,12 +46,7 @@ func TestInferReadsTheSchemaOfWireFormatValues(t *testing.T) {
 	if !ok {
 		t.Fatalf("run does not accept the printed config: %s", errs)
 	}
-	if err := o.connectRegistry(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := buildSinks(o); err != nil {
-		t.Fatalf("the printed config's sinks: %v", err)
-	}
+	registrySinks(t, o, "the printed config's sinks")
 }
 
 // TestInferNamesTheProtobufMessageOfTheSamples samples Protobuf records of

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -83,13 +84,7 @@ func TestTheMappingRegistryExampleIsValid(t *testing.T) {
 	if !ok {
 		t.Fatalf("MAPPING.md example: %s", stderr)
 	}
-	if err := o.connectRegistry(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	sinks, err := buildSinks(o)
-	if err != nil {
-		t.Fatalf("MAPPING.md example: %v", err)
-	}
+	sinks := registrySinks(t, o, "MAPPING.md example")
 	if len(sinks) != 3 {
 		t.Fatalf("%d sinks", len(sinks))
 	}
@@ -105,6 +100,20 @@ func TestTheMappingRegistryExampleIsValid(t *testing.T) {
 	if u := sinks["customers"].Upsert; u == nil || !u.DeleteOnTombstone || strings.Join(u.Key, ",") != "key_id" {
 		t.Errorf("customers upsert %+v", u)
 	}
+}
+
+// registrySinks connects o's schema registry and builds its sinks; what
+// names them in a failure.
+func registrySinks(t *testing.T, o *runOptions, what string) map[string]ingest.Sink {
+	t.Helper()
+	if err := o.connectRegistry(t.Context()); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	sinks, err := buildSinks(o)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	return sinks
 }
 
 func columnsOf(t schema.Table) string {

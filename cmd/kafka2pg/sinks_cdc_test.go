@@ -322,13 +322,7 @@ sinks:
 	if !ok {
 		t.Fatalf("refused: %s", stderr)
 	}
-	if err := o.connectRegistry(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	sinks, err := buildSinks(o)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sinks := registrySinks(t, o, "sinks")
 
 	avroSchema := avro.MustParse(itemsAvro)
 	row := map[string]any{"id": int64(7), "price": big.NewRat(1250, 100), "at": int64(1709164800123456)}
@@ -427,13 +421,7 @@ func TestTheMappingChangeExampleIsValid(t *testing.T) {
 	if !ok {
 		t.Fatalf("MAPPING.md example: %s", stderr)
 	}
-	if err := o.connectRegistry(t.Context()); err != nil {
-		t.Fatal(err)
-	}
-	sinks, err := buildSinks(o)
-	if err != nil {
-		t.Fatalf("MAPPING.md example: %v", err)
-	}
+	sinks := registrySinks(t, o, "MAPPING.md example")
 	if sinks["legacy.customers"].Changes == nil || sinks["connect.orders"].Upsert == nil {
 		t.Fatalf("sinks %+v", sinks)
 	}

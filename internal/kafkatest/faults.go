@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -102,11 +101,7 @@ func (k *Kafka) DeleteRecordsBefore(t testing.TB, topic string, before map[int32
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
 	defer cancel()
-	offsets := make(kadm.Offsets)
-	for p, o := range before {
-		offsets.AddOffset(topic, p, o, -1)
-	}
-	resp, err := k.adm.DeleteRecords(ctx, offsets)
+	resp, err := k.adm.DeleteRecords(ctx, adminOffsets(topic, before))
 	if err != nil {
 		t.Fatalf("delete records of %q before %v: %v", topic, before, err)
 	}

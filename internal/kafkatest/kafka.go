@@ -191,6 +191,16 @@ func (k *Kafka) GroupOffsets(t testing.TB, group, topic string) map[int32]int64 
 	return committed
 }
 
+// adminOffsets is at, the offsets of topic's partitions, as kadm takes
+// them (no leader epoch).
+func adminOffsets(topic string, at map[int32]int64) kadm.Offsets {
+	offsets := make(kadm.Offsets)
+	for p, o := range at {
+		offsets.AddOffset(topic, p, o, -1)
+	}
+	return offsets
+}
+
 // CommitGroupOffsets overwrites the group's committed offsets for the topic,
 // like kafka-consumer-groups --reset-offsets. Kafka accepts this only while
 // the group has no live members; see [Kafka.WaitGroupEmpty].
@@ -198,11 +208,7 @@ func (k *Kafka) CommitGroupOffsets(t testing.TB, group, topic string, offsets ma
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
 	defer cancel()
-	reset := make(kadm.Offsets)
-	for p, at := range offsets {
-		reset.AddOffset(topic, p, at, -1)
-	}
-	if err := k.adm.CommitAllOffsets(ctx, group, reset); err != nil {
+	if err := k.adm.CommitAllOffsets(ctx, group, adminOffsets(topic, offsets)); err != nil {
 		t.Fatalf("commit offsets %v of %q for group %q: %v", offsets, topic, group, err)
 	}
 }
