@@ -9,7 +9,8 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
-	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // Avro schemas → columns. The Avro type of each field picks its column
@@ -18,7 +19,7 @@ import (
 // unions other than [null, T] and anything inside them become jsonb. The
 // values are decoded straight from the wire into the Go types pgx encodes
 // (int32, int64, float32, float64, string, bool, []byte, time.Time,
-// pgtype.Time, pgtype.Numeric, pgtype.UUID), with the writer's schema: the
+// pgvalue.Time, pgvalue.Numeric, pgvalue.UUID), with the writer's schema: the
 // Confluent wire format names it.
 
 // avroScalar is one entry of the Avro type table.
@@ -50,7 +51,7 @@ var avroTypes = map[string]avroScalar{
 		if len(b.([]byte)) != 16 {
 			return nil, errors.New("a uuid fixed must have 16 bytes")
 		}
-		return pgtype.UUID{Bytes: [16]byte(b.([]byte)), Valid: true}, nil
+		return pgvalue.UUID(b.([]byte)), nil
 	}},
 	"int/date": {"date", func(r *avro.Reader, _ avro.Schema) (any, error) {
 		return time.Unix(int64(r.ReadInt())*86400, 0).UTC(), nil
@@ -79,7 +80,7 @@ func timeOfDay(us int64) (any, error) {
 	if us < 0 || us > microsPerDay {
 		return nil, &fieldError{kind: KindOutOfRange, msg: fmt.Sprintf("time of day %dµs is not within one day", us)}
 	}
-	return pgtype.Time{Microseconds: us, Valid: true}, nil
+	return pgvalue.Time{Microseconds: us}, nil
 }
 
 func readAvroText(r *avro.Reader, _ avro.Schema) (any, error) {
@@ -111,16 +112,15 @@ func parseUUIDText(s string) (any, error) {
 	if len(s) != 36 || len(h) != 32 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
 		return nil, &fieldError{kind: KindInvalidUUID, msg: fmt.Sprintf("%q is not a UUID", s)}
 	}
-	var u pgtype.UUID
+	var u pgvalue.UUID
 	for i := range 16 {
 		hi, ok1 := unhex(h[2*i])
 		lo, ok2 := unhex(h[2*i+1])
 		if !ok1 || !ok2 {
 			return nil, &fieldError{kind: KindInvalidUUID, msg: fmt.Sprintf("%q is not a UUID", s)}
 		}
-		u.Bytes[i] = hi<<4 | lo
+		u[i] = hi<<4 | lo
 	}
-	u.Valid = true
 	return u, nil
 }
 
@@ -150,7 +150,7 @@ func avroDecimal(r *avro.Reader, s avro.Schema, scale int) (any, error) {
 	if len(b) > 0 && b[0]&0x80 != 0 {
 		n.Sub(n, new(big.Int).Lsh(big.NewInt(1), uint(8*len(b))))
 	}
-	return pgtype.Numeric{Int: n, Exp: int32(-scale), Valid: true}, nil
+	return pgvalue.Numeric{Int: n, Exp: int32(-scale)}, nil
 }
 
 // ParseAvro parses an Avro schema of the registry, with the schemas it

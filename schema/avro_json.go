@@ -6,11 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	"github.com/hamba/avro/v2"
-	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // Avro values in jsonb columns: arrays, maps, unions other than [null, T],
@@ -104,8 +104,7 @@ func avroJSON(r *avro.Reader, s avro.Schema, depth int) (any, error) {
 			if err != nil {
 				return nil, err
 			}
-			n := v.(pgtype.Numeric)
-			return json.Number(numericString(n)), nil
+			return json.Number(v.(pgvalue.Numeric).String()), nil
 		}
 		key += "/" + string(l.Logical().Type())
 	}
@@ -130,12 +129,10 @@ func jsonScalar(v any) any {
 		return base64.StdEncoding.EncodeToString(x)
 	case time.Time:
 		return x.Format(time.RFC3339Nano)
-	case pgtype.Time:
-		us := x.Microseconds
-		return fmt.Sprintf("%02d:%02d:%02d.%06d", us/3600e6, us/60e6%60, us/1e6%60, us%1e6)
-	case pgtype.UUID:
-		b := x.Bytes
-		return fmt.Sprintf("%x-%x-%x-%x-%x", b[0:4], b[4:6], b[6:8], b[8:10], b[10:16])
+	case pgvalue.Time:
+		return x.String()
+	case pgvalue.UUID:
+		return x.String()
 	case float32:
 		if math.IsNaN(float64(x)) || math.IsInf(float64(x), 0) {
 			return fmt.Sprint(x)
@@ -146,25 +143,4 @@ func jsonScalar(v any) any {
 		}
 	}
 	return v
-}
-
-// numericString writes a numeric in plain decimal notation.
-func numericString(n pgtype.Numeric) string {
-	s := n.Int.String()
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	switch {
-	case n.Exp > 0:
-		s += strings.Repeat("0", int(n.Exp))
-	case n.Exp < 0:
-		scale := int(-n.Exp)
-		if len(s) <= scale {
-			s = strings.Repeat("0", scale-len(s)+1) + s
-		}
-		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
-	}
-	if neg {
-		s = "-" + s
-	}
-	return s
 }

@@ -5,23 +5,21 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
-	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Rows straight into binary COPY. JSONMapper.AppendRow writes a record's
 // row as the fields of one binary COPY tuple without building Row's []any:
 // no value is boxed, no numeric becomes a big.Int, and the COPY encoder
-// does not look at the values again. The bytes are the ones pgx (with
-// pgcopy.NumericCodec) writes for Row's values (FuzzAppendRowMatchesRow). The
+// does not look at the values again. The bytes are the ones package
+// pgcopy writes for Row's values (FuzzAppendRowMatchesRow). The
 // commonest values of a column (its type's quick kind in types.go) are
 // appended from the document's bytes by appendQuick; the others go through
 // a jsonValue to the type's appendField. A caller that appends many rows
 // in turn (ingest's COPY) takes AppendRowFunc, whose scratch space is its
 // own. The field encodings themselves (times, numerics, the field layout)
-// are package pgcopy's.
+// are package pgvalue's.
 
 // appendFunc writes the binary form of a JSON value for a column of its
 // type. A value it leaves to the FieldEncoder (rare ones, such as numerics
@@ -85,7 +83,7 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 		return dst, nil, cerr
 	}
 	if len(d.digits) <= 19 {
-		if out, ok := pgcopy.AppendDecimal(dst, d.uint64(), d.neg, int32(d.exp)); ok {
+		if out, ok := pgvalue.AppendDecimal(dst, d.uint64(), d.neg, int32(d.exp)); ok {
 			return out, nil, nil
 		}
 	}
@@ -97,24 +95,24 @@ func appendNumericField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *con
 // applied); false leaves it to numericOf.
 func (c *colType) appendShortNumeric(dst []byte, s string) ([]byte, bool) {
 	if abs, exp, neg, ok := c.shortNumeric(s); ok {
-		return pgcopy.AppendDecimal(dst, abs, neg, exp)
+		return pgvalue.AppendDecimal(dst, abs, neg, exp)
 	}
 	return dst, false
 }
 
 func appendTimestamptzField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := parseTimestamp(c, *v, true)
-	return pgcopy.AppendTimestamptz(dst, t), nil, cerr
+	return pgvalue.AppendTimestamptz(dst, t), nil, cerr
 }
 
 func appendTimestampField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := parseTimestamp(c, *v, false)
-	return pgcopy.AppendTimestamp(dst, t), nil, cerr
+	return pgvalue.AppendTimestamp(dst, t), nil, cerr
 }
 
 func appendDateField(c *colType, v *jsonValue, dst []byte) ([]byte, any, *convError) {
 	t, cerr := dateOf(c, *v)
-	return pgcopy.AppendDate(dst, t), nil, cerr
+	return pgvalue.AppendDate(dst, t), nil, cerr
 }
 
 // appendJSONBField writes jsonb's binary format: version 1, then the text.
@@ -163,13 +161,13 @@ func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, o
 			break
 		}
 		switch c.oid {
-		case pgtype.Int8OID:
+		case pgvalue.Int8OID:
 			return binary.BigEndian.AppendUint64(dst, uint64(n)), true
-		case pgtype.Int4OID:
+		case pgvalue.Int4OID:
 			if n == int64(int32(n)) {
 				return binary.BigEndian.AppendUint32(dst, uint32(n)), true
 			}
-		case pgtype.Int2OID:
+		case pgvalue.Int2OID:
 			if n == int64(int16(n)) {
 				return binary.BigEndian.AppendUint16(dst, uint16(n)), true
 			}
@@ -181,7 +179,7 @@ func (c *mappedColumn) appendQuick(doc []byte, h hit, dst []byte) (out []byte, o
 	case quickTimestamptz:
 		if h.kind == kindString && !h.esc {
 			if t, ok := quickTimestamp(h.body(doc)); ok {
-				return pgcopy.AppendTimestamptz(dst, t), true
+				return pgvalue.AppendTimestamptz(dst, t), true
 			}
 		}
 	}
@@ -198,18 +196,18 @@ func (c *mappedColumn) nativeOID() uint32 {
 		}
 		return c.typ.base.oid
 	case metaTopic:
-		return pgtype.TextOID
+		return pgvalue.TextOID
 	case metaPartition:
-		return pgtype.Int4OID
+		return pgvalue.Int4OID
 	case metaOffset:
-		return pgtype.Int8OID
+		return pgvalue.Int8OID
 	case metaTimestamp:
-		return pgtype.TimestamptzOID
+		return pgvalue.TimestamptzOID
 	case metaHeaders:
-		return pgtype.JSONBOID
+		return pgvalue.JSONBOID
 	case metaKey:
 		if c.keyFormat == KeyFormatBytes {
-			return pgtype.ByteaOID
+			return pgvalue.ByteaOID
 		}
 	}
 	return 0
@@ -221,7 +219,7 @@ func (c *mappedColumn) nativeOID() uint32 {
 // its mapping makes is written here, others through enc with the value Row
 // gives, as are the rare values written here otherwise. A record that does
 // not fit returns dst unchanged and the error Row returns.
-func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 	rs := m.getState()
 	defer m.putState(rs)
 	return m.appendRow(rs, r, dst, oids, enc)
@@ -232,16 +230,16 @@ func (m *JSONMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc 
 // state and gives it back with an atomic swap and compare-and-swap a row,
 // on a word every COPY of the mapper shares, which the table's concurrent
 // writers pulled from each other's cache for every row.
-func (m *JSONMapper) AppendRowFunc() func(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) AppendRowFunc() func(r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 	rs := &rowState{}
-	return func(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+	return func(r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 		out, err := m.appendRow(rs, r, dst, oids, enc)
 		rs.endRow()
 		return out, err
 	}
 }
 
-func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 	if len(oids) != len(m.cols) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of %s", len(oids), len(m.cols), m.table.QualifiedName())
 	}
@@ -257,7 +255,7 @@ func (m *JSONMapper) appendRow(rs *rowState, r *stream.Record, dst []byte, oids 
 	return dst, nil
 }
 
-func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []byte, oid uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []byte, oid uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 	c := &m.cols[i]
 	if oid == 0 || oid != c.oid {
 		v, err := m.value(c, r, rs)
@@ -303,7 +301,7 @@ func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []by
 		if r.Timestamp.IsZero() {
 			return m.appendNullMeta(c, r, rs, dst, at)
 		}
-		dst = pgcopy.AppendTimestamptz(dst, r.Timestamp)
+		dst = pgvalue.AppendTimestamptz(dst, r.Timestamp)
 	case metaHeaders:
 		if len(r.Headers) == 0 {
 			return m.appendNullMeta(c, r, rs, dst, at)
@@ -321,20 +319,20 @@ func (m *JSONMapper) appendField(i int, r *stream.Record, rs *rowState, dst []by
 
 // rawOIDs are the types of RawTable's columns, in order.
 func (m RawMapper) rawOIDs() [7]uint32 {
-	value := uint32(pgtype.JSONBOID)
+	value := uint32(pgvalue.JSONBOID)
 	switch m.Format {
 	case ValueText:
-		value = pgtype.TextOID
+		value = pgvalue.TextOID
 	case ValueBytes:
-		value = pgtype.ByteaOID
+		value = pgvalue.ByteaOID
 	}
-	return [7]uint32{pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.ByteaOID, pgtype.JSONBOID, value}
+	return [7]uint32{pgvalue.TextOID, pgvalue.Int4OID, pgvalue.Int8OID, pgvalue.TimestamptzOID, pgvalue.ByteaOID, pgvalue.JSONBOID, value}
 }
 
 // AppendRow is Row written straight into binary COPY, as
 // JSONMapper.AppendRow: the bytes pgx writes for Row's values. A table
 // whose columns have other types gets Row's values through enc.
-func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 	return m.appendRow(r, dst, oids, enc, true)
 }
 
@@ -351,11 +349,11 @@ func (m RawMapper) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc pg
 // (encoding/json's 10,000 levels) and Postgres would store it, or fail on
 // its stack (SQLSTATE 54001, not about the row). A value of at most
 // maxNestingDepth bytes cannot nest that deep; longer ones are checked.
-func (m RawMapper) AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error) {
+func (m RawMapper) AppendRowUnchecked(r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder) ([]byte, error) {
 	return m.appendRow(r, dst, oids, enc, m.Format != ValueJSON || len(r.Value) > maxNestingDepth)
 }
 
-func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder, check bool) ([]byte, error) {
+func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pgvalue.FieldEncoder, check bool) ([]byte, error) {
 	native := m.rawOIDs()
 	if len(oids) != len(native) {
 		return dst, fmt.Errorf("append row: %d column types for the %d columns of a zero-config table", len(oids), len(native))
@@ -378,20 +376,20 @@ func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pg
 			return dst, err
 		}
 	}
-	dst = pgcopy.AppendBytesField(dst, r.Topic)
+	dst = pgvalue.AppendBytesField(dst, r.Topic)
 	dst = binary.BigEndian.AppendUint32(dst, 4)
 	dst = binary.BigEndian.AppendUint32(dst, uint32(r.Partition))
 	dst = binary.BigEndian.AppendUint32(dst, 8)
 	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Offset))
 	dst = binary.BigEndian.AppendUint32(dst, 8)
-	dst = pgcopy.AppendTimestamptz(dst, r.Timestamp)
+	dst = pgvalue.AppendTimestamptz(dst, r.Timestamp)
 	if r.Key == nil {
-		dst = pgcopy.AppendNull(dst)
+		dst = pgvalue.AppendNull(dst)
 	} else {
-		dst = pgcopy.AppendBytesField(dst, r.Key)
+		dst = pgvalue.AppendBytesField(dst, r.Key)
 	}
 	if len(r.Headers) == 0 {
-		dst = pgcopy.AppendNull(dst)
+		dst = pgvalue.AppendNull(dst)
 	} else {
 		at := len(dst)
 		dst = appendHeadersJSON(append(binary.BigEndian.AppendUint32(dst, 0), 1), r.Headers)
@@ -399,12 +397,12 @@ func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pg
 	}
 	switch {
 	case r.Value == nil:
-		dst = pgcopy.AppendNull(dst)
+		dst = pgvalue.AppendNull(dst)
 	case m.Format == ValueJSON:
 		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Value)+1))
 		dst = append(append(dst, 1), r.Value...)
 	default:
-		dst = pgcopy.AppendBytesField(dst, r.Value)
+		dst = pgvalue.AppendBytesField(dst, r.Value)
 	}
 	return dst, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -77,7 +78,7 @@ func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *stream.Reco
 			if v == nil {
 				continue
 			}
-			out, err := tm.Encode(oids[i], pgtype.BinaryFormatCode, v, want)
+			out, err := tm.Encode(oids[i], pgtype.BinaryFormatCode, pgcopy.PgxValue(v), want)
 			if err != nil {
 				t.Fatalf("pgx cannot encode column %d's %#v as type %d: %v", i, v, oids[i], err)
 			}
@@ -103,7 +104,7 @@ func checkRawAppendRow(t *testing.T, m RawMapper, tm *pgtype.Map, r *stream.Reco
 			if v == nil {
 				return dst, nil
 			}
-			out, err := tm.Encode(oids[col], pgtype.BinaryFormatCode, v, dst)
+			out, err := tm.Encode(oids[col], pgtype.BinaryFormatCode, pgcopy.PgxValue(v), dst)
 			if err != nil || out == nil {
 				return dst, err
 			}
@@ -237,7 +238,7 @@ func checkAppendRow(t *testing.T, m *JSONMapper, tm *pgtype.Map, r *stream.Recor
 		if row[i] == nil {
 			continue
 		}
-		out, err := tm.Encode(c.oid, pgtype.BinaryFormatCode, row[i], want)
+		out, err := tm.Encode(c.oid, pgtype.BinaryFormatCode, pgcopy.PgxValue(row[i]), want)
 		if err != nil {
 			t.Fatalf("value %.200q: pgx cannot encode column %s's %#v: %v", r.Value, c.name, row[i], err)
 		}
@@ -300,8 +301,8 @@ func TestShortNumericWritesWhatNumericOfWrites(t *testing.T) {
 					t.Errorf("%s %q: the fast path takes it, numericOf says %s", typ, l, cerr.msg)
 					continue
 				}
-				want, wok := pgcopy.AppendDecimal(nil, d.uint64(), d.neg, int32(d.exp))
-				got, gok := pgcopy.AppendDecimal(nil, abs, neg, exp)
+				want, wok := pgvalue.AppendDecimal(nil, d.uint64(), d.neg, int32(d.exp))
+				got, gok := pgvalue.AppendDecimal(nil, abs, neg, exp)
 				if !wok || !gok || !bytes.Equal(got, want) {
 					t.Errorf("%s %q: fast %d×10^%d neg %v (% x), numericOf %s×10^%d neg %v (% x)", typ, l, abs, exp, neg, got, d.digits, d.exp, d.neg, want)
 				}

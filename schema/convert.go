@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // The converters of the type table: a JSON value (never null) to the Go
@@ -347,14 +347,13 @@ func convertUUID(_ *colType, v jsonValue) (any, *convError) {
 		}
 		h = h[:8] + h[9:13] + h[14:18] + h[19:23] + h[24:]
 	}
-	var u pgtype.UUID
+	var u pgvalue.UUID
 	if len(h) != 32 {
 		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: want 32 hex digits, as in 123e4567-e89b-12d3-a456-426614174000", describe(v))
 	}
-	if _, err := hex.Decode(u.Bytes[:], []byte(h)); err != nil {
+	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
 		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: it has a character that is not a hex digit", describe(v))
 	}
-	u.Valid = true
 	return u, nil
 }
 

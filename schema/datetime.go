@@ -3,7 +3,7 @@ package schema
 import (
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // Dates, times of day and timestamps: the converters of the date, time,
@@ -148,13 +148,13 @@ func convertTime(c *colType, v jsonValue) (any, *convError) {
 		if us < 0 || us > microsPerDay {
 			return nil, convErrorf(KindOutOfRange, "%s is not within one day since midnight", describe(v))
 		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
+		return pgvalue.Time{Microseconds: us}, nil
 	case kindString:
 		us, ok := parseTimeOfDay(v.text)
 		if !ok {
 			return nil, convErrorf(KindInvalidTimestamp, "%s is not a time of day as HH:MM:SS[.ffffff] (no offset)", describe(v))
 		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
+		return pgvalue.Time{Microseconds: us}, nil
 	}
 	return nil, mismatch(v, "a time column takes an HH:MM:SS string, or a number with time_unit set")
 }

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // Exact decimal arithmetic for JSON numbers: enough to check integer
@@ -209,9 +209,9 @@ type smallInt struct {
 	w [1]big.Word
 }
 
-// numeric is the pgtype value; the exponent fits int32 because callers
+// numeric is the pgvalue value; the exponent fits int32 because callers
 // bound it first.
-func (d decimal) numeric() pgtype.Numeric {
+func (d decimal) numeric() pgvalue.Numeric {
 	var n *big.Int
 	switch {
 	case d.digits == "":
@@ -232,7 +232,7 @@ func (d decimal) numeric() pgtype.Numeric {
 			n.Neg(n)
 		}
 	}
-	return pgtype.Numeric{Int: n, Exp: int32(d.exp), Valid: true}
+	return pgvalue.Numeric{Int: n, Exp: int32(d.exp)}
 }
 
 // shortNumeric is numericOf without building a decimal, for the literals

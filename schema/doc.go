@@ -29,12 +29,16 @@
 //     (PlanCreate, PlanEvolve), golden-tested, and QuoteIdent.
 //   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
 //     COPY format byte for byte as pgx encodes Row's values
-//     (FuzzAppendRowMatchesRow), with package pgcopy's field encodings;
+//     (FuzzAppendRowMatchesRow), with package pgvalue's field encodings;
 //     RawMapper.AppendRowUnchecked, which leaves a JSON value's check to
 //     jsonb's input.
 //
+// Row's values are Go's (string, int64, time.Time, ...) and, for numeric,
+// time and uuid, package pgvalue's (pgvalue.Numeric, pgvalue.Time,
+// pgvalue.UUID); the type table keys on pgvalue's OIDs. Package pgcopy
+// encodes them into the COPY.
+//
 // Identifiers are always quoted, with QuoteIdent (ident.go). Of ours, it
-// imports stream (the record) and pgcopy (the field encodings of AppendRow);
-// of pgx, only pgtype, for Row's values (pgtype.Numeric) and the type OIDs
-// of the type table.
+// imports stream (the record) and pgvalue (Row's values, the type OIDs, the
+// field encodings of AppendRow); it does not link pgx.
 package schema

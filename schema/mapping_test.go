@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -29,7 +29,7 @@ func mapOne(t testing.TB, c ColumnSpec, value string) (any, error) {
 	return row[0], nil
 }
 
-func num(s string) pgtype.Numeric {
+func num(s string) pgvalue.Numeric {
 	d, ok := parseDecimal(s)
 	if !ok {
 		panic(s)
@@ -83,12 +83,12 @@ func TestJSONMapperConvertsEveryTypeAtItsEdges(t *testing.T) {
 		{"timestamp with an offset is converted to UTC", ColumnSpec{Type: "timestamp"}, `"2026-01-02T03:04:05+01:00"`, utc(2026, 1, 2, 2, 4, 5, 0)},
 		{"date", ColumnSpec{Type: "date"}, `"2024-02-29"`, utc(2024, 2, 29, 0, 0, 0, 0)},
 		{"date from epoch seconds takes the UTC day", ColumnSpec{Type: "date", TimeUnit: "s"}, `86399`, utc(1970, 1, 1, 0, 0, 0, 0)},
-		{"time with microseconds", ColumnSpec{Type: "time"}, `"23:59:59.999999"`, pgtype.Time{Microseconds: microsPerDay - 1, Valid: true}},
-		{"time 24:00:00 is the end of the day", ColumnSpec{Type: "time"}, `"24:00:00"`, pgtype.Time{Microseconds: microsPerDay, Valid: true}},
-		{"time without seconds", ColumnSpec{Type: "time"}, `"07:30"`, pgtype.Time{Microseconds: 27000e6, Valid: true}},
-		{"time from millis since midnight", ColumnSpec{Type: "time", TimeUnit: "ms"}, `1500`, pgtype.Time{Microseconds: 1500000, Valid: true}},
+		{"time with microseconds", ColumnSpec{Type: "time"}, `"23:59:59.999999"`, pgvalue.Time{Microseconds: microsPerDay - 1}},
+		{"time 24:00:00 is the end of the day", ColumnSpec{Type: "time"}, `"24:00:00"`, pgvalue.Time{Microseconds: microsPerDay}},
+		{"time without seconds", ColumnSpec{Type: "time"}, `"07:30"`, pgvalue.Time{Microseconds: 27000e6}},
+		{"time from millis since midnight", ColumnSpec{Type: "time", TimeUnit: "ms"}, `1500`, pgvalue.Time{Microseconds: 1500000}},
 		{"uuid in braces and upper case", ColumnSpec{Type: "uuid"}, `"{00112233-4455-6677-8899-AABBCCDDEEFF}"`,
-			pgtype.UUID{Bytes: [16]byte{0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}, Valid: true}},
+			pgvalue.UUID{0, 0x11, 0x22, 0x33, 0x44, 0x55, 0x66, 0x77, 0x88, 0x99, 0xaa, 0xbb, 0xcc, 0xdd, 0xee, 0xff}},
 		{"jsonb of a sub-document keeps number literals", ColumnSpec{Type: "jsonb"}, `{"a":1.10,"b":"<&>"}`, []byte(`{"a":1.10,"b":"<&>"}`)},
 		{"jsonb of a string", ColumnSpec{Type: "jsonb"}, `"x"`, []byte(`"x"`)},
 		{"bytea from padded base64", ColumnSpec{Type: "bytea"}, `"AAE="`, []byte{0, 1}},
@@ -121,8 +121,8 @@ func TestJSONMapperConvertsEveryTypeAtItsEdges(t *testing.T) {
 func ptr[T any](v T) *T { return &v }
 
 func sameValue(a, b any) bool {
-	if an, ok := a.(pgtype.Numeric); ok {
-		bn, ok := b.(pgtype.Numeric)
+	if an, ok := a.(pgvalue.Numeric); ok {
+		bn, ok := b.(pgvalue.Numeric)
 		return ok && new(big.Rat).SetFrac(an.Int, big.NewInt(1)).Cmp(new(big.Rat).SetFrac(bn.Int, big.NewInt(1))) == 0 && an.Exp == bn.Exp
 	}
 	if at, ok := a.(time.Time); ok {

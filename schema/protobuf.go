@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/bufbuild/protocompile"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -57,7 +57,7 @@ var protoKinds = map[protoreflect.Kind]struct {
 }
 
 func uint64Numeric(v protoreflect.Value) any {
-	return pgtype.Numeric{Int: new(big.Int).SetUint64(v.Uint()), Valid: true}
+	return pgvalue.Numeric{Int: new(big.Int).SetUint64(v.Uint())}
 }
 
 // protoWellKnown maps the well-known message types to a column type and a

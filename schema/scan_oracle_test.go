@@ -21,7 +21,7 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -582,13 +582,13 @@ func oldConvertTime(c *colType, v any) (any, *convError) {
 		if us < 0 || us > microsPerDay {
 			return nil, convErrorf(KindOutOfRange, "%s is not within one day since midnight", oldDescribe(v))
 		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
+		return pgvalue.Time{Microseconds: us}, nil
 	case string:
 		us, ok := oldParseTimeOfDay(x)
 		if !ok {
 			return nil, convErrorf(KindInvalidTimestamp, "%s is not a time of day as HH:MM:SS[.ffffff] (no offset)", oldDescribe(v))
 		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
+		return pgvalue.Time{Microseconds: us}, nil
 	}
 	return nil, oldMismatch(v, "a time column takes an HH:MM:SS string, or a number with time_unit set")
 }
@@ -655,14 +655,13 @@ func oldConvertUUID(_ *colType, v any) (any, *convError) {
 		}
 		h = h[:8] + h[9:13] + h[14:18] + h[19:23] + h[24:]
 	}
-	var u pgtype.UUID
+	var u pgvalue.UUID
 	if len(h) != 32 {
 		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: want 32 hex digits, as in 123e4567-e89b-12d3-a456-426614174000", oldDescribe(v))
 	}
-	if _, err := hex.Decode(u.Bytes[:], []byte(h)); err != nil {
+	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
 		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: it has a character that is not a hex digit", oldDescribe(v))
 	}
-	u.Valid = true
 	return u, nil
 }
 
@@ -929,9 +928,9 @@ func (d oldDecimal) String() string {
 	return s
 }
 
-// numeric is the pgtype value; the exponent fits int32 because callers
+// numeric is the pgvalue value; the exponent fits int32 because callers
 // bound it first.
-func (d oldDecimal) numeric() pgtype.Numeric {
+func (d oldDecimal) numeric() pgvalue.Numeric {
 	n := new(big.Int)
 	if d.digits != "" {
 		n.SetString(d.digits, 10)
@@ -939,5 +938,5 @@ func (d oldDecimal) numeric() pgtype.Numeric {
 			n.Neg(n)
 		}
 	}
-	return pgtype.Numeric{Int: n, Exp: int32(d.exp), Valid: true}
+	return pgvalue.Numeric{Int: n, Exp: int32(d.exp)}
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // The type table. Every SQL type a mapped column may have is one entry of
@@ -73,21 +73,21 @@ func convErrorf(kind, format string, args ...any) *convError {
 }
 
 var sqlTypes = []*sqlType{
-	{name: "text", goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgtype.TextOID},
-	{name: "character varying", aliases: []string{"varchar"}, params: paramLength, goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgtype.VarcharOID},
-	{name: "smallint", aliases: []string{"int2"}, goType: reflect.TypeFor[int16](), array: true, convert: convertInt16, appendField: appendInt16Field, quick: quickInt, oid: pgtype.Int2OID},
-	{name: "integer", aliases: []string{"int", "int4"}, goType: reflect.TypeFor[int32](), array: true, convert: convertInt32, appendField: appendInt32Field, quick: quickInt, oid: pgtype.Int4OID},
-	{name: "bigint", aliases: []string{"int8"}, goType: reflect.TypeFor[int64](), array: true, convert: convertInt64, appendField: appendInt64Field, quick: quickInt, oid: pgtype.Int8OID},
-	{name: "numeric", aliases: []string{"decimal"}, params: paramPrecisionScale, goType: reflect.TypeFor[pgtype.Numeric](), array: true, convert: convertNumeric, appendField: appendNumericField, quick: quickNumeric, oid: pgtype.NumericOID},
-	{name: "real", aliases: []string{"float4"}, goType: reflect.TypeFor[float32](), array: true, convert: convertFloat32, appendField: appendFloat32Field, oid: pgtype.Float4OID},
-	{name: "double precision", aliases: []string{"float8", "double"}, goType: reflect.TypeFor[float64](), array: true, convert: convertFloat64, appendField: appendFloat64Field, oid: pgtype.Float8OID},
-	{name: "boolean", aliases: []string{"bool"}, goType: reflect.TypeFor[bool](), array: true, convert: convertBool, appendField: appendBoolField, oid: pgtype.BoolOID},
-	{name: "timestamp with time zone", aliases: []string{"timestamptz"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamptz, appendField: appendTimestamptzField, quick: quickTimestamptz, oid: pgtype.TimestamptzOID},
-	{name: "timestamp without time zone", aliases: []string{"timestamp"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamp, appendField: appendTimestampField, oid: pgtype.TimestampOID},
-	{name: "date", goType: reflect.TypeFor[time.Time](), array: true, convert: convertDate, appendField: appendDateField, oid: pgtype.DateOID},
-	{name: "time without time zone", aliases: []string{"time"}, goType: reflect.TypeFor[pgtype.Time](), array: true, convert: convertTime},
-	{name: "uuid", goType: reflect.TypeFor[pgtype.UUID](), array: true, convert: convertUUID},
-	{name: "jsonb", goType: reflect.TypeFor[[]byte](), convert: convertJSONB, appendField: appendJSONBField, oid: pgtype.JSONBOID},
+	{name: "text", goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgvalue.TextOID},
+	{name: "character varying", aliases: []string{"varchar"}, params: paramLength, goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgvalue.VarcharOID},
+	{name: "smallint", aliases: []string{"int2"}, goType: reflect.TypeFor[int16](), array: true, convert: convertInt16, appendField: appendInt16Field, quick: quickInt, oid: pgvalue.Int2OID},
+	{name: "integer", aliases: []string{"int", "int4"}, goType: reflect.TypeFor[int32](), array: true, convert: convertInt32, appendField: appendInt32Field, quick: quickInt, oid: pgvalue.Int4OID},
+	{name: "bigint", aliases: []string{"int8"}, goType: reflect.TypeFor[int64](), array: true, convert: convertInt64, appendField: appendInt64Field, quick: quickInt, oid: pgvalue.Int8OID},
+	{name: "numeric", aliases: []string{"decimal"}, params: paramPrecisionScale, goType: reflect.TypeFor[pgvalue.Numeric](), array: true, convert: convertNumeric, appendField: appendNumericField, quick: quickNumeric, oid: pgvalue.NumericOID},
+	{name: "real", aliases: []string{"float4"}, goType: reflect.TypeFor[float32](), array: true, convert: convertFloat32, appendField: appendFloat32Field, oid: pgvalue.Float4OID},
+	{name: "double precision", aliases: []string{"float8", "double"}, goType: reflect.TypeFor[float64](), array: true, convert: convertFloat64, appendField: appendFloat64Field, oid: pgvalue.Float8OID},
+	{name: "boolean", aliases: []string{"bool"}, goType: reflect.TypeFor[bool](), array: true, convert: convertBool, appendField: appendBoolField, oid: pgvalue.BoolOID},
+	{name: "timestamp with time zone", aliases: []string{"timestamptz"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamptz, appendField: appendTimestamptzField, quick: quickTimestamptz, oid: pgvalue.TimestamptzOID},
+	{name: "timestamp without time zone", aliases: []string{"timestamp"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamp, appendField: appendTimestampField, oid: pgvalue.TimestampOID},
+	{name: "date", goType: reflect.TypeFor[time.Time](), array: true, convert: convertDate, appendField: appendDateField, oid: pgvalue.DateOID},
+	{name: "time without time zone", aliases: []string{"time"}, goType: reflect.TypeFor[pgvalue.Time](), array: true, convert: convertTime},
+	{name: "uuid", goType: reflect.TypeFor[pgvalue.UUID](), array: true, convert: convertUUID},
+	{name: "jsonb", goType: reflect.TypeFor[[]byte](), convert: convertJSONB, appendField: appendJSONBField, oid: pgvalue.JSONBOID},
 	{name: "bytea", goType: reflect.TypeFor[[]byte](), array: true, convert: convertBytea},
 	{name: "inet", goType: reflect.TypeFor[netip.Prefix](), array: true, convert: convertInet},
 }
