@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -81,7 +82,7 @@ func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []ba
 		r := &records[i]
 		if sink.Upsert.DeleteOnTombstone && km.IsTombstone(r) {
 			key, err := km.KeyRow(r)
-			if err != nil && !errors.Is(err, schema.ErrBadRecord) {
+			if err != nil && !errors.Is(err, decode.ErrBadRecord) {
 				return nil, nil, err
 			}
 			if err != nil {
@@ -105,8 +106,8 @@ func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []ba
 }
 
 func badRecordOf(r *stream.Record, err error) badRecord {
-	kind := schema.KindInvalidValue
-	if de, ok := err.(*schema.DecodeError); ok {
+	kind := decode.KindInvalidValue
+	if de, ok := err.(*decode.DecodeError); ok {
 		kind = de.Kind
 	}
 	return badRecord{rec: r, kind: kind, err: err}

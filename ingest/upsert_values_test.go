@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -19,8 +19,8 @@ import (
 func TestUpsertOneByOneWritesTheMappersOwnValues(t *testing.T) {
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
-	m, err := schema.NewJSONMapper(schema.MappingSpec{Schema: "public", Table: "prices", Key: []string{"id"},
-		Columns: []schema.ColumnSpec{
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: "prices", Key: []string{"id"},
+		Columns: []decode.ColumnSpec{
 			{Name: "id", Path: "id", Type: "bigint", NotNull: true},
 			{Name: "amount", Path: "amount", Type: "numeric(12,2)"},
 			{Name: "u", Path: "u", Type: "uuid"},
