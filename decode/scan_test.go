@@ -76,9 +76,9 @@ var scanSeeds = [][2]string{
 	{strings.Repeat(`{"a":`, 10000) + "1" + strings.Repeat("}", 10000), strings.Repeat("[", 10000) + strings.Repeat("]", 10000)},
 }
 
-// FuzzScanMatchesDecode: the scanner path and the old encoding/json path
-// (scan_oracle_test.go) give the same row, value for value, or the same bad
-// record, message and all, for any value and key.
+// FuzzScanMatchesDecode: the scanner path and encoding/json's tree with the
+// same converters (scan_oracle_test.go) give the same row, value for value,
+// or the same bad record, message and all, for any value and key.
 func FuzzScanMatchesDecode(f *testing.F) {
 	for _, s := range scanSeeds {
 		f.Add([]byte(s[0]), []byte(s[1]), false)
@@ -231,7 +231,7 @@ func TestJSONBBytesAreWhatEncodingJSONWrites(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, cerr := oldConvertJSONB(nil, tree)
+		want, cerr := encodingJSONB(nil, tree)
 		got, gerr := convertJSONB(nil, rootValue([]byte(d)))
 		if b, ok := got.([]byte); ok && !bytes.ContainsRune([]byte(d), '\\') && (d[0] == '{' || d[0] == '[') {
 			if !bytes.Equal(b, []byte(d)) {
