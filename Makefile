@@ -123,9 +123,10 @@ test: build
 	step "go test (deploy/kubernetes)" $(GO) -C deploy/kubernetes test -count=1 ./...
 	step "go test -race (reader, ingest, bridge)" $(GO) test -count=1 -race -timeout 20m ./reader/... ./ingest/... ./bridge/...
 	# Every fuzz target, briefly (FUZZTIME each); the seeds run in go test above.
-	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp FuzzQuoteIdentMatchesSanitize; do
-		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./schema/
+	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp; do
+		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./decode/
 	done
+	step "fuzz FuzzQuoteIdentMatchesSanitize ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz '^FuzzQuoteIdentMatchesSanitize$$' -fuzztime $(FUZZTIME) ./schema/
 	for target in FuzzDecode FuzzDecodeWire FuzzReaderMatchesEncodingJSON FuzzParseIntMatchesStrconv; do
 		step "fuzz cdc $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./cdc/
 	done
@@ -240,8 +241,8 @@ test-registry: build
 	echo "Kafka:    $${KAFKA2PG_TEST_BROKERS:-kfake}"
 	echo "Registry: $${KAFKA2PG_TEST_SCHEMA_REGISTRY_URL:-srfake}"
 	$(GO) test -count=1 ./registry/
-	$(GO) test -count=1 -timeout 20m ./schema/ ./cmd/kafka2pg/ ./integration/ -run 'Avro|Protobuf|JSONSchema|Registry|Wire'
-	$(GO) test -run '^$$' -fuzz '^FuzzRegistryMapperRow$$' -fuzztime $(FUZZTIME) ./schema/
+	$(GO) test -count=1 -timeout 20m ./decode/ ./cmd/kafka2pg/ ./integration/ -run 'Avro|Protobuf|JSONSchema|Registry|Wire'
+	$(GO) test -run '^$$' -fuzz '^FuzzRegistryMapperRow$$' -fuzztime $(FUZZTIME) ./decode/
 
 # test-security runs the TLS/SASL matrix and the denied ACLs against a
 # real broker with PLAINTEXT, SSL, mTLS and SASL_SSL listeners and an

@@ -13,11 +13,11 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // fixture is a topic with records, a database, and the configuration of
@@ -40,7 +40,7 @@ func newFixture(t *testing.T, records int) *fixture {
 	}
 	k.Produce(t, rs...)
 	url := pgtest.URL(t)
-	sink := ingest.Sink{Table: schema.RawTable("public", "events", schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}
+	sink := ingest.Sink{Table: decode.RawTable("public", "events", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}
 	cfg := bridge.Config{
 		Kafka: reader.Config{Brokers: strings.Split(k.Brokers(), ","), Group: "g-" + topic, Topics: []string{topic},
 			HeartbeatInterval: 500 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond},
@@ -206,8 +206,8 @@ func TestCloseStopsAtOnceAndAStoppedBridgeDoesNotRun(t *testing.T) {
 // Two bridges cannot share a registry: their metrics would collide.
 func TestTwoBridgesOnOneRegistryAreRefused(t *testing.T) {
 	cfg := bridge.Config{Kafka: reader.Config{Brokers: []string{"127.0.0.1:9"}, Group: "g", Topics: []string{"t"}},
-		Writer: ingest.Config{Sinks: map[string]ingest.Sink{"t": {Table: schema.RawTable("public", "t", schema.ValueJSON),
-			Mapper: schema.RawMapper{Format: schema.ValueJSON}}}}, PostgresURL: "postgres://u@127.0.0.1:9/db"}
+		Writer: ingest.Config{Sinks: map[string]ingest.Sink{"t": {Table: decode.RawTable("public", "t", decode.ValueJSON),
+			Mapper: decode.RawMapper{Format: decode.ValueJSON}}}}, PostgresURL: "postgres://u@127.0.0.1:9/db"}
 	reg := prometheus.NewRegistry()
 	if _, err := bridge.New(cfg, nil, reg); err != nil {
 		t.Fatal(err)

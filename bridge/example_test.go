@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // A program that embeds a bridge: the topic orders into the table
@@ -26,7 +26,7 @@ import (
 func Example() {
 	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
 	reg := prometheus.NewRegistry()
-	orders := ingest.Sink{Table: schema.RawTable("public", "orders", schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}
+	orders := ingest.Sink{Table: decode.RawTable("public", "orders", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}
 	b, err := bridge.New(bridge.Config{
 		Kafka:       reader.Config{Brokers: []string{"localhost:9092"}, Group: "orders-pg", Topics: []string{"orders"}},
 		Writer:      ingest.Config{Sinks: map[string]ingest.Sink{"orders": orders}},

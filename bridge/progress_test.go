@@ -6,16 +6,16 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // The start line names each sink's table as schema.table, one attribute a
 // topic, in text and in JSON: not Go's map syntax with escaped SQL quotes.
 func TestTheStartLineNamesTablesPlainly(t *testing.T) {
 	sinks := map[string]ingest.Sink{
-		"orders":     {Table: schema.RawTable("public", "orders", schema.ValueJSON)},
-		"web.clicks": {Table: schema.RawTable("events", "web_clicks", schema.ValueJSON)},
+		"orders":     {Table: decode.RawTable("public", "orders", decode.ValueJSON)},
+		"web.clicks": {Table: decode.RawTable("events", "web_clicks", decode.ValueJSON)},
 	}
 	var text, js bytes.Buffer
 	slog.New(slog.NewTextHandler(&text, nil)).Info("kafka2pg running", tableNames(sinks))

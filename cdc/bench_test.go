@@ -4,7 +4,7 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -29,7 +29,7 @@ func BenchmarkDecode(b *testing.B) {
 // benchDecode decodes rec again and again, once its table is grown.
 func benchDecode(b *testing.B, d *Decoder, rec stream.Record) {
 	var ch Change
-	if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {
+	if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, decode.ErrTableChanged) {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(rec.Key) + len(rec.Value)))
@@ -49,7 +49,7 @@ func BenchmarkConnectMapperRow(b *testing.B) {
 	}
 	rec := fixture(b, "connect_orders_v1.json")
 	row, err := m.Row(&rec, nil)
-	if err != nil && !errors.Is(err, schema.ErrTableChanged) {
+	if err != nil && !errors.Is(err, decode.ErrTableChanged) {
 		b.Fatal(err)
 	}
 	b.SetBytes(int64(len(rec.Key) + len(rec.Value)))

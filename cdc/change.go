@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -115,7 +115,7 @@ const (
 	KindInvalidSchema = "invalid_schema"
 )
 
-// bad builds the *schema.DecodeError of r.
-func bad(r *stream.Record, column, kind, format string, args ...any) *schema.DecodeError {
-	return &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: column, Kind: kind, Err: errors.New(fmt.Sprintf(format, args...))}
+// bad builds the *decode.DecodeError of r.
+func bad(r *stream.Record, column, kind, format string, args ...any) *decode.DecodeError {
+	return &decode.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Column: column, Kind: kind, Err: errors.New(fmt.Sprintf(format, args...))}
 }

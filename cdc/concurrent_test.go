@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -30,7 +30,7 @@ func TestOneDecoderDecodesFromManyGoroutines(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			want := make([]Change, len(c.recs))
 			for i, rec := range c.recs {
-				ch, err := decode(t, c.d, rec)
+				ch, err := decodeGrowing(t, c.d, rec)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -44,7 +44,7 @@ func TestOneDecoderDecodesFromManyGoroutines(t *testing.T) {
 					for n := range 500 {
 						i := (g + n) % len(c.recs)
 						rec := c.recs[i]
-						if err := c.d.Decode(&rec, &ch); err != nil && !errors.Is(err, schema.ErrTableChanged) {
+						if err := c.d.Decode(&rec, &ch); err != nil && !errors.Is(err, decode.ErrTableChanged) {
 							errs <- err
 							return
 						}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -13,7 +14,7 @@ import (
 // or a Debezium event flattened by ExtractNewRecordState) to rows of a
 // typed table derived from the payload's struct schema. It is an ingest
 // TableMapper and KeyMapper: Row returns an error wrapping
-// schema.ErrTableChanged when a record's schema grows the table. Records
+// decode.ErrTableChanged when a record's schema grows the table. Records
 // without a schema take the configured columns. The table's primary key is
 // Config.Key's columns, none without it. Safe for concurrent use.
 type ConnectMapper struct {
@@ -50,7 +51,7 @@ func (m *ConnectMapper) Row(rec *stream.Record, dst []any) ([]any, error) {
 		return nil, err
 	}
 	if len(ch.Unavailable) > 0 {
-		return nil, bad(rec, m.t.cur.Load().cols[ch.Unavailable[0]].Name, schema.KindInvalidValue, "the value is Debezium's unavailable-value placeholder, which a plain row cannot keep: use format debezium")
+		return nil, bad(rec, m.t.cur.Load().cols[ch.Unavailable[0]].Name, decode.KindInvalidValue, "the value is Debezium's unavailable-value placeholder, which a plain row cannot keep: use format debezium")
 	}
 	return ch.Row, nil
 }
@@ -98,7 +99,7 @@ func (m *ConnectMapper) lastVersion(l *layout) *version {
 func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
 	t := m.t
 	if rec.Value == nil {
-		return bad(rec, "", schema.KindTombstone, "the record is a tombstone (null value): set delete_on_tombstone with key columns")
+		return bad(rec, "", decode.KindTombstone, "the record is a tombstone (null value): set delete_on_tombstone with key columns")
 	}
 	rs := t.getState()
 	defer t.putState(rs)
@@ -140,11 +141,11 @@ func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
 			v.folded.Store(true)
 		}
 		if changed {
-			return fmt.Errorf("%s/%d@%d: the record's schema changes the table %s: %w", rec.Topic, rec.Partition, rec.Offset, t.cfg.Table, schema.ErrTableChanged)
+			return fmt.Errorf("%s/%d@%d: the record's schema changes the table %s: %w", rec.Topic, rec.Partition, rec.Offset, t.cfg.Table, decode.ErrTableChanged)
 		}
 	}
 	if v.bad != "" {
-		return bad(rec, "", schema.KindSchemaIncompatible, "%s", v.bad)
+		return bad(rec, "", decode.KindSchemaIncompatible, "%s", v.bad)
 	}
 	l := t.cur.Load()
 	var kafka []any

@@ -70,7 +70,7 @@
 // double, a wider Decimal) alters its column, a dropped field leaves its
 // column nullable, and any other change makes that schema's records bad
 // records of kind schema_incompatible. Decode returns an error wrapping
-// schema.ErrTableChanged when a record changes the table; Table then
+// decode.ErrTableChanged when a record changes the table; Table then
 // describes it, and the record decodes once the table is there. The
 // primary key is the record key's fields (Config.Key overrides), settled
 // by the first record with a row.
@@ -123,8 +123,8 @@
 //
 // # Errors
 //
-// A record that cannot become a change is a *schema.DecodeError (errors.Is
-// schema.ErrBadRecord) naming the column and one of the kinds of package
+// A record that cannot become a change is a *decode.DecodeError (errors.Is
+// decode.ErrBadRecord) naming the column and one of the kinds of package
 // schema (invalid_json, type_mismatch, out_of_range, null_value,
 // schema_incompatible, ...) or of this package (KindNotAnEnvelope,
 // KindUnknownOp, KindNoKey, KindInvalidSchema); never a panic (FuzzDecode).

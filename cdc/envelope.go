@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -14,7 +15,7 @@ import (
 // topic, or the topics a route sends to one table) into Changes of one
 // target table. Its table is the fold of the row schemas the events carry;
 // when an event brings a field the table lacks, Decode returns an error
-// wrapping schema.ErrTableChanged and Table describes the grown table, as
+// wrapping decode.ErrTableChanged and Table describes the grown table, as
 // the registry mappers do (ingest's TableMapper). Safe for concurrent use.
 type Decoder struct {
 	t    *table
@@ -58,9 +59,9 @@ type envelope struct {
 }
 
 // Decode decodes rec into ch (see Change). A record that is not a change
-// event the table can take is a *schema.DecodeError (errors.Is
-// schema.ErrBadRecord) with its kind; a record that changes the table is
-// an error wrapping schema.ErrTableChanged, and deciding it again after
+// event the table can take is a *decode.DecodeError (errors.Is
+// decode.ErrBadRecord) with its kind; a record that changes the table is
+// an error wrapping decode.ErrTableChanged, and deciding it again after
 // the table changed succeeds.
 func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
 	ch.reset()
@@ -333,11 +334,11 @@ func (d *Decoder) fold(rec *stream.Record, rs *rowState, v *version) (*layout, e
 			v.folded.Store(true)
 		}
 		if changed {
-			return nil, fmt.Errorf("%s/%d@%d: the event's schema changes the table %s: %w", rec.Topic, rec.Partition, rec.Offset, d.t.cfg.Table, schema.ErrTableChanged)
+			return nil, fmt.Errorf("%s/%d@%d: the event's schema changes the table %s: %w", rec.Topic, rec.Partition, rec.Offset, d.t.cfg.Table, decode.ErrTableChanged)
 		}
 	}
 	if v.bad != "" {
-		return nil, bad(rec, "", schema.KindSchemaIncompatible, "%s", v.bad)
+		return nil, bad(rec, "", decode.KindSchemaIncompatible, "%s", v.bad)
 	}
 	return d.t.cur.Load(), nil
 }
@@ -345,7 +346,7 @@ func (d *Decoder) fold(rec *stream.Record, rs *rowState, v *version) (*layout, e
 // upsert finishes a c, r or u event.
 func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
 	if !env.hasAfter {
-		return bad(rec, "", schema.KindInvalidValue, "the %c event has no after", ch.Event)
+		return bad(rec, "", decode.KindInvalidValue, "the %c event has no after", ch.Event)
 	}
 	var kafka []any
 	if d.t.kafka != nil {
@@ -590,7 +591,7 @@ func sourceValue(f sourceField, s *Source, event byte, ch *Change) any {
 
 func badRead(rec *stream.Record, r *reader) error {
 	if r.err == nil {
-		return bad(rec, "", schema.KindInvalidJSON, "the value is not a JSON object")
+		return bad(rec, "", decode.KindInvalidJSON, "the value is not a JSON object")
 	}
 	return bad(rec, "", r.err.kind, "the value %s", r.err.msg)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -40,16 +41,16 @@ func fixture(tb testing.TB, name string) stream.Record {
 	return r
 }
 
-// decode decodes rec, growing the table first when the record asks to,
+// decodeGrowing decodes rec, growing the table first when the record asks to,
 // after ResolveSchemas of it, as the writer calls them.
-func decode(tb testing.TB, d *Decoder, rec stream.Record) (Change, error) {
+func decodeGrowing(tb testing.TB, d *Decoder, rec stream.Record) (Change, error) {
 	tb.Helper()
 	var ch Change
 	if err := d.ResolveSchemas(context.Background(), []stream.Record{rec}); err != nil {
 		return ch, err
 	}
 	err := d.Decode(&rec, &ch)
-	if errors.Is(err, schema.ErrTableChanged) {
+	if errors.Is(err, decode.ErrTableChanged) {
 		err = d.Decode(&rec, &ch)
 	}
 	return ch, err
@@ -88,7 +89,7 @@ func TestEachOpBecomesItsChange(t *testing.T) {
 	d := mustDecoder(t, Config{})
 	for _, c := range cases {
 		t.Run(c.fixture, func(t *testing.T) {
-			ch, err := decode(t, d, fixture(t, c.fixture))
+			ch, err := decodeGrowing(t, d, fixture(t, c.fixture))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -119,7 +120,7 @@ func TestTheFirstEventGrowsTheTableOnce(t *testing.T) {
 	d := mustDecoder(t, Config{})
 	rec := fixture(t, "pg_customers_create.json")
 	var ch Change
-	if err := d.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("first decode: %v, want ErrTableChanged", err)
 	}
 	if err := d.Decode(&rec, &ch); err != nil {
@@ -132,7 +133,7 @@ func TestTheFirstEventGrowsTheTableOnce(t *testing.T) {
 
 func TestSourceAndTransactionAreRead(t *testing.T) {
 	d := mustDecoder(t, Config{Source: SourceColumns{Table: "src_table", Position: "src_pos", TxID: "src_tx", Timestamp: "src_ts", Op: "src_op"}})
-	ch, err := decode(t, d, fixture(t, "pg_customers_create.json"))
+	ch, err := decodeGrowing(t, d, fixture(t, "pg_customers_create.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ func TestSourceAndTransactionAreRead(t *testing.T) {
 
 func TestAnUnchangedToastValueIsFlaggedNotWritten(t *testing.T) {
 	d := mustDecoder(t, Config{})
-	ch, err := decode(t, d, fixture(t, "pg_customers_toast_update.json"))
+	ch, err := decodeGrowing(t, d, fixture(t, "pg_customers_toast_update.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +180,7 @@ func TestSchemalessEventsTakeTheConfiguredColumns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ch, err := decode(t, d, fixture(t, "mysql_customers_update_noschema.json"))
+	ch, err := decodeGrowing(t, d, fixture(t, "mysql_customers_update_noschema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,25 +201,25 @@ func TestBadEventsAreDeadLettersWithAKind(t *testing.T) {
 		value string
 		kind  string
 	}{
-		{"not json", `{"payload":`, schema.KindInvalidJSON},
+		{"not json", `{"payload":`, decode.KindInvalidJSON},
 		{"not an envelope", `{"id":1,"name":"x"}`, KindNotAnEnvelope},
 		{"an unknown op", `{"op":"x","after":null}`, KindUnknownOp},
-		{"a string in an integer", strings.Replace(string(cr.Value), `"id":2`, `"id":"2"`, 1), schema.KindTypeMismatch},
-		{"an integer too large", strings.Replace(string(cr.Value), `"id":2`, `"id":2147483648`, 1), schema.KindOutOfRange},
-		{"a NUL in text", strings.Replace(string(cr.Value), `"Sally"`, `"Sa\u0000lly"`, 1), schema.KindNULByte},
-		{"a lone surrogate", strings.Replace(string(cr.Value), `"Sally"`, `"Sa\ud800lly"`, 1), schema.KindUnsupported},
-		{"a null in a required column", strings.Replace(string(cr.Value), `"Sally"`, `null`, 1), schema.KindNullValue},
+		{"a string in an integer", strings.Replace(string(cr.Value), `"id":2`, `"id":"2"`, 1), decode.KindTypeMismatch},
+		{"an integer too large", strings.Replace(string(cr.Value), `"id":2`, `"id":2147483648`, 1), decode.KindOutOfRange},
+		{"a NUL in text", strings.Replace(string(cr.Value), `"Sally"`, `"Sa\u0000lly"`, 1), decode.KindNULByte},
+		{"a lone surrogate", strings.Replace(string(cr.Value), `"Sally"`, `"Sa\ud800lly"`, 1), decode.KindUnsupported},
+		{"a null in a required column", strings.Replace(string(cr.Value), `"Sally"`, `null`, 1), decode.KindNullValue},
 		{"a schema that does not parse", strings.Replace(string(cr.Value), `"type":"int32"`, `"type":"int33"`, 1), KindInvalidSchema},
-		{"a create without after", strings.Replace(string(cr.Value), `"after":{`, `"after":null,"x":{`, 1), schema.KindInvalidValue},
+		{"a create without after", strings.Replace(string(cr.Value), `"after":{`, `"after":null,"x":{`, 1), decode.KindInvalidValue},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			d := mustDecoder(t, Config{})
 			rec := stream.Record{Topic: "t", Key: cr.Key, Value: []byte(c.value)}
-			_, err := decode(t, d, rec)
-			var de *schema.DecodeError
-			if !errors.As(err, &de) || !errors.Is(err, schema.ErrBadRecord) {
-				t.Fatalf("err %v, want a *schema.DecodeError", err)
+			_, err := decodeGrowing(t, d, rec)
+			var de *decode.DecodeError
+			if !errors.As(err, &de) || !errors.Is(err, decode.ErrBadRecord) {
+				t.Fatalf("err %v, want a *decode.DecodeError", err)
 			}
 			if de.Kind != c.kind {
 				t.Fatalf("kind %s (%v), want %s", de.Kind, err, c.kind)
@@ -231,26 +232,26 @@ func TestAKeylessTableTakesCreatesAndRefusesUpdates(t *testing.T) {
 	d := mustDecoder(t, Config{})
 	rec := fixture(t, "pg_customers_create.json")
 	rec.Key = nil
-	ch, err := decode(t, d, rec)
+	ch, err := decodeGrowing(t, d, rec)
 	if err != nil || ch.Op != OpUpsert || ch.Key != nil {
 		t.Fatalf("create: %v %+v", err, ch)
 	}
 	up := fixture(t, "pg_customers_update.json")
 	up.Key = nil
-	var de *schema.DecodeError
-	if _, err := decode(t, d, up); !errors.As(err, &de) || de.Kind != KindNoKey {
+	var de *decode.DecodeError
+	if _, err := decodeGrowing(t, d, up); !errors.As(err, &de) || de.Kind != KindNoKey {
 		t.Fatalf("update: %v, want %s", err, KindNoKey)
 	}
 }
 
 func TestADeleteWithoutRecordKeyTakesTheKeyFromBefore(t *testing.T) {
 	d := mustDecoder(t, Config{})
-	if _, err := decode(t, d, fixture(t, "pg_customers_create.json")); err != nil {
+	if _, err := decodeGrowing(t, d, fixture(t, "pg_customers_create.json")); err != nil {
 		t.Fatal(err)
 	}
 	rec := fixture(t, "pg_customers_delete.json")
 	rec.Key = nil
-	ch, err := decode(t, d, rec)
+	ch, err := decodeGrowing(t, d, rec)
 	if err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(2)}) {
 		t.Fatalf("delete: %v %+v", err, ch)
 	}
@@ -259,7 +260,7 @@ func TestADeleteWithoutRecordKeyTakesTheKeyFromBefore(t *testing.T) {
 func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	d := mustDecoder(t, Config{})
 	cr := fixture(t, "pg_customers_create.json")
-	if _, err := decode(t, d, cr); err != nil {
+	if _, err := decodeGrowing(t, d, cr); err != nil {
 		t.Fatal(err)
 	}
 	// The source table gains a column "vip" (boolean, nullable).
@@ -268,7 +269,7 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	grown = strings.Replace(grown, `"email":"sally@example.com"}`, `"email":"sally@example.com","vip":true}`, 1)
 	rec := stream.Record{Key: cr.Key, Value: []byte(grown)}
 	var ch Change
-	if err := d.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("grown: %v, want ErrTableChanged", err)
 	}
 	tab := d.Table()
@@ -286,14 +287,14 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	bad := strings.ReplaceAll(string(cr.Value), `{"type":"int32","optional":false,"field":"id"}`, `{"type":"string","optional":false,"field":"id"}`)
 	bad = strings.Replace(bad, `"id":2`, `"id":"2"`, 1)
 	rec = stream.Record{Key: cr.Key, Value: []byte(bad)}
-	var de *schema.DecodeError
-	if err := d.Decode(&rec, &ch); !errors.As(err, &de) || de.Kind != schema.KindSchemaIncompatible {
+	var de *decode.DecodeError
+	if err := d.Decode(&rec, &ch); !errors.As(err, &de) || de.Kind != decode.KindSchemaIncompatible {
 		t.Fatalf("incompatible: %v", err)
 	}
 	// int32 → int64 widens the column.
 	wide := strings.ReplaceAll(string(cr.Value), `{"type":"int32","optional":false,"field":"id"}`, `{"type":"int64","optional":false,"field":"id"}`)
 	rec = stream.Record{Key: cr.Key, Value: []byte(wide)}
-	if err := d.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) || d.Table().Columns[0].Type != "bigint" {
+	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) || d.Table().Columns[0].Type != "bigint" {
 		t.Fatalf("widen: %v %+v", err, d.Table().Columns[0])
 	}
 }
@@ -306,7 +307,7 @@ func TestConnectJSONRecordsBecomeTypedRows(t *testing.T) {
 	row := func(name string) ([]any, error) {
 		rec := fixture(t, name)
 		got, err := m.Row(&rec, nil)
-		if errors.Is(err, schema.ErrTableChanged) {
+		if errors.Is(err, decode.ErrTableChanged) {
 			got, err = m.Row(&rec, nil)
 		}
 		return got, err
@@ -349,7 +350,7 @@ func TestConnectJSONRowsDoNotNeedAJSONKey(t *testing.T) {
 	rec := fixture(t, "connect_orders_v1.json")
 	rec.Key = []byte("order-7")
 	_, err = m.Row(&rec, nil)
-	if errors.Is(err, schema.ErrTableChanged) {
+	if errors.Is(err, decode.ErrTableChanged) {
 		_, err = m.Row(&rec, nil)
 	}
 	if err != nil {

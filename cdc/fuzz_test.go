@@ -7,13 +7,13 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // FuzzDecode: any key and value give a Change or an error, never a panic,
 // and every error of a record's own making is a dead letter
-// (schema.ErrBadRecord) or a table change.
+// (decode.ErrBadRecord) or a table change.
 func FuzzDecode(f *testing.F) {
 	files, _ := filepath.Glob(filepath.Join("testdata", "*.json"))
 	for _, name := range files {
@@ -30,10 +30,10 @@ func FuzzDecode(f *testing.F) {
 			var ch Change
 			for range 3 { // a table change, then the record again
 				err := d.Decode(&rec, &ch)
-				if err == nil || errors.Is(err, schema.ErrBadRecord) {
+				if err == nil || errors.Is(err, decode.ErrBadRecord) {
 					break
 				}
-				if !errors.Is(err, schema.ErrTableChanged) {
+				if !errors.Is(err, decode.ErrTableChanged) {
 					t.Fatalf("err %v is neither a bad record nor a table change", err)
 				}
 			}
@@ -44,7 +44,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		rec := stream.Record{Key: key, Value: value}
 		for range 3 {
-			if _, err := m.Row(&rec, nil); err == nil || !errors.Is(err, schema.ErrTableChanged) {
+			if _, err := m.Row(&rec, nil); err == nil || !errors.Is(err, decode.ErrTableChanged) {
 				break
 			}
 		}
@@ -68,8 +68,8 @@ func TestTheFuzzSeedsAreThere(t *testing.T) {
 func FuzzDecodeWire(f *testing.F) {
 	avroValue := avroEvent(f, "c", nil, avroRow(1, "Sally"))
 	avroKey := avroRecord(f, 2, customersKeyAvro, map[string]any{"id": int32(1)})
-	value := schema.RegisteredSchema{ID: 11, Type: "PROTOBUF", Text: customersProto}
-	key := schema.RegisteredSchema{ID: 12, Type: "PROTOBUF", Text: customersKeyProto}
+	value := decode.RegisteredSchema{ID: 11, Type: "PROTOBUF", Text: customersProto}
+	key := decode.RegisteredSchema{ID: 12, Type: "PROTOBUF", Text: customersKeyProto}
 	protoValue := protoRecord(f, value, protoEvent("u", fmtRow(protoRow, "1"), fmtRow(protoRow, "2")))
 	protoKey := protoRecord(f, key, `{"id": 2}`)
 	f.Add(false, avroKey[5:], avroValue[5:])
@@ -78,13 +78,13 @@ func FuzzDecodeWire(f *testing.F) {
 		reg := newAvroRegistry()
 		reg.schemas[11], reg.schemas[12] = value, key
 		cfg, rec := Config{Format: FormatAvro, Lookup: reg.lookup}, stream.Record{
-			Key:   append(schema.AppendWireHeader(nil, 2, nil), keyPayload...),
-			Value: append(schema.AppendWireHeader(nil, 1, nil), valuePayload...),
+			Key:   append(decode.AppendWireHeader(nil, 2, nil), keyPayload...),
+			Value: append(decode.AppendWireHeader(nil, 1, nil), valuePayload...),
 		}
 		if protobuf {
 			cfg.Format = FormatProtobuf
-			rec.Key = append(schema.AppendWireHeader(nil, 12, []int{0}), keyPayload...)
-			rec.Value = append(schema.AppendWireHeader(nil, 11, []int{0}), valuePayload...)
+			rec.Key = append(decode.AppendWireHeader(nil, 12, []int{0}), keyPayload...)
+			rec.Value = append(decode.AppendWireHeader(nil, 11, []int{0}), valuePayload...)
 		}
 		d := mustDecoder(t, cfg)
 		if err := d.ResolveSchemas(context.Background(), []stream.Record{rec}); err != nil {
@@ -93,10 +93,10 @@ func FuzzDecodeWire(f *testing.F) {
 		var ch Change
 		for range 3 {
 			err := d.Decode(&rec, &ch)
-			if err == nil || errors.Is(err, schema.ErrBadRecord) {
+			if err == nil || errors.Is(err, decode.ErrBadRecord) {
 				break
 			}
-			if !errors.Is(err, schema.ErrTableChanged) {
+			if !errors.Is(err, decode.ErrTableChanged) {
 				t.Fatalf("err %v is neither a bad record nor a table change", err)
 			}
 		}

@@ -4,7 +4,7 @@ import (
 	"encoding/binary"
 	"math"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // Geometries (io.debezium.data.geometry.Geometry, Geography and Point)
@@ -25,7 +25,7 @@ func decodeGeometry(r *reader, n *node) (any, *convError) {
 		return nil, cerr
 	}
 	if g.wkb == nil {
-		return nil, convErrorf(schema.KindInvalidValue, "the %s has no wkb", n.s.Name)
+		return nil, convErrorf(decode.KindInvalidValue, "the %s has no wkb", n.s.Name)
 	}
 	return ewkb(g.wkb, g.srid, g.hasSRID)
 }
@@ -40,7 +40,7 @@ func decodePoint(r *reader, n *node) (any, *convError) {
 	wkb := g.wkb
 	if wkb == nil {
 		if !g.hasXY {
-			return nil, convErrorf(schema.KindInvalidValue, "the point has neither wkb nor x and y")
+			return nil, convErrorf(decode.KindInvalidValue, "the point has neither wkb nor x and y")
 		}
 		wkb = make([]byte, 21)
 		wkb[0] = 1 // little endian
@@ -102,7 +102,7 @@ func readGeometryStruct(r *reader, n *node) (geometryStruct, *convError) {
 // ewkb adds the SRID to a WKB geometry, unless it has one already.
 func ewkb(wkb []byte, srid int32, hasSRID bool) (any, *convError) {
 	if len(wkb) < 5 || wkb[0] > 1 {
-		return nil, convErrorf(schema.KindInvalidValue, "the wkb is not Well-Known Binary: it needs a byte-order byte (0 or 1) and a geometry type")
+		return nil, convErrorf(decode.KindInvalidValue, "the wkb is not Well-Known Binary: it needs a byte-order byte (0 or 1) and a geometry type")
 	}
 	if !hasSRID {
 		return wkb, nil

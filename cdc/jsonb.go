@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // Structs, maps and arrays that no Postgres array holds become jsonb. The
@@ -27,7 +27,7 @@ func decodeAsJSONB(r *reader, n *node) (any, *convError) {
 		return nil, cerr
 	}
 	if bytes.Contains(b, []byte(`\u0000`)) {
-		return nil, convErrorf(schema.KindNULByte, "a member name has a NUL character, which jsonb cannot store")
+		return nil, convErrorf(decode.KindNULByte, "a member name has a NUL character, which jsonb cannot store")
 	}
 	return b, nil
 }
@@ -268,7 +268,7 @@ func appendJSONString(dst, s []byte) []byte {
 	dst = append(dst, '"')
 	for i := 0; i < len(s); {
 		// The bytes that need no escape go in one append.
-		if j := schema.PlainJSONBytes(s, i); j > i {
+		if j := decode.PlainJSONBytes(s, i); j > i {
 			dst = append(dst, s[i:j]...)
 			if i = j; i == len(s) {
 				break

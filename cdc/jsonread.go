@@ -6,7 +6,7 @@ import (
 	"strings"
 	"unsafe"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // reader is a strict pull parser over one JSON document. The decoders walk
@@ -60,10 +60,10 @@ func (r *reader) fail(kind, format string, args ...any) {
 
 func (r *reader) syntax(want string) {
 	if r.i >= len(r.b) {
-		r.fail(schema.KindInvalidJSON, "is not JSON: unexpected end of input, want %s", want)
+		r.fail(decode.KindInvalidJSON, "is not JSON: unexpected end of input, want %s", want)
 		return
 	}
-	r.fail(schema.KindInvalidJSON, "is not JSON: unexpected %q at byte %d, want %s", r.b[r.i], r.i, want)
+	r.fail(decode.KindInvalidJSON, "is not JSON: unexpected %q at byte %d, want %s", r.b[r.i], r.i, want)
 }
 
 func (r *reader) ws() {
@@ -90,7 +90,7 @@ func (r *reader) peek() byte {
 func (r *reader) end() {
 	r.ws()
 	if r.err == nil && r.i < len(r.b) {
-		r.fail(schema.KindInvalidJSON, "is not one JSON document: it has more after byte %d", r.i)
+		r.fail(decode.KindInvalidJSON, "is not one JSON document: it has more after byte %d", r.i)
 	}
 }
 
@@ -139,7 +139,7 @@ func (r *reader) member(first bool) (key []byte, ok bool) {
 	}
 	// A member name is nearly always ASCII without escapes: find its
 	// closing quote, and leave anything else to str.
-	if i := schema.PlainJSONBytes(r.b, r.i+1); i < len(r.b) && r.b[i] == '"' {
+	if i := decode.PlainJSONBytes(r.b, r.i+1); i < len(r.b) && r.b[i] == '"' {
 		key, r.i = r.b[r.i+1:i], i+1
 	} else if key = r.str(); r.err != nil {
 		return nil, false
@@ -168,7 +168,7 @@ func (r *reader) open(c byte, what string) bool {
 	}
 	r.i++
 	if r.depth++; r.depth > maxDepth {
-		r.fail(schema.KindTooDeep, "nests objects and arrays deeper than %d levels", maxDepth)
+		r.fail(decode.KindTooDeep, "nests objects and arrays deeper than %d levels", maxDepth)
 		return false
 	}
 	return true
@@ -200,13 +200,13 @@ func (r *reader) str() []byte {
 		return nil
 	}
 	start := r.i
-	end, esc, lone, ok := schema.ScanJSONString(r.b, start)
+	end, esc, lone, ok := decode.ScanJSONString(r.b, start)
 	switch {
 	case !ok:
 		r.invalid(start)
 		return nil
 	case lone:
-		r.fail(schema.KindUnsupported, "has a lone UTF-16 surrogate escape in the string at byte %d, which Postgres cannot store", start)
+		r.fail(decode.KindUnsupported, "has a lone UTF-16 surrogate escape in the string at byte %d, which Postgres cannot store", start)
 		return nil
 	}
 	r.i = end
@@ -214,7 +214,7 @@ func (r *reader) str() []byte {
 	if !esc {
 		return body
 	}
-	r.scratch = schema.AppendJSONUnquoted(r.scratch[:0], body)
+	r.scratch = decode.AppendJSONUnquoted(r.scratch[:0], body)
 	return r.scratch
 }
 
@@ -239,12 +239,12 @@ func (r *reader) keep(b []byte) string {
 }
 
 // invalid fails the read of a value at byte at that the scanner refused,
-// saying why as schema.CheckJSON does for the whole document (the reader
+// saying why as decode.CheckJSON does for the whole document (the reader
 // has checked everything before it).
 func (r *reader) invalid(at int) {
-	kind, err := schema.CheckJSON(r.b)
+	kind, err := decode.CheckJSON(r.b)
 	if err == nil { // not reached while the scanner and CheckJSON agree
-		r.fail(schema.KindInvalidJSON, "is not JSON at byte %d", at)
+		r.fail(decode.KindInvalidJSON, "is not JSON at byte %d", at)
 		return
 	}
 	r.fail(kind, "%s", strings.TrimPrefix(err.Error(), "the value "))
@@ -258,7 +258,7 @@ func (r *reader) number() []byte {
 		return nil
 	}
 	start := r.i
-	end, ok := schema.ScanJSONNumber(r.b, start)
+	end, ok := decode.ScanJSONNumber(r.b, start)
 	if !ok {
 		r.invalid(start)
 		return nil
@@ -288,13 +288,13 @@ func (r *reader) skip() []byte {
 		return nil
 	}
 	start := r.i
-	end, lone, ok := schema.SkipJSONValue(r.b, start, r.depth)
+	end, lone, ok := decode.SkipJSONValue(r.b, start, r.depth)
 	switch {
 	case !ok:
 		r.invalid(start)
 		return nil
 	case lone:
-		r.fail(schema.KindUnsupported, "has a lone UTF-16 surrogate escape in a string after byte %d, which Postgres cannot store", start)
+		r.fail(decode.KindUnsupported, "has a lone UTF-16 surrogate escape in a string after byte %d, which Postgres cannot store", start)
 		return nil
 	}
 	r.i = end

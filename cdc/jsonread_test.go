@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unicode/utf8"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // FuzzReaderMatchesEncodingJSON holds the pull reader to encoding/json:
@@ -67,12 +67,12 @@ func FuzzReaderMatchesEncodingJSON(f *testing.F) {
 		if !accept {
 			// Of several faults the reader names the first it meets, so
 			// only a valid document's refusal has one right kind.
-			ok := walked.kind == schema.KindInvalidJSON || walked.kind == schema.KindInvalidUTF8 || walked.kind == schema.KindUnsupported
+			ok := walked.kind == decode.KindInvalidJSON || walked.kind == decode.KindInvalidUTF8 || walked.kind == decode.KindUnsupported
 			switch {
 			case valid && !utf8.Valid(doc):
-				ok = walked.kind == schema.KindInvalidUTF8 || walked.kind == schema.KindUnsupported
+				ok = walked.kind == decode.KindInvalidUTF8 || walked.kind == decode.KindUnsupported
 			case valid:
-				ok = walked.kind == schema.KindUnsupported
+				ok = walked.kind == decode.KindUnsupported
 			}
 			if !ok {
 				t.Fatalf("%q: walk refused it as %s (%s)", doc, walked.kind, walked.msg)
@@ -167,12 +167,12 @@ func hexOf(b []byte) int {
 // The reader's refusals keep their kinds.
 func TestReaderRefusesWithKinds(t *testing.T) {
 	for _, c := range []struct{ doc, kind string }{
-		{`{"a":"\ud800"}`, schema.KindUnsupported},
-		{"{\"a\":\"\xff\"}", schema.KindInvalidUTF8},
-		{`{"a":"\x"}`, schema.KindInvalidJSON},
-		{`{"a":01}`, schema.KindInvalidJSON},
-		{`{"a":1`, schema.KindInvalidJSON},
-		{`{"a":[` + string(bytes.Repeat([]byte("["), schema.MaxJSONDepth)) + `]}`, schema.KindTooDeep},
+		{`{"a":"\ud800"}`, decode.KindUnsupported},
+		{"{\"a\":\"\xff\"}", decode.KindInvalidUTF8},
+		{`{"a":"\x"}`, decode.KindInvalidJSON},
+		{`{"a":01}`, decode.KindInvalidJSON},
+		{`{"a":1`, decode.KindInvalidJSON},
+		{`{"a":[` + string(bytes.Repeat([]byte("["), decode.MaxJSONDepth)) + `]}`, decode.KindTooDeep},
 	} {
 		for _, how := range []string{"walk", "skip"} {
 			var r reader

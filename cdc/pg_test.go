@@ -7,6 +7,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -36,7 +37,7 @@ func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
 	d := mustDecoder(t, Config{Table: "all_types"})
 	var ch Change
 	rec := fixture(t, "pg_all_types_create.json")
-	if err := d.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("first decode: %v", err)
 	}
 	if err := d.Decode(&rec, &ch); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -73,9 +74,9 @@ var recordedDeadLetters = map[string]deadLetter{
 	// Debezium 3.6.0 overflows 294276-12-31 23:59:59.999999 into a negative
 	// count of microseconds (-9223372036853775810), which would be a year
 	// before Postgres' first; the row cannot be written as it was.
-	"default/all_types/8":  {"c_ts", schema.KindOutOfRange, "Debezium overflows the last timestamp"},
-	"double/all_types/8":   {"c_ts", schema.KindOutOfRange, "Debezium overflows the last timestamp"},
-	"noschema/all_types/8": {"c_ts", schema.KindOutOfRange, "Debezium overflows the last timestamp"},
+	"default/all_types/8":  {"c_ts", decode.KindOutOfRange, "Debezium overflows the last timestamp"},
+	"double/all_types/8":   {"c_ts", decode.KindOutOfRange, "Debezium overflows the last timestamp"},
+	"noschema/all_types/8": {"c_ts", decode.KindOutOfRange, "Debezium overflows the last timestamp"},
 }
 
 // replay is the state a replica of one table reaches by applying the
@@ -128,7 +129,7 @@ func TestEveryRecordedEventDecodes(t *testing.T) {
 				d := recordedDecoder(t, c, table)
 				ops := map[byte]int{}
 				for _, rec := range recordedEvents(t, c.Name, table) {
-					ch, err := decode(t, d, rec)
+					ch, err := decodeGrowing(t, d, rec)
 					if err := checkDeadLetter(t, c, table, rec, err); err != nil {
 						t.Fatal(err)
 					}
@@ -149,7 +150,7 @@ func checkDeadLetter(tb testing.TB, c recordedConnector, table string, rec strea
 	tb.Helper()
 	id := recordedKey(rec, table)
 	want, listed := recordedDeadLetters[c.Name+"/"+table+"/"+id]
-	var de *schema.DecodeError
+	var de *decode.DecodeError
 	switch {
 	case err == nil && !listed:
 		return nil
@@ -207,7 +208,7 @@ func columnsOfRecording(tb testing.TB, table string) []Column {
 	d := mustDecoder(tb, Config{Table: table})
 	var last *node
 	for _, rec := range recordedEvents(tb, "default", table) {
-		if _, err := decode(tb, d, rec); err != nil && !errors.Is(err, schema.ErrBadRecord) {
+		if _, err := decodeGrowing(tb, d, rec); err != nil && !errors.Is(err, decode.ErrBadRecord) {
 			tb.Fatal(err)
 		}
 	}
@@ -258,7 +259,7 @@ func TestRecordedEventsReplicateTheSourceRows(t *testing.T) {
 				recs := recordedEvents(t, c.Name, table)
 				snapshotDone := false
 				for _, rec := range recs {
-					ch, err := decode(t, d, rec)
+					ch, err := decodeGrowing(t, d, rec)
 					if err != nil {
 						if err := checkDeadLetter(t, c, table, rec, err); err != nil {
 							t.Fatal(err)

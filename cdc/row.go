@@ -7,7 +7,7 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -173,7 +173,7 @@ func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail [
 func checkNotNull(rec *stream.Record, l *layout, row []any, ch *Change) error {
 	for i, c := range l.cols {
 		if c.NotNull && row[i] == nil && !containsInt(ch.Unavailable, i) {
-			return bad(rec, c.Name, schema.KindNullValue, "the value is null or missing and the column is NOT NULL")
+			return bad(rec, c.Name, decode.KindNullValue, "the value is null or missing and the column is NOT NULL")
 		}
 	}
 	return nil

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"sync/atomic"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -29,13 +30,13 @@ type Config struct {
 	Source SourceColumns
 	// Kafka names optional columns of the record's Kafka metadata, as the
 	// JSON mapper has them.
-	Kafka schema.MetadataSpec
+	Kafka decode.MetadataSpec
 	// Format is how the records are written: json ("" too: the
 	// JsonConverter), avro or protobuf (Confluent's converters: the
 	// Confluent wire format, with the schemas in a Schema Registry, which
 	// Lookup reads). A Decoder only; a ConnectMapper reads JSON.
 	Format string
-	Lookup schema.SchemaLookup
+	Lookup decode.SchemaLookup
 	// UnavailableValue is the connector's unavailable.value.placeholder,
 	// which stands for an unchanged TOASTed value; "" is Debezium's
 	// default, __debezium_unavailable_value.
@@ -229,7 +230,7 @@ type versionIndex struct {
 // their JSON text. Safe for concurrent use; mu serializes folds.
 type table struct {
 	cfg       Config
-	kafka     *schema.JSONMapper // the Kafka metadata columns; nil without any
+	kafka     *decode.JSONMapper // the Kafka metadata columns; nil without any
 	fixed     *version           // the configured columns; nil without any
 	mu        sync.Mutex
 	cur       atomic.Pointer[layout]
@@ -305,7 +306,7 @@ func newTable(cfg Config) (*table, error) {
 	}
 	if k := cfg.Kafka; k.Topic != "" || k.Partition != "" || k.Offset != "" || k.Timestamp != "" || k.TimestampType != "" ||
 		k.Key != "" || k.KeyFormat != "" || k.Headers != "" || len(k.Header) > 0 {
-		jm, err := schema.NewJSONMapper(schema.MappingSpec{Schema: cfg.Schema, Table: cfg.Table, Metadata: cfg.Kafka})
+		jm, err := decode.NewJSONMapper(decode.MappingSpec{Schema: cfg.Schema, Table: cfg.Table, Metadata: cfg.Kafka})
 		if err != nil {
 			return nil, err
 		}

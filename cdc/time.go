@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // Dates, times, timestamps and intervals. Postgres keeps microseconds;
@@ -68,7 +68,7 @@ func dateOfDays(d int64) (any, *convError) {
 	case d == dateNegInf || d == dateNegInfOld:
 		return pgtype.Date{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
 	case d < minDateDays || d > maxDateDays:
-		return nil, convErrorf(schema.KindOutOfRange, "the date %d days from 1970-01-01 is outside Postgres' dates (4714-11-24 BC to 5874897-12-31)", d)
+		return nil, convErrorf(decode.KindOutOfRange, "the date %d days from 1970-01-01 is outside Postgres' dates (4714-11-24 BC to 5874897-12-31)", d)
 	}
 	return time.Unix(d*86400, 0).UTC(), nil
 }
@@ -83,7 +83,7 @@ func timeOfDayIn(unit int64) func(*reader, *node) (any, *convError) {
 		}
 		us, ok := toMicros(v, unit)
 		if !ok || us < 0 || us > microsPerDay {
-			return nil, convErrorf(schema.KindOutOfRange, "the time of day %d (%s) is not within 00:00:00 and 24:00:00", v, n.s.describe())
+			return nil, convErrorf(decode.KindOutOfRange, "the time of day %d (%s) is not within 00:00:00 and 24:00:00", v, n.s.describe())
 		}
 		return pgtype.Time{Microseconds: us, Valid: true}, nil
 	}
@@ -131,7 +131,7 @@ func timestampIn(unit int64) func(*reader, *node) (any, *convError) {
 			t = time.UnixMicro(us)
 		}
 		if t.Before(minTimestamp) || t.After(maxTimestamp) {
-			return nil, convErrorf(schema.KindOutOfRange, "the timestamp %d (%s) is outside Postgres' timestamps (4714-11-24 BC to 294276)", v, n.s.describe())
+			return nil, convErrorf(decode.KindOutOfRange, "the timestamp %d (%s) is outside Postgres' timestamps (4714-11-24 BC to 294276)", v, n.s.describe())
 		}
 		return t.UTC(), nil
 	}
@@ -153,7 +153,7 @@ func decodeZonedTimestamp(r *reader, n *node) (any, *convError) {
 	}
 	t, hasOffset, ok := parseISOTimestamp(string(s))
 	if !ok || !hasOffset {
-		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 timestamp with an offset, as %s has", s, n.s.describe())
+		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 timestamp with an offset, as %s has", s, n.s.describe())
 	}
 	if cerr := checkTimestampRange(t, s); cerr != nil {
 		return nil, cerr
@@ -172,9 +172,9 @@ var (
 func checkTimestampRange(t time.Time, s []byte) *convError {
 	switch {
 	case t.Before(minTimestamp):
-		return convErrorf(schema.KindOutOfRange, "%q is before 4714-11-24 BC, the first timestamp Postgres holds", s)
+		return convErrorf(decode.KindOutOfRange, "%q is before 4714-11-24 BC, the first timestamp Postgres holds", s)
 	case t.After(maxTimestamp):
-		return convErrorf(schema.KindOutOfRange, "%q is after 294276-12-31 23:59:59.999999, the last timestamp Postgres holds", s)
+		return convErrorf(decode.KindOutOfRange, "%q is after 294276-12-31 23:59:59.999999, the last timestamp Postgres holds", s)
 	}
 	return nil
 }
@@ -188,7 +188,7 @@ func decodeIsoTimestamp(r *reader, n *node) (any, *convError) {
 	}
 	t, _, ok := parseISOTimestamp(string(s))
 	if !ok {
-		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 timestamp", s)
+		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 timestamp", s)
 	}
 	if cerr := checkTimestampRange(t, s); cerr != nil {
 		return nil, cerr
@@ -207,7 +207,7 @@ func decodeIsoDate(r *reader, n *node) (any, *convError) {
 		_, ok = parseOffset(rest)
 	}
 	if !ok {
-		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 date", s)
+		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 date", s)
 	}
 	return dateOfDays(epochDays(y, time.Month(m), d))
 }
@@ -223,7 +223,7 @@ func decodeIsoTime(r *reader, n *node) (any, *convError) {
 		_, ok = parseOffset(rest)
 	}
 	if !ok {
-		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 time of day", s)
+		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 time of day", s)
 	}
 	return pgtype.Time{Microseconds: us, Valid: true}, nil
 }
@@ -241,7 +241,7 @@ func decodeZonedTime(r *reader, n *node) (any, *convError) {
 		off, ok = parseOffset(rest)
 	}
 	if !ok || rest == "" {
-		return nil, convErrorf(schema.KindInvalidTimestamp, "%q is not an ISO-8601 time with an offset", s)
+		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 time with an offset", s)
 	}
 	return TimeTZ{Microseconds: us, OffsetSeconds: int32(off), Valid: true}, nil
 }
@@ -388,7 +388,7 @@ func durationIn(unit int64) func(*reader, *node) (any, *convError) {
 		}
 		us, ok := toMicros(v, unit)
 		if !ok {
-			return nil, convErrorf(schema.KindOutOfRange, "the duration %d (%s) does not fit an interval", v, n.s.describe())
+			return nil, convErrorf(decode.KindOutOfRange, "the duration %d (%s) does not fit an interval", v, n.s.describe())
 		}
 		return pgtype.Interval{Microseconds: us, Valid: true}, nil
 	}
@@ -406,7 +406,7 @@ func decodeISOInterval(r *reader, n *node) (any, *convError) {
 	}
 	iv, ok := parseISOInterval(string(s))
 	if !ok {
-		return nil, convErrorf(schema.KindInvalidValue, "%q is not an ISO-8601 duration as Debezium writes intervals (P1Y2M3DT4H5M6.78S)", s)
+		return nil, convErrorf(decode.KindInvalidValue, "%q is not an ISO-8601 duration as Debezium writes intervals (P1Y2M3DT4H5M6.78S)", s)
 	}
 	return iv, nil
 }

@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // The type table. Every Connect schema a field may have maps to one entry
@@ -245,7 +245,7 @@ func convErrorf(kind, format string, args ...any) *convError {
 }
 
 func mismatch(n *node, got string) *convError {
-	return convErrorf(schema.KindTypeMismatch, "the schema says %s, and the value is %s", n.s.describe(), got)
+	return convErrorf(decode.KindTypeMismatch, "the schema says %s, and the value is %s", n.s.describe(), got)
 }
 
 // what names the JSON value the reader is at, for messages.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // The decoders of the type table's scalar entries. Each reads one non-null
@@ -28,9 +28,9 @@ func readInt(r *reader, n *node, bits int) (int64, *convError) {
 	v, err := parseInt(num, bits)
 	if err != nil {
 		if errIsRange(err) {
-			return 0, convErrorf(schema.KindOutOfRange, "%s does not fit %s", num, n.s.describe())
+			return 0, convErrorf(decode.KindOutOfRange, "%s does not fit %s", num, n.s.describe())
 		}
-		return 0, convErrorf(schema.KindTypeMismatch, "%s is not an integer, and the schema says %s", num, n.s.describe())
+		return 0, convErrorf(decode.KindTypeMismatch, "%s is not an integer, and the schema says %s", num, n.s.describe())
 	}
 	return v, nil
 }
@@ -99,7 +99,7 @@ func readFloat(r *reader, n *node, bits int) (float64, *convError) {
 		case "-Infinity":
 			return math.Inf(-1), nil
 		default:
-			return 0, convErrorf(schema.KindTypeMismatch, "the string %q is not a number (nor NaN, Infinity or -Infinity), and the schema says %s", s, n.s.describe())
+			return 0, convErrorf(decode.KindTypeMismatch, "the string %q is not a number (nor NaN, Infinity or -Infinity), and the schema says %s", s, n.s.describe())
 		}
 	}
 	if c := r.peek(); c != '-' && (c < '0' || c > '9') {
@@ -111,7 +111,7 @@ func readFloat(r *reader, n *node, bits int) (float64, *convError) {
 	}
 	v, err := strconv.ParseFloat(string(num), bits)
 	if err != nil {
-		return 0, convErrorf(schema.KindOutOfRange, "%s does not fit %s", num, n.s.describe())
+		return 0, convErrorf(decode.KindOutOfRange, "%s does not fit %s", num, n.s.describe())
 	}
 	return v, nil
 }
@@ -152,7 +152,7 @@ func decodeText(r *reader, n *node) (any, *convError) {
 		return nil, cerr
 	}
 	if i := bytes.IndexByte(s, 0); i >= 0 {
-		return nil, convErrorf(schema.KindNULByte, "the string has a NUL character at byte %d, which Postgres text cannot store", i)
+		return nil, convErrorf(decode.KindNULByte, "the string has a NUL character at byte %d, which Postgres text cannot store", i)
 	}
 	return r.keep(s), nil
 }
@@ -167,7 +167,7 @@ func readBase64(r *reader, n *node) ([]byte, *convError) {
 	out := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
 	k, err := base64.StdEncoding.Decode(out, s)
 	if err != nil {
-		return nil, convErrorf(schema.KindInvalidValue, "the bytes of %s are not standard base64: %s", n.s.describe(), err.Error())
+		return nil, convErrorf(decode.KindInvalidValue, "the bytes of %s are not standard base64: %s", n.s.describe(), err.Error())
 	}
 	return out[:k], nil
 }
@@ -201,7 +201,7 @@ func decodeDecimal(r *reader, n *node) (any, *convError) {
 		}
 		var ok bool
 		if num, ok = parseDecimal(text); !ok {
-			return nil, convErrorf(schema.KindOutOfRange, "the decimal %s has an exponent Postgres' numeric cannot hold", text)
+			return nil, convErrorf(decode.KindOutOfRange, "the decimal %s has an exponent Postgres' numeric cannot hold", text)
 		}
 	}
 	return num, checkPrecision(n, num)
@@ -262,7 +262,7 @@ func checkPrecision(n *node, num pgtype.Numeric) *convError {
 	// The value has digits+Exp digits before the point; the column keeps
 	// p-s. Digits after the point beyond s are rounded by Postgres.
 	if intDigits := digits + int(num.Exp); intDigits > p-s {
-		return convErrorf(schema.KindOutOfRange, "the decimal has %d digits before the point, and numeric(%d,%d) holds %d", intDigits, p, s, p-s)
+		return convErrorf(decode.KindOutOfRange, "the decimal has %d digits before the point, and numeric(%d,%d) holds %d", intDigits, p, s, p-s)
 	}
 	return nil
 }
@@ -330,10 +330,10 @@ func decodeVariableScaleDecimal(r *reader, n *node) (any, *convError) {
 		return nil, nil
 	}
 	if !haveScale || !haveValue {
-		return nil, convErrorf(schema.KindInvalidValue, "a VariableScaleDecimal needs both scale and value")
+		return nil, convErrorf(decode.KindInvalidValue, "a VariableScaleDecimal needs both scale and value")
 	}
 	if scale > maxNumericScale || scale < -maxNumericScale {
-		return nil, convErrorf(schema.KindOutOfRange, "the scale %d is beyond Postgres' numeric (at most %d digits after the point)", scale, maxNumericScale)
+		return nil, convErrorf(decode.KindOutOfRange, "the scale %d is beyond Postgres' numeric (at most %d digits after the point)", scale, maxNumericScale)
 	}
 	return pgtype.Numeric{Int: twosComplement(unscaled), Exp: int32(-scale), Valid: true}, nil
 }
@@ -348,7 +348,7 @@ func decodeJSONText(r *reader, n *node) (any, *convError) {
 	if cerr != nil {
 		return nil, cerr
 	}
-	if kind, err := schema.CheckJSON(s); err != nil {
+	if kind, err := decode.CheckJSON(s); err != nil {
 		return nil, convErrorf(kind, "the Json field's text %s", strings.TrimPrefix(err.Error(), "the value "))
 	}
 	return bytes.Clone(s), nil
@@ -361,7 +361,7 @@ func decodeUUID(r *reader, n *node) (any, *convError) {
 	}
 	u, ok := parseUUID(s)
 	if !ok {
-		return nil, convErrorf(schema.KindInvalidUUID, "%q is not a UUID", s)
+		return nil, convErrorf(decode.KindInvalidUUID, "%q is not a UUID", s)
 	}
 	return u, nil
 }
@@ -433,7 +433,7 @@ func decodeBits(r *reader, n *node) (any, *convError) {
 			length--
 		}
 		if n.bits > 0 && length > n.bits {
-			return nil, convErrorf(schema.KindOutOfRange, "bit %d is set, and the column holds %d bits", length-1, n.bits)
+			return nil, convErrorf(decode.KindOutOfRange, "bit %d is set, and the column holds %d bits", length-1, n.bits)
 		}
 	}
 	out := pgtype.Bits{Bytes: make([]byte, (length+7)/8), Len: int32(length), Valid: true}
@@ -442,7 +442,7 @@ func decodeBits(r *reader, n *node) (any, *convError) {
 			continue
 		}
 		if k >= length {
-			return nil, convErrorf(schema.KindOutOfRange, "bit %d is set, and the column holds %d bits", k, length)
+			return nil, convErrorf(decode.KindOutOfRange, "bit %d is set, and the column holds %d bits", k, length)
 		}
 		pos := length - 1 - k // position in the bit string, from the left
 		out.Bytes[pos/8] |= 0x80 >> (pos % 8)

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -49,12 +49,12 @@ type wireSchema struct {
 // wireSchemas caches the compiled schemas of a table by wire header.
 type wireSchemas struct {
 	format string
-	lookup schema.SchemaLookup
+	lookup decode.SchemaLookup
 	mu     sync.Mutex
 	byKey  map[string]*wireSchema
 	// resolved holds what resolve fetched, for schemaOf; its lock and mu
 	// are never held together.
-	resolved schema.ResolvedSchemas
+	resolved decode.ResolvedSchemas
 }
 
 // headerKey names the (schema, message) pair of a header, for byKey.
@@ -78,7 +78,7 @@ func (w *wireSchemas) resolve(ctx context.Context, records []stream.Record) erro
 			if b == nil {
 				continue
 			}
-			id, _, _, err := schema.WirePayload(b, w.format == FormatProtobuf)
+			id, _, _, err := decode.WirePayload(b, w.format == FormatProtobuf)
 			if err != nil || asked[id] {
 				continue
 			}
@@ -124,9 +124,9 @@ func newWireSchemas(cfg Config) (*wireSchemas, error) {
 // schemaOf returns the compiled schema of the wire-format bytes b (the key
 // or the value: what) and its encoded value.
 func (w *wireSchemas) schemaOf(rec *stream.Record, what string, b []byte) (*wireSchema, []byte, error) {
-	id, indexes, payload, err := schema.WirePayload(b, w.format == FormatProtobuf)
+	id, indexes, payload, err := decode.WirePayload(b, w.format == FormatProtobuf)
 	if err != nil {
-		return nil, nil, bad(rec, "", schema.KindInvalidWireFormat, "the %s %s", what, err.Error())
+		return nil, nil, bad(rec, "", decode.KindInvalidWireFormat, "the %s %s", what, err.Error())
 	}
 	key := headerKey(id, indexes)
 	w.mu.Lock()
@@ -135,8 +135,8 @@ func (w *wireSchemas) schemaOf(rec *stream.Record, what string, b []byte) (*wire
 	if !ok {
 		rs, err := w.resolved.Get(id)
 		switch {
-		case errors.Is(err, schema.ErrSchemaNotFound):
-			return nil, nil, bad(rec, "", schema.KindUnknownSchema, "the %s's schema id %d is unknown to the schema registry: was the schema deleted, or the record written against another registry? %s", what, id, err.Error())
+		case errors.Is(err, decode.ErrSchemaNotFound):
+			return nil, nil, bad(rec, "", decode.KindUnknownSchema, "the %s's schema id %d is unknown to the schema registry: was the schema deleted, or the record written against another registry? %s", what, id, err.Error())
 		case err != nil:
 			return nil, nil, fmt.Errorf("schema id %d of %s/%d@%d: %w", id, rec.Topic, rec.Partition, rec.Offset, err)
 		}
@@ -167,7 +167,7 @@ func (d *Decoder) decodeWire(rec *stream.Record, ch *Change) error {
 	rs := d.t.getState()
 	defer d.t.putState(rs)
 	if rs.wireValue, err = ws.transcode(rs.wireValue[:0], payload); err != nil {
-		return bad(rec, "", schema.KindInvalidWireFormat, "the value does not decode with its schema: %s", err.Error())
+		return bad(rec, "", decode.KindInvalidWireFormat, "the value does not decode with its schema: %s", err.Error())
 	}
 	v := ws.row.Load()
 	if v == nil {
@@ -196,7 +196,7 @@ func (d *Decoder) wireKey(rec *stream.Record, rs *rowState) ([]byte, error) {
 	out = append(out, ws.connect...)
 	out = append(out, `,"payload":`...)
 	if out, err = ws.transcode(out, payload); err != nil {
-		return nil, bad(rec, "", schema.KindInvalidWireFormat, "the key does not decode with its schema: %s", err.Error())
+		return nil, bad(rec, "", decode.KindInvalidWireFormat, "the key does not decode with its schema: %s", err.Error())
 	}
 	rs.wireKey = append(out, '}')
 	return rs.wireKey, nil

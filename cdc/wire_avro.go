@@ -7,7 +7,7 @@ import (
 
 	"github.com/hamba/avro/v2"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // Avro, as Confluent's AvroConverter writes a Connect schema: a struct is a
@@ -20,8 +20,8 @@ import (
 // Debezium type of the same meaning, a record's full name is its name.
 
 // compileAvro compiles a registered Avro schema.
-func compileAvro(rs schema.RegisteredSchema) *wireSchema {
-	s, err := schema.ParseAvro(rs)
+func compileAvro(rs decode.RegisteredSchema) *wireSchema {
+	s, err := decode.ParseAvro(rs)
 	if err != nil {
 		return &wireSchema{bad: err.Error()}
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hamba/avro/v2"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -56,18 +57,18 @@ const customersKeyAvro = `{"type":"record","name":"Key","namespace":"shop.public
 
 // registry is a SchemaLookup over schemas by id that counts its calls.
 type registry struct {
-	schemas map[int]schema.RegisteredSchema
+	schemas map[int]decode.RegisteredSchema
 	calls   int
 }
 
-func (r *registry) lookup(_ context.Context, id int) (schema.RegisteredSchema, error) {
+func (r *registry) lookup(_ context.Context, id int) (decode.RegisteredSchema, error) {
 	r.calls++
 	if id == 99 {
-		return schema.RegisteredSchema{}, errors.New("connection refused")
+		return decode.RegisteredSchema{}, errors.New("connection refused")
 	}
 	rs, ok := r.schemas[id]
 	if !ok {
-		return rs, fmt.Errorf("id %d: %w", id, schema.ErrSchemaNotFound)
+		return rs, fmt.Errorf("id %d: %w", id, decode.ErrSchemaNotFound)
 	}
 	return rs, nil
 }
@@ -78,7 +79,7 @@ func avroRecord(tb testing.TB, id int, text string, v any) []byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return append(schema.AppendWireHeader(nil, id, nil), b...)
+	return append(decode.AppendWireHeader(nil, id, nil), b...)
 }
 
 func avroRow(id int32, name string) map[string]any {
@@ -115,7 +116,7 @@ func avroDecoder(tb testing.TB, reg *registry) *Decoder {
 }
 
 func newAvroRegistry() *registry {
-	return &registry{schemas: map[int]schema.RegisteredSchema{
+	return &registry{schemas: map[int]decode.RegisteredSchema{
 		1: {ID: 1, Text: customersAvro}, 2: {ID: 2, Text: customersKeyAvro}}}
 }
 
@@ -125,7 +126,7 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 	key := func(id int32) []byte { return avroRecord(t, 2, customersKeyAvro, map[string]any{"id": id}) }
 
 	create := stream.Record{Topic: "shop.public.customers", Key: key(1), Value: avroEvent(t, "c", nil, avroRow(1, "Sally"))}
-	ch, err := decode(t, d, create)
+	ch, err := decodeGrowing(t, d, create)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,19 +158,19 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 
 	// An update that changes the key deletes the old key first.
 	pk := stream.Record{Key: key(10), Value: avroEvent(t, "u", avroRow(1, "Sally"), avroRow(10, "Sally"))}
-	if ch, err = decode(t, d, pk); err != nil || ch.Op != OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if ch, err = decodeGrowing(t, d, pk); err != nil || ch.Op != OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
 	del := stream.Record{Key: key(10), Value: avroEvent(t, "d", avroRow(10, "Sally"), nil)}
-	if ch, err = decode(t, d, del); err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if ch, err = decodeGrowing(t, d, del); err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
 	trunc := stream.Record{Value: avroEvent(t, "t", nil, nil)}
-	if ch, err = decode(t, d, trunc); err != nil || ch.Op != OpTruncate {
+	if ch, err = decodeGrowing(t, d, trunc); err != nil || ch.Op != OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
 	tomb := stream.Record{Key: key(10)}
-	if ch, err = decode(t, d, tomb); err != nil || ch.Op != OpNone {
+	if ch, err = decodeGrowing(t, d, tomb); err != nil || ch.Op != OpNone {
 		t.Fatalf("tombstone: %v, %+v", err, ch)
 	}
 	if reg.calls != 2 {
@@ -179,7 +180,7 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 
 func TestAvroRecordsThatCannotBeDecodedSayWhy(t *testing.T) {
 	reg := newAvroRegistry()
-	reg.schemas[3] = schema.RegisteredSchema{ID: 3, Text: `{"type":"record","name":"N","fields":[{"name":"n","type":"null"}]}`}
+	reg.schemas[3] = decode.RegisteredSchema{ID: 3, Text: `{"type":"record","name":"N","fields":[{"name":"n","type":"null"}]}`}
 	d := avroDecoder(t, reg)
 	good := avroEvent(t, "c", nil, avroRow(1, "Sally"))
 	badUTF8 := avroRow(1, "Sa\xffly")
@@ -189,24 +190,24 @@ func TestAvroRecordsThatCannotBeDecodedSayWhy(t *testing.T) {
 		kind  string
 		want  string
 	}{
-		{"no magic byte", []byte(`{"op":"c"}`), schema.KindInvalidWireFormat, "does not start with the magic byte"},
-		{"an unknown schema id", append(schema.AppendWireHeader(nil, 7, nil), good[5:]...), schema.KindUnknownSchema, "schema id 7 is unknown"},
-		{"a truncated payload", good[:len(good)-20], schema.KindInvalidWireFormat, "does not decode with its schema"},
-		{"invalid UTF-8 in a string", avroEvent(t, "c", nil, badUTF8), schema.KindInvalidUTF8, "UTF-8"},
-		{"a schema no Connect schema can be", append(schema.AppendWireHeader(nil, 3, nil), 0), KindInvalidSchema, `Avro type null`},
+		{"no magic byte", []byte(`{"op":"c"}`), decode.KindInvalidWireFormat, "does not start with the magic byte"},
+		{"an unknown schema id", append(decode.AppendWireHeader(nil, 7, nil), good[5:]...), decode.KindUnknownSchema, "schema id 7 is unknown"},
+		{"a truncated payload", good[:len(good)-20], decode.KindInvalidWireFormat, "does not decode with its schema"},
+		{"invalid UTF-8 in a string", avroEvent(t, "c", nil, badUTF8), decode.KindInvalidUTF8, "UTF-8"},
+		{"a schema no Connect schema can be", append(decode.AppendWireHeader(nil, 3, nil), 0), KindInvalidSchema, `Avro type null`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := decode(t, d, stream.Record{Value: c.value})
-			var de *schema.DecodeError
+			_, err := decodeGrowing(t, d, stream.Record{Value: c.value})
+			var de *decode.DecodeError
 			if !errors.As(err, &de) || de.Kind != c.kind || !strings.Contains(err.Error(), c.want) {
 				t.Fatalf("err %v, want a %s dead letter saying %q", err, c.kind, c.want)
 			}
 		})
 	}
 	// A registry that cannot be reached is no dead letter: the batch is retried.
-	_, err := decode(t, d, stream.Record{Value: append(schema.AppendWireHeader(nil, 99, nil), good[5:]...)})
-	if err == nil || errors.Is(err, schema.ErrBadRecord) {
+	_, err := decodeGrowing(t, d, stream.Record{Value: append(decode.AppendWireHeader(nil, 99, nil), good[5:]...)})
+	if err == nil || errors.Is(err, decode.ErrBadRecord) {
 		t.Fatalf("err %v, want an error that is not a bad record", err)
 	}
 }

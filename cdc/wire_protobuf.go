@@ -9,7 +9,7 @@ import (
 	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // Protobuf, as Confluent's ProtobufConverter writes a Connect schema: a
@@ -30,8 +30,8 @@ import (
 // is numeric.
 
 // compileProtobuf compiles a registered Protobuf schema's message.
-func compileProtobuf(rs schema.RegisteredSchema, indexes []int) *wireSchema {
-	md, err := schema.ProtobufMessage(rs, indexes, "")
+func compileProtobuf(rs decode.RegisteredSchema, indexes []int) *wireSchema {
+	md, err := decode.ProtobufMessage(rs, indexes, "")
 	if err != nil {
 		return &wireSchema{bad: err.Error()}
 	}
@@ -42,7 +42,7 @@ func compileProtobuf(rs schema.RegisteredSchema, indexes []int) *wireSchema {
 	}
 	return &wireSchema{connect: cs.appendJSON(nil), transcode: func(dst, payload []byte) ([]byte, error) {
 		m := dynamicpb.NewMessage(md)
-		if err := schema.UnmarshalProtobuf(payload, m); err != nil {
+		if err := decode.UnmarshalProtobuf(payload, m); err != nil {
 			return nil, err
 		}
 		return tr(m, dst), nil

@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -81,9 +82,9 @@ message Key { int32 id = 1; }
 
 // protoRecord encodes the protojson text of a message of schema id in the
 // wire format.
-func protoRecord(tb testing.TB, rs schema.RegisteredSchema, text string) []byte {
+func protoRecord(tb testing.TB, rs decode.RegisteredSchema, text string) []byte {
 	tb.Helper()
-	md, err := schema.ProtobufMessage(rs, []int{0}, "")
+	md, err := decode.ProtobufMessage(rs, []int{0}, "")
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -95,7 +96,7 @@ func protoRecord(tb testing.TB, rs schema.RegisteredSchema, text string) []byte 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return append(schema.AppendWireHeader(nil, rs.ID, []int{0}), b...)
+	return append(decode.AppendWireHeader(nil, rs.ID, []int{0}), b...)
 }
 
 const protoRow = `{"id": %d, "first_name": "Sally", "email": "s@example.com",
@@ -116,14 +117,14 @@ func protoEvent(op, before, after string) string {
 }
 
 func TestProtobufEventsBecomeChanges(t *testing.T) {
-	value := schema.RegisteredSchema{ID: 11, Type: "PROTOBUF", Text: customersProto}
-	key := schema.RegisteredSchema{ID: 12, Type: "PROTOBUF", Text: customersKeyProto}
-	reg := &registry{schemas: map[int]schema.RegisteredSchema{11: value, 12: key}}
+	value := decode.RegisteredSchema{ID: 11, Type: "PROTOBUF", Text: customersProto}
+	key := decode.RegisteredSchema{ID: 12, Type: "PROTOBUF", Text: customersKeyProto}
+	reg := &registry{schemas: map[int]decode.RegisteredSchema{11: value, 12: key}}
 	d := mustDecoder(t, Config{Format: FormatProtobuf, Lookup: reg.lookup})
 	keyOf := func(id string) []byte { return protoRecord(t, key, `{"id": `+id+`}`) }
 	row := func(id string) string { return fmtRow(protoRow, id) }
 
-	ch, err := decode(t, d, stream.Record{Key: keyOf("1"), Value: protoRecord(t, value, protoEvent("c", "", row("1")))})
+	ch, err := decodeGrowing(t, d, stream.Record{Key: keyOf("1"), Value: protoRecord(t, value, protoEvent("c", "", row("1")))})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,23 +146,23 @@ func TestProtobufEventsBecomeChanges(t *testing.T) {
 	if ch.Source.Table != "customers" || ch.Source.TxID != 771 || ch.Source.Snapshot != "false" || ch.TsMs != 1709164800999 {
 		t.Errorf("source %+v, ts %d", ch.Source, ch.TsMs)
 	}
-	ch, err = decode(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("u", row("1"), row("10")))})
+	ch, err = decodeGrowing(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("u", row("1"), row("10")))})
 	if err != nil || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
-	ch, err = decode(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("d", row("10"), ""))})
+	ch, err = decodeGrowing(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("d", row("10"), ""))})
 	if err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
-	if ch, err = decode(t, d, stream.Record{Value: protoRecord(t, value, protoEvent("t", "", ""))}); err != nil || ch.Op != OpTruncate {
+	if ch, err = decodeGrowing(t, d, stream.Record{Value: protoRecord(t, value, protoEvent("t", "", ""))}); err != nil || ch.Op != OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
 	// A date Protobuf can say and a calendar cannot is a bad record.
 	bad := protoEvent("c", "", fmtRow(protoRow, "2"))
 	bad = strings.Replace(bad, `"day": 29`, `"day": 30`, 1)
-	_, err = decode(t, d, stream.Record{Key: keyOf("2"), Value: protoRecord(t, value, bad)})
-	var de *schema.DecodeError
-	if !errors.As(err, &de) || de.Column != "born" || de.Kind != schema.KindTypeMismatch {
+	_, err = decodeGrowing(t, d, stream.Record{Key: keyOf("2"), Value: protoRecord(t, value, bad)})
+	var de *decode.DecodeError
+	if !errors.As(err, &de) || de.Column != "born" || de.Kind != decode.KindTypeMismatch {
 		t.Fatalf("February 30: %v, want a type mismatch of born", err)
 	}
 }

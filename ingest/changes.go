@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -37,7 +38,7 @@ import (
 //     columns only.
 //
 // The table is created once the first event has told its columns and key
-// (the decoder returns schema.ErrTableChanged, and writeChanging evolves
+// (the decoder returns decode.ErrTableChanged, and writeChanging evolves
 // the table as for a TableMapper).
 
 // keyedChange is one record's change, in offset order.
@@ -48,7 +49,7 @@ type keyedChange struct {
 
 // decodeChanges decodes the batch's records; the records that are no
 // change (tombstones, messages) are left out, bad ones set aside. An error
-// not about a record aborts the batch: schema.ErrTableChanged when a
+// not about a record aborts the batch: decode.ErrTableChanged when a
 // record changed the table, or when another partition's did since sink
 // was read.
 func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChange, []badRecord, error) {
@@ -66,7 +67,7 @@ func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChang
 		return nil, nil, err
 	}
 	if !sameColumns(sink.Changes.Table(), sink.Table) {
-		return nil, nil, fmt.Errorf("the table of topic %s changed: %w", sink.Table.QualifiedName(), schema.ErrTableChanged)
+		return nil, nil, fmt.Errorf("the table of topic %s changed: %w", sink.Table.QualifiedName(), decode.ErrTableChanged)
 	}
 	return out, bad, nil
 }
@@ -173,7 +174,7 @@ func encodeChanges(changes []keyedChange, st *upsertState, m *pgtype.Map, oids [
 		}
 		seq++
 		if err != nil {
-			bad = append(bad, badRecord{rec: c.rec, kind: schema.KindInvalidValue, err: err})
+			bad = append(bad, badRecord{rec: c.rec, kind: decode.KindInvalidValue, err: err})
 		}
 	}
 	cs.finish()

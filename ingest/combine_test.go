@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -58,7 +58,7 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 func TestCombinedBatchesWriteEveryOffsetOnce(t *testing.T) {
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{Group: "g", TableWriters: 1,
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	const partitions, batches, size = 16, 20, 50
 	combined := writeConcurrently(t, w, partitions, batches, size, func(p int32, o int64) []byte {
 		return fmt.Appendf(nil, `{"p":%d,"o":%d}`, p, o)
@@ -84,7 +84,7 @@ func TestCombinedBatchesWriteEveryOffsetOnce(t *testing.T) {
 func TestACombinedBatchWithABadRecordIsWrittenAloneAndDeadLettered(t *testing.T) {
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{Group: "g", TableWriters: 1,
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	const partitions, batches, size = 8, 10, 40
 	writeConcurrently(t, w, partitions, batches, size, func(p int32, o int64) []byte {
 		if o%97 == 13 {
@@ -110,7 +110,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	ctx := context.Background()
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{Group: "g", TableWriters: 1,
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	// Hold the one slot with a transaction on partition 9, so the next
 	// batches wait and are combined.
 	tr := trace(w)
@@ -121,7 +121,7 @@ func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
 	}
 	// Partition 2 is taken over: its batch is fenced.
 	other := writerWith(t, pool, ingest.Config{Group: "g",
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	if _, err := other.Claim(ctx, topic, []int32{2}); err != nil {
 		t.Fatal(err)
 	}

@@ -4,19 +4,19 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The typed mapper gives each COPY an AppendRow of its own: appendFuncOf
 // must recognise it, or every row goes through the shared pooled state.
 func TestAppendFuncOfTakesTheTypedMappersOwnState(t *testing.T) {
-	m, err := schema.NewJSONMapper(schema.MappingSpec{Table: "t", Columns: []schema.ColumnSpec{{Name: "id", Path: "id", Type: "bigint"}}})
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Table: "t", Columns: []decode.ColumnSpec{{Name: "id", Path: "id", Type: "bigint"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := RowAppender(m).(interface{ AppendRowFunc() appendFunc }); !ok {
-		t.Fatal("*schema.JSONMapper's AppendRowFunc does not match appendFuncOf's interface")
+		t.Fatal("*decode.JSONMapper's AppendRowFunc does not match appendFuncOf's interface")
 	}
 	f, g := appendFuncOf(m), appendFuncOf(m)
 	oids := []uint32{20}

@@ -13,9 +13,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -33,7 +33,7 @@ const testWriteTimeout = time.Second
 func deadlineWriter(t *testing.T, pool *pgxpool.Pool, mapper ingest.RowMapper) *ingest.Writer {
 	t.Helper()
 	return readyWriter(t, pool, ingest.Config{Group: "g", WriteTimeout: testWriteTimeout, ClaimLockTimeout: 300 * time.Millisecond,
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: mapper}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: mapper}}})
 }
 
 // admin is a connection of the test's own, outside the pool under test.
@@ -107,7 +107,7 @@ func freeze(t *testing.T, pid uint32) (thaw func()) {
 
 func TestAWriteBehindALockedTableFailsAtItsDeadlineAndClosesItsConnection(t *testing.T) {
 	pool, url := ingest.OnePool(t, nil)
-	w := deadlineWriter(t, pool, schema.RawMapper{Format: schema.ValueJSON})
+	w := deadlineWriter(t, pool, decode.RawMapper{Format: decode.ValueJSON})
 	ctx := t.Context()
 	c := claim(t, w, 0)
 	pid := ingest.BackendPID(t, pool)
@@ -169,7 +169,7 @@ func TestAWriteBehindALockedTableFailsAtItsDeadlineAndClosesItsConnection(t *tes
 // the record of offset at, once. It is a RowMapper only, so the COPY asks
 // it for every row as it streams.
 type freezingMapper struct {
-	m    schema.RawMapper
+	m    decode.RawMapper
 	t    *testing.T
 	pid  *uint32
 	at   int64
@@ -185,7 +185,7 @@ func (m *freezingMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 
 func TestABackendFrozenMidCopyFailsTheWriteAtItsDeadline(t *testing.T) {
 	pool, url := ingest.OnePool(t, nil)
-	m := &freezingMapper{m: schema.RawMapper{Format: schema.ValueJSON}, t: t, pid: new(uint32), at: 1000}
+	m := &freezingMapper{m: decode.RawMapper{Format: decode.ValueJSON}, t: t, pid: new(uint32), at: 1000}
 	w := deadlineWriter(t, pool, m)
 	ctx := t.Context()
 	c := claim(t, w, 0)
@@ -234,7 +234,7 @@ func (f *commitFreezer) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQuery
 func TestACommitPastItsDeadlineIsSettledByTheNextClaim(t *testing.T) {
 	fr := &commitFreezer{t: t}
 	pool, url := ingest.OnePool(t, fr)
-	w := deadlineWriter(t, pool, schema.RawMapper{Format: schema.ValueJSON})
+	w := deadlineWriter(t, pool, decode.RawMapper{Format: decode.ValueJSON})
 	ctx := t.Context()
 	c := claim(t, w, 0)
 	canFreeze(t, ingest.BackendPID(t, pool))
@@ -275,7 +275,7 @@ func TestACommitPastItsDeadlineIsSettledByTheNextClaim(t *testing.T) {
 
 func TestAClaimOnAFrozenBackendFailsAtItsDeadline(t *testing.T) {
 	pool, url := ingest.OnePool(t, nil)
-	w := deadlineWriter(t, pool, schema.RawMapper{Format: schema.ValueJSON})
+	w := deadlineWriter(t, pool, decode.RawMapper{Format: decode.ValueJSON})
 	pid := ingest.BackendPID(t, pool)
 	canFreeze(t, pid)
 	thaw := freeze(t, pid)
@@ -304,7 +304,7 @@ func TestAClaimOnAFrozenBackendFailsAtItsDeadline(t *testing.T) {
 func TestACombinedTransactionPastItsDeadlineFailsEachOfItsBatches(t *testing.T) {
 	url, pool := pgtest.MigratedPool(t)
 	w, err := ingest.New(pool, ingest.Config{Group: "g", WriteTimeout: testWriteTimeout, TableWriters: 1,
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -379,7 +379,7 @@ func TestAConnectTimeoutIsNotAClaimPastItsDeadline(t *testing.T) {
 	}
 	t.Cleanup(pool.Close)
 	w, err := ingest.New(pool, ingest.Config{Group: "g", WriteTimeout: time.Minute,
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

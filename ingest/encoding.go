@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -63,7 +63,7 @@ func isASCII(s string) bool {
 // letterText writes the text of dead letters for one connection's
 // database: as it is where any UTF-8 fits, in ASCII elsewhere (the message
 // with escapes, the headers with key_base64 and value_base64, which
-// schema.ParseHeadersJSON reads back).
+// decode.ParseHeadersJSON reads back).
 type letterText struct{ ascii bool }
 
 func letterTextFor(c *pgconn.PgConn) letterText { return letterText{ascii: !holdsUTF8(c)} }
@@ -82,9 +82,9 @@ func (t letterText) headers(hs []stream.Header) any {
 	case len(hs) == 0:
 		return nil
 	case t.ascii:
-		return schema.HeadersJSONASCII(hs)
+		return decode.HeadersJSONASCII(hs)
 	}
-	return schema.HeadersJSON(hs)
+	return decode.HeadersJSON(hs)
 }
 
 // escapeNonASCII writes the characters of s beyond ASCII as \uXXXX (or

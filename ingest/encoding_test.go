@@ -8,10 +8,10 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -35,8 +35,8 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(pool.Close)
-	m, err := schema.NewJSONMapper(schema.MappingSpec{Schema: "public", Table: topic, Columns: []schema.ColumnSpec{{Name: "n", Path: "n", Type: "bigint"}},
-		Metadata: schema.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}})
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: topic, Columns: []decode.ColumnSpec{{Name: "n", Path: "n", Type: "bigint"}},
+		Metadata: decode.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,7 +54,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 		if err := pool.QueryRow(ctx, `SELECT error_message, headers::text FROM kafka2pg.dead_letters WHERE kafka_offset = 1`).Scan(&msg, &headers); err != nil {
 			t.Fatalf("%s: %v", when, err)
 		}
-		hs, err := schema.ParseHeadersJSON([]byte(headers))
+		hs, err := decode.ParseHeadersJSON([]byte(headers))
 		if !strings.Contains(msg, `\u4E2D`) || err != nil || len(hs) != 1 || hs[0].Key != "clé" || string(hs[0].Value) != "中" {
 			t.Errorf("%s: message %q, headers %s (%+v, %v); want \\u4E2D in the message and the headers as sent", when, msg, headers, hs, err)
 		}

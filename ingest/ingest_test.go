@@ -15,9 +15,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -76,7 +76,7 @@ func writerOn(t testing.TB, pool *pgxpool.Pool, group string) *ingest.Writer {
 	t.Helper()
 	w, err := ingest.New(pool, ingest.Config{
 		Group:            group,
-		Sinks:            map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}},
+		Sinks:            map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}},
 		ClaimLockTimeout: 300 * time.Millisecond,
 	})
 	if err != nil {
@@ -198,8 +198,8 @@ func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(got) != 2 || got[0].Offset != 1 || got[0].Kind != schema.KindInvalidJSON || got[1].Offset != 3 ||
-		got[1].Kind != schema.KindUnsupported || string(got[1].Value) != `{"nul":"\u0000"}` || got[0].Table != `"public"."orders"` {
+	if len(got) != 2 || got[0].Offset != 1 || got[0].Kind != decode.KindInvalidJSON || got[1].Offset != 3 ||
+		got[1].Kind != decode.KindUnsupported || string(got[1].Value) != `{"nul":"\u0000"}` || got[0].Table != `"public"."orders"` {
 		t.Errorf("dead letters = %+v", got)
 	}
 

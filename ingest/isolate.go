@@ -7,6 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -76,7 +77,7 @@ var sqlstateNames = map[string]string{
 func sqlstateKind(err error) string {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
-		return schema.KindInvalidValue
+		return decode.KindInvalidValue
 	}
 	if unescapeSQLASCII(pgErr) {
 		return sqlstateNames["22P05"] // what a LATIN1 database says of a character it lacks

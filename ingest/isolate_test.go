@@ -13,15 +13,15 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 func writerWith(t *testing.T, pool *pgxpool.Pool, cfg ingest.Config) *ingest.Writer {
 	t.Helper()
 	cfg.Group = "g"
-	cfg.Sinks = map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}
+	cfg.Sinks = map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
 	w, err := ingest.New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -74,7 +74,7 @@ func TestRowsPostgresRefusesAreIsolatedAndTheRestLands(t *testing.T) {
 	b.Records[63].Value = []byte(`{"n":"x"}`)
 	want[63] = "invalid_text_representation"
 	b.Records[64].Value = []byte(`{"n":`)
-	want[64] = schema.KindInvalidJSON
+	want[64] = decode.KindInvalidJSON
 	// An indexed value over btree's 2,704 bytes (6,400 hex digits that do
 	// not compress under it): SQLSTATE 54000.
 	long := make([]byte, 0, 6400)
@@ -137,7 +137,7 @@ func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
 	b = batch(0, c.Epoch, 7, 9)
 	b.Records[0].Value = []byte("{")
 	err = w.Write(ctx, b)
-	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != schema.KindInvalidJSON {
+	if !errors.As(err, &stop) || stop.Offset != 7 || stop.Kind != decode.KindInvalidJSON {
 		t.Fatalf("Write = %v, want a StopError at offset 7 (invalid_json)", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 7 {
@@ -244,7 +244,7 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders`); n != 9 {
 		t.Errorf("rows = %d, want 9", n)
 	}
-	if got := deadLetterKinds(t, pool); len(got) != 1 || got[8] != schema.KindInvalidJSON {
+	if got := deadLetterKinds(t, pool); len(got) != 1 || got[8] != decode.KindInvalidJSON {
 		t.Errorf("dead letters left = %v, want only offset 8 (invalid_json)", got)
 	}
 	var headers string
@@ -265,7 +265,7 @@ func TestHostileTableNamesAreQuotedNeverInterpolated(t *testing.T) {
 	ctx := context.Background()
 	for _, name := range []string{`we"ird; DROP TABLE orders; --`, "Ünïcödé tåble", "select", "with space"} {
 		w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {
-			Table: schema.RawTable("public", name, schema.ValueText), Mapper: schema.RawMapper{Format: schema.ValueText}}}})
+			Table: decode.RawTable("public", name, decode.ValueText), Mapper: decode.RawMapper{Format: decode.ValueText}}}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -295,7 +295,7 @@ func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer listener.Release()
-	channel := ingest.NotifyChannel(schema.RawTable("public", topic, schema.ValueJSON))
+	channel := ingest.NotifyChannel(decode.RawTable("public", topic, decode.ValueJSON))
 	if _, err := listener.Exec(ctx, "LISTEN "+pgx.Identifier{channel}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}

@@ -10,7 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -204,7 +204,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 		var l letter // scanned into, then copied: ForEachRow scans into the same fields every row
 		_, err = pgx.ForEachRow(rows, []any{&l.ID, &l.rec.Topic, &l.rec.Partition, &l.rec.Offset, &l.rec.Timestamp,
 			&l.rec.Key, &l.rec.Value, &headers, &l.Table, &l.WasKind}, func() error {
-			hs, err := schema.ParseHeadersJSON(headers)
+			hs, err := decode.ParseHeadersJSON(headers)
 			if err != nil {
 				return fmt.Errorf("dead letter %d: %w", l.ID, err)
 			}

@@ -7,7 +7,7 @@ import (
 )
 
 // SchemaResolver is a RowMapper or ChangeDecoder whose records name
-// schemas it fetches over the network (schema.RegistryMapper, cdc.Decoder
+// schemas it fetches over the network (decode.RegistryMapper, cdc.Decoder
 // of format avro or protobuf). The writer calls ResolveSchemas with each
 // batch's records and Write's ctx before the batch's transaction, so that
 // Row, KeyRow and Decode only read what it fetched: no transaction waits

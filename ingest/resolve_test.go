@@ -5,16 +5,16 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // resolvingMapper is the zero-config mapper with a ResolveSchemas that
 // records what the writer handed it, and fails while down is set.
 type resolvingMapper struct {
-	schema.RawMapper
+	decode.RawMapper
 	down    error
 	batches [][]stream.Record
 	ctxs    []context.Context
@@ -34,10 +34,10 @@ type writeCtxKey struct{}
 // batch is written once the lookups succeed.
 func TestTheWriterResolvesSchemasBeforeTheTransaction(t *testing.T) {
 	_, pool := pgtest.MigratedPool(t)
-	m := &resolvingMapper{RawMapper: schema.RawMapper{Format: schema.ValueJSON}, down: errors.New("registry: connection refused")}
+	m := &resolvingMapper{RawMapper: decode.RawMapper{Format: decode.ValueJSON}, down: errors.New("registry: connection refused")}
 	w, err := ingest.New(pool, ingest.Config{
 		Group: "g",
-		Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: m}},
+		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: m}},
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -18,7 +19,7 @@ import (
 // growingMapper maps {"a": 1, "b": 2, ...} to one bigint column per member,
 // like a registry mapper whose subject gains a field with each version: a
 // record with a member the table lacks grows the table and reports
-// schema.ErrTableChanged.
+// decode.ErrTableChanged.
 type growingMapper struct {
 	mu   sync.Mutex
 	cols []string
@@ -37,7 +38,7 @@ func (m *growingMapper) Table() schema.Table {
 func (m *growingMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 	var doc map[string]int64
 	if err := json.Unmarshal(r.Value, &doc); err != nil {
-		return nil, &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: schema.KindInvalidJSON, Err: err}
+		return nil, &decode.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: decode.KindInvalidJSON, Err: err}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -55,7 +56,7 @@ func (m *growingMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 		}
 	}
 	if grew {
-		return nil, fmt.Errorf("record %d: %w", r.Offset, schema.ErrTableChanged)
+		return nil, fmt.Errorf("record %d: %w", r.Offset, decode.ErrTableChanged)
 	}
 	dst = dst[:0]
 	for _, c := range m.cols {
@@ -137,7 +138,7 @@ func TestAMapperErrorThatIsNotAboutTheRecordIsNeverDeadLettered(t *testing.T) {
 	ctx := context.Background()
 	_, pool := newWriter(t, "g")
 	m := failingMapper{err: errors.New("registry unreachable")}
-	w2, err := ingest.New(pool, ingest.Config{Group: "g2", Sinks: map[string]ingest.Sink{topic: {Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: m}}})
+	w2, err := ingest.New(pool, ingest.Config{Group: "g2", Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: m}}})
 	if err != nil {
 		t.Fatal(err)
 	}

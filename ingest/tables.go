@@ -128,7 +128,7 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 // it runs (a schema registry's subject gains versions). Table returns the
 // table its rows fill now; a change only appends columns or widens their
 // types, never removes or reorders them. Row returns an error wrapping
-// schema.ErrTableChanged when a record needs a change; Table already
+// decode.ErrTableChanged when a record needs a change; Table already
 // describes the changed table then. Safe for concurrent use.
 type TableMapper interface {
 	RowMapper

@@ -9,8 +9,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -58,7 +58,7 @@ func helperWriter(t *testing.T, cfg Config) (*Writer, *pgxpool.Pool, stream.Posi
 		t.Fatal(err)
 	}
 	cfg.Group = "g"
-	cfg.Sinks = map[string]Sink{"t": {Table: schema.RawTable("public", "t", schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}
+	cfg.Sinks = map[string]Sink{"t": {Table: decode.RawTable("public", "t", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
 	w, err := New(pool, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -22,7 +22,7 @@ import (
 
 // UncheckedAppender is a RowAppender that can leave to Postgres the checks
 // Postgres makes itself when it reads the row (see
-// schema.RawMapper.AppendRowUnchecked): a record AppendRow refuses makes
+// decode.RawMapper.AppendRowUnchecked): a record AppendRow refuses makes
 // AppendRowUnchecked either refuse it too or write a row Postgres refuses
 // with a data exception (SQLSTATE class 22).
 type UncheckedAppender interface {

@@ -8,16 +8,16 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // checkedOnly hides RawMapper's AppendRowUnchecked: a writer with it checks
 // every value before the COPY, as kafka2pg did before it left the checks
 // jsonb makes to Postgres.
-type checkedOnly struct{ m schema.RawMapper }
+type checkedOnly struct{ m decode.RawMapper }
 
 func (c checkedOnly) Row(r *stream.Record, dst []any) ([]any, error) { return c.m.Row(r, dst) }
 
@@ -25,7 +25,7 @@ func (c checkedOnly) AppendRow(r *stream.Record, dst []byte, oids []uint32, enc 
 	return c.m.AppendRow(r, dst, oids, enc)
 }
 
-var _ ingest.UncheckedAppender = schema.RawMapper{}
+var _ ingest.UncheckedAppender = decode.RawMapper{}
 
 // badJSON are values jsonb refuses, by offset in a batch of 100.
 var badJSON = map[int64]string{
@@ -64,7 +64,7 @@ func TestUncheckedRowsPostgresRefusesGetTheMappingsDeadLetters(t *testing.T) {
 	_, pool := newWriter(t, "g")
 	unchecked := writerWith(t, pool, ingest.Config{})
 	checked, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: {
-		Table: schema.RawTable("public", topic, schema.ValueJSON), Mapper: checkedOnly{schema.RawMapper{Format: schema.ValueJSON}}}}})
+		Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: checkedOnly{decode.RawMapper{Format: decode.ValueJSON}}}}})
 	if _, ok := any(checkedOnly{}).(ingest.UncheckedAppender); ok {
 		t.Fatal("checkedOnly is an UncheckedAppender")
 	}

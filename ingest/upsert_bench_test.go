@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -30,8 +30,8 @@ func benchmarkUpsert(b *testing.B, updates bool) {
 	const rows = 10000
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	m, err := schema.NewJSONMapper(schema.MappingSpec{Schema: "public", Table: "events", Key: []string{"id"},
-		Columns: []schema.ColumnSpec{
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: "events", Key: []string{"id"},
+		Columns: []decode.ColumnSpec{
 			{Name: "id", Path: "id", Type: "bigint", NotNull: true},
 			{Name: "user_id", Path: "user_id", Type: "text"},
 			{Name: "amount", Path: "amount", Type: "numeric(12,2)"},
@@ -39,7 +39,7 @@ func benchmarkUpsert(b *testing.B, updates bool) {
 			{Name: "ts", Path: "ts", Type: "timestamptz"},
 			{Name: "props", Path: "props", Type: "jsonb"},
 		},
-		Metadata: schema.MetadataSpec{Offset: "kafka_offset"}})
+		Metadata: decode.MetadataSpec{Offset: "kafka_offset"}})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -66,7 +67,7 @@ func (m keyedMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 		Val *int64 `json:"val"`
 	}
 	if err := json.Unmarshal(r.Value, &v); err != nil || v.Val == nil {
-		return nil, &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: schema.KindInvalidJSON, Err: errors.New("no val")}
+		return nil, &decode.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: decode.KindInvalidJSON, Err: errors.New("no val")}
 	}
 	return append(dst[:0], m.kt.value(string(r.Key)), *v.Val, r.Offset), nil
 }

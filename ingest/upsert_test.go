@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -30,14 +31,14 @@ func (accountsMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 		Balance *int64  `json:"balance"`
 	}
 	if r.Value == nil || json.Unmarshal(r.Value, &v) != nil {
-		return nil, &schema.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: schema.KindInvalidJSON, Err: errors.New("bad account")}
+		return nil, &decode.DecodeError{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Kind: decode.KindInvalidJSON, Err: errors.New("bad account")}
 	}
 	return append(dst[:0], string(r.Key), v.Name, v.Balance), nil
 }
 func (accountsMapper) IsTombstone(r *stream.Record) bool { return r.Value == nil }
 func (accountsMapper) KeyRow(r *stream.Record) ([]any, error) {
 	if r.Key == nil {
-		return nil, &schema.DecodeError{Topic: r.Topic, Offset: r.Offset, Kind: "missing_key", Err: errors.New("a tombstone without a key")}
+		return nil, &decode.DecodeError{Topic: r.Topic, Offset: r.Offset, Kind: "missing_key", Err: errors.New("a tombstone without a key")}
 	}
 	return []any{string(r.Key)}, nil
 }
@@ -130,7 +131,7 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 	if got := tableState(t, pool); got != "a=Ann:10 b=Bob:3" {
 		t.Errorf("table = %q, want the good operations applied in order", got)
 	}
-	if got := deadLetterKinds(t, pool); got[1] != "check_violation" || got[3] != schema.KindInvalidJSON || len(got) != 2 {
+	if got := deadLetterKinds(t, pool); got[1] != "check_violation" || got[3] != decode.KindInvalidJSON || len(got) != 2 {
 		t.Errorf("dead letters = %v", got)
 	}
 	if !res.Isolated || res.DeadLetters != 2 {

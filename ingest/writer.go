@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/offsets"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
@@ -24,7 +25,7 @@ import (
 )
 
 // RowMapper builds the row of one record, appending to dst[:0]. A record that
-// cannot become a row returns an error wrapping schema.ErrBadRecord; any other
+// cannot become a row returns an error wrapping decode.ErrBadRecord; any other
 // error aborts the batch.
 type RowMapper interface {
 	Row(r *stream.Record, dst []any) ([]any, error)
@@ -57,8 +58,8 @@ type Sink struct {
 // KeyColumns (after deleting Change.OldKey when the key changed; the
 // Change.Unavailable columns keep their stored value), a delete by
 // Change.Key, a truncate, or nothing. Decode's errors are as a
-// TableMapper's Row's: schema.ErrBadRecord for a dead letter,
-// schema.ErrTableChanged when Table grew for the record, which then
+// TableMapper's Row's: decode.ErrBadRecord for a dead letter,
+// decode.ErrTableChanged when Table grew for the record, which then
 // decodes once the table is evolved. Safe for concurrent use.
 type ChangeDecoder interface {
 	Decode(r *stream.Record, ch *cdc.Change) error
@@ -73,7 +74,7 @@ type Upsert struct {
 }
 
 // RowAppender is a RowMapper that can also write a record's row straight
-// into a binary COPY stream (schema.JSONMapper.AppendRow): the fast path
+// into a binary COPY stream (decode.JSONMapper.AppendRow): the fast path
 // then never builds the row's values.
 type RowAppender interface {
 	RowMapper
@@ -84,7 +85,7 @@ type RowAppender interface {
 type appendFunc = func(r *stream.Record, dst []byte, oids []uint32, enc pgcopy.FieldEncoder) ([]byte, error)
 
 // appendFuncOf is the AppendRow one COPY uses: with scratch space of its
-// own when the appender offers it (schema.JSONMapper.AppendRowFunc), so
+// own when the appender offers it (decode.JSONMapper.AppendRowFunc), so
 // that the table's concurrent COPYs share no per-row state.
 func appendFuncOf(a RowAppender) appendFunc {
 	if f, ok := a.(interface{ AppendRowFunc() appendFunc }); ok {
@@ -357,7 +358,7 @@ var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_
 // transaction.
 //
 // A mapper whose table follows a changing schema (a TableMapper) may refuse
-// a record with schema.ErrTableChanged; Write then evolves the table to the
+// a record with decode.ErrTableChanged; Write then evolves the table to the
 // mapper's new Table and writes the batch again.
 func (w *Writer) Write(ctx context.Context, b *stream.Batch) error {
 	res, err := w.writeBatch(ctx, b)
@@ -404,7 +405,7 @@ func (w *Writer) writeChanging(ctx context.Context, b *stream.Batch, sink Sink) 
 		// Nothing was committed either way (a COMMIT error included: then
 		// the fence of the retry decides).
 		tm, ok := changingTable(sink)
-		if !ok || (!errors.Is(err, schema.ErrTableChanged) && sameColumns(tm.Table(), sink.Table)) {
+		if !ok || (!errors.Is(err, decode.ErrTableChanged) && sameColumns(tm.Table(), sink.Table)) {
 			return res, err
 		}
 	}
@@ -648,13 +649,13 @@ func tooLarge(r *stream.Record, maxBytes int) *badRecord {
 }
 
 // classify sorts a mapping error: a bad record (the error wraps
-// schema.ErrBadRecord), or an error that is not about the record.
+// decode.ErrBadRecord), or an error that is not about the record.
 func classify(r *stream.Record, err error) (*badRecord, error) {
-	if !errors.Is(err, schema.ErrBadRecord) {
+	if !errors.Is(err, decode.ErrBadRecord) {
 		return nil, err
 	}
-	kind := schema.KindInvalidValue
-	var de *schema.DecodeError
+	kind := decode.KindInvalidValue
+	var de *decode.DecodeError
 	if errors.As(err, &de) {
 		kind = de.Kind
 	}

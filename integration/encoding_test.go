@@ -13,8 +13,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // On a database whose encoding is not UTF-8, kafka2pg stores the characters
@@ -99,7 +99,7 @@ sinks:
 			if kind == "type_mismatch" && !strings.Contains(msg, `\u4E2D`) {
 				t.Errorf("%s@3: message %q, want the value quoted with \\u4E2D", topic, msg)
 			}
-			got, err := schema.ParseHeadersJSON([]byte(*hs))
+			got, err := decode.ParseHeadersJSON([]byte(*hs))
 			if err != nil || len(got) != 2 || got[0].Key != "clé" || string(got[0].Value) != "中" || got[1].Key != "ключ" || string(got[1].Value) != "\xff" {
 				t.Errorf("%s@3: headers %s read back as %+v (%v), want the record's", topic, *hs, got, err)
 			}

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // poisonKind is one way a record can be impossible to write, and the error
@@ -27,9 +27,9 @@ type poisonKind struct {
 // and what Postgres refuses row by row through the constraints that
 // preparePoisonTable adds to the zero-config table.
 var poisonKinds = []poisonKind{
-	{kind: schema.KindInvalidJSON, value: func(i int) []byte { return fmt.Appendf(nil, `{"poison":%d,`, i) }},
-	{kind: schema.KindInvalidUTF8, value: func(i int) []byte { return fmt.Appendf(nil, "{\"s\":\"\xff\xfe%d\"}", i) }},
-	{kind: schema.KindUnsupported, value: func(i int) []byte { return fmt.Appendf(nil, `{"s":"nul\u0000%d"}`, i) }},
+	{kind: decode.KindInvalidJSON, value: func(i int) []byte { return fmt.Appendf(nil, `{"poison":%d,`, i) }},
+	{kind: decode.KindInvalidUTF8, value: func(i int) []byte { return fmt.Appendf(nil, "{\"s\":\"\xff\xfe%d\"}", i) }},
+	{kind: decode.KindUnsupported, value: func(i int) []byte { return fmt.Appendf(nil, `{"s":"nul\u0000%d"}`, i) }},
 	{kind: "too_large", value: func(i int) []byte { return fmt.Appendf(nil, `{"pad":"%s","i":%d}`, strings.Repeat("x", 5000), i) }},
 	{kind: "numeric_value_out_of_range", value: func(i int) []byte { return fmt.Appendf(nil, `{"n":1e1000000,"i":%d}`, i) }},
 	{kind: "check_violation", value: func(i int) []byte { return fmt.Appendf(nil, `{"forbidden":true,"i":%d}`, i) }},
@@ -51,7 +51,7 @@ const uniqueKey = "uniq-taken"
 func (s *scenario) preparePoisonTable(t testing.TB) {
 	t.Helper()
 	ddl := []string{
-		schema.RawTable("public", s.table, schema.ValueJSON).CreateSQL(),
+		decode.RawTable("public", s.table, decode.ValueJSON).CreateSQL(),
 		`CREATE TABLE refs (id text PRIMARY KEY)`,
 		`INSERT INTO refs VALUES ('ok')`,
 		fmt.Sprintf(`ALTER TABLE %s

@@ -20,7 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // registryURLEnv points the registry tests at a real Confluent-compatible
@@ -66,7 +66,7 @@ func avroValue(t testing.TB, id int, text string, v map[string]any) []byte {
 	if err != nil {
 		t.Fatalf("encode %v: %v", v, err)
 	}
-	return append(schema.AppendWireHeader(nil, id, nil), b...)
+	return append(decode.AppendWireHeader(nil, id, nil), b...)
 }
 
 const (
@@ -281,7 +281,7 @@ sinks:
 	if err := s.db.QueryRow(t.Context(), `SELECT error_kind, error_message FROM kafka2pg.dead_letters WHERE topic = $1`, s.topic).Scan(&kind, &msg); err != nil {
 		t.Fatalf("the dead letter of the unknown schema id: %v", err)
 	}
-	if kind != schema.KindUnknownSchema || !strings.Contains(msg, "987654") {
+	if kind != decode.KindUnknownSchema || !strings.Contains(msg, "987654") {
 		t.Errorf("dead letter %s: %s", kind, msg)
 	}
 	assertDurableOffsets(t, s.db, s.group, s.topic, s.kafka.EndOffsets(t, s.topic))
@@ -326,7 +326,7 @@ message Event {
 		if err != nil {
 			t.Fatal(err)
 		}
-		rs = append(rs, &kgo.Record{Topic: s.topic, Value: append(schema.AppendWireHeader(nil, ss.ID, []int{1}), b...)})
+		rs = append(rs, &kgo.Record{Topic: s.topic, Value: append(decode.AppendWireHeader(nil, ss.ID, []int{1}), b...)})
 	}
 	s.kafka.Produce(t, rs...)
 	config := writeRegistryConfig(t, fmt.Sprintf(`kafka-brokers: [%s]

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -31,9 +32,9 @@ func TestReplayWritesEachDeadLetterIntoTheTableOfItsOwnSink(t *testing.T) {
 	for _, q := range []string{
 		`CREATE TABLE ` + tableName(appendTable) + ` (id bigint NOT NULL, qty integer, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, CHECK (id % 10 <> 0))`,
 		`CREATE TABLE ` + tableName(upsertTable) + ` (id bigint PRIMARY KEY, qty integer, CHECK (id % 10 <> 0))`,
-		schema.RawTable("public", s.table, schema.ValueJSON).CreateSQL(),
+		decode.RawTable("public", s.table, decode.ValueJSON).CreateSQL(),
 		`ALTER TABLE ` + tableName(s.table) + ` ADD CONSTRAINT no_tens CHECK ((value->>'id')::bigint % 10 <> 0)`,
-		schema.RawTable("public", quickStart, schema.ValueJSON).CreateSQL(),
+		decode.RawTable("public", quickStart, decode.ValueJSON).CreateSQL(),
 	} {
 		if _, err := s.db.Exec(t.Context(), q); err != nil {
 			t.Fatalf("%s: %v", q, err)

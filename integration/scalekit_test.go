@@ -12,9 +12,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/testreport"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // The scale suite of issue 9: scale*_test.go. Each test has a smoke size
@@ -167,13 +167,13 @@ func reportScale(t testing.TB, e testreport.ScaleEntry) {
 }
 
 // createTimedRawTable creates the zero-config table of the scenario
-// (schema.RawTable, as the bridge would) with one more column, written_at,
+// (decode.RawTable, as the bridge would) with one more column, written_at,
 // that COPY leaves to its default: now(), the start of the row's
 // transaction. Rows of one transaction share it, so distinct written_at
 // values of a partition are its write transactions.
 func createTimedRawTable(t testing.TB, db *pgxpool.Pool, table string) {
 	t.Helper()
-	raw := schema.RawTable("public", table, schema.ValueJSON)
+	raw := decode.RawTable("public", table, decode.ValueJSON)
 	for _, stmt := range []string{
 		raw.CreateSQL(),
 		`ALTER TABLE ` + raw.QualifiedName() + ` ADD COLUMN written_at timestamptz NOT NULL DEFAULT now()`,

@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"math"
 	"math/big"
+	"reflect"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // TestTheFastEncodersWriteWhatPgxWrites holds every fast encoder to pgtype's
@@ -34,6 +37,16 @@ func TestTheFastEncodersWriteWhatPgxWrites(t *testing.T) {
 		{Int: new(big.Int).Lsh(big.NewInt(1), 80), Exp: -2, Valid: true}, // over 64 bits: not fast
 		{NaN: true, Valid: true},                                         // not fast
 	}
+	// The mappers' numerics, times of day and uuids, as package pgvalue
+	// has them (their pgtype twins are what pgx encodes).
+	var mapped []any
+	for _, n := range numerics {
+		if n.Valid && !n.NaN {
+			mapped = append(mapped, pgvalue.Numeric{Int: n.Int, Exp: n.Exp})
+		}
+	}
+	timesOfDay := []any{pgvalue.Time{}, pgvalue.Time{Microseconds: 13*3600e6 + 4*60e6 + 5e6 + 250}, pgvalue.Time{Microseconds: 24 * 3600e6}, "12:00:00"}
+	uuids := []any{pgvalue.UUID{}, pgvalue.UUID{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}, "123e4567-e89b-12d3-a456-426614174000"}
 	type tc struct {
 		oid    uint32
 		values []any
@@ -54,6 +67,9 @@ func TestTheFastEncodersWriteWhatPgxWrites(t *testing.T) {
 		{pgtype.TimestampOID, anys(times)},
 		{pgtype.DateOID, anys(times)},
 		{pgtype.NumericOID, anys(numerics)},
+		{pgtype.NumericOID, mapped},
+		{pgtype.TimeOID, timesOfDay},
+		{pgtype.UUIDOID, uuids},
 	}
 	m := pgtype.NewMap() // pgtype's own numeric codec: an oracle independent of ours
 	for _, c := range cases {
@@ -73,7 +89,7 @@ func TestTheFastEncodersWriteWhatPgxWrites(t *testing.T) {
 			taken++
 			// As pgx's COPY does, encode after bytes already written: a nil
 			// result is NULL, an empty one an empty value.
-			want, err := m.Encode(c.oid, pgtype.BinaryFormatCode, v, []byte{})
+			want, err := m.Encode(c.oid, pgtype.BinaryFormatCode, PgxValue(v), []byte{})
 			if err != nil {
 				t.Errorf("oid %d, %T %v: fast encoder took a value pgx refuses: %v", c.oid, v, v, err)
 				continue
@@ -158,7 +174,7 @@ func (s *sliceSource) Err() error { return nil }
 // kafka2pg's numeric codec registered in both.
 func BenchmarkCopyEncode(b *testing.B) {
 	at := time.Date(2026, 11, 30, 9, 1, 2, 0, time.UTC)
-	row := []any{int64(123456), "u01234", "page_view", pgtype.Numeric{Int: big.NewInt(1234), Exp: -2, Valid: true},
+	row := []any{int64(123456), "u01234", "page_view", pgvalue.Numeric{Int: big.NewInt(1234), Exp: -2},
 		"EUR", "DE", at, "/docs/42", "mobile", []byte(`{"ab":"b","device":"mobile","lang":"de","path":"/docs/42","ref":"newsletter"}`),
 		"events", int32(3), int64(987654), at, []byte("k"), []byte(`[{"key":"source","value":"bench"}]`)}
 	oids := []uint32{pgtype.Int8OID, pgtype.TextOID, pgtype.TextOID, pgtype.NumericOID, pgtype.VarcharOID, pgtype.TextOID,
@@ -192,5 +208,26 @@ func BenchmarkCopyEncode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestPgxValuesConvertsOnlyPgvalueValues: a row of pgvalue's values and
+// others (some of them not comparable) comes back with pgtype's values in
+// their place, and a row without any is the same slice.
+func TestPgxValuesConvertsOnlyPgvalueValues(t *testing.T) {
+	plain := []any{[]byte("b"), "s", int64(1), nil, []int64{1}}
+	if got := PgxValues(plain); &got[0] != &plain[0] {
+		t.Errorf("a row without pgvalue's values was copied")
+	}
+	n := pgvalue.Numeric{Int: big.NewInt(5), Exp: -1}
+	row := []any{[]byte("b"), n, pgvalue.UUID{1}, "s", []*pgvalue.Numeric{&n, nil}, pgvalue.Time{Microseconds: 7}}
+	got := PgxValues(row)
+	want := []any{[]byte("b"), pgtype.Numeric{Int: n.Int, Exp: -1, Valid: true}, pgtype.UUID{Bytes: [16]byte{1}, Valid: true}, "s",
+		[]*pgtype.Numeric{{Int: n.Int, Exp: -1, Valid: true}, nil}, pgtype.Time{Microseconds: 7, Valid: true}}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("PgxValues:\n got %#v\nwant %#v", got, want)
+	}
+	if _, ok := row[1].(pgvalue.Numeric); !ok {
+		t.Errorf("PgxValues changed its argument: %#v", row)
 	}
 }

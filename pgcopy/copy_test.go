@@ -17,12 +17,13 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // copyTypes is a column of every type the mappings write, fast or not.
 const copyTypes = `(t text, v varchar(8), b bytea, jb jsonb, j json, i8 bigint, i4 integer, i2 smallint,
 	f8 double precision, f4 real, ok boolean, tz timestamptz, ts timestamp, d date, n numeric, n2 numeric(12,2),
-	u uuid, tm time, ip inet, arr bigint[], tarr text[])`
+	u uuid, tm time, ip inet, arr bigint[], tarr text[], narr numeric[])`
 
 func copyRows(n int) [][]any {
 	rows := make([][]any, n)
@@ -42,6 +43,17 @@ func copyRows(n int) [][]any {
 			pgtype.Time{Microseconds: int64(i) * 1_000_001 % 86_400_000_000, Valid: true},
 			netip.MustParsePrefix(fmt.Sprintf("10.0.%d.0/24", i%256)),
 			[]int64{int64(i), math.MaxInt64}, []string{"a", fmt.Sprint(i)},
+			[]pgtype.Numeric{{Int: big.NewInt(int64(i)), Exp: -1, Valid: true}},
+		}
+		if i%2 == 0 { // the mappers' values, which pgx does not know
+			row[14] = pgvalue.Numeric{Int: big.NewInt(int64(i)*7919 - 5000), Exp: int32(i%9 - 4)}
+			row[15] = pgvalue.Numeric{Int: big.NewInt(int64(i) * 101), Exp: -2}
+			row[16] = pgvalue.UUID{byte(i), 1, 2, 3}
+			row[17] = pgvalue.Time{Microseconds: int64(i) * 1_000_001 % 86_400_000_000}
+			row[21] = []*pgvalue.Numeric{{Int: big.NewInt(int64(i)), Exp: -1}, nil}
+			if i%4 == 0 {
+				row[21] = []pgvalue.Numeric{{Int: big.NewInt(int64(i)), Exp: -1}}
+			}
 		}
 		if i%11 == 0 { // every column NULL once in a while
 			for c := range row {
@@ -68,21 +80,29 @@ func TestCopyFromStoresWhatPgxCopyFromStores(t *testing.T) {
 	if _, err := pool.Exec(ctx, "CREATE TABLE by_pgx "+copyTypes+"; CREATE TABLE by_us "+copyTypes); err != nil {
 		t.Fatal(err)
 	}
-	cols := []string{"t", "v", "b", "jb", "j", "i8", "i4", "i2", "f8", "f4", "ok", "tz", "ts", "d", "n", "n2", "u", "tm", "ip", "arr", "tarr"}
+	cols := []string{"t", "v", "b", "jb", "j", "i8", "i4", "i2", "f8", "f4", "ok", "tz", "ts", "d", "n", "n2", "u", "tm", "ip", "arr", "tarr", "narr"}
 	rows := copyRows(20000) // more than one 64 KiB read of pgconn's
+	// pgx is handed the pgtype twins of pgvalue's values.
+	pgxRows := make([][]any, len(rows))
+	for i, row := range rows {
+		pgxRows[i] = make([]any, len(row))
+		for c, v := range row {
+			pgxRows[i][c] = pgcopy.PgxValue(v)
+		}
+	}
 	tx, err := pool.Begin(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tx.Rollback(ctx)
-	if n, err := tx.CopyFrom(ctx, pgx.Identifier{"by_pgx"}, cols, pgx.CopyFromRows(rows)); err != nil || n != int64(len(rows)) {
+	if n, err := tx.CopyFrom(ctx, pgx.Identifier{"by_pgx"}, cols, pgx.CopyFromRows(pgxRows)); err != nil || n != int64(len(rows)) {
 		t.Fatalf("pgx: %d rows, %v", n, err)
 	}
 	if n, err := pgcopy.CopyFrom(ctx, tx, pgx.Identifier{"by_us"}, cols, pgx.CopyFromRows(rows)); err != nil || n != int64(len(rows)) {
 		t.Fatalf("pgcopy.CopyFrom: %d rows, %v", n, err)
 	}
 	// json has no equality: compare it as text, as Postgres stored it.
-	sel := "SELECT t, v, b, jb, j::text, i8, i4, i2, f8, f4, ok, tz, ts, d, n, n2, u, tm, ip, arr, tarr FROM "
+	sel := "SELECT t, v, b, jb, j::text, i8, i4, i2, f8, f4, ok, tz, ts, d, n, n2, u, tm, ip, arr, tarr, narr FROM "
 	var diff, distinct int
 	if err := tx.QueryRow(ctx, "SELECT (SELECT count(*) FROM ("+sel+"by_pgx EXCEPT ALL "+sel+"by_us) x) + (SELECT count(*) FROM ("+sel+"by_us EXCEPT ALL "+sel+"by_pgx) y)").Scan(&diff); err != nil {
 		t.Fatal(err)

@@ -1,5 +1,5 @@
-// Package pgcopy writes Postgres' binary COPY format: the stream, the
-// tuples and their fields, and a numeric codec for pgx.
+// Package pgcopy writes Postgres' binary COPY format with pgx: the stream,
+// the tuples and their fields, and a numeric codec for pgx.
 //
 // # What it owns
 //
@@ -9,14 +9,14 @@
 //     statement DescribeSQL reads them with. A source that is a
 //     TupleSource writes its rows' fields straight into the stream.
 //   - field.go: FieldEncoder and ColumnEncoder, one field of a column: a
-//     fast encoder per column type for the Go values the mappers make, the
-//     connection's pgtype.Map for the others; the time and field layouts
-//     (AppendTimestamptz, AppendDate, AppendBytesField, AppendNull) the
-//     mappers' AppendRow shares.
-//   - numeric.go: AppendNumeric and AppendDecimal, numeric's binary format
-//     without math/big for the values that fit 64 bits, and NumericCodec,
-//     the pgx codec built on them (RegisterNumericCodec installs it on a
-//     connection; every connection of kafka2pg has it).
+//     fast encoder per column type for the Go values the mappers make
+//     (package pgvalue's among them), the connection's pgtype.Map for the
+//     others, which get pgvalue's values as their pgtype twins (PgxValue).
+//     The layouts themselves (AppendTimestamptz, AppendNumeric, ...) are
+//     package pgvalue's, which the mappers' AppendRow shares without pgx.
+//   - numeric.go: NumericCodec, pgx's numeric codec with pgvalue's
+//     AppendNumeric for the values that fit 64 bits (RegisterNumericCodec
+//     installs it on a connection; every connection of kafka2pg has it).
 //
 // # Goroutines
 //
@@ -24,6 +24,6 @@
 // return only once no read runs any more: when they return, the source is
 // the caller's again, even after a connection failed mid-COPY.
 //
-// It imports nothing of ours: package schema's mappers write their rows
-// with it, and package ingest runs the COPY.
+// Of ours it imports pgvalue only: package schema's mappers write their
+// rows with pgvalue's layouts, and package ingest runs the COPY.
 package pgcopy

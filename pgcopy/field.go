@@ -7,18 +7,20 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // The fields of a tuple. A column's encoder is chosen once per COPY from
 // its type: the Go types the mappers make for that type are written by a
 // fast encoder of this file, other values (and other types) by the
-// connection's pgtype.Map, as pgx's CopyFrom writes them.
+// connection's pgtype.Map, as pgx's CopyFrom writes them; a pgvalue value
+// reaches the type map as the pgtype value of the same name (PgxValue).
 
 // FieldEncoder appends v, a value as a mapper's Row returns it for column
-// col, as that column's whole field of a binary COPY tuple: its length (-1
-// for NULL), then its bytes. v may share memory the caller reuses: it is
-// valid during the call only.
-type FieldEncoder func(col int, dst []byte, v any) ([]byte, error)
+// col, as that column's whole field of a binary COPY tuple. It is
+// pgvalue's, which the mappers' AppendRow takes without linking pgx.
+type FieldEncoder = pgvalue.FieldEncoder
 
 // ColumnEncoder writes the fields of one column of a COPY.
 type ColumnEncoder struct {
@@ -66,6 +68,7 @@ func (c *ColumnEncoder) Append(m *pgtype.Map, buf []byte, v any) ([]byte, error)
 // parsed by the column's type and encoded from there. A nil result means
 // NULL.
 func encodeValue(m *pgtype.Map, buf []byte, oid uint32, v any) ([]byte, error) {
+	v = PgxValue(v)
 	out, err := m.Encode(oid, pgtype.BinaryFormatCode, v, buf)
 	if err == nil {
 		return out, nil
@@ -125,6 +128,10 @@ func fastEncoder(oid uint32) encodeFunc {
 		return encodeDate
 	case pgtype.NumericOID:
 		return encodeNumeric
+	case pgtype.TimeOID:
+		return encodeTime
+	case pgtype.UUIDOID:
+		return encodeUUID
 	}
 	return nil
 }
@@ -224,61 +231,136 @@ func encodeBool(buf []byte, v any) ([]byte, bool) {
 
 func encodeTimestamptz(buf []byte, v any) ([]byte, bool) {
 	if t, ok := v.(time.Time); ok {
-		return AppendTimestamptz(buf, t), true
+		return pgvalue.AppendTimestamptz(buf, t), true
 	}
 	return buf, false
 }
 
 func encodeTimestamp(buf []byte, v any) ([]byte, bool) {
 	if t, ok := v.(time.Time); ok {
-		return AppendTimestamp(buf, t), true
+		return pgvalue.AppendTimestamp(buf, t), true
 	}
 	return buf, false
 }
 
 func encodeDate(buf []byte, v any) ([]byte, bool) {
 	if t, ok := v.(time.Time); ok {
-		return AppendDate(buf, t), true
+		return pgvalue.AppendDate(buf, t), true
 	}
 	return buf, false
 }
 
 func encodeNumeric(buf []byte, v any) ([]byte, bool) {
-	if n, ok := v.(pgtype.Numeric); ok {
-		return AppendNumeric(buf, n)
+	switch n := v.(type) {
+	case pgvalue.Numeric:
+		return pgvalue.AppendNumeric(buf, n)
+	case pgtype.Numeric:
+		return appendPgtypeNumeric(buf, n)
 	}
 	return buf, false
 }
 
-// Postgres counts time from 2000-01-01 00:00:00 UTC.
-const (
-	pgEpochUnix   = 946684800
-	secondsPerDay = 86400
-)
-
-// AppendTimestamptz appends t in timestamptz's binary format: microseconds
-// since 2000-01-01 UTC, the nanoseconds truncated as pgx truncates them.
-func AppendTimestamptz(buf []byte, t time.Time) []byte {
-	return binary.BigEndian.AppendUint64(buf, uint64((t.Unix()-pgEpochUnix)*1_000_000+int64(t.Nanosecond())/1000))
+// encodeTime writes time's binary format: microseconds since midnight.
+func encodeTime(buf []byte, v any) ([]byte, bool) {
+	if t, ok := v.(pgvalue.Time); ok {
+		return binary.BigEndian.AppendUint64(buf, uint64(t.Microseconds)), true
+	}
+	return buf, false
 }
 
-// AppendTimestamp appends t's wall clock in its location in timestamp's
-// binary format, as pgx does.
-func AppendTimestamp(buf []byte, t time.Time) []byte {
-	return AppendTimestamptz(buf, time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), t.Second(), t.Nanosecond(), time.UTC))
+func encodeUUID(buf []byte, v any) ([]byte, bool) {
+	if u, ok := v.(pgvalue.UUID); ok {
+		return append(buf, u[:]...), true
+	}
+	return buf, false
 }
 
-// AppendDate appends t's day in date's binary format: days since
-// 2000-01-01.
-func AppendDate(buf []byte, t time.Time) []byte {
-	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC).Unix()
-	return binary.BigEndian.AppendUint32(buf, uint32(int32((day-pgEpochUnix)/secondsPerDay)))
+// PgxValue is v as pgx encodes it: the pgtype value of a pgvalue value (or
+// of a slice of them, an array column's), v itself otherwise. Only values
+// no fast encoder takes come here; a caller that hands a mapper's row to
+// pgx itself (a query's arguments) converts it with PgxValues.
+func PgxValue(v any) any {
+	if p, ok := pgxValue(v); ok {
+		return p
+	}
+	return v
 }
 
-// AppendBytesField appends b as a whole field: its length, then its bytes.
-func AppendBytesField[T string | []byte](dst []byte, b T) []byte {
-	return append(binary.BigEndian.AppendUint32(dst, uint32(len(b))), b...)
+// PgxValues is values with PgxValue applied to each, for a query's
+// arguments: values itself when none changes, a new slice otherwise.
+func PgxValues(values []any) []any {
+	var out []any
+	for i, v := range values {
+		p, ok := pgxValue(v)
+		if ok && out == nil {
+			out = append(make([]any, 0, len(values)), values[:i]...)
+		}
+		if out != nil {
+			if !ok {
+				p = v
+			}
+			out = append(out, p)
+		}
+	}
+	if out == nil {
+		return values
+	}
+	return out
 }
 
-// AppendNull appends a NULL field.
-func AppendNull(dst []byte) []byte { return binary.BigEndian.AppendUint32(dst, math.MaxUint32) }
+// pgxValue is PgxValue, false when v is not pgvalue's.
+func pgxValue(v any) (any, bool) {
+	switch x := v.(type) {
+	case pgvalue.Numeric:
+		return pgtypeNumeric(x), true
+	case pgvalue.Time:
+		return pgtypeTime(x), true
+	case pgvalue.UUID:
+		return pgtypeUUID(x), true
+	case []pgvalue.Numeric:
+		return convertSlice(x, pgtypeNumeric), true
+	case []*pgvalue.Numeric:
+		return convertSlice(x, ptrOf(pgtypeNumeric)), true
+	case []pgvalue.Time:
+		return convertSlice(x, pgtypeTime), true
+	case []*pgvalue.Time:
+		return convertSlice(x, ptrOf(pgtypeTime)), true
+	case []pgvalue.UUID:
+		return convertSlice(x, pgtypeUUID), true
+	case []*pgvalue.UUID:
+		return convertSlice(x, ptrOf(pgtypeUUID)), true
+	}
+	return nil, false
+}
+
+func pgtypeNumeric(n pgvalue.Numeric) pgtype.Numeric {
+	return pgtype.Numeric{Int: n.Int, Exp: n.Exp, Valid: true}
+}
+
+func pgtypeTime(t pgvalue.Time) pgtype.Time {
+	return pgtype.Time{Microseconds: t.Microseconds, Valid: true}
+}
+
+func pgtypeUUID(u pgvalue.UUID) pgtype.UUID { return pgtype.UUID{Bytes: u, Valid: true} }
+
+func convertSlice[S ~[]E, E, T any](s S, f func(E) T) []T {
+	if s == nil {
+		return nil
+	}
+	out := make([]T, len(s))
+	for i, e := range s {
+		out[i] = f(e)
+	}
+	return out
+}
+
+// ptrOf lifts f to pointers: nil (a NULL element) stays nil.
+func ptrOf[E, T any](f func(E) T) func(*E) *T {
+	return func(e *E) *T {
+		if e == nil {
+			return nil
+		}
+		t := f(*e)
+		return &t
+	}
+}

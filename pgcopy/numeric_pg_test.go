@@ -10,9 +10,9 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -41,7 +41,7 @@ func TestNumericCodecCopiesIntoPostgresExactly(t *testing.T) {
 	}
 	defer stock.Exec(context.WithoutCancel(ctx), "DROP TABLE "+table)
 
-	m, err := schema.NewJSONMapper(schema.MappingSpec{Table: "t", Columns: []schema.ColumnSpec{
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Table: "t", Columns: []decode.ColumnSpec{
 		{Name: "n", Type: "numeric"}, {Name: "n2", Type: "numeric(12,2)"}, {Name: "n0", Type: "numeric(20,0)"}, {Name: "a", Type: "numeric(6,3)[]"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -15,7 +15,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/sr"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
 // Config says how to reach the registry. The zero value of each optional
@@ -63,7 +63,7 @@ type Client struct {
 	timeout time.Duration
 
 	mu   sync.Mutex
-	byID map[int]schema.RegisteredSchema
+	byID map[int]decode.RegisteredSchema
 }
 
 // New checks cfg, reads its TLS files and returns a Client. It does not
@@ -106,7 +106,7 @@ func New(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("schema registry client: %w", err)
 	}
-	return &Client{cl: cl, timeout: cfg.Timeout, byID: map[int]schema.RegisteredSchema{}}, nil
+	return &Client{cl: cl, timeout: cfg.Timeout, byID: map[int]decode.RegisteredSchema{}}, nil
 }
 
 // ErrSubjectNotFound is wrapped when the registry has no such subject.
@@ -120,8 +120,8 @@ func notFound(err error) bool {
 
 // SchemaByID returns the schema of id with its references, from the cache
 // when it was fetched before. An id the registry does not know is an error
-// wrapping schema.ErrSchemaNotFound.
-func (c *Client) SchemaByID(ctx context.Context, id int) (schema.RegisteredSchema, error) {
+// wrapping decode.ErrSchemaNotFound.
+func (c *Client) SchemaByID(ctx context.Context, id int) (decode.RegisteredSchema, error) {
 	c.mu.Lock()
 	rs, ok := c.byID[id]
 	c.mu.Unlock()
@@ -130,7 +130,7 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (schema.RegisteredSchem
 	}
 	s, err := c.cl.SchemaByID(ctx, id)
 	if notFound(err) {
-		return rs, fmt.Errorf("schema id %d: %w (%w)", id, schema.ErrSchemaNotFound, err)
+		return rs, fmt.Errorf("schema id %d: %w (%w)", id, decode.ErrSchemaNotFound, err)
 	}
 	if err != nil {
 		return rs, fmt.Errorf("fetch schema id %d from the schema registry: %w", id, err)
@@ -146,7 +146,7 @@ func (c *Client) SchemaByID(ctx context.Context, id int) (schema.RegisteredSchem
 }
 
 // Versions returns every live version of subject, oldest first.
-func (c *Client) Versions(ctx context.Context, subject string) ([]schema.RegisteredSchema, error) {
+func (c *Client) Versions(ctx context.Context, subject string) ([]decode.RegisteredSchema, error) {
 	ss, err := c.cl.Schemas(ctx, subject)
 	if notFound(err) {
 		return nil, fmt.Errorf("subject %q: %w", subject, ErrSubjectNotFound)
@@ -155,7 +155,7 @@ func (c *Client) Versions(ctx context.Context, subject string) ([]schema.Registe
 		return nil, fmt.Errorf("list the versions of subject %q: %w", subject, err)
 	}
 	slices.SortFunc(ss, func(a, b sr.SubjectSchema) int { return a.Version - b.Version })
-	out := make([]schema.RegisteredSchema, 0, len(ss))
+	out := make([]decode.RegisteredSchema, 0, len(ss))
 	for _, s := range ss {
 		rs, err := c.resolve(ctx, s.ID, s.Schema)
 		if err != nil {
@@ -173,8 +173,8 @@ func (c *Client) Versions(ctx context.Context, subject string) ([]schema.Registe
 const maxReferences = 1000
 
 // resolve fetches the references of s, transitively, dependencies first.
-func (c *Client) resolve(ctx context.Context, id int, s sr.Schema) (schema.RegisteredSchema, error) {
-	rs := schema.RegisteredSchema{ID: id, Type: s.Type.String(), Text: s.Schema}
+func (c *Client) resolve(ctx context.Context, id int, s sr.Schema) (decode.RegisteredSchema, error) {
+	rs := decode.RegisteredSchema{ID: id, Type: s.Type.String(), Text: s.Schema}
 	if s.Type == 0 {
 		rs.Type = "AVRO"
 	}
@@ -196,18 +196,18 @@ func (c *Client) resolve(ctx context.Context, id int, s sr.Schema) (schema.Regis
 			if err := visit(sub.References); err != nil {
 				return err
 			}
-			rs.References = append(rs.References, schema.SchemaReference{Name: ref.Name, Text: sub.Schema.Schema})
+			rs.References = append(rs.References, decode.SchemaReference{Name: ref.Name, Text: sub.Schema.Schema})
 		}
 		return nil
 	}
 	return rs, visit(s.References)
 }
 
-// Lookup returns a schema.SchemaLookup on c: each miss fetches with the
+// Lookup returns a decode.SchemaLookup on c: each miss fetches with the
 // ctx of its call (the batch's, from a mapper's ResolveSchemas) and the
 // client's timeout.
-func (c *Client) Lookup() schema.SchemaLookup {
-	return func(ctx context.Context, id int) (schema.RegisteredSchema, error) {
+func (c *Client) Lookup() decode.SchemaLookup {
+	return func(ctx context.Context, id int) (decode.RegisteredSchema, error) {
 		ctx, cancel := context.WithTimeout(ctx, c.timeout)
 		defer cancel()
 		return c.SchemaByID(ctx, id)

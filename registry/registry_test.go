@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
@@ -66,14 +67,14 @@ func TestSchemasAreFetchedOnceWithTheirReferences(t *testing.T) {
 		t.Errorf("the schema of one id was fetched %d times, want once", n)
 	}
 	_, err := c.SchemaByID(ctx, 404)
-	if !errors.Is(err, schema.ErrSchemaNotFound) {
+	if !errors.Is(err, decode.ErrSchemaNotFound) {
 		t.Errorf("an unknown id: %v, want ErrSchemaNotFound", err)
 	}
 	if _, err := c.Versions(ctx, "nope-value"); !errors.Is(err, registry.ErrSubjectNotFound) {
 		t.Errorf("an unknown subject: %v, want ErrSubjectNotFound", err)
 	}
 	down := newClient(t, "http://127.0.0.1:1")
-	if _, err := down.SchemaByID(ctx, 2); err == nil || errors.Is(err, schema.ErrSchemaNotFound) {
+	if _, err := down.SchemaByID(ctx, 2); err == nil || errors.Is(err, decode.ErrSchemaNotFound) {
 		t.Errorf("an unreachable registry: %v, want an error that is not ErrSchemaNotFound", err)
 	}
 }
@@ -114,7 +115,7 @@ func encode(t *testing.T, id int, text string, v map[string]any) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(schema.AppendWireHeader(nil, id, nil), b...)
+	return append(decode.AppendWireHeader(nil, id, nil), b...)
 }
 
 // TestAnEvolvingSubjectEvolvesTheTableColumnByColumn runs the versions
@@ -148,9 +149,9 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 		fake.SeedSchema("orders-value", i+1, ids[i], sr.Schema{Schema: text})
 	}
 	c := newClient(t, fake.URL())
-	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: schema.FormatAvro, Schema: "public", Table: "orders",
-		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, ids[0]))}, Lookup: c.Lookup(),
-		Metadata: schema.MetadataSpec{Offset: "kafka_offset"}})
+	m, err := decode.NewRegistryMapper(decode.RegistryMappingSpec{Format: decode.FormatAvro, Schema: "public", Table: "orders",
+		Value: []decode.RegisteredSchema{must(c.SchemaByID(ctx, ids[0]))}, Lookup: c.Lookup(),
+		Metadata: decode.MetadataSpec{Offset: "kafka_offset"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	if err := pool.QueryRow(ctx, `SELECT error_kind, error_message FROM kafka2pg.dead_letters WHERE kafka_offset = 8`).Scan(&kind, &msg); err != nil {
 		t.Fatalf("the dead letter of the incompatible version: %v", err)
 	}
-	if kind != schema.KindSchemaIncompatible || !strings.Contains(msg, "field name changed type from string") {
+	if kind != decode.KindSchemaIncompatible || !strings.Contains(msg, "field name changed type from string") {
 		t.Errorf("dead letter %s: %s", kind, msg)
 	}
 
@@ -237,7 +238,7 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	if err := w.Write(ctx, b); err != nil || last.DeadLetters != 1 {
 		t.Fatalf("unknown schema id: %+v, %v", last.BatchTrace, err)
 	}
-	if err := pool.QueryRow(ctx, `SELECT error_kind FROM kafka2pg.dead_letters WHERE kafka_offset = 10`).Scan(&kind); err != nil || kind != schema.KindUnknownSchema {
+	if err := pool.QueryRow(ctx, `SELECT error_kind FROM kafka2pg.dead_letters WHERE kafka_offset = 10`).Scan(&kind); err != nil || kind != decode.KindUnknownSchema {
 		t.Errorf("the unknown schema's dead letter: %q, %v", kind, err)
 	}
 }
@@ -282,8 +283,8 @@ func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 	fake.SeedSchema("orders-value", 1, 201, sr.Schema{Schema: orderVersions[0]})
 	fake.SeedSchema("orders-value", 2, 205, sr.Schema{Schema: orderVersions[4]})
 	c := newClient(t, fake.URL())
-	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: schema.FormatAvro, Schema: "public", Table: "orders",
-		Value: []schema.RegisteredSchema{must(c.SchemaByID(ctx, 201))}, Lookup: c.Lookup()})
+	m, err := decode.NewRegistryMapper(decode.RegistryMappingSpec{Format: decode.FormatAvro, Schema: "public", Table: "orders",
+		Value: []decode.RegisteredSchema{must(c.SchemaByID(ctx, 201))}, Lookup: c.Lookup()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,7 +307,7 @@ func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 		}}
 	err = w.Write(ctx, b)
 	var stop *stream.StopError
-	if !errors.As(err, &stop) || stop.Offset != 1 || stop.Kind != schema.KindSchemaIncompatible {
+	if !errors.As(err, &stop) || stop.Offset != 1 || stop.Kind != decode.KindSchemaIncompatible {
 		t.Fatalf("Write: %v, want a StopError at offset 1 of kind schema_incompatible", err)
 	}
 	var n int

@@ -1,40 +1,41 @@
-// Package schema turns Kafka records into table rows: the topic-to-table
-// mapping, the value decoders and their validation, and the DDL that creates
-// the target tables.
+// Package schema is kafka2pg's model of a target table and the DDL that
+// creates and evolves it: tables and columns, the type table, the CREATE
+// and ALTER plans, and quoted identifiers. It does no I/O and links no
+// driver: it imports only package pgvalue, for the OIDs and Go types of
+// its type table. The mappers that make rows for these tables are package
+// decode's.
 //
-// It is pure logic: no I/O, no goroutines. It plans statements (CreateSQL)
-// and builds rows (Mapper.Row, or AppendRow straight into a binary COPY
-// stream); the ingest package runs them. A record that
-// cannot become a row is never a panic: Row returns a *DecodeError naming the
-// record, the reason and its kind, and ingest dead-letters it.
+// # Tables
 //
-// The mappers, by file:
+// A Table (table.go) names its schema, its columns (name, SQL type as
+// format_type() prints it, NOT NULL) and its primary key. QualifiedName
+// and every identifier in a plan are quoted with QuoteIdent (ident.go);
+// ValidateIdent refuses names Postgres would truncate or cannot store, and
+// TableNameForTopic derives a table name from a topic.
 //
-//   - raw.go: RawMapper, the zero-config table (coordinates, key, headers,
-//     value as jsonb, text or bytea); the headers' jsonb (HeadersJSON, and
-//     HeadersJSONASCII for dead letters on a database that is not UTF-8).
-//   - mapping.go, types.go, convert.go, decimal.go, datetime.go, jsonpath.go:
-//     JSONMapper, typed columns from JSON paths through one type table
-//     (decimal.go numerics, datetime.go dates, times and timestamps, each
-//     with a fast path for its common literals). scan*.go read a
-//     record in one pass (scan_oracle_test.go keeps the older
-//     encoding/json path as the fuzzers' reference).
-//   - wire*.go, avro*.go, protobuf.go: the registry mappers (Avro, Protobuf,
-//     JSON Schema in the Confluent wire format). Their schemas come through
-//     an injected lookup (package registry does the I/O), which
-//     ResolveSchemas calls with the batch's ctx before Row (resolve.go): Row
-//     does no I/O. Their table grows with new schema versions, which Row
-//     reports with ErrTableChanged.
-//   - table.go, evolve.go, ident.go: Table, the CREATE and ALTER plans
-//     (PlanCreate, PlanEvolve), golden-tested, and QuoteIdent.
-//   - binary.go: AppendRow of JSONMapper and RawMapper, the rows in binary
-//     COPY format byte for byte as pgx encodes Row's values
-//     (FuzzAppendRowMatchesRow), with package pgcopy's field encodings;
-//     RawMapper.AppendRowUnchecked, which leaves a JSON value's check to
-//     jsonb's input.
+// # The type table
 //
-// Identifiers are always quoted, with QuoteIdent (ident.go). Of ours, it
-// imports stream (the record) and pgcopy (the field encodings of AppendRow);
-// of pgx, only pgtype, for Row's values (pgtype.Numeric) and the type OIDs
-// of the type table.
+// types.go lists every SQL type a mapped column may have (Types): its
+// name, the spellings a user may write, its modifiers, the Go type a
+// decoder makes for it and its OID. ParseType reads a type as a user or
+// format_type() writes it; Widens says whether a column of one type may
+// become another without changing a value.
+//
+// # Plans
+//
+// Plans are statements, planned first and applied by the caller (package
+// ingest, under its DDL advisory lock), golden-tested in testdata/:
+// PlanCreate creates a missing table, PlanEvolve adds missing columns and
+// widens narrower ones of a table as ExistingColumnsSQL read it, and
+// refuses a change that would alter values.
+//
+//	plan, err := schema.PlanEvolve(want, have) // have: rows of ExistingColumnsSQL
+//	if err != nil {
+//		return err // an incompatible column, named with both types
+//	}
+//	for _, stmt := range plan {
+//		if _, err := tx.Exec(ctx, stmt); err != nil {
+//			return err
+//		}
+//	}
 package schema

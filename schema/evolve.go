@@ -74,17 +74,17 @@ func PlanEvolve(want Table, have []ExistingColumn) ([]string, error) {
 			// The same type as format_type() prints it: nothing to
 			// widen, even for a type the type table does not map
 			// (time with time zone, interval, xml, bit varying).
-		} else if wt, err := parseType(c.Type); err != nil {
+		} else if wt, err := ParseType(c.Type); err != nil {
 			return nil, fmt.Errorf("evolve %s: column %s: %w", table, col, err)
-		} else if h.Type != wt.sql() {
-			ht, err := parseType(h.Type)
+		} else if h.Type != wt.SQL() {
+			ht, err := ParseType(h.Type)
 			switch {
 			case err != nil:
 				return nil, fmt.Errorf("evolve %s: column %s has type %s, which kafka2pg does not widen, and the mapping wants %s: alter the column yourself or map it as %s", table, col, h.Type, c.Type, h.Type)
-			case widens(wt, ht):
+			case Widens(wt, ht):
 				// The existing column holds every wanted value.
-			case widens(ht, wt):
-				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", table, col, wt.sql()))
+			case Widens(ht, wt):
+				stmts = append(stmts, fmt.Sprintf("ALTER TABLE %s ALTER COLUMN %s TYPE %s", table, col, wt.SQL()))
 			default:
 				return nil, fmt.Errorf("evolve %s: column %s has type %s and the mapping wants %s, which is not a safe widening: change the mapping to %s, or migrate the column yourself", table, col, h.Type, c.Type, h.Type)
 			}

@@ -1,10 +1,14 @@
-package schema
+package schema_test
 
 import (
+	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // checkGolden compares got with testdata/<name>.sql, rewriting it with -update.
@@ -25,11 +29,18 @@ func checkGolden(t *testing.T, name, got string) {
 	}
 }
 
+var update = flag.Bool("update", false, "rewrite the golden files in testdata/")
+
+// col is an existing column.
+func col(name, typ string, notNull bool) schema.ExistingColumn {
+	return schema.ExistingColumn{Name: name, Type: typ, NotNull: notNull}
+}
+
 // ordersTable is the typed table the plan tests evolve.
-func ordersTable(t *testing.T, key []string) Table {
+func ordersTable(t *testing.T, key []string) schema.Table {
 	t.Helper()
-	m, err := NewJSONMapper(MappingSpec{Schema: "sales", Table: "Orders", Key: key,
-		Columns: []ColumnSpec{
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "sales", Table: "Orders", Key: key,
+		Columns: []decode.ColumnSpec{
 			{Name: "id", From: "key", Path: "id", Type: "bigint"},
 			{Name: "customer", Path: "customer.name", Type: "varchar(200)", NotNull: true},
 			{Name: "total", Type: "numeric(14,4)"},
@@ -40,7 +51,7 @@ func ordersTable(t *testing.T, key []string) Table {
 			{Name: "payload", Path: "$", Type: "jsonb"},
 			{Name: `we"ird name`, Type: "uuid"},
 		},
-		Metadata: MetadataSpec{Topic: "kafka_topic", Offset: "kafka_offset", Header: map[string]string{"trace": "trace-id"}}})
+		Metadata: decode.MetadataSpec{Topic: "kafka_topic", Offset: "kafka_offset", Header: map[string]string{"trace": "trace-id"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,37 +59,37 @@ func ordersTable(t *testing.T, key []string) Table {
 }
 
 func TestPlanCreateMatchesGolden(t *testing.T) {
-	checkGolden(t, "create_upsert", PlanSQL(PlanCreate(ordersTable(t, []string{"id"}))))
-	checkGolden(t, "create_append", PlanSQL(PlanCreate(ordersTable(t, nil))))
+	checkGolden(t, "create_upsert", schema.PlanSQL(schema.PlanCreate(ordersTable(t, []string{"id"}))))
+	checkGolden(t, "create_append", schema.PlanSQL(schema.PlanCreate(ordersTable(t, nil))))
 }
 
 func TestPlanEvolveMatchesGolden(t *testing.T) {
 	want := ordersTable(t, []string{"id"})
 	cases := []struct {
 		name string
-		have []ExistingColumn
+		have []schema.ExistingColumn
 	}{
-		{"evolve_nothing_to_do", []ExistingColumn{
-			{"id", "bigint", true}, {"customer", "character varying(200)", true}, {"total", "numeric(14,4)", false},
-			{"ratio", "double precision", false}, {"qty", "integer", false}, {"tags", "text[]", false},
-			{"placed_at", "timestamp with time zone", false}, {"payload", "jsonb", false}, {`we"ird name`, "uuid", false},
-			{"kafka_topic", "text", true}, {"kafka_offset", "bigint", true}, {"trace", "text", false}, {"unmapped", "money", true}}},
-		{"evolve_adds_and_widens", []ExistingColumn{
-			{"id", "bigint", true}, {"customer", "character varying(50)", true}, {"total", "numeric(10,2)", false},
-			{"ratio", "real", false}, {"qty", "smallint", true}, {"tags", "text[]", false}}},
-		{"evolve_keeps_wider_columns", []ExistingColumn{
-			{"id", "bigint", true}, {"customer", "text", false}, {"total", "numeric", false},
-			{"ratio", "double precision", false}, {"qty", "bigint", false}, {"tags", "text[]", false},
-			{"placed_at", "timestamp with time zone", false}, {"payload", "jsonb", false}, {`we"ird name`, "uuid", false},
-			{"kafka_topic", "text", true}, {"kafka_offset", "bigint", true}, {"trace", "character varying", false}}},
+		{"evolve_nothing_to_do", []schema.ExistingColumn{
+			col("id", "bigint", true), col("customer", "character varying(200)", true), col("total", "numeric(14,4)", false),
+			col("ratio", "double precision", false), col("qty", "integer", false), col("tags", "text[]", false),
+			col("placed_at", "timestamp with time zone", false), col("payload", "jsonb", false), col(`we"ird name`, "uuid", false),
+			col("kafka_topic", "text", true), col("kafka_offset", "bigint", true), col("trace", "text", false), col("unmapped", "money", true)}},
+		{"evolve_adds_and_widens", []schema.ExistingColumn{
+			col("id", "bigint", true), col("customer", "character varying(50)", true), col("total", "numeric(10,2)", false),
+			col("ratio", "real", false), col("qty", "smallint", true), col("tags", "text[]", false)}},
+		{"evolve_keeps_wider_columns", []schema.ExistingColumn{
+			col("id", "bigint", true), col("customer", "text", false), col("total", "numeric", false),
+			col("ratio", "double precision", false), col("qty", "bigint", false), col("tags", "text[]", false),
+			col("placed_at", "timestamp with time zone", false), col("payload", "jsonb", false), col(`we"ird name`, "uuid", false),
+			col("kafka_topic", "text", true), col("kafka_offset", "bigint", true), col("trace", "character varying", false)}},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			plan, err := PlanEvolve(want, c.have)
+			plan, err := schema.PlanEvolve(want, c.have)
 			if err != nil {
 				t.Fatal(err)
 			}
-			checkGolden(t, c.name, PlanSQL(plan))
+			checkGolden(t, c.name, schema.PlanSQL(plan))
 		})
 	}
 }
@@ -87,19 +98,19 @@ func TestPlanEvolveRefusesIncompatibleTypesNamingBoth(t *testing.T) {
 	want := ordersTable(t, []string{"id"})
 	cases := []struct {
 		name string
-		have ExistingColumn
+		have schema.ExistingColumn
 	}{
-		{"bigint narrowed to integer is not widened back silently", ExistingColumn{"id", "integer", true}},
-		{"text is not jsonb", ExistingColumn{"payload", "text", false}},
-		{"timestamp is not timestamptz", ExistingColumn{"placed_at", "timestamp without time zone", false}},
-		{"fewer integer digits", ExistingColumn{"total", "numeric(16,8)", false}},
-		{"an array is not a scalar", ExistingColumn{"tags", "text", false}},
-		{"an unknown existing type", ExistingColumn{"qty", "money", false}},
-		{"a wider varchar is not narrowed", ExistingColumn{"customer", "character varying(10)[]", false}},
+		{"bigint narrowed to integer is not widened back silently", col("id", "integer", true)},
+		{"text is not jsonb", col("payload", "text", false)},
+		{"timestamp is not timestamptz", col("placed_at", "timestamp without time zone", false)},
+		{"fewer integer digits", col("total", "numeric(16,8)", false)},
+		{"an array is not a scalar", col("tags", "text", false)},
+		{"an unknown existing type", col("qty", "money", false)},
+		{"a wider varchar is not narrowed", col("customer", "character varying(10)[]", false)},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			plan, err := PlanEvolve(want, []ExistingColumn{c.have})
+			plan, err := schema.PlanEvolve(want, []schema.ExistingColumn{c.have})
 			if c.name == "bigint narrowed to integer is not widened back silently" {
 				// integer → bigint is a widening: planned, not refused.
 				if err != nil || len(plan) == 0 || !strings.Contains(plan[0], `ALTER COLUMN "id" TYPE bigint`) {
@@ -133,13 +144,13 @@ func TestTypeWideningTable(t *testing.T) {
 		{"integer[]", "bigint[]", true}, {"integer[]", "bigint", false}, {"timestamp", "timestamptz", false}, {"text", "jsonb", false},
 	}
 	for _, c := range cases {
-		from, err1 := parseType(c.from)
-		to, err2 := parseType(c.to)
+		from, err1 := schema.ParseType(c.from)
+		to, err2 := schema.ParseType(c.to)
 		if err1 != nil || err2 != nil {
 			t.Fatalf("parse %s, %s: %v %v", c.from, c.to, err1, err2)
 		}
-		if got := widens(from, to); got != c.widens {
-			t.Errorf("widens(%s, %s) = %v, want %v", c.from, c.to, got, c.widens)
+		if got := schema.Widens(from, to); got != c.widens {
+			t.Errorf("Widens(%s, %s) = %v, want %v", c.from, c.to, got, c.widens)
 		}
 	}
 }
@@ -151,9 +162,9 @@ func TestParseTypeReadsFormatTypeOutput(t *testing.T) {
 		"timestamp  with time zone": "timestamp with time zone", "timestamptz": "timestamp with time zone",
 		"time": "time without time zone", "float4": "real", "bool[]": "boolean[]",
 	} {
-		ct, err := parseType(in)
-		if err != nil || ct.sql() != want {
-			t.Errorf("parseType(%q) = %q, %v; want %q", in, ct.sql(), err, want)
+		ct, err := schema.ParseType(in)
+		if err != nil || ct.SQL() != want {
+			t.Errorf("ParseType(%q) = %q, %v; want %q", in, ct.SQL(), err, want)
 		}
 	}
 }

@@ -8,96 +8,79 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // The type table. Every SQL type a mapped column may have is one entry of
-// sqlTypes: its name as Postgres' format_type() prints it (which is also the
-// name the planned DDL uses, so a planned column and an existing one compare
-// as strings), the spellings a user may write, the type parameters it takes,
-// the Go type pgx v5 encodes to it in binary COPY, and the converter from a
-// JSON value. Adding a type is adding an entry here; no other file
-// switches on type names.
+// it: its name as Postgres' format_type() prints it (which is also the
+// name the planned DDL uses, so a planned column and an existing one
+// compare as strings), the spellings a user may write, the type parameters
+// it takes, the Go type a decoder makes for it (which package pgcopy
+// encodes) and its OID. Adding a type is adding an entry here and its
+// converters in package decode; no other file switches on type names.
 
-// paramKind says which modifiers a type takes in parentheses.
-type paramKind uint8
+// ParamKind says which modifiers a type takes in parentheses.
+type ParamKind uint8
 
 const (
-	paramNone           paramKind = iota
-	paramLength                   // varchar(n)
-	paramPrecisionScale           // numeric(p[,s])
+	ParamNone           ParamKind = iota
+	ParamLength                   // varchar(n)
+	ParamPrecisionScale           // numeric(p[,s])
 )
 
-// sqlType is one entry of the type table.
-type sqlType struct {
-	name    string   // format_type() spelling without modifiers
-	aliases []string // other spellings accepted in a mapping (lower case)
-	params  paramKind
-	// goType is the Go type convert returns; arrays are slices of it.
-	goType reflect.Type
-	// array says whether name[] is allowed.
-	array bool
-	// convert turns a JSON value (never null: nulls are handled by the
-	// caller) into goType, or says why it cannot.
-	convert func(c *colType, v jsonValue) (any, *convError)
-	// appendField, when set, writes what convert would return straight in
-	// the binary format of oid (binary.go); arrays never use it.
-	appendField appendFunc
-	// quick is which of its values AppendRow writes without appendField
-	// (appendQuick); quickNone: none.
-	quick quickKind
-	oid   uint32
+// SQLType is one entry of the type table.
+type SQLType struct {
+	Name    string   // format_type() spelling without modifiers
+	Aliases []string // other spellings accepted in a mapping (lower case)
+	Params  ParamKind
+	// GoType is the Go type a decoder makes for a value of the type
+	// (pgvalue's where Go has none); arrays are slices of it.
+	GoType reflect.Type
+	// Array says whether Name[] is allowed.
+	Array bool
+	OID   uint32 // 0: none a mapper writes natively
 }
 
-// colType is a parsed column type: an entry of the table and its modifiers.
-type colType struct {
-	base      *sqlType
-	length    int // varchar(n); 0 = unbounded
-	precision int // numeric(p,s); 0 = unbounded
-	scale     int
-	array     bool
-	// unitNanos is the epoch unit of the column in nanoseconds (time types);
-	// 0 when none is declared. Set by the mapping, not by parseType.
-	unitNanos int64
+// ColumnType is a parsed column type: an entry of the table and its
+// modifiers.
+type ColumnType struct {
+	Base      *SQLType
+	Length    int // varchar(n); 0 = unbounded
+	Precision int // numeric(p,s); 0 = unbounded
+	Scale     int
+	Array     bool
 }
 
-// convError is a conversion failure before the mapper adds the column and
-// the record's coordinates.
-type convError struct {
-	kind string
-	msg  string
-}
+// Types is the type table, in the order error messages list it. It is
+// read-only.
+func Types() []*SQLType { return sqlTypes }
 
-func convErrorf(kind, format string, args ...any) *convError {
-	return &convError{kind: kind, msg: fmt.Sprintf(format, args...)}
-}
-
-var sqlTypes = []*sqlType{
-	{name: "text", goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgtype.TextOID},
-	{name: "character varying", aliases: []string{"varchar"}, params: paramLength, goType: reflect.TypeFor[string](), array: true, convert: convertText, appendField: appendTextField, quick: quickText, oid: pgtype.VarcharOID},
-	{name: "smallint", aliases: []string{"int2"}, goType: reflect.TypeFor[int16](), array: true, convert: convertInt16, appendField: appendInt16Field, quick: quickInt, oid: pgtype.Int2OID},
-	{name: "integer", aliases: []string{"int", "int4"}, goType: reflect.TypeFor[int32](), array: true, convert: convertInt32, appendField: appendInt32Field, quick: quickInt, oid: pgtype.Int4OID},
-	{name: "bigint", aliases: []string{"int8"}, goType: reflect.TypeFor[int64](), array: true, convert: convertInt64, appendField: appendInt64Field, quick: quickInt, oid: pgtype.Int8OID},
-	{name: "numeric", aliases: []string{"decimal"}, params: paramPrecisionScale, goType: reflect.TypeFor[pgtype.Numeric](), array: true, convert: convertNumeric, appendField: appendNumericField, quick: quickNumeric, oid: pgtype.NumericOID},
-	{name: "real", aliases: []string{"float4"}, goType: reflect.TypeFor[float32](), array: true, convert: convertFloat32, appendField: appendFloat32Field, oid: pgtype.Float4OID},
-	{name: "double precision", aliases: []string{"float8", "double"}, goType: reflect.TypeFor[float64](), array: true, convert: convertFloat64, appendField: appendFloat64Field, oid: pgtype.Float8OID},
-	{name: "boolean", aliases: []string{"bool"}, goType: reflect.TypeFor[bool](), array: true, convert: convertBool, appendField: appendBoolField, oid: pgtype.BoolOID},
-	{name: "timestamp with time zone", aliases: []string{"timestamptz"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamptz, appendField: appendTimestamptzField, quick: quickTimestamptz, oid: pgtype.TimestamptzOID},
-	{name: "timestamp without time zone", aliases: []string{"timestamp"}, goType: reflect.TypeFor[time.Time](), array: true, convert: convertTimestamp, appendField: appendTimestampField, oid: pgtype.TimestampOID},
-	{name: "date", goType: reflect.TypeFor[time.Time](), array: true, convert: convertDate, appendField: appendDateField, oid: pgtype.DateOID},
-	{name: "time without time zone", aliases: []string{"time"}, goType: reflect.TypeFor[pgtype.Time](), array: true, convert: convertTime},
-	{name: "uuid", goType: reflect.TypeFor[pgtype.UUID](), array: true, convert: convertUUID},
-	{name: "jsonb", goType: reflect.TypeFor[[]byte](), convert: convertJSONB, appendField: appendJSONBField, oid: pgtype.JSONBOID},
-	{name: "bytea", goType: reflect.TypeFor[[]byte](), array: true, convert: convertBytea},
-	{name: "inet", goType: reflect.TypeFor[netip.Prefix](), array: true, convert: convertInet},
+var sqlTypes = []*SQLType{
+	{Name: "text", GoType: reflect.TypeFor[string](), Array: true, OID: pgvalue.TextOID},
+	{Name: "character varying", Aliases: []string{"varchar"}, Params: ParamLength, GoType: reflect.TypeFor[string](), Array: true, OID: pgvalue.VarcharOID},
+	{Name: "smallint", Aliases: []string{"int2"}, GoType: reflect.TypeFor[int16](), Array: true, OID: pgvalue.Int2OID},
+	{Name: "integer", Aliases: []string{"int", "int4"}, GoType: reflect.TypeFor[int32](), Array: true, OID: pgvalue.Int4OID},
+	{Name: "bigint", Aliases: []string{"int8"}, GoType: reflect.TypeFor[int64](), Array: true, OID: pgvalue.Int8OID},
+	{Name: "numeric", Aliases: []string{"decimal"}, Params: ParamPrecisionScale, GoType: reflect.TypeFor[pgvalue.Numeric](), Array: true, OID: pgvalue.NumericOID},
+	{Name: "real", Aliases: []string{"float4"}, GoType: reflect.TypeFor[float32](), Array: true, OID: pgvalue.Float4OID},
+	{Name: "double precision", Aliases: []string{"float8", "double"}, GoType: reflect.TypeFor[float64](), Array: true, OID: pgvalue.Float8OID},
+	{Name: "boolean", Aliases: []string{"bool"}, GoType: reflect.TypeFor[bool](), Array: true, OID: pgvalue.BoolOID},
+	{Name: "timestamp with time zone", Aliases: []string{"timestamptz"}, GoType: reflect.TypeFor[time.Time](), Array: true, OID: pgvalue.TimestamptzOID},
+	{Name: "timestamp without time zone", Aliases: []string{"timestamp"}, GoType: reflect.TypeFor[time.Time](), Array: true, OID: pgvalue.TimestampOID},
+	{Name: "date", GoType: reflect.TypeFor[time.Time](), Array: true, OID: pgvalue.DateOID},
+	{Name: "time without time zone", Aliases: []string{"time"}, GoType: reflect.TypeFor[pgvalue.Time](), Array: true},
+	{Name: "uuid", GoType: reflect.TypeFor[pgvalue.UUID](), Array: true},
+	{Name: "jsonb", GoType: reflect.TypeFor[[]byte](), OID: pgvalue.JSONBOID},
+	{Name: "bytea", GoType: reflect.TypeFor[[]byte](), Array: true},
+	{Name: "inet", GoType: reflect.TypeFor[netip.Prefix](), Array: true},
 }
 
 // typeByName indexes sqlTypes by every spelling.
-var typeByName = func() map[string]*sqlType {
-	m := map[string]*sqlType{}
+var typeByName = func() map[string]*SQLType {
+	m := map[string]*SQLType{}
 	for _, t := range sqlTypes {
-		m[t.name] = t
-		for _, a := range t.aliases {
+		m[t.Name] = t
+		for _, a := range t.Aliases {
 			m[a] = t
 		}
 	}
@@ -107,25 +90,25 @@ var typeByName = func() map[string]*sqlType {
 // Postgres' limits on type modifiers.
 const (
 	maxVarcharLength    = 10485760
-	maxNumericPrecision = 1000
+	MaxNumericPrecision = 1000 // numeric(p,s) takes p from 1 to this
 )
 
 // typeNames lists the accepted spellings for error messages.
 func typeNames() string {
 	names := make([]string, 0, len(sqlTypes))
 	for _, t := range sqlTypes {
-		names = append(names, t.name)
+		names = append(names, t.Name)
 	}
 	return strings.Join(names, ", ") + ", varchar(n), numeric(p,s) and arrays (type[]) of all but jsonb"
 }
 
-// parseType reads a type as a user writes it or as format_type() prints it:
+// ParseType reads a type as a user writes it or as format_type() prints it:
 // case and spacing are free, "varchar(20)", "numeric(10, 2)", "bigint[]".
-func parseType(s string) (colType, error) {
+func ParseType(s string) (ColumnType, error) {
 	t := strings.Join(strings.Fields(strings.ToLower(s)), " ")
-	var ct colType
+	var ct ColumnType
 	if rest, ok := strings.CutSuffix(t, "[]"); ok {
-		ct.array = true
+		ct.Array = true
 		t = strings.TrimSpace(rest)
 	}
 	var mods []string
@@ -140,9 +123,9 @@ func parseType(s string) (colType, error) {
 	if !ok {
 		return ct, fmt.Errorf("type %q is not supported: use one of %s", s, typeNames())
 	}
-	ct.base = base
-	if ct.array && !base.array {
-		return ct, fmt.Errorf("type %q: arrays of %s are not supported: map the whole array to one %s column", s, base.name, base.name)
+	ct.Base = base
+	if ct.Array && !base.Array {
+		return ct, fmt.Errorf("type %q: arrays of %s are not supported: map the whole array to one %s column", s, base.Name, base.Name)
 	}
 	if len(mods) == 0 {
 		return ct, nil
@@ -155,63 +138,63 @@ func parseType(s string) (colType, error) {
 		}
 		nums[i] = n
 	}
-	switch base.params {
-	case paramLength:
+	switch base.Params {
+	case ParamLength:
 		if len(nums) != 1 || nums[0] < 1 || nums[0] > maxVarcharLength {
-			return ct, fmt.Errorf("type %q: the length of %s must be one number from 1 to %d, as in varchar(255); or use text", s, base.name, maxVarcharLength)
+			return ct, fmt.Errorf("type %q: the length of %s must be one number from 1 to %d, as in varchar(255); or use text", s, base.Name, maxVarcharLength)
 		}
-		ct.length = nums[0]
-	case paramPrecisionScale:
-		if len(nums) > 2 || nums[0] < 1 || nums[0] > maxNumericPrecision {
-			return ct, fmt.Errorf("type %q: the precision of numeric must be from 1 to %d, as in numeric(12,2); or use numeric without modifiers", s, maxNumericPrecision)
+		ct.Length = nums[0]
+	case ParamPrecisionScale:
+		if len(nums) > 2 || nums[0] < 1 || nums[0] > MaxNumericPrecision {
+			return ct, fmt.Errorf("type %q: the precision of numeric must be from 1 to %d, as in numeric(12,2); or use numeric without modifiers", s, MaxNumericPrecision)
 		}
-		ct.precision = nums[0]
+		ct.Precision = nums[0]
 		if len(nums) == 2 {
 			if nums[1] < 0 || nums[1] > nums[0] {
 				return ct, fmt.Errorf("type %q: the scale of numeric must be from 0 to the precision %d, as in numeric(%d,2)", s, nums[0], nums[0])
 			}
-			ct.scale = nums[1]
+			ct.Scale = nums[1]
 		}
 	default:
-		return ct, fmt.Errorf("type %q: %s takes no modifiers: write %s", s, base.name, base.name)
+		return ct, fmt.Errorf("type %q: %s takes no modifiers: write %s", s, base.Name, base.Name)
 	}
 	return ct, nil
 }
 
-// sql is the type as format_type() prints it, used in planned DDL.
-func (c colType) sql() string {
-	s := c.base.name
+// SQL is the type as format_type() prints it, used in planned DDL.
+func (c ColumnType) SQL() string {
+	s := c.Base.Name
 	switch {
-	case c.length > 0:
-		s = fmt.Sprintf("%s(%d)", s, c.length)
-	case c.precision > 0:
-		s = fmt.Sprintf("%s(%d,%d)", s, c.precision, c.scale)
+	case c.Length > 0:
+		s = fmt.Sprintf("%s(%d)", s, c.Length)
+	case c.Precision > 0:
+		s = fmt.Sprintf("%s(%d,%d)", s, c.Precision, c.Scale)
 	}
-	if c.array {
+	if c.Array {
 		s += "[]"
 	}
 	return s
 }
 
-// widens reports whether every value of from fits in to without change, so
+// Widens reports whether every value of from fits in to without change, so
 // that a column of type from may be altered to to (or left as to).
-func widens(from, to colType) bool {
-	if from.array != to.array {
+func Widens(from, to ColumnType) bool {
+	if from.Array != to.Array {
 		return false
 	}
-	f, t := from.base.name, to.base.name
+	f, t := from.Base.Name, to.Base.Name
 	if f == t {
-		switch from.base.params {
-		case paramLength:
-			return to.length == 0 || (from.length > 0 && to.length >= from.length)
-		case paramPrecisionScale:
-			if to.precision == 0 {
+		switch from.Base.Params {
+		case ParamLength:
+			return to.Length == 0 || (from.Length > 0 && to.Length >= from.Length)
+		case ParamPrecisionScale:
+			if to.Precision == 0 {
 				return true
 			}
-			if from.precision == 0 {
+			if from.Precision == 0 {
 				return false
 			}
-			return to.scale >= from.scale && to.precision-to.scale >= from.precision-from.scale
+			return to.Scale >= from.Scale && to.Precision-to.Scale >= from.Precision-from.Scale
 		}
 		return true
 	}
@@ -221,7 +204,7 @@ func widens(from, to colType) bool {
 		"character varying→text":
 		return true
 	case "text→character varying":
-		return to.length == 0 // the same values, another name
+		return to.Length == 0 // the same values, another name
 	}
 	return false
 }

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/registry"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -120,7 +120,7 @@ func TestWriterErrorsReadAsTheirFlags(t *testing.T) {
 	_, pool := pgtest.MigratedPool(t)
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()
-	sinks := map[string]ingest.Sink{"orders": {Table: schema.RawTable("public", "orders", schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}
+	sinks := map[string]ingest.Sink{"orders": {Table: decode.RawTable("public", "orders", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
 	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: sinks})
 	if err != nil {
 		t.Fatal(err)

@@ -10,10 +10,10 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -28,8 +28,8 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	table := schema.RawTable("public", "clicks", schema.ValueJSON)
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"clicks": {Table: table, Mapper: schema.RawMapper{Format: schema.ValueJSON}}}})
+	table := decode.RawTable("public", "clicks", decode.ValueJSON)
+	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"clicks": {Table: table, Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
 	if err != nil {
 		t.Fatal(err)
 	}

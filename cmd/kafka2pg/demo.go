@@ -17,6 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/reader"
@@ -95,8 +96,8 @@ func runDemo(ctx context.Context, stdout, stderr io.Writer, pgURL, topic string,
 	log := newLogger(stderr, "text", "warn")
 	// The zero-config table, and the library's defaults but for a demo's
 	// quicker fetches and heartbeats.
-	sink := ingest.Sink{Table: schema.RawTable("public", schema.TableNameForTopic(topic), schema.ValueJSON),
-		Mapper: schema.RawMapper{Format: schema.ValueJSON}}
+	sink := ingest.Sink{Table: decode.RawTable("public", schema.TableNameForTopic(topic), decode.ValueJSON),
+		Mapper: decode.RawMapper{Format: decode.ValueJSON}}
 	b, err := bridge.New(bridge.Config{
 		Kafka: reader.Config{Brokers: brokers, Group: "kafka2pg-demo", Topics: []string{topic},
 			FetchMaxWait: 100 * time.Millisecond, HeartbeatInterval: 500 * time.Millisecond},

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -34,7 +35,7 @@ type runOptions struct {
 	registry        registryOptions // --schema-registry-*, and the client connectRegistry makes
 	pgSchema        string
 	table           string
-	valueFormat     schema.ValueFormat
+	valueFormat     decode.ValueFormat
 	metricsAddr     string
 	pprof           bool
 	memoryLimit     string // --memory-limit: auto, off or a size such as 256MiB
@@ -100,7 +101,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.IntVar(&o.cfg.Writer.TableWriters, "table-writers", wd.TableWriters, "transactions writing one table at once; 0: one per batch")
 	zeroMeansOff(fs, "table-writers", &o.cfg.Writer.TableWriters)
 	fs.StringVar(&o.table, "pg-table", "", "target table of every topic (default: the topic's name)")
-	textVar(fs, &o.valueFormat, "value-format", schema.ValueJSON, "value column type: json (jsonb), text or bytes (bytea)")
+	textVar(fs, &o.valueFormat, "value-format", decode.ValueJSON, "value column type: json (jsonb), text or bytes (bytea)")
 	negatedBoolVar(fs, &o.cfg.SkipCreateTables, "create-tables", !def.SkipCreateTables, "create missing target tables")
 	fs.BoolVar(&o.cfg.Writer.Notify, "notify", false, "NOTIFY \"kafka2pg_<table>\" at each batch's commit")
 	textVar(fs, &o.cfg.Writer.OnError, "on-error", wd.OnError, "bad records: dead-letter, stop or skip")

@@ -7,9 +7,9 @@ import (
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // Run's flags, given nothing, set the bridge's configuration to the
@@ -67,7 +67,7 @@ func TestClosedSetFlagsTakeTheirNames(t *testing.T) {
 	if c.Kafka.IsolationLevel != reader.ReadUncommitted || c.Kafka.GroupProtocol != reader.GroupProtocolConsumer ||
 		c.Kafka.OnDataLoss != reader.OnDataLossSkip || c.Writer.OnError != ingest.OnErrorSkip ||
 		!slices.Equal(c.Kafka.Balancers, []reader.Balancer{reader.Sticky, reader.Range, reader.RoundRobin}) ||
-		c.Kafka.Start.Kind != reader.StartLatest || o.valueFormat != schema.ValueText {
+		c.Kafka.Start.Kind != reader.StartLatest || o.valueFormat != decode.ValueText {
 		t.Errorf("parsed %+v, value format %v", c, o.valueFormat)
 	}
 	for flag, want := range map[string]string{

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/registry"
@@ -439,21 +440,21 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	}
 	format := strings.ToLower(rs.Type)
 	if format == "json" {
-		format = schema.FormatJSONSchema.String()
+		format = decode.FormatJSONSchema.String()
 	}
 	if !registryFormat(format) {
 		return "", ingest.Sink{}, fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro, protobuf and json (json_schema)", o.topic, id, rs.Type)
 	}
 	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
-	if format == schema.FormatProtobuf.String() {
+	if format == decode.FormatProtobuf.String() {
 		// The sampled records name their message by its indexes; the
 		// config names it by its full name when it is not the first.
-		_, indexes, err := schema.WireHeader(smp.values[0], true)
+		_, indexes, err := decode.WireHeader(smp.values[0], true)
 		if err != nil {
 			return "", ingest.Sink{}, fmt.Errorf("the first sampled value of %q: %w", o.topic, err)
 		}
 		if len(indexes) != 1 || indexes[0] != 0 {
-			if sc.Message, err = schema.ProtobufMessageName(rs, indexes); err != nil {
+			if sc.Message, err = decode.ProtobufMessageName(rs, indexes); err != nil {
 				return "", ingest.Sink{}, err
 			}
 		}

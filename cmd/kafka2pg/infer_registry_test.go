@@ -9,8 +9,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // TestInferReadsTheSchemaOfWireFormatValues samples a topic of Avro
@@ -25,7 +25,7 @@ func TestInferReadsTheSchemaOfWireFormatValues(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k.Produce(t, &kgo.Record{Topic: topic, Value: append(schema.AppendWireHeader(nil, 10, nil), b...)})
+	k.Produce(t, &kgo.Record{Topic: topic, Value: append(decode.AppendWireHeader(nil, 10, nil), b...)})
 	var stdout, stderr bytes.Buffer
 	args := []string{"--kafka-brokers", k.Brokers(), "--topic", topic, "--sample", "5", "--timeout", "20s"}
 	if code := inferCommand(t.Context(), args, &stdout, &stderr); code != exitError || !strings.Contains(stderr.String(), "give --schema-registry-url") {
@@ -57,7 +57,7 @@ func TestInferNamesTheProtobufMessageOfTheSamples(t *testing.T) {
 	topic := k.CreateTopic(t, "shipments", 1)
 	fake.SeedSchema(topic+"-value", 1, 30, sr.Schema{Type: sr.TypeProtobuf, Schema: shipmentPB})
 	// Field 1 of shop.Shipment: id = "s1".
-	value := append(schema.AppendWireHeader(nil, 30, []int{1}), 0x0a, 0x02, 's', '1')
+	value := append(decode.AppendWireHeader(nil, 30, []int{1}), 0x0a, 0x02, 's', '1')
 	k.Produce(t, &kgo.Record{Topic: topic, Value: value})
 	var stdout, stderr bytes.Buffer
 	args := []string{"--kafka-brokers", k.Brokers(), "--topic", topic, "--sample", "1", "--timeout", "20s", "--schema-registry-url", fake.URL()}

@@ -9,9 +9,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/registry"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // registryOptions are the Schema Registry flags of `run` (and `check`):
@@ -58,7 +58,7 @@ func (r registryOptions) config() (registry.Config, error) {
 // registryFormat reports whether a sink format reads the Confluent wire
 // format with schemas from the registry.
 func registryFormat(format string) bool {
-	_, err := schema.ParseFormat(format)
+	_, err := decode.ParseFormat(format)
 	return err == nil
 }
 
@@ -94,7 +94,7 @@ func (o *runOptions) connectRegistry(ctx context.Context) error {
 
 // versions fetches every version of a subject, naming the sink's key in
 // its error.
-func (s *registrySchemas) versions(subject, key string) ([]schema.RegisteredSchema, error) {
+func (s *registrySchemas) versions(subject, key string) ([]decode.RegisteredSchema, error) {
 	vs, err := s.client.Versions(s.ctx, subject)
 	switch {
 	case errors.Is(err, registry.ErrSubjectNotFound):
@@ -124,15 +124,15 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 	case mode != "upsert" && (len(sc.Key) > 0 || sc.DeleteOnTombstone):
 		return sink, false, errors.New("key and delete_on_tombstone need mode: upsert")
 	}
-	format, _ := schema.ParseFormat(sc.Format) // a registry format: the caller asked registryFormat
-	var nested schema.Nested
+	format, _ := decode.ParseFormat(sc.Format) // a registry format: the caller asked registryFormat
+	var nested decode.Nested
 	if sc.Nested != "" {
 		var err error
-		if nested, err = schema.ParseNested(sc.Nested); err != nil {
+		if nested, err = decode.ParseNested(sc.Nested); err != nil {
 			return sink, false, fmt.Errorf("nested %q is not flatten or jsonb", sc.Nested)
 		}
 	}
-	if sc.Message != "" && format != schema.FormatProtobuf {
+	if sc.Message != "" && format != decode.FormatProtobuf {
 		return sink, false, fmt.Errorf("message %q is for format protobuf: remove it", sc.Message)
 	}
 	if _, err := o.registry.config(); err != nil {
@@ -149,7 +149,7 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 	if err != nil {
 		return sink, false, err
 	}
-	var key []schema.RegisteredSchema
+	var key []decode.RegisteredSchema
 	if mode == "upsert" || sc.KeySubject != "" {
 		ks := sc.KeySubject
 		if ks == "" {
@@ -159,7 +159,7 @@ func buildRegistrySink(o *runOptions, sc sinkConfig, schemaName, table, mode str
 			return sink, false, err
 		}
 	}
-	m, err := schema.NewRegistryMapper(schema.RegistryMappingSpec{Format: format, Schema: schemaName, Table: table,
+	m, err := decode.NewRegistryMapper(decode.RegistryMappingSpec{Format: format, Schema: schemaName, Table: table,
 		Value: value, Key: key, Message: sc.Message, Nested: nested, KeyColumns: sc.Key, DeleteOnTombstone: sc.DeleteOnTombstone,
 		Lookup: o.registry.schemas.client.Lookup(), Metadata: metadataSpec(sc.Metadata)})
 	if err != nil {

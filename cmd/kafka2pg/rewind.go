@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // Moving a partition back (offsets reset to an earlier offset) makes the
@@ -49,7 +49,7 @@ type rewindTarget struct {
 // row came from, as the sink's mapping names them (not yet checked against
 // the table): the zero-config table's, or a typed sink's metadata.
 func offsetColumns(o *runOptions, topic string, sink ingest.Sink) (topicCol, partCol, offCol string) {
-	if _, raw := sink.Mapper.(schema.RawMapper); raw {
+	if _, raw := sink.Mapper.(decode.RawMapper); raw {
 		return "kafka_topic", "kafka_partition", "kafka_offset"
 	}
 	for _, sc := range o.sinks {

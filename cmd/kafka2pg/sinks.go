@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -24,7 +25,7 @@ func buildSinks(o *runOptions) (map[string]ingest.Sink, error) {
 			if name == "" {
 				name = schema.TableNameForTopic(topic)
 			}
-			sinks[topic] = ingest.Sink{Table: schema.RawTable(o.pgSchema, name, format), Mapper: schema.RawMapper{Format: format}}
+			sinks[topic] = ingest.Sink{Table: decode.RawTable(o.pgSchema, name, format), Mapper: decode.RawMapper{Format: format}}
 		}
 		return sinks, nil
 	}
@@ -154,17 +155,17 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 		if mode == "upsert" || len(sc.Key) > 0 || sc.DeleteOnTombstone {
 			return ingest.Sink{}, errors.New("mode upsert, key and delete_on_tombstone need columns: declare the columns the key is made of")
 		}
-		format, err := schema.ParseValueFormat(sc.Format)
+		format, err := decode.ParseValueFormat(sc.Format)
 		if err != nil {
 			return ingest.Sink{}, fmt.Errorf("format: %w", err)
 		}
-		return ingest.Sink{Table: schema.RawTable(schemaName, table, format), Mapper: schema.RawMapper{Format: format},
+		return ingest.Sink{Table: decode.RawTable(schemaName, table, format), Mapper: decode.RawMapper{Format: format},
 			NoCreate: noCreate, Evolve: sc.Evolve}, nil
 	}
 	if sc.Format != "" && sc.Format != "json" {
 		return ingest.Sink{}, fmt.Errorf("format %q with columns: typed columns are read from JSON; use format: json, or drop the columns", sc.Format)
 	}
-	spec := schema.MappingSpec{Schema: schemaName, Table: table, DeleteOnTombstone: sc.DeleteOnTombstone, Metadata: metadataSpec(sc.Metadata)}
+	spec := decode.MappingSpec{Schema: schemaName, Table: table, DeleteOnTombstone: sc.DeleteOnTombstone, Metadata: metadataSpec(sc.Metadata)}
 	if mode == "upsert" {
 		if len(sc.Key) == 0 {
 			return ingest.Sink{}, errors.New("mode upsert needs key: the columns that identify a row")
@@ -177,10 +178,10 @@ func buildSink(o *runOptions, sc sinkConfig) (ingest.Sink, error) {
 		if c.Connect != "" {
 			return ingest.Sink{}, fmt.Errorf("column %q: connect is for format debezium and connect_json: remove it (type alone types a JSON column)", c.Name)
 		}
-		spec.Columns = append(spec.Columns, schema.ColumnSpec{Name: c.Name, Path: c.Path, Type: c.Type, From: c.From,
+		spec.Columns = append(spec.Columns, decode.ColumnSpec{Name: c.Name, Path: c.Path, Type: c.Type, From: c.From,
 			TimeUnit: c.TimeUnit, NotNull: c.NotNull, Default: c.Default, OnMissing: c.OnMissing})
 	}
-	m, err := schema.NewJSONMapper(spec)
+	m, err := decode.NewJSONMapper(spec)
 	if err != nil {
 		return ingest.Sink{}, err
 	}

@@ -6,8 +6,8 @@ import (
 	"fmt"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // The sink formats of Kafka Connect records (package cdc):
@@ -69,7 +69,7 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 	var later bool
 	switch sc.ValueFormat {
 	case "", "json":
-	case schema.FormatAvro.String(), schema.FormatProtobuf.String():
+	case decode.FormatAvro.String(), decode.FormatProtobuf.String():
 		if len(o.registry.urls) == 0 {
 			return ingest.Sink{}, fmt.Errorf("value_format %s needs a Schema Registry: set --schema-registry-url (or schema-registry-url in the config file)", sc.ValueFormat)
 		}
@@ -81,8 +81,8 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 			// Checked with a lookup that is never called; built for use
 			// once the registry client exists.
 			later = true
-			cfg.Lookup = func(context.Context, int) (schema.RegisteredSchema, error) {
-				return schema.RegisteredSchema{}, errRegistryLater
+			cfg.Lookup = func(context.Context, int) (decode.RegisteredSchema, error) {
+				return decode.RegisteredSchema{}, errRegistryLater
 			}
 		} else {
 			cfg.Lookup = o.registry.schemas.client.Lookup()
@@ -161,7 +161,7 @@ func hasColumn(cols []columnConfig, name string) bool {
 }
 
 // metadataSpec is the Kafka metadata columns of a sink.
-func metadataSpec(md metadataConfig) schema.MetadataSpec {
-	return schema.MetadataSpec{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset, Timestamp: md.Timestamp,
+func metadataSpec(md metadataConfig) decode.MetadataSpec {
+	return decode.MetadataSpec{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset, Timestamp: md.Timestamp,
 		TimestampType: md.TimestampType, Key: md.Key, KeyFormat: md.KeyFormat, Headers: md.Headers, Header: md.Header}
 }

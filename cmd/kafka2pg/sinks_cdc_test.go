@@ -23,9 +23,9 @@ import (
 	"google.golang.org/protobuf/types/dynamicpb"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -190,7 +190,7 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 	rec := fixtureRecord(t, b)
 	rec.Topic = "shop.public.customers"
 	var ch cdc.Change
-	if err := customers.Changes.Decode(&rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+	if err := customers.Changes.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("the first event: %v, want the table to grow", err)
 	}
 	if err := customers.Changes.Decode(&rec, &ch); err != nil {
@@ -334,8 +334,8 @@ sinks:
 	if err != nil {
 		t.Fatal(err)
 	}
-	avroRec := stream.Record{Topic: "shop.public.items", Key: append(schema.AppendWireHeader(nil, 32, nil), key...),
-		Value: append(schema.AppendWireHeader(nil, 31, nil), value...)}
+	avroRec := stream.Record{Topic: "shop.public.items", Key: append(decode.AppendWireHeader(nil, 32, nil), key...),
+		Value: append(decode.AppendWireHeader(nil, 31, nil), value...)}
 
 	protoRec := stream.Record{Topic: "shop.proto.items",
 		Key:   protoWire(t, 42, itemsKeyProto, `{"id": "7"}`),
@@ -363,7 +363,7 @@ sinks:
 			}
 			resolve(c.rec)
 			var ch cdc.Change
-			if err := d.Decode(&c.rec, &ch); !errors.Is(err, schema.ErrTableChanged) {
+			if err := d.Decode(&c.rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 				t.Fatalf("first event: %v", err)
 			}
 			if err := d.Decode(&c.rec, &ch); err != nil {
@@ -380,11 +380,11 @@ sinks:
 			}
 			// A schema id the registry does not have is a dead letter.
 			unknown := c.rec
-			header := len(schema.AppendWireHeader(nil, 1, c.indexes))
-			unknown.Value = append(schema.AppendWireHeader(nil, 999, c.indexes), c.rec.Value[header:]...)
+			header := len(decode.AppendWireHeader(nil, 1, c.indexes))
+			unknown.Value = append(decode.AppendWireHeader(nil, 999, c.indexes), c.rec.Value[header:]...)
 			resolve(unknown)
-			var de *schema.DecodeError
-			if err := d.Decode(&unknown, &ch); !errors.As(err, &de) || de.Kind != schema.KindUnknownSchema {
+			var de *decode.DecodeError
+			if err := d.Decode(&unknown, &ch); !errors.As(err, &de) || de.Kind != decode.KindUnknownSchema {
 				t.Fatalf("unknown schema id: %v", err)
 			}
 		})
@@ -395,7 +395,7 @@ sinks:
 // of a Protobuf schema.
 func protoWire(t *testing.T, id int, text, value string) []byte {
 	t.Helper()
-	md, err := schema.ProtobufMessage(schema.RegisteredSchema{ID: id, Type: "PROTOBUF", Text: text}, []int{0}, "")
+	md, err := decode.ProtobufMessage(decode.RegisteredSchema{ID: id, Type: "PROTOBUF", Text: text}, []int{0}, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -407,7 +407,7 @@ func protoWire(t *testing.T, id int, text, value string) []byte {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append(schema.AppendWireHeader(nil, id, []int{0}), b...)
+	return append(decode.AppendWireHeader(nil, id, []int{0}), b...)
 }
 
 // The example of Kafka Connect and Debezium sinks in docs/MAPPING.md is a config

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
@@ -228,7 +229,7 @@ func rawShaped(have []catalogColumn) bool {
 	for i, c := range have {
 		names[i] = c.Name
 	}
-	for _, c := range schema.RawTable("", "", schema.ValueJSON).Columns {
+	for _, c := range decode.RawTable("", "", decode.ValueJSON).Columns {
 		if !slices.Contains(names, c.Name) {
 			return false
 		}

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -20,7 +21,7 @@ func TestFitTableFindsWhatWouldRefuseEveryRow(t *testing.T) {
 		return catalogColumn{ExistingColumn: schema.ExistingColumn{Name: name, Type: typ, NotNull: notNull}, Filled: filled, Generated: generated}
 	}
 	var zeroConfig []catalogColumn
-	for _, c := range schema.RawTable("public", "orders", schema.ValueJSON).Columns {
+	for _, c := range decode.RawTable("public", "orders", decode.ValueJSON).Columns {
 		zeroConfig = append(zeroConfig, col(c.Name, c.Type, c.NotNull, false, false))
 	}
 	cases := []struct {

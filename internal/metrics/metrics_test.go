@@ -11,8 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -38,7 +38,7 @@ func TestTableSeriesExistAtZeroWithAPlainLabel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m.InitTables(map[string]ingest.Sink{"orders": {Table: schema.RawTable("public", "orders", schema.ValueJSON)}})
+	m.InitTables(map[string]ingest.Sink{"orders": {Table: decode.RawTable("public", "orders", decode.ValueJSON)}})
 	got := gatherForTest(t, reg)
 	for _, name := range []string{"kafka2pg_ingest_rows_total", "kafka2pg_ingest_batches_total", "kafka2pg_ingest_skipped_records_total",
 		"kafka2pg_ingest_isolated_batches_total", "kafka2pg_ingest_rechecked_batches_total", "kafka2pg_ingest_copy_duration_seconds"} {

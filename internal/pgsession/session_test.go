@@ -12,9 +12,9 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -85,7 +85,7 @@ func TestADatabaseStatementTimeoutOf1msDoesNotFailTheWrites(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain.Reset() // new sessions take the database's setting
-	sink := map[string]ingest.Sink{"t": {Table: schema.RawTable("public", "t", schema.ValueJSON), Mapper: schema.RawMapper{Format: schema.ValueJSON}}}
+	sink := map[string]ingest.Sink{"t": {Table: decode.RawTable("public", "t", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
 	b := &stream.Batch{Topic: "t", FirstOffset: 0, NextOffset: 10000}
 	for o := range int64(10000) {
 		b.Records = append(b.Records, stream.Record{Topic: "t", Offset: o, Value: []byte(`{"n":` + strconv.FormatInt(o, 10) + `}`)})

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/stream"
 	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
@@ -78,7 +79,7 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 			if err != nil {
 				return result{}, fmt.Errorf("map %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 			}
-			rows = append(rows, row)
+			rows = append(rows, pgcopy.PgxValues(row)) // pgx's types for the numerics
 		}
 		if perRecord {
 			err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {

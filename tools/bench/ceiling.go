@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -31,13 +32,13 @@ type rowMapper interface {
 // (typedTable, rawTable or upsertTable).
 func tableFor(kind string) (schema.Table, rowMapper, error) {
 	if kind == rawTable {
-		return schema.RawTable("public", rawTable, schema.ValueJSON), schema.RawMapper{Format: schema.ValueJSON}, nil
+		return decode.RawTable("public", rawTable, decode.ValueJSON), decode.RawMapper{Format: decode.ValueJSON}, nil
 	}
 	spec := typedSpec()
 	if kind == upsertTable {
 		spec = upsertSpec()
 	}
-	m, err := schema.NewJSONMapper(spec)
+	m, err := decode.NewJSONMapper(spec)
 	if err != nil {
 		return schema.Table{}, nil, fmt.Errorf("typed mapping: %w", err)
 	}

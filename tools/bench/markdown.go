@@ -249,7 +249,7 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   block, and kafka2pg ÷ baseline pairs the runs of the same block, so host drift between repetitions (about ±20% over
   tens of minutes here: /work/shared/notes/perf-baseline.md) cancels out of the ratios; the tables give the median and
   the range over the repetitions. The targets are judged on the median.
-- **Ceiling.** The rows the bridge writes (built with schema.NewJSONMapper or schema.RawMapper from the same records,
+- **Ceiling.** The rows the bridge writes (built with decode.NewJSONMapper or decode.RawMapper from the same records,
   with the name of the topic the bridge then consumes, before timing), held in memory, COPYed with pgcopy.CopyFrom (the bridge's own binary encoder, chosen per column:
   cheaper than pgx's CopyFrom, so the ceiling is closer to Postgres' own limit) in transactions of 10,000 rows of one partition each (the
   bridge's default --batch-max-rows), batches taken round-robin over the partitions; with 2 connections each takes every

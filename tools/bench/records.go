@@ -13,7 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
 	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 	"github.com/kafka2pg/kafka2pg/tools/internal/records"
@@ -93,7 +93,7 @@ func schemaRecord(topic string, id int, ts time.Time) *stream.Record {
 
 // typedColumns is the typed table: eight columns from the JSON value and two
 // of Kafka metadata. configYAML writes the same mapping for the bridge.
-var typedColumns = []schema.ColumnSpec{
+var typedColumns = []decode.ColumnSpec{
 	{Name: "id", Path: "id", Type: "bigint", NotNull: true},
 	{Name: "user_id", Path: "user_id", Type: "text"},
 	{Name: "event", Path: "event", Type: "text"},
@@ -104,13 +104,13 @@ var typedColumns = []schema.ColumnSpec{
 	{Name: "props", Path: "props", Type: "jsonb"},
 }
 
-func typedSpec() schema.MappingSpec {
-	return schema.MappingSpec{Schema: "public", Table: typedTable, Columns: typedColumns,
-		Metadata: schema.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}}
+func typedSpec() decode.MappingSpec {
+	return decode.MappingSpec{Schema: "public", Table: typedTable, Columns: typedColumns,
+		Metadata: decode.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}}
 }
 
 // upsertSpec is typedSpec in upsert mode by id, into its own table.
-func upsertSpec() schema.MappingSpec {
+func upsertSpec() decode.MappingSpec {
 	s := typedSpec()
 	s.Table, s.Key = upsertTable, []string{"id"}
 	return s

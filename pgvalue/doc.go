@@ -1,0 +1,35 @@
+// Package pgvalue holds the Postgres values kafka2pg's decoders make and
+// their binary formats, without a driver: package schema (the type table,
+// the mappers) and package pgcopy (the COPY, on pgx) both use it, so that
+// schema does not link pgx.
+//
+// # Values
+//
+// A decoder returns a Go value per column: string, []byte, the integer and
+// float types, bool and time.Time for the types Go has, and for the others
+// the types of this package: [Numeric] (numeric, exact), [Time] (time
+// without time zone) and [UUID]. A nil value is NULL. pgcopy encodes each
+// of them as pgx encodes the pgtype value of the same name.
+//
+// # Type OIDs
+//
+// The OID constants are Postgres' fixed OIDs of its built-in types, named
+// as pgx's pgtype names them (TextOID, Int8OID, ...).
+//
+// # Binary formats
+//
+// The Append functions write a value in Postgres' binary format, the form
+// a binary COPY carries: [AppendTimestamptz], [AppendTimestamp] and
+// [AppendDate] the times, [AppendNumeric] and [AppendDecimal] a numeric
+// whose digits fit 64 bits; [AppendBytesField] and [AppendNull] write a
+// whole field, its length first.
+//
+//	buf = pgvalue.AppendBytesField(buf, "a text field")
+//	buf = pgvalue.AppendNull(buf)
+//	at := len(buf)
+//	buf = binary.BigEndian.AppendUint32(buf, 0) // the length, patched below
+//	buf, _ = pgvalue.AppendNumeric(buf, pgvalue.Numeric{Int: big.NewInt(1234), Exp: -2}) // 12.34
+//	binary.BigEndian.PutUint32(buf[at:], uint32(len(buf)-at-4))
+//
+// It imports nothing but the standard library.
+package pgvalue

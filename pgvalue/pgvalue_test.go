@@ -1,0 +1,74 @@
+package pgvalue_test
+
+import (
+	"context"
+	"math/big"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
+)
+
+// TestOIDsAreThoseOfPostgres asks Postgres for the OID of every type named
+// here.
+func TestOIDsAreThoseOfPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	for name, oid := range map[string]uint32{
+		"boolean": pgvalue.BoolOID, "bytea": pgvalue.ByteaOID, "bigint": pgvalue.Int8OID, "smallint": pgvalue.Int2OID,
+		"integer": pgvalue.Int4OID, "text": pgvalue.TextOID, "json": pgvalue.JSONOID, "real": pgvalue.Float4OID,
+		"double precision": pgvalue.Float8OID, "inet": pgvalue.InetOID, "character varying": pgvalue.VarcharOID,
+		"date": pgvalue.DateOID, "time without time zone": pgvalue.TimeOID, "timestamp without time zone": pgvalue.TimestampOID,
+		"timestamp with time zone": pgvalue.TimestamptzOID, "numeric": pgvalue.NumericOID, "uuid": pgvalue.UUIDOID,
+		"jsonb": pgvalue.JSONBOID,
+	} {
+		var got uint32
+		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", name).Scan(&got); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if got != oid {
+			t.Errorf("%s: Postgres has OID %d, pgvalue %d", name, got, oid)
+		}
+	}
+}
+
+// TestStringsReadBackInPostgres casts each value's String to its type
+// and back to text: Postgres reads the value meant.
+func TestStringsReadBackInPostgres(t *testing.T) {
+	ctx := context.Background()
+	conn := connect(t)
+	for _, c := range []struct {
+		v    interface{ String() string }
+		typ  string
+		want string
+	}{
+		{pgvalue.Numeric{Int: big.NewInt(150), Exp: -2}, "numeric", "1.50"},
+		{pgvalue.Numeric{Int: big.NewInt(-5), Exp: -3}, "numeric", "-0.005"},
+		{pgvalue.Numeric{Int: big.NewInt(15), Exp: 2}, "numeric", "1500"},
+		{pgvalue.Numeric{Int: big.NewInt(0), Exp: 0}, "numeric", "0"},
+		{pgvalue.Time{Microseconds: 13*3600e6 + 4*60e6 + 5e6 + 250}, "time", "13:04:05.00025"},
+		{pgvalue.Time{Microseconds: 24 * 3600e6}, "time", "24:00:00"},
+		{pgvalue.UUID{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}, "uuid", "123e4567-e89b-12d3-a456-426614174000"},
+	} {
+		var got string
+		if err := conn.QueryRow(ctx, "SELECT $1::"+c.typ+"::text", c.v.String()).Scan(&got); err != nil {
+			t.Fatalf("%s %q: %v", c.typ, c.v.String(), err)
+		}
+		if got != c.want {
+			t.Errorf("%s %q: Postgres reads it as %q, want %q", c.typ, c.v.String(), got, c.want)
+		}
+	}
+}
+
+// connect opens a connection to a fresh database, closed when t ends.
+func connect(t *testing.T) *pgx.Conn {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), pgtest.URL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(context.Background()) })
+	return conn
+}
