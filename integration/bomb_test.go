@@ -204,8 +204,8 @@ func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int, num stri
 // decompress to: without a bound on what the client holds decompressed,
 // franz-go decodes them all before the bridge takes any (fetchbound.go).
 const (
-	manyBatches      = 17          // 17 x 60 MiB: 1020 MiB decompressed, in one fetch response
-	manyBatchRecords = 960         // records a batch
+	manyBatches      = 34          // 34 x 30 MiB: 1020 MiB decompressed, in one fetch response
+	manyBatchRecords = 480         // records a batch
 	manyRecordPad    = 64<<10 - 32 // bytes of padding a record: 64 KiB a value
 )
 

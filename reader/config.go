@@ -110,8 +110,8 @@ type Config struct {
 	// fetches nothing more) until a write brings the total under it. With
 	// thousands of partitions this, not QueueCapacity, bounds memory. The
 	// record batches the client decompressed and the reader has not taken
-	// yet count against it too: one that does not fit is not decompressed
-	// but fetched again later (fetchbound.go). One record batch may
+	// yet have a budget of their own of this size: one that does not fit
+	// is not decompressed but fetched again later (fetchbound.go). One record batch may
 	// decompress to this much, or 16 MiB if that is more.
 	MaxBufferedBytes int
 	// QueueCapacity is how many records one partition may buffer before its

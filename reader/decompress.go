@@ -25,8 +25,8 @@ import (
 //
 // The batches of one fetch response are all decompressed before the poll
 // loop sees any of them; what they decompress to together is bounded by
-// the same budget (fetchbound.go): a batch that does not fit next to what
-// the reader and the client hold is deferred and fetched again later.
+// a budget of the same size (fetchbound.go): a batch that does not fit
+// next to what the client holds is deferred and fetched again later.
 
 // minBatchLimit is the least a record batch may decompress to whatever
 // MaxBufferedBytes says: a small budget (tests use 64 KiB) must not make

@@ -14,11 +14,10 @@ import (
 // the limit, would decode whole, a thousand times its size on the wire for
 // zeros, GiBs for one response of --kafka-fetch-max-bytes.
 //
-// fetchHold bounds that with the reader's own budget, MaxBufferedBytes. It
-// counts the decompressed bytes the client holds that the reader has not
-// taken yet (held), and the decompressor admits a batch when it fits in
-// the budget on top of held and of what the reader holds (Reader.buffered),
-// or when both hold nothing. A batch that does not fit is deferred: the
+// fetchHold bounds that with a budget of the client's own, the size of
+// MaxBufferedBytes. It counts the decompressed bytes the client holds that
+// the reader has not taken yet (held), and the decompressor admits a batch
+// when it fits in the budget on top of held, or when held is empty. A batch that does not fit is deferred: the
 // decompressor returns errDeferred, having decoded nothing when the size
 // is known first (zstd frames that declare it, a gzip trailer, a batch
 // counted in constant memory), else dropping what it decoded. franz-go
@@ -39,15 +38,13 @@ import (
 // held cannot stay up for good. After a poll that brought only deferred
 // batches, the poll loop waits until the reader has room for the smallest
 // of them, or holds nothing (pollLimit): polling sooner would fetch them
-// only to defer them again. When neither holds anything the next batch is
-// admitted whatever its size (up to maxBatchBytes), so reading always goes
-// on.
+// only to defer them again. When the client holds nothing the next batch
+// is admitted whatever its size (up to maxBatchBytes), so reading always
+// goes on.
 //
-// The bound: the records the reader holds and the batches the client holds
-// decompressed come to at most MaxBufferedBytes, or one batch (up to
-// maxBatchBytes) when that alone is more, plus what the reader takes in
-// one poll while under the budget (at most what the client held). A
-// release while a response is being decoded forgets what that response
+// The bound: the batches the client holds decompressed come to at most
+// MaxBufferedBytes, or one batch (up to maxBatchBytes) when that alone is
+// more. A release while a response is being decoded forgets what that response
 // admitted so far; it may then admit as much again. With one broker, which
 // fetches its next response only once the last is drained, that happens at
 // most once a response, so the client holds at most about twice the budget
@@ -58,17 +55,15 @@ import (
 // response decodes slowly while others are drained can see more than one,
 // each bounded the same way.
 //
-// Sharing MaxBufferedBytes, rather than a budget of its own, keeps the
-// flag the one memory knob: a separate one would add its size to the
-// process's peak, and what the client holds is records on their way into
-// the reader's budget anyway. Ordinary batches (a few MiB decoded)
-// are only deferred once the reader is about full, when it would stop
-// polling soon anyway.
+// The budget is the client's own rather than shared with the reader's
+// records: shared, a backlog kept the reader near its budget, so the
+// client deferred ordinary batches of nearly every response and fetched
+// them again (the in-process broker's CPU a row went from 0.2 to 0.5 s per
+// million in make bench's typed drain). Its own, the client defers only
+// when one response decodes to more than MaxBufferedBytes (by default
+// eight times --kafka-fetch-max-bytes): bombs, not ordinary batches.
 type fetchHold struct {
 	budget int64
-	// reader is what the reader holds of the same budget (Reader.buffered);
-	// nil: nothing.
-	reader *atomic.Int64
 
 	held atomic.Int64 // decompressed bytes admitted since the last release
 
@@ -85,7 +80,7 @@ type fetchHold struct {
 // errDeferred is what the decompressor returns for a batch that does not
 // fit in the fetch budget now: franz-go fetches it again later. reader.Run
 // ignores it.
-var errDeferred = errors.New("decompression deferred: the records and decompressed batches held fill reader.Config.MaxBufferedBytes")
+var errDeferred = errors.New("decompression deferred: the decompressed batches the client holds fill reader.Config.MaxBufferedBytes")
 
 // deferredError says how much was held when a batch was deferred; it
 // unwraps to errDeferred.
@@ -101,29 +96,22 @@ func (e *deferredError) Unwrap() error { return errDeferred }
 // bytes does not fit now, else nil. It admits nothing: admit does, once
 // the batch is decoded.
 func (h *fetchHold) room(n int64) error {
-	if held, reader := h.held.Load(), h.readerHeld(); !h.fitsIn(held, reader, n) {
-		return h.deferral(held, reader, n)
+	if held := h.held.Load(); !h.fitsIn(held, n) {
+		return h.deferral(held, n)
 	}
 	return nil
 }
 
 // fits reports whether a batch of at most n decompressed bytes fits now.
 func (h *fetchHold) fits(n int64) bool {
-	return h.fitsIn(h.held.Load(), h.readerHeld(), n)
+	return h.fitsIn(h.held.Load(), n)
 }
 
-// fitsIn is the rule: a batch fits when the client and the reader hold
-// nothing (so that reading always goes on), or when it fits in the budget
-// on top of what they hold.
-func (h *fetchHold) fitsIn(held, reader, n int64) bool {
-	return held == 0 && reader <= 0 || held+reader+n <= h.budget
-}
-
-func (h *fetchHold) readerHeld() int64 {
-	if h.reader == nil {
-		return 0
-	}
-	return h.reader.Load()
+// fitsIn is the rule: a batch fits when the client holds nothing (so that
+// reading always goes on), or when it fits in the budget on top of what it
+// holds.
+func (h *fetchHold) fitsIn(held, n int64) bool {
+	return held == 0 || held+n <= h.budget
 }
 
 // decoded counts n bytes decoded and not admitted yet.
@@ -137,10 +125,10 @@ func (h *fetchHold) decoded(n int64) {
 // returns a *deferredError and forgets them.
 func (h *fetchHold) admit(n int64) error {
 	for {
-		held, reader := h.held.Load(), h.readerHeld()
-		if !h.fitsIn(held, reader, n) {
+		held := h.held.Load()
+		if !h.fitsIn(held, n) {
 			h.live.Add(-n)
-			return h.deferral(held, reader, n)
+			return h.deferral(held, n)
 		}
 		if h.held.CompareAndSwap(held, held+n) {
 			return nil
@@ -148,11 +136,11 @@ func (h *fetchHold) admit(n int64) error {
 	}
 }
 
-func (h *fetchHold) deferral(held, reader, n int64) error {
+func (h *fetchHold) deferral(held, n int64) error {
 	h.deferred.Add(1)
 	for need := h.needRoom.Load(); (need == 0 || n < need) && !h.needRoom.CompareAndSwap(need, n); need = h.needRoom.Load() {
 	}
-	return &deferredError{held: held + reader, size: n, budget: h.budget}
+	return &deferredError{held: held, size: n, budget: h.budget}
 }
 
 // release forgets what the client held: the poll loop calls it when a poll

@@ -165,7 +165,7 @@ func New(cfg Config, store Store) (*Reader, error) {
 	if err != nil {
 		return nil, err
 	}
-	dec.hold.budget, dec.hold.reader = int64(cfg.MaxBufferedBytes), &r.buffered
+	dec.hold.budget = int64(cfg.MaxBufferedBytes)
 	r.pollLimit.Store(int64(cfg.MaxBufferedBytes))
 	r.dec = dec
 	wanted := cfg.Balancers
