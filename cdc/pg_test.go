@@ -17,11 +17,7 @@ import (
 // writer registers on its connections, closed when the test ends.
 func pgConn(t *testing.T) *pgx.Conn {
 	t.Helper()
-	conn, err := pgx.Connect(t.Context(), pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { conn.Close(context.Background()) })
+	conn := pgtest.Conn(t)
 	RegisterTimeTZ(conn.TypeMap())
 	pgcopy.RegisterNumericCodec(conn.TypeMap())
 	return conn

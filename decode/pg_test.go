@@ -19,11 +19,7 @@ import (
 func TestJSONMapperRowsCopyIntoPostgresExactly(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := pgtest.Conn(t)
 	if _, err := conn.Exec(ctx, "SET TIME ZONE 'UTC'"); err != nil {
 		t.Fatal(err)
 	}

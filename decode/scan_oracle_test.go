@@ -18,7 +18,6 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -158,65 +157,15 @@ func (o *oracleMapper) KeyRow(r *stream.Record) ([]any, error) {
 	return out, nil
 }
 
+// value computes column i: the record's own fields (topic, offset,
+// headers, ...) as the mapper does, since the scanner is not involved;
+// the key's and the value's paths through the reference.
 func (o *oracleMapper) value(i int, r *stream.Record, d *oldDocs) (any, error) {
 	c := &o.m.cols[i]
-	var v any
-	switch c.source {
-	case fromValue, fromKey:
-		return o.dataValue(i, r, d)
-	case metaTopic:
-		v = r.Topic
-	case metaPartition:
-		v = r.Partition
-	case metaOffset:
-		v = r.Offset
-	case metaTimestamp:
-		if !r.Timestamp.IsZero() {
-			v = r.Timestamp
-		}
-	case metaTimestampType:
-		if r.TimestampType != "" {
-			v = r.TimestampType
-		}
-	case metaKey:
-		if r.Key == nil {
-			break
-		}
-		switch c.keyFormat {
-		case KeyFormatText:
-			if kind, err := CheckText(r.Key); err != nil {
-				return nil, badRecord(r, c.name, kind, "the key "+strings.TrimPrefix(err.Error(), "the value ")+": use key_format bytes")
-			}
-			v = string(r.Key)
-		case KeyFormatJSON:
-			if kind, err := CheckJSON(r.Key); err != nil {
-				return nil, badRecord(r, c.name, kind, "the key "+strings.TrimPrefix(err.Error(), "the value ")+": use key_format bytes or text")
-			}
-			v = r.Key
-		default:
-			v = r.Key
-		}
-	case metaHeaders:
-		if len(r.Headers) > 0 {
-			v = HeadersJSON(r.Headers)
-		}
-	case metaHeader:
-		for i := len(r.Headers) - 1; i >= 0; i-- {
-			if h := r.Headers[i]; h.Key == c.header {
-				if h.Value != nil {
-					if kind, err := CheckText(h.Value); err != nil {
-						return nil, badRecord(r, c.name, kind, fmt.Sprintf("header %q: %s", c.header, err.Error()))
-					}
-					v = string(h.Value)
-				}
-				break
-			}
-		}
+	if c.source != fromValue && c.source != fromKey {
+		return o.m.value(c, r, nil)
 	}
-	if v == nil && c.notNull {
-		return nil, badRecord(r, c.name, KindNullValue, "the record has no "+metaWhat(c)+", and the column is NOT NULL (it is part of the key)")
-	}
-	return v, nil
+	return o.dataValue(i, r, d)
 }
 
 func (o *oracleMapper) dataValue(i int, r *stream.Record, d *oldDocs) (any, error) {

@@ -16,11 +16,7 @@ import (
 func TestPlanEvolveAppliesToARealTable(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, pgtest.URL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	conn := pgtest.Conn(t)
 	old := `CREATE SCHEMA sales; CREATE TABLE sales."Orders" (id bigint PRIMARY KEY, customer varchar(50) NOT NULL,
 		total numeric(10,2), ratio real, qty smallint NOT NULL, tags text[], extra money NOT NULL DEFAULT 0)`
 	if _, err := conn.Exec(ctx, old); err != nil {
