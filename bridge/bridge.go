@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -231,7 +232,8 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 		}
 	}
 	wcfg := cfg.Writer
-	pool, err := newPool(ctx, cfg.PostgresURL, cfg.PostgresMaxConns, wcfg.StatementTimeout())
+	server := &serverWatch{log: log}
+	pool, err := newPool(ctx, cfg.PostgresURL, cfg.PostgresMaxConns, wcfg.StatementTimeout(), server)
 	if err != nil {
 		return err
 	}
@@ -265,6 +267,10 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 		return err
 	}
 	defer rd.Close() // on an error before the stop below: abandon (after it: nothing to do)
+	// Another server behind the URL (a failover, a restored backup) may
+	// hold older positions than the partitions left there: idle ones
+	// would not notice before their next record.
+	server.onChange(rd.CheckPositions)
 	queueCapacity := rcfg.QueueCapacity
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
@@ -324,9 +330,10 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 const migrateOp = "migrate the kafka2pg schema"
 
 // newPool is the pool of the bridge: kafka2pg's sessions (pgsession)
-// whose timeouts outlast the writer's longest deadline, and the numeric
-// codec of the COPY.
-func newPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration) (*pgxpool.Pool, error) {
+// whose timeouts outlast the writer's longest deadline, the numeric codec
+// of the COPY, and every new connection shown to server, which notices a
+// different Postgres server behind the URL.
+func newPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration, server *serverWatch) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, fmt.Errorf("bridge.Config.PostgresURL: %w", err)
@@ -335,7 +342,12 @@ func newPool(ctx context.Context, url string, maxConns int32, statementTimeout t
 	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg", statementTimeout); err != nil {
 		return nil, fmt.Errorf("bridge.Config.PostgresURL: %w", err)
 	}
-	pcfg.AfterConnect = pgsession.RegisterCodecs
+	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
+		if err := pgsession.RegisterCodecs(ctx, conn); err != nil {
+			return err
+		}
+		return server.observe(ctx, conn)
+	}
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return nil, fmt.Errorf("connect to Postgres: %w", err)
@@ -411,9 +423,9 @@ func literalTopics(cfg Config) []string {
 }
 
 // The writer is the reader's Store and, for the fence check, its
-// EpochReader: an assertion, so that a changed signature cannot turn the
+// PositionReader: an assertion, so that a changed signature cannot turn the
 // check off unnoticed.
 var (
-	_ reader.Store       = (*ingest.Writer)(nil)
-	_ reader.EpochReader = (*ingest.Writer)(nil)
+	_ reader.Store          = (*ingest.Writer)(nil)
+	_ reader.PositionReader = (*ingest.Writer)(nil)
 )

@@ -38,7 +38,7 @@ func BenchmarkWrite(b *testing.B) {
 		for i := range records {
 			records[i].Offset = next + int64(i)
 		}
-		bt := &stream.Batch{Topic: topic, Epoch: epoch, FirstOffset: next, NextOffset: next + rows, Records: records}
+		bt := &stream.Batch{Topic: topic, Epoch: epoch, PrevOffset: prevOf(next), FirstOffset: next, NextOffset: next + rows, Records: records}
 		if err := w.Write(ctx, bt); err != nil {
 			b.Fatal(err)
 		}

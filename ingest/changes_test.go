@@ -65,7 +65,7 @@ func (e ev) record(topic string, offset int64) stream.Record {
 }
 
 func changeBatch(topic string, epoch, first int64, evs ...ev) *stream.Batch {
-	b := &stream.Batch{Topic: topic, Epoch: epoch, FirstOffset: first, NextOffset: first + int64(len(evs))}
+	b := &stream.Batch{Topic: topic, Epoch: epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + int64(len(evs))}
 	for i, e := range evs {
 		b.Records = append(b.Records, e.record(topic, first+int64(i)))
 	}
@@ -233,7 +233,7 @@ func TestAChangePostgresRefusesIsADeadLetterOrStops(t *testing.T) {
 		if err := w.Write(t.Context(), changeBatch("customers", e, 0, ev{op: "c", id: 1, after: cust(1, "ann", 1)})); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := pool.Exec(t.Context(), `TRUNCATE customers; ALTER TABLE customers ADD CHECK (qty >= 0); UPDATE kafka2pg.offsets SET next_offset = 0`); err != nil {
+		if _, err := pool.Exec(t.Context(), `TRUNCATE customers; ALTER TABLE customers ADD CHECK (qty >= 0); UPDATE kafka2pg.offsets SET next_offset = NULL`); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -290,7 +290,7 @@ func TestRecordedDebeziumEventsReplicateTheSourceRows(t *testing.T) {
 				w, e := claimed(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{table: {Table: d.Table(), Changes: d, Evolve: true}}}, table)
 				for at := 0; at < len(records); at += size {
 					end := min(at+size, len(records))
-					b := &stream.Batch{Topic: table, Epoch: e, FirstOffset: int64(at), NextOffset: int64(end), Records: records[at:end]}
+					b := &stream.Batch{Topic: table, Epoch: e, PrevOffset: prevOf(int64(at)), FirstOffset: int64(at), NextOffset: int64(end), Records: records[at:end]}
 					if err := w.Write(t.Context(), b); err != nil {
 						t.Fatal(err)
 					}

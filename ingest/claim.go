@@ -32,11 +32,12 @@ func (w *Writer) Claim(ctx context.Context, topic string, partitions []int32) (m
 	return pos, err
 }
 
-// Epochs returns the epochs stored for the partitions of topic, so that a
-// reader can notice it was fenced while it had nothing to write
-// (offsets.Store.Epochs). It has Config.WriteTimeout to answer.
-func (w *Writer) Epochs(ctx context.Context, topic string) (map[int32]int64, error) {
+// Positions returns what is stored for the partitions of topic, so that a
+// reader can notice, while it has nothing to write, that it was fenced or
+// that its position moved (offsets.Store.Positions). It has
+// Config.WriteTimeout to answer.
+func (w *Writer) Positions(ctx context.Context, topic string) (map[int32]stream.Position, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.cfg.WriteTimeout)
 	defer cancel()
-	return w.offs.Epochs(ctx, topic)
+	return w.offs.Positions(ctx, topic)
 }

@@ -28,7 +28,7 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 		pos := claim(t, w, p)
 		wg.Go(func() {
 			for first := int64(0); first < batches*size; first += size {
-				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + size, LeaderEpoch: -1, LogEndOffset: -1}
+				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + size, LeaderEpoch: -1, LogEndOffset: -1}
 				for o := first; o < first+size; o++ {
 					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0), Value: value(p, o)})
 				}

@@ -10,9 +10,12 @@
 //  1. BEGIN, on a connection of the pool;
 //  2. the fence (offsets.Store.Advance): move the partition's
 //     kafka2pg.offsets row to the batch's next offset, only if the epoch is
-//     still the writer's and the stored next_offset is not past the batch's
-//     first offset. It must touch exactly one row, or the transaction rolls
-//     back and Write returns a *stream.FencedError. It runs first, so the
+//     still the writer's and the stored next_offset is exactly the one the
+//     writer left (the batch's PrevOffset; offsets that skip pass, a
+//     position Postgres moved back does not). It must touch exactly one
+//     row, or the transaction rolls back and Write returns a
+//     *stream.FencedError (stream.ErrPositionMoved when no newer epoch
+//     refused it). It runs first, so the
 //     row lock serializes writers of a partition and a fenced writer copies
 //     nothing. The fast path pipelines it with the describe of the table
 //     its COPY needs: one round trip;

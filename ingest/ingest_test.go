@@ -94,8 +94,20 @@ func claim(t *testing.T, w *ingest.Writer, p int32) stream.Position {
 	return pos[p]
 }
 
+// prevOf is the stored position a writer of consecutive batches from
+// offset 0 expects before the batch that starts at first: nothing stored
+// before the first batch, first itself after it.
+func prevOf(first int64) int64 {
+	if first == 0 {
+		return -1
+	}
+	return first
+}
+
+// batch is a batch of partition p from first to next of consecutive
+// records, written after the one that ended at first (prevOf).
 func batch(p int32, epoch, first, next int64) *stream.Batch {
-	b := &stream.Batch{Topic: topic, Partition: p, Epoch: epoch, FirstOffset: first, NextOffset: next, LeaderEpoch: 0}
+	b := &stream.Batch{Topic: topic, Partition: p, Epoch: epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: next, LeaderEpoch: 0}
 	for o := first; o < next; o++ {
 		b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Timestamp: time.Unix(1764495120, 0),
 			Key: []byte("k"), Value: []byte(`{"n":` + strconv.FormatInt(o, 10) + `}`)})
@@ -155,11 +167,13 @@ func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
 		t.Fatalf("overlapping rewrite = %v, want ErrFenced", err)
 	}
 	// Offsets skip after compaction and transaction markers: a gap is fine.
-	if err := w.Write(ctx, batch(3, c.Epoch, 12, 20)); err != nil {
+	gap := batch(3, c.Epoch, 12, 20)
+	gap.PrevOffset = 10
+	if err := w.Write(ctx, gap); err != nil {
 		t.Fatalf("write after a gap: %v", err)
 	}
 	// A span of markers only advances the offset.
-	if err := w.Write(ctx, &stream.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, FirstOffset: 20, NextOffset: 22}); err != nil {
+	if err := w.Write(ctx, &stream.Batch{Topic: topic, Partition: 3, Epoch: c.Epoch, PrevOffset: 20, FirstOffset: 20, NextOffset: 22}); err != nil {
 		t.Fatalf("marker-only span: %v", err)
 	}
 	if n := queryInt(t, pool, `SELECT count(*) FROM orders WHERE kafka_partition = 3`); n != 18 {

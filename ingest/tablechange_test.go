@@ -97,7 +97,7 @@ func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for first := int64(0); first < perPartition; first += 20 {
-				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, FirstOffset: first, NextOffset: first + 20, LeaderEpoch: -1, LogEndOffset: -1}
+				b := &stream.Batch{Topic: topic, Partition: p, Epoch: pos.Epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + 20, LeaderEpoch: -1, LogEndOffset: -1}
 				for o := first; o < first+20; o++ {
 					b.Records = append(b.Records, stream.Record{Topic: topic, Partition: p, Offset: o, Value: value(p, o)})
 				}

@@ -138,7 +138,7 @@ func TestTheTransactionHelperCommitsOrRollsBackWhole(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			w, pool, pos := helperWriter(t, Config{})
 			backend := backendPID(t, pool)
-			b := &stream.Batch{Topic: "t", Partition: 0, Epoch: pos.Epoch, FirstOffset: 0, NextOffset: 2,
+			b := &stream.Batch{Topic: "t", Partition: 0, Epoch: pos.Epoch, PrevOffset: -1, FirstOffset: 0, NextOffset: 2,
 				Records: []stream.Record{{Topic: "t", Offset: 0}, {Topic: "t", Offset: 1}}}
 			if tc.staleFrom {
 				b.Epoch--
@@ -170,7 +170,7 @@ func TestTheTransactionHelperCommitsOrRollsBackWhole(t *testing.T) {
 func TestAHelperPastItsDeadlineBetweenStatementsClosesItsConnection(t *testing.T) {
 	w, pool, pos := helperWriter(t, Config{WriteTimeout: 200 * time.Millisecond})
 	backend := backendPID(t, pool)
-	b := &stream.Batch{Topic: "t", Partition: 0, Epoch: pos.Epoch, FirstOffset: 0, NextOffset: 1, Records: []stream.Record{{Topic: "t"}}}
+	b := &stream.Batch{Topic: "t", Partition: 0, Epoch: pos.Epoch, PrevOffset: -1, FirstOffset: 0, NextOffset: 1, Records: []stream.Record{{Topic: "t"}}}
 	var during []WriteInFlight
 	_, err := w.inBatchTx(t.Context(), txSpec{batches: []*stream.Batch{b}, sink: w.cfg.Sinks["t"]},
 		func(ctx context.Context, tx *batchTx) (outcome, error) {

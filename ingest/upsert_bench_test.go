@@ -61,7 +61,7 @@ func benchmarkUpsert(b *testing.B, updates bool) {
 				Value: []byte(`{"id":` + strconv.FormatInt(id, 10) + `,"user_id":"u` + strconv.FormatInt(o%100000, 10) +
 					`","amount":12.50,"country":"NL","ts":"2026-11-30T10:00:00.123Z","props":{"page":"/docs","device":"ios","ab":"x1"}}`)}
 		}
-		bt := &stream.Batch{Topic: "events", Epoch: epoch, FirstOffset: next, NextOffset: next + rows, Records: records}
+		bt := &stream.Batch{Topic: "events", Epoch: epoch, PrevOffset: prevOf(next), FirstOffset: next, NextOffset: next + rows, Records: records}
 		if err := w.Write(ctx, bt); err != nil {
 			b.Fatal(err)
 		}

@@ -122,7 +122,7 @@ type keyedOp struct {
 }
 
 func keyedBatch(p int32, epoch, first int64, ops []keyedOp) *stream.Batch {
-	b := &stream.Batch{Topic: "keyed", Partition: p, Epoch: epoch, FirstOffset: first, NextOffset: first + int64(len(ops))}
+	b := &stream.Batch{Topic: "keyed", Partition: p, Epoch: epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + int64(len(ops))}
 	for i, o := range ops {
 		r := stream.Record{Topic: "keyed", Partition: p, Offset: first + int64(i), Key: []byte(o.key)}
 		if !o.del {

@@ -59,7 +59,7 @@ type op struct {
 }
 
 func accountBatch(epoch, first int64, ops ...op) *stream.Batch {
-	b := &stream.Batch{Topic: "accounts", Epoch: epoch, FirstOffset: first, NextOffset: first + int64(len(ops))}
+	b := &stream.Batch{Topic: "accounts", Epoch: epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + int64(len(ops))}
 	for i, o := range ops {
 		r := stream.Record{Topic: "accounts", Offset: first + int64(i), Key: []byte(o.key)}
 		if o.value != "" {

@@ -50,7 +50,7 @@ func TestUpsertOneByOneWritesTheMappersOwnValues(t *testing.T) {
 		`{"id":2,"amount":-1}`, // refused by the CHECK: the batch is applied one operation at a time
 		`{"id":3,"amount":99999999.99,"u":"00000000-0000-0000-0000-000000000001","at":"24:00:00","history":[]}`,
 	}
-	b := &stream.Batch{Topic: "prices", Epoch: pos[0].Epoch, NextOffset: int64(len(values))}
+	b := &stream.Batch{Topic: "prices", Epoch: pos[0].Epoch, PrevOffset: -1, NextOffset: int64(len(values))}
 	for i, v := range values {
 		b.Records = append(b.Records, stream.Record{Topic: "prices", Offset: int64(i), Value: []byte(v)})
 	}

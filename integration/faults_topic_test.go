@@ -56,7 +56,7 @@ func TestFault07AbortedTransactionsNeverLand(t *testing.T) {
 // compacted topic (records superseded by a later one with the same key
 // vanish, including the record the bridge would resume at) written with
 // transactions (each commit marker takes an offset). The bridge must resume
-// past the gaps, accept them in its monotonic guard, and end with
+// past the gaps, accept them in its continuity guard, and end with
 // next_offset at the end offset.
 func TestFault08OffsetGapsAreAccepted(t *testing.T) {
 	configs := map[string]string{

@@ -19,17 +19,23 @@ SET next_offset = $5, leader_epoch = $6, updated_at = now(), committed_at = now(
     log_end_offset = CASE WHEN $8::bigint >= 0 THEN greatest($8::bigint, $5) ELSE log_end_offset END,
     log_end_offset_at = CASE WHEN $8::bigint >= 0 THEN now() ELSE log_end_offset_at END
 WHERE consumer_group = $1 AND topic = $2 AND partition = $3
-  AND epoch = $4 AND (next_offset IS NULL OR next_offset <= $7)`
+  AND epoch = $4 AND next_offset IS NOT DISTINCT FROM nullif($7::bigint, -1)`
 
 // advanceName is the name the advance is prepared under on a connection.
 const advanceName = "kafka2pg_advance"
 
 // Advance moves the next_offset of b's partition to b.NextOffset inside tx,
-// only if the stored epoch is b.Epoch and the stored next_offset is not
-// past b.FirstOffset. When that touches no row, another writer owns the
-// partition: Advance returns a *stream.FencedError saying what the row
-// holds, and the caller must roll tx back. Run it first in the batch's
-// transaction: its row lock then serializes the partition's writers.
+// only if the stored epoch is b.Epoch and the stored next_offset is
+// exactly b.PrevOffset, the position this owner left (NULL for -1). The
+// comparison is with the stored position, not with b.FirstOffset - 1, so
+// offsets that legitimately skip (compaction, transaction markers) pass,
+// while a position Postgres moved back (a lossy failover, a restore) does
+// not: accepting it would lose the rows in between silently. When the
+// statement touches no row, Advance returns a *stream.FencedError saying
+// what the row holds (matching stream.ErrPositionMoved when no newer epoch
+// refused it), and the caller must roll tx back. Run it first in the
+// batch's transaction: its row lock then serializes the partition's
+// writers.
 func (s *Store) Advance(ctx context.Context, tx pgx.Tx, b *stream.Batch) error {
 	st := s.AdvanceStatement(b)
 	tag, err := tx.Exec(ctx, st.SQL, st.Args...)
@@ -53,7 +59,7 @@ type Statement struct {
 // pass the command tag it returns to CheckAdvance.
 func (s *Store) AdvanceStatement(b *stream.Batch) Statement {
 	return Statement{Name: advanceName, SQL: advanceSQL,
-		Args: []any{s.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.FirstOffset, b.LogEndOffset}}
+		Args: []any{s.cfg.Group, b.Topic, b.Partition, b.Epoch, b.NextOffset, b.LeaderEpoch, b.PrevOffset, b.LogEndOffset}}
 }
 
 // CheckAdvance is the check of the fence: tag, what AdvanceStatement
@@ -69,7 +75,8 @@ func (s *Store) CheckAdvance(ctx context.Context, tx pgx.Tx, b *stream.Batch, ta
 
 // fenced reads what the offsets row holds, for a message that says why.
 func (s *Store) fenced(ctx context.Context, tx pgx.Tx, b *stream.Batch) error {
-	fe := &stream.FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset, StoredEpoch: -1, StoredOffset: -1}
+	fe := &stream.FencedError{Topic: b.Topic, Partition: b.Partition, Epoch: b.Epoch, FirstOffset: b.FirstOffset, PrevOffset: b.PrevOffset,
+		StoredEpoch: -1, StoredOffset: -1}
 	_ = tx.QueryRow(ctx, `SELECT epoch, coalesce(next_offset, -1) FROM kafka2pg.offsets
 		WHERE consumer_group = $1 AND topic = $2 AND partition = $3`, s.cfg.Group, b.Topic, b.Partition).
 		Scan(&fe.StoredEpoch, &fe.StoredOffset)

@@ -11,12 +11,19 @@
 //
 // Every batch is then written in one transaction that begins with
 // [Store.Advance]: it moves next_offset to the batch's NextOffset only if
-// the epoch is still the writer's and the stored next_offset is not past
-// the batch's first offset. Offsets may legitimately skip (compaction,
-// transaction markers), so a gap is accepted; a rewrite of offsets already
-// stored is not. The statement must touch exactly one row, or the
-// transaction is rolled back: Advance returns a [*stream.FencedError]
-// saying what the row holds. It runs first in the transaction, so its row
+// the epoch is still the writer's and the stored next_offset is exactly
+// the one the writer left (the batch's PrevOffset: what its claim returned
+// or its last commit stored). Offsets may legitimately skip (compaction,
+// transaction markers), and the comparison is with the stored position,
+// not with the batch's first offset, so a gap is accepted. A rewrite of
+// offsets already stored is not, and neither is a position that moved
+// back under the writer's own epoch: Postgres lost commits the writer saw
+// succeed (a lossy failover, a restored backup), and writing on would lose
+// the rows in between without a word. The statement must touch exactly
+// one row, or the transaction is rolled back: Advance returns a
+// [*stream.FencedError] saying what the row holds, which matches
+// [stream.ErrPositionMoved] when no newer epoch refused it; the writer
+// then reads the stored position again and goes on from there. It runs first in the transaction, so its row
 // lock serializes the writers of a partition and a fenced writer writes
 // nothing. Only after COMMIT are the rows and the new next_offset durable,
 // together.
@@ -24,7 +31,7 @@
 // A write that stops at a bad record moves next_offset back to it with
 // [Store.Rewind], in the same transaction. An operator moves partitions
 // with [Reset], which bumps their epochs too, so running owners are fenced
-// and claim the new position. [List] and [Store.Epochs] read the table.
+// and claim the new position. [List] and [Store.Positions] read the table.
 //
 // # Zombies
 //

@@ -180,18 +180,20 @@ func lockTimeout(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
-// Epochs returns the epochs stored for the partitions of topic, so that an
-// owner can notice it was fenced while it had nothing to write.
-func (s *Store) Epochs(ctx context.Context, topic string) (map[int32]int64, error) {
-	rows, err := s.pool.Query(ctx, `SELECT partition, epoch FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2`, s.cfg.Group, topic)
+// Positions returns what is stored for the partitions of topic, so that
+// an owner can notice, while it has nothing to write, that it was fenced
+// (a newer epoch) or that its position moved (Postgres lost commits).
+func (s *Store) Positions(ctx context.Context, topic string) (map[int32]stream.Position, error) {
+	rows, err := s.pool.Query(ctx, `SELECT partition, epoch, coalesce(next_offset, -1), leader_epoch FROM kafka2pg.offsets
+		WHERE consumer_group = $1 AND topic = $2`, s.cfg.Group, topic)
 	if err != nil {
-		return nil, fmt.Errorf("read epochs of %s: %w", topic, err)
+		return nil, fmt.Errorf("read the positions of %s: %w", topic, err)
 	}
-	out := map[int32]int64{}
+	out := map[int32]stream.Position{}
 	var p int32
-	var e int64
-	if _, err := pgx.ForEachRow(rows, []any{&p, &e}, func() error { out[p] = e; return nil }); err != nil {
-		return nil, fmt.Errorf("read epochs of %s: %w", topic, err)
+	var pos stream.Position
+	if _, err := pgx.ForEachRow(rows, []any{&p, &pos.Epoch, &pos.NextOffset, &pos.LeaderEpoch}, func() error { out[p] = pos; return nil }); err != nil {
+		return nil, fmt.Errorf("read the positions of %s: %w", topic, err)
 	}
 	return out, nil
 }

@@ -40,8 +40,10 @@ func claim(t *testing.T, st *offsets.Store, p int32) stream.Position {
 	return pos[p]
 }
 
-func span(p int32, epoch, first, next int64) *stream.Batch {
-	return &stream.Batch{Topic: topic, Partition: p, Epoch: epoch, FirstOffset: first, NextOffset: next, LeaderEpoch: 4, LogEndOffset: -1}
+// span is a batch of partition p from first to next, written by the owner
+// of epoch that left next_offset at prev (-1: nothing stored).
+func span(p int32, epoch, prev, first, next int64) *stream.Batch {
+	return &stream.Batch{Topic: topic, Partition: p, Epoch: epoch, PrevOffset: prev, FirstOffset: first, NextOffset: next, LeaderEpoch: 4, LogEndOffset: -1}
 }
 
 // advance runs Advance in a transaction of its own and commits it unless
@@ -82,7 +84,7 @@ func TestClaimCreatesTheRowAndBumpsTheEpoch(t *testing.T) {
 func TestClaimReturnsWhatTheLastAdvanceStored(t *testing.T) {
 	st, pool := newStore(t, "g")
 	c := claim(t, st, 2)
-	if err := advance(t, st, pool, span(2, c.Epoch, 0, 10)); err != nil {
+	if err := advance(t, st, pool, span(2, c.Epoch, -1, 0, 10)); err != nil {
 		t.Fatal(err)
 	}
 	pos := claim(t, st, 2)
@@ -94,33 +96,33 @@ func TestClaimReturnsWhatTheLastAdvanceStored(t *testing.T) {
 // The fence: a stale epoch is refused, a rewrite of offsets already stored
 // is refused, a gap is accepted, and a refused advance says what the row
 // holds and changes nothing.
-func TestAdvanceIsFencedByTheEpochAndTheMonotonicGuard(t *testing.T) {
+func TestAdvanceIsFencedByTheEpochAndTheContinuityGuard(t *testing.T) {
 	st, pool := newStore(t, "g")
 	a := claim(t, st, 0)
-	if err := advance(t, st, pool, span(0, a.Epoch, 0, 100)); err != nil {
+	if err := advance(t, st, pool, span(0, a.Epoch, -1, 0, 100)); err != nil {
 		t.Fatalf("first advance: %v", err)
 	}
 	b := claim(t, st, 0) // a new owner: A is fenced from now on
 
-	err := advance(t, st, pool, span(0, a.Epoch, 100, 200))
+	err := advance(t, st, pool, span(0, a.Epoch, 100, 100, 200))
 	var fe *stream.FencedError
 	if !errors.Is(err, stream.ErrFenced) || !errors.As(err, &fe) || fe.StoredEpoch != b.Epoch || fe.StoredOffset != 100 || fe.Epoch != a.Epoch {
 		t.Fatalf("advance with the stale epoch %d = %v, want a FencedError naming the stored epoch %d and next_offset 100", a.Epoch, err, b.Epoch)
 	}
 	// The same epoch re-sending a span that overlaps what is stored (an
 	// ambiguous commit retried blindly) must not move the offset.
-	if err := advance(t, st, pool, span(0, b.Epoch, 50, 150)); !errors.Is(err, stream.ErrFenced) {
-		t.Fatalf("advance from 50 over a stored next_offset of 100 = %v, want ErrFenced", err)
+	if err := advance(t, st, pool, span(0, b.Epoch, 50, 50, 150)); !errors.Is(err, stream.ErrPositionMoved) || errors.As(err, &fe) && fe.MovedBack() {
+		t.Fatalf("advance from 50 over a stored next_offset of 100 = %v, want ErrPositionMoved, not moved back", err)
 	}
 	if next, _ := stored(t, pool, "g", 0); next != 100 {
 		t.Fatalf("next_offset = %d after two fenced advances, want 100", next)
 	}
 	// Exactly where the last one ended, and after a gap (compaction,
 	// transaction markers): both accepted.
-	if err := advance(t, st, pool, span(0, b.Epoch, 100, 120)); err != nil {
+	if err := advance(t, st, pool, span(0, b.Epoch, 100, 100, 120)); err != nil {
 		t.Fatalf("advance from the stored next_offset: %v", err)
 	}
-	if err := advance(t, st, pool, span(0, b.Epoch, 130, 140)); err != nil {
+	if err := advance(t, st, pool, span(0, b.Epoch, 120, 130, 140)); err != nil {
 		t.Fatalf("advance after a gap: %v", err)
 	}
 	if next, epoch := stored(t, pool, "g", 0); next != 140 || epoch != b.Epoch {
@@ -128,9 +130,66 @@ func TestAdvanceIsFencedByTheEpochAndTheMonotonicGuard(t *testing.T) {
 	}
 }
 
+// A lossy failover: Postgres loses commits the owner saw succeed, and its
+// stored position moves back under the same epoch. An advance from where
+// the owner left off must be refused (a guard of "not past the batch"
+// would accept it and lose the rows in between), and say so; so must an
+// advance whose claim was lost with them, and one whose row is gone.
+func TestAdvanceRefusesAPositionThatMovedBack(t *testing.T) {
+	st, pool := newStore(t, "g")
+	ctx := context.Background()
+	c := claim(t, st, 0)
+	for _, b := range []*stream.Batch{span(0, c.Epoch, -1, 0, 100), span(0, c.Epoch, 100, 100, 200)} {
+		if err := advance(t, st, pool, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	exec := func(q string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`UPDATE kafka2pg.offsets SET next_offset = 100`) // the second commit is lost
+	err := advance(t, st, pool, span(0, c.Epoch, 200, 200, 300))
+	var fe *stream.FencedError
+	if !errors.Is(err, stream.ErrPositionMoved) || !errors.As(err, &fe) || !fe.MovedBack() || fe.PrevOffset != 200 || fe.StoredOffset != 100 || fe.StoredEpoch != c.Epoch {
+		t.Fatalf("advance from 200 over a stored 100 of the same epoch = %v, want a FencedError that moved back from 200 to 100", err)
+	}
+	if next, _ := stored(t, pool, "g", 0); next != 100 {
+		t.Fatalf("next_offset = %d after a refused advance, want 100", next)
+	}
+
+	exec(`UPDATE kafka2pg.offsets SET next_offset = NULL`) // every commit is lost
+	if err := advance(t, st, pool, span(0, c.Epoch, 200, 200, 300)); !errors.As(err, &fe) || !fe.MovedBack() || fe.StoredOffset != -1 {
+		t.Fatalf("advance from 200 over nothing stored = %v, want moved back to nothing", err)
+	}
+	exec(`UPDATE kafka2pg.offsets SET next_offset = 200, epoch = epoch - 1`) // the claim is lost
+	if err := advance(t, st, pool, span(0, c.Epoch, 200, 200, 300)); !errors.Is(err, stream.ErrPositionMoved) {
+		t.Fatalf("advance of epoch %d over a stored epoch %d = %v, want ErrPositionMoved", c.Epoch, c.Epoch-1, err)
+	}
+	exec(`DELETE FROM kafka2pg.offsets`) // the row is lost
+	if err := advance(t, st, pool, span(0, c.Epoch, 200, 200, 300)); !errors.Is(err, stream.ErrPositionMoved) {
+		t.Fatalf("advance without a row = %v, want ErrPositionMoved", err)
+	}
+
+	// What is legitimate passes: a gap after the stored position, and a
+	// span below it (a truncated Kafka log read again), when the stored
+	// position is the one the owner left.
+	c = claim(t, st, 0)
+	for _, b := range []*stream.Batch{span(0, c.Epoch, -1, 40, 50), span(0, c.Epoch, 50, 70, 80), span(0, c.Epoch, 80, 60, 65)} {
+		if err := advance(t, st, pool, b); err != nil {
+			t.Fatalf("advance [%d, %d) from a stored %d: %v", b.FirstOffset, b.NextOffset, b.PrevOffset, err)
+		}
+	}
+	if next, _ := stored(t, pool, "g", 0); next != 65 {
+		t.Fatalf("next_offset = %d, want 65", next)
+	}
+}
+
 func TestAdvanceOfAPartitionNeverClaimedIsFenced(t *testing.T) {
 	st, pool := newStore(t, "g")
-	err := advance(t, st, pool, span(5, 1, 0, 10))
+	err := advance(t, st, pool, span(5, 1, -1, 0, 10))
 	var fe *stream.FencedError
 	if !errors.As(err, &fe) || fe.StoredEpoch != -1 || fe.StoredOffset != -1 {
 		t.Fatalf("advance without a row = %v, want a FencedError with no stored epoch or offset", err)
@@ -144,7 +203,7 @@ func TestGroupsDoNotFenceEachOther(t *testing.T) {
 	other := storeOn(t, pool, "h")
 	c := claim(t, st, 0)
 	claim(t, other, 0)
-	if err := advance(t, st, pool, span(0, c.Epoch, 0, 10)); err != nil {
+	if err := advance(t, st, pool, span(0, c.Epoch, -1, 0, 10)); err != nil {
 		t.Fatalf("advance after another group's claim: %v", err)
 	}
 }
@@ -152,7 +211,7 @@ func TestGroupsDoNotFenceEachOther(t *testing.T) {
 func TestLogEndOffsetIsStoredForPartitionStatus(t *testing.T) {
 	st, pool := newStore(t, "g")
 	c := claim(t, st, 0)
-	b := span(0, c.Epoch, 0, 10)
+	b := span(0, c.Epoch, -1, 0, 10)
 	b.LogEndOffset = 25
 	if err := advance(t, st, pool, b); err != nil {
 		t.Fatal(err)
@@ -185,10 +244,10 @@ func TestAdvanceStatementAndCheckAdvanceAreTheFence(t *testing.T) {
 			return st.CheckAdvance(ctx, tx, b, tag)
 		})
 	}
-	if err := run(span(0, c.Epoch, 0, 10)); err != nil {
+	if err := run(span(0, c.Epoch, -1, 0, 10)); err != nil {
 		t.Fatal(err)
 	}
-	if err := run(span(0, c.Epoch-1, 10, 20)); !errors.Is(err, stream.ErrFenced) {
+	if err := run(span(0, c.Epoch-1, 10, 10, 20)); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("stale epoch through the statement = %v, want ErrFenced", err)
 	}
 	if next, _ := stored(t, pool, "g", 0); next != 10 {
@@ -202,7 +261,7 @@ func TestRewindMovesBackInsideTheAdvancingTransaction(t *testing.T) {
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 1)
-	b := span(1, c.Epoch, 0, 10)
+	b := span(1, c.Epoch, -1, 0, 10)
 	err := pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		if err := st.Advance(ctx, tx, b); err != nil {
 			return err
@@ -231,7 +290,7 @@ func TestResetMovesAndFencesTheOwner(t *testing.T) {
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)
-	if err := advance(t, st, pool, span(0, c.Epoch, 0, 100)); err != nil {
+	if err := advance(t, st, pool, span(0, c.Epoch, -1, 0, 100)); err != nil {
 		t.Fatal(err)
 	}
 	moves := []offsets.Move{{Topic: topic, Partition: 0, NextOffset: 40}, {Topic: topic, Partition: 1, NextOffset: 7}}
@@ -244,7 +303,7 @@ func TestResetMovesAndFencesTheOwner(t *testing.T) {
 	if next, epoch := stored(t, pool, "g", 1); next != 7 || epoch != 1 {
 		t.Fatalf("partition 1 = next_offset %d epoch %d, want 7 and 1 (a new row)", next, epoch)
 	}
-	if err := advance(t, st, pool, span(0, c.Epoch, 100, 110)); !errors.Is(err, stream.ErrFenced) {
+	if err := advance(t, st, pool, span(0, c.Epoch, 100, 100, 110)); !errors.Is(err, stream.ErrFenced) {
 		t.Fatalf("the owner's advance after a reset = %v, want ErrFenced", err)
 	}
 	if pos := claim(t, st, 0); pos.NextOffset != 40 || pos.LeaderEpoch != -1 {
@@ -252,7 +311,7 @@ func TestResetMovesAndFencesTheOwner(t *testing.T) {
 	}
 }
 
-func TestEpochsAndListReadTheRows(t *testing.T) {
+func TestPositionsAndListReadTheRows(t *testing.T) {
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)
@@ -262,15 +321,16 @@ func TestEpochsAndListReadTheRows(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := time.Now().Add(-time.Minute)
-	if err := advance(t, st, pool, span(0, c.Epoch, 0, 5)); err != nil {
+	if err := advance(t, st, pool, span(0, c.Epoch, -1, 0, 5)); err != nil {
 		t.Fatal(err)
 	}
-	epochs, err := st.Epochs(ctx, topic)
+	positions, err := st.Positions(ctx, topic)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(epochs) != 2 || epochs[0] != 1 || epochs[1] != 2 {
-		t.Fatalf("Epochs = %v, want map[0:1 1:2]", epochs)
+	want := map[int32]stream.Position{0: {Epoch: 1, NextOffset: 5, LeaderEpoch: 4}, 1: {Epoch: 2, NextOffset: -1, LeaderEpoch: -1}}
+	if len(positions) != 2 || positions[0] != want[0] || positions[1] != want[1] {
+		t.Fatalf("Positions = %v, want %v", positions, want)
 	}
 
 	all, err := offsets.List(ctx, pool, offsets.Filter{})
@@ -317,7 +377,7 @@ func TestClaimTerminatesAZombieHoldingThePartition(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := st.Advance(ctx, tx, span(0, c.Epoch, 0, 50)); err != nil {
+	if err := st.Advance(ctx, tx, span(0, c.Epoch, -1, 0, 50)); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()

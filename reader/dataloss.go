@@ -14,8 +14,9 @@ import (
 // fetch position is out of range and every queued record was written. It
 // looks up the log's start and end: a position below the start means
 // retention deleted records nobody read. With OnDataLoss "skip" the lost range
-// is logged and fetching continues at the log start (the monotonic guard
-// accepts the gap); otherwise, and always for a position past the end (a
+// is logged and fetching continues at the log start (the continuity guard
+// accepts the gap: the stored position is still the one the owner left);
+// otherwise, and always for a position past the end (a
 // recreated or truncated topic), the partition stops with an error naming the
 // range, and stays stopped until it is revoked or the bridge restarts.
 // It returns false when run must return.
@@ -64,10 +65,14 @@ func (p *partition) checkDataLoss() bool {
 	return false
 }
 
-// seek hands a new fetch position to the poll loop and waits for it there.
+// seek hands a new fetch position to the poll loop and waits for it there;
+// the stored position the owner expects stays as it is.
 func (p *partition) seek(c stream.Position, at int64) bool {
+	p.mu.Lock()
+	durable := p.durable
+	p.mu.Unlock()
 	select {
-	case p.r.seeks <- seekRequest{p: p, claim: c, from: at}:
+	case p.r.seeks <- seekRequest{p: p, claim: c, from: at, durable: durable}:
 		p.r.wake()
 		return true
 	case <-p.ctx.Done():

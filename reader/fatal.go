@@ -23,12 +23,15 @@ import (
 type FatalError struct {
 	What string        // what failed, e.g. `topic "orders"`, `the consumer group "g"`, `writes to orders/3`
 	Err  error         // the last error
-	For  time.Duration // how long it failed before the reader gave up
+	For  time.Duration // how long it failed before the reader gave up; 0 when no retry could mend it
 	Fix  string        // what the operator should do; empty when only Err can say
 }
 
 func (e *FatalError) Error() string {
-	msg := fmt.Sprintf("%s: %v (failing for %s, see reader.Config.FatalRetryTimeout)", e.What, e.Err, e.For.Round(100*time.Millisecond))
+	msg := fmt.Sprintf("%s: %v", e.What, e.Err)
+	if e.For > 0 {
+		msg += fmt.Sprintf(" (failing for %s, see reader.Config.FatalRetryTimeout)", e.For.Round(100*time.Millisecond))
+	}
 	if e.Fix != "" {
 		msg += ": " + e.Fix
 	}
@@ -113,6 +116,17 @@ func (w *fatalWatch) failed(subject string, err error, fix string) bool {
 		close(w.done)
 	}
 	return true
+}
+
+// stop stops the reader at once with err, unless an error stopped it
+// already: for what no retry can mend.
+func (w *fatalWatch) stop(err *FatalError) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err == nil {
+		w.err = err
+		close(w.done)
+	}
 }
 
 // ok ends subject's streak.

@@ -69,8 +69,10 @@ func (r *Reader) adjust(ctx context.Context, offsets map[string]map[int32]kgo.Of
 				c = stream.Position{NextOffset: -1, LeaderEpoch: -1}
 			}
 			if c.NextOffset >= 0 {
-				// Leader epoch -1: no truncation check against a stale epoch.
-				offsets[topic][p] = kgo.NewOffset().At(c.NextOffset).WithEpoch(-1)
+				// With the stored leader epoch, the client checks that the
+				// log was not truncated below the stored position (KIP-320):
+				// a truncation comes back as a *kgo.ErrDataLoss.
+				offsets[topic][p] = kgo.NewOffset().At(c.NextOffset).WithEpoch(c.LeaderEpoch)
 				r.markDurableClaimed(tp, kgo.EpochOffset{Epoch: c.LeaderEpoch, Offset: c.NextOffset})
 			} else {
 				offsets[topic][p] = r.cfg.Start.offset(ps[p])

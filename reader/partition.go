@@ -3,6 +3,7 @@ package reader
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,15 +38,18 @@ type partition struct {
 	claimed    bool
 	epoch      int64
 	pos        int64 // next offset to accept; -1 accepts any
+	durable    int64 // the stored next_offset this owner left (claimed or committed); -1: none stored
 	halted     bool  // a write failed; waiting to re-claim and seek
 	paused     bool  // fetching is paused for backpressure or while halted
 	closing    bool
-	flush      bool        // with closing: write what is queued first
-	logEnd     int64       // the highest end offset seen in a fetch; -1 until one arrives
-	lossCheck  bool        // the fetch position fell out of range: check for data loss once the queue is written
-	fenceSeen  bool        // the fence check saw a newer epoch in Postgres
-	stoppedWhy string      // set when data loss or a bad record stopped the partition
-	unread     *unreadSpan // offsets whose batch could not be read, to write after the queue
+	flush      bool             // with closing: write what is queued first
+	logEnd     int64            // the highest end offset seen in a fetch; -1 until one arrives
+	lossCheck  bool             // the fetch position fell out of range: check for data loss once the queue is written
+	fenceSeen  bool             // the fence check saw a newer epoch in Postgres
+	movedSeen  bool             // the fence check saw the stored position move under this owner
+	truncation *kgo.ErrDataLoss // the client found the log truncated below what was read
+	stoppedWhy string           // set when data loss or a bad record stopped the partition
+	unread     *unreadSpan      // offsets whose batch could not be read, to write after the queue
 
 	// For backoff and readiness: the failed writes and claims since the
 	// last committed write (the failure streak), when a write last
@@ -65,7 +69,7 @@ func newPartition(r *Reader, tp TopicPartition) *partition {
 	// callback ctx that created it.
 	ctx, cancel := context.WithCancel(context.Background())
 	return &partition{r: r, tp: tp, ctx: ctx, cancel: cancel,
-		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1, logEnd: -1, lastCommit: time.Now(),
+		notify: make(chan struct{}, 1), done: make(chan struct{}), pos: -1, durable: -1, logEnd: -1, lastCommit: time.Now(),
 		trouble: trouble.New(r.cfg.Logger.With("topic", tp.Topic, "partition", tp.Partition), "write to Postgres failed; re-reading the durable position and retrying", 0)}
 }
 
@@ -104,23 +108,39 @@ func (p *partition) accountLocked() {
 
 func (p *partition) setClaim(c stream.Position) {
 	p.mu.Lock()
-	p.claimed, p.epoch, p.pos = true, c.Epoch, c.NextOffset
+	p.claimed, p.epoch, p.pos, p.durable = true, c.Epoch, c.NextOffset, c.NextOffset
 	p.lastCommit = time.Now() // the stall clock starts at the claim
 	p.mu.Unlock()
 	p.signal()
 }
 
-// fencedBy reports whether stored, an epoch read from Postgres, fences this
-// partition, and if so asks its goroutine to re-claim.
-func (p *partition) fencedBy(stored int64) bool {
+// staleBy compares stored, what Postgres holds for the partition (ok:
+// a row exists), with what this owner left there, and when they disagree
+// asks its goroutine to re-claim. It reports what it found: a newer epoch
+// (fenced: an offsets reset or a new owner), or a position this owner
+// never left (moved: an older epoch, a missing row, or this epoch behind
+// the position it made durable; Postgres lost commits), with the
+// position this owner expected.
+//
+// A stored position ahead of the owner's is no news: a commit lands in
+// Postgres before the owner learns of it. A position behind it is: every
+// legitimate move back (an offsets reset, a new owner) bumps the epoch.
+func (p *partition) staleBy(stored stream.Position, ok bool) (fenced, moved bool, expected int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.claimed || p.halted || p.closing || p.stoppedWhy != "" || stored <= p.epoch || p.fenceSeen {
-		return false
+	if !p.claimed || p.halted || p.closing || p.stoppedWhy != "" || p.fenceSeen || p.movedSeen {
+		return false, false, p.durable
 	}
-	p.fenceSeen = true
+	switch {
+	case ok && stored.Epoch > p.epoch:
+		p.fenceSeen = true
+	case !ok || stored.Epoch < p.epoch || (p.durable >= 0 && stored.NextOffset < p.durable):
+		p.movedSeen = true
+	default:
+		return false, false, p.durable
+	}
 	p.signal()
-	return true
+	return p.fenceSeen, p.movedSeen, p.durable
 }
 
 // noteLogEnd records the end offset a fetch reported.
@@ -201,12 +221,13 @@ func (p *partition) stop(flush bool) {
 	p.signal()
 }
 
-// resumeAt is called by the poll loop after it seeked to the re-claimed
-// position. The partition was halted (paused), so clearing the flag marks
-// the pauses dirty and the poll loop's reconciliation resumes it.
-func (p *partition) resumeAt(epoch, at int64) {
+// resumeAt is called by the poll loop after it seeked to at, with durable
+// the stored position the owner expects from now on. The partition was
+// halted (paused), so clearing the flag marks the pauses dirty and the
+// poll loop's reconciliation resumes it.
+func (p *partition) resumeAt(epoch, at, durable int64) {
 	p.mu.Lock()
-	p.epoch, p.pos, p.halted = epoch, at, false
+	p.epoch, p.pos, p.durable, p.halted = epoch, at, durable, false
 	p.setPausedLocked(false)
 	p.queue, p.queueRows, p.queueBytes, p.unread = nil, 0, 0, nil
 	p.accountLocked()
@@ -244,14 +265,22 @@ func (p *partition) run() {
 		}
 		if b == nil {
 			p.mu.Lock()
-			fenced, from := p.fenceSeen, p.pos
-			p.fenceSeen = false
+			fenced, moved, from, lost := p.fenceSeen, p.movedSeen, p.pos, p.truncation
+			p.fenceSeen, p.movedSeen, p.truncation = false, false, nil
 			p.mu.Unlock()
-			if fenced {
-				p.r.stats.fenced.Add(1)
-				p.noteFailure()
+			if lost != nil {
+				if !p.handleTruncation(lost) {
+					return
+				}
+				continue
+			}
+			if fenced || moved {
+				if fenced {
+					p.r.stats.fenced.Add(1)
+					p.noteFailure()
+				}
 				p.halt()
-				if !p.reclaim(true, from) {
+				if !p.reclaim(fenced, from) {
 					return
 				}
 				continue
@@ -278,12 +307,22 @@ func (p *partition) run() {
 		p.mu.Lock()
 		closing := p.closing
 		p.mu.Unlock()
-		fenced := errors.Is(err, stream.ErrFenced)
-		n := p.noteFailure()
+		// A position that moved under this owner is no other owner's:
+		// re-claim at once, with no zombie's wait (reclaim says how it
+		// moved).
+		moved := errors.Is(err, stream.ErrPositionMoved)
+		fenced := errors.Is(err, stream.ErrFenced) && !moved
+		n := 0
+		if !moved {
+			n = p.noteFailure()
+		}
 		if fenced {
 			p.r.stats.fenced.Add(1)
 			p.r.log.Warn("write fenced: another owner holds the partition; dropping local state and re-claiming",
 				"topic", p.tp.Topic, "partition", p.tp.Partition, "first_offset", b.FirstOffset, "error", err.Error())
+		} else if moved {
+			p.r.log.Debug("write refused: the stored position moved under this owner", "topic", p.tp.Topic, "partition", p.tp.Partition,
+				"first_offset", b.FirstOffset, "error", err.Error())
 		} else if p.ctx.Err() == nil {
 			p.r.stats.writeErrors.Add(1)
 			p.failed(err, "first_offset", b.FirstOffset, "failures", n)
@@ -314,7 +353,7 @@ func (p *partition) next() (*stream.Batch, bool) {
 			p.mu.Unlock()
 			return nil, false
 		}
-		if p.fenceSeen && !p.halted {
+		if (p.fenceSeen || p.movedSeen || p.truncation != nil) && !p.halted {
 			p.mu.Unlock()
 			return nil, true
 		}
@@ -372,7 +411,7 @@ func (p *partition) next() (*stream.Batch, bool) {
 // so that the poll loop's enqueue never waits for a copy.
 func (p *partition) takeLocked() (b *stream.Batch, taken []*kgo.Record, rows int) {
 	cfg := &p.r.cfg
-	b = &stream.Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: p.queue[0].Offset,
+	b = &stream.Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, PrevOffset: p.durable, FirstOffset: p.queue[0].Offset,
 		LeaderEpoch: -1, LogEndOffset: p.logEnd}
 	bytes, n := 0, 0
 	for n < len(p.queue) && rows < cfg.BatchMaxRows && (bytes < cfg.BatchMaxBytes || rows == 0) {
@@ -467,6 +506,7 @@ func (p *partition) written(b *stream.Batch) {
 	p.mu.Lock()
 	p.failures, p.lastCommit = 0, time.Now()
 	p.inflight = 0
+	p.durable = b.NextOffset
 	p.accountLocked()
 	resume := p.paused && !p.halted && p.queueSmallLocked()
 	if resume {
@@ -492,6 +532,7 @@ func (p *partition) stopAt(stop *stream.StopError) {
 	why := stop.Error()
 	p.mu.Lock()
 	p.stoppedWhy = why
+	p.durable = stop.Offset
 	p.mu.Unlock()
 	p.r.log.Error("partition stopped", "topic", p.tp.Topic, "partition", p.tp.Partition, "next_offset", stop.Offset, "reason", why)
 	for p.sleep(time.Hour) {
@@ -533,8 +574,17 @@ func (p *partition) reclaim(fenced bool, failedFrom int64) bool {
 			if !ok {
 				c = stream.Position{NextOffset: -1, LeaderEpoch: -1}
 			}
+			if p.checkMovedBack(c) && c.NextOffset < 0 {
+				// Postgres lost the row with its every commit: what was
+				// written is gone with it, so read from the log start.
+				if start, _, err := p.logBounds(); err == nil {
+					failedFrom = start
+				} else {
+					failedFrom = 0 // below the start: the data-loss check finds it
+				}
+			}
 			select {
-			case p.r.seeks <- seekRequest{p: p, claim: c, from: failedFrom}:
+			case p.r.seeks <- seekRequest{p: p, claim: c, from: failedFrom, durable: c.NextOffset}:
 				p.r.wake()
 				return true
 			case <-p.ctx.Done():
@@ -547,6 +597,29 @@ func (p *partition) reclaim(fenced bool, failedFrom int64) bool {
 		n := p.noteFailure()
 		p.failed(err, "while", "re-claim", "failures", n)
 	}
+}
+
+// checkMovedBack compares a re-claimed position with the one this owner
+// left, and reports whether it is behind it. That means Postgres lost commits that this owner
+// saw succeed (a lossy failover, a restored backup): the records in
+// between are read again from Kafka and written again, and the operator
+// learns of it here, once per move.
+func (p *partition) checkMovedBack(c stream.Position) bool {
+	p.mu.Lock()
+	left := p.durable
+	p.mu.Unlock()
+	if left < 0 || c.NextOffset >= left {
+		return false
+	}
+	p.r.stats.movedBack.Add(1)
+	from := "nothing stored"
+	if c.NextOffset >= 0 {
+		from = fmt.Sprint(c.NextOffset)
+	}
+	p.r.log.Warn(fmt.Sprintf("durable position moved back from %d to %s: Postgres lost commits (a failover or a restore?); reading again from there",
+		left, from), "topic", p.tp.Topic, "partition", p.tp.Partition, "expected_next_offset", left, "stored_next_offset", c.NextOffset,
+		"lost_offsets", left-max(c.NextOffset, 0))
+	return true
 }
 
 // sleep waits d unless the partition is stopped first.

@@ -26,9 +26,19 @@ type TopicPartition struct {
 // Stats are the reader's counters since start.
 type Stats struct {
 	Records, Bytes, Batches, Fenced, WriteErrors, Rebalances, FetchErrors int64
-	// SkippedRecords counts offsets lost to retention and skipped
-	// (--on-data-loss=skip).
+	// SkippedRecords counts offsets that were never written: lost to
+	// retention, or read and then truncated away by Kafka, and skipped
+	// (Config.OnDataLoss skip).
 	SkippedRecords int64
+	// PositionsMovedBack counts the times a partition found its durable
+	// position in Postgres behind the one it had made durable: Postgres
+	// lost commits (a lossy failover, a restored backup), and the records
+	// in between were read again.
+	PositionsMovedBack int64
+	// Truncations counts the times Kafka's log of an owned partition was
+	// found truncated below what had been read (an unclean leader
+	// election, a broker restored from an old disk).
+	Truncations int64
 	// DeferredBatches counts compressed record batches the client
 	// fetched but did not decompress, because it already held its budget
 	// of decompressed batches (fetchbound.go): each is fetched again.
@@ -48,12 +58,13 @@ type Stats struct {
 // Reader consumes a group's topics and writes each partition's batches to
 // a Store. Create it with New, drive it with Run, stop it with Close.
 type Reader struct {
-	cfg    Config
-	log    *slog.Logger
-	store  Store
-	epochs EpochReader // nil: no fence check
-	cl     *kgo.Client
-	dec    *boundedDecompressor
+	cfg       Config
+	log       *slog.Logger
+	store     Store
+	positions PositionReader // nil: no fence check
+	checkNow  chan struct{}  // cap 1: CheckPositions
+	cl        *kgo.Client
+	dec       *boundedDecompressor
 
 	// recs holds the []stream.Record of written batches for the next ones
 	// (fill): under a backlog the memory limit paces the collector, so
@@ -96,6 +107,7 @@ type Reader struct {
 
 	stats struct {
 		records, bytes, batches, fenced, writeErrors, rebalances, fetchErrors, skipped atomic.Int64
+		movedBack, truncations                                                         atomic.Int64
 	}
 
 	// fatal follows the trouble that ends Run once it lasts
@@ -128,14 +140,15 @@ type Reader struct {
 }
 
 type seekRequest struct {
-	p     *partition
-	claim stream.Position // the durable position; NextOffset -1 when nothing is stored
-	from  int64           // where to seek when nothing is stored
+	p       *partition
+	claim   stream.Position // the epoch to write with, and where to read: NextOffset, or from when it is -1
+	from    int64           // where to read when claim.NextOffset is -1
+	durable int64           // the stored position the owner expects from now on; -1: none
 }
 
 // New validates cfg and creates the Kafka client that feeds store. It
-// does not contact the brokers yet. When store is an EpochReader, Run also
-// checks the stored epochs (Config.FenceCheckInterval).
+// does not contact the brokers yet. When store is a PositionReader, Run
+// also checks the stored positions (Config.FenceCheckInterval).
 func New(cfg Config, store Store) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -144,17 +157,18 @@ func New(cfg Config, store Store) (*Reader, error) {
 		return nil, errors.New("reader: New needs a Store")
 	}
 	cfg = cfg.withDefaults()
-	epochs, _ := store.(EpochReader)
+	positions, _ := store.(PositionReader)
 	r := &Reader{
 		cfg:            cfg,
 		log:            cfg.Logger,
 		store:          store,
-		epochs:         epochs,
+		positions:      positions,
 		parts:          make(map[TopicPartition]*partition),
 		durable:        make(map[TopicPartition]kgo.EpochOffset),
 		mirror:         make(map[TopicPartition]int64),
 		dirty:          make(map[TopicPartition]bool),
 		seeks:          make(chan seekRequest, 4096),
+		checkNow:       make(chan struct{}, 1),
 		settled:        make(chan struct{}),
 		fatal:          newFatalWatch(cfg.FatalRetryTimeout),
 		connTrouble:    trouble.New(cfg.Logger, "kafka unreachable; retrying", 0),
@@ -270,6 +284,7 @@ func (r *Reader) Stats() Stats {
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
 		SkippedRecords: r.stats.skipped.Load(), DeferredBatches: r.dec.hold.deferred.Load(),
+		PositionsMovedBack: r.stats.movedBack.Load(), Truncations: r.stats.truncations.Load(),
 		Partitions: n, Stopped: stopped, Halted: halted,
 		BufferedBytes: r.buffered.Load(),
 	}
@@ -370,9 +385,9 @@ func (r *Reader) Assigned() []TopicPartition {
 func (r *Reader) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	commitCtx, stopCommits := context.WithCancel(ctx)
-	wg.Go(func() { every(commitCtx, r.cfg.CommitInterval, r.commitDirty) })
-	if r.epochs != nil {
-		wg.Go(func() { every(commitCtx, r.cfg.FenceCheckInterval, r.checkFences) })
+	wg.Go(func() { every(commitCtx, r.cfg.CommitInterval, nil, r.commitDirty) })
+	if r.positions != nil {
+		wg.Go(func() { every(commitCtx, r.cfg.FenceCheckInterval, r.checkNow, r.checkFences) })
 	}
 	defer func() {
 		stopCommits()
@@ -421,6 +436,10 @@ func (r *Reader) Run(ctx context.Context) error {
 				return
 			}
 			others = true
+			if lost, ok := errors.AsType[*kgo.ErrDataLoss](err); ok {
+				r.truncated(lost)
+				return
+			}
 			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
 				r.unreadableBatch(tooLarge)
 				return
@@ -596,14 +615,19 @@ func (r *Reader) applySeeks() {
 			if !owned {
 				continue // revoked or lost meanwhile
 			}
+			// The stored leader epoch goes with the stored position, so
+			// that the client checks the log was not truncated below it
+			// (KIP-320; a truncation comes back as a *kgo.ErrDataLoss).
 			at, epoch := s.claim.NextOffset, s.claim.LeaderEpoch
 			if at < 0 {
 				at, epoch = s.from, -1
 			}
-			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: -1, Offset: at}}})
-			s.p.resumeAt(s.claim.Epoch, at)
+			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: epoch, Offset: at}}})
+			s.p.resumeAt(s.claim.Epoch, at, s.durable)
 			if s.claim.NextOffset >= 0 {
-				r.markDurable(tp, kgo.EpochOffset{Epoch: epoch, Offset: s.claim.NextOffset})
+				// What Postgres holds, even behind what was mirrored
+				// before (Postgres lost commits): lag tools see the truth.
+				r.markDurableClaimed(tp, kgo.EpochOffset{Epoch: epoch, Offset: s.claim.NextOffset})
 			}
 			r.log.Info("partition resumed at its durable position", "topic", tp.Topic, "partition", tp.Partition,
 				"next_offset", at, "epoch", s.claim.Epoch)
@@ -626,8 +650,9 @@ func (r *Reader) markDurable(tp TopicPartition, eo kgo.EpochOffset) {
 	r.dirty[tp] = true
 }
 
-// every calls fn every d until ctx is done, on the caller's goroutine.
-func every(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
+// every calls fn every d, and whenever now delivers (a nil now never
+// does), until ctx is done, on the caller's goroutine.
+func every(ctx context.Context, d time.Duration, now <-chan struct{}, fn func(ctx context.Context)) {
 	t := time.NewTicker(d)
 	defer t.Stop()
 	for {
@@ -635,14 +660,30 @@ func every(ctx context.Context, d time.Duration, fn func(ctx context.Context)) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-now:
 		}
 		fn(ctx)
 	}
 }
 
-// checkFences compares stored epochs with the partitions' own (Run calls
-// it every FenceCheckInterval); a partition whose stored epoch moved on
-// was fenced (by an offsets reset or another owner) and re-claims.
+// CheckPositions asks the reader to compare every owned partition's
+// stored position with its own now, rather than at the next
+// Config.FenceCheckInterval: call it when Postgres may have lost commits,
+// for example when a new connection finds a different server (a failover,
+// a restored backup). A partition whose position moved back claims it
+// again and reads the lost records again. It does not wait; safe for
+// concurrent use.
+func (r *Reader) CheckPositions() {
+	select {
+	case r.checkNow <- struct{}{}:
+	default:
+	}
+}
+
+// checkFences compares the stored positions with the partitions' own; a
+// partition whose stored epoch moved on was fenced (by an offsets reset or
+// another owner), and one whose position moved under it (Postgres lost
+// commits) reads again from there: both re-claim.
 func (r *Reader) checkFences(ctx context.Context) {
 	byTopic := map[string][]*partition{}
 	r.mu.Lock()
@@ -651,15 +692,21 @@ func (r *Reader) checkFences(ctx context.Context) {
 	}
 	r.mu.Unlock()
 	for topic, parts := range byTopic {
-		stored, err := r.epochs.Epochs(ctx, topic)
+		stored, err := r.positions.Positions(ctx, topic)
 		if err != nil {
 			r.log.Debug("fence check", "topic", topic, "error", err.Error())
 			continue
 		}
 		for _, p := range parts {
-			if e, ok := stored[p.tp.Partition]; ok && p.fencedBy(e) {
+			pos, ok := stored[p.tp.Partition]
+			fenced, moved, expected := p.staleBy(pos, ok)
+			switch {
+			case fenced:
 				r.log.Warn("partition fenced while idle (offsets reset or a new owner); re-claiming",
-					"topic", topic, "partition", p.tp.Partition, "stored_epoch", e)
+					"topic", topic, "partition", p.tp.Partition, "stored_epoch", pos.Epoch)
+			case moved:
+				r.log.Debug("the stored position moved under this owner; re-claiming", "topic", topic, "partition", p.tp.Partition,
+					"expected_next_offset", expected, "stored_next_offset", pos.NextOffset, "stored_epoch", pos.Epoch, "row", ok)
 			}
 		}
 	}

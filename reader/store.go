@@ -36,12 +36,14 @@ type Store interface {
 	Write(ctx context.Context, b *stream.Batch) error
 }
 
-// EpochReader is a Store that can also read the epochs stored for the
-// partitions of a topic. When the Store is one, the reader compares them
-// with its own every Config.FenceCheckInterval, so that a partition fenced
-// while it had nothing to write (an offsets reset, a new owner) claims its
-// new position without waiting for a write to fail. Epochs is called from
-// the reader's fence-check goroutine.
-type EpochReader interface {
-	Epochs(ctx context.Context, topic string) (map[int32]int64, error)
+// PositionReader is a Store that can also read the positions stored for
+// the partitions of a topic (a partition missing from the map has no
+// row). When the Store is one, the reader compares them with its own
+// every Config.FenceCheckInterval and on Reader.CheckPositions, so that a
+// partition fenced while it had nothing to write (an offsets reset, a new
+// owner), or whose position Postgres lost (a lossy failover, a restored
+// backup), claims its position again without waiting for a write to
+// fail. Positions is called from the reader's fence-check goroutine.
+type PositionReader interface {
+	Positions(ctx context.Context, topic string) (map[int32]stream.Position, error)
 }

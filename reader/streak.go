@@ -96,7 +96,7 @@ func (p *partition) noteUnreadable(s unreadSpan) bool {
 func (p *partition) takeUnreadLocked() *stream.Batch {
 	s := p.unread
 	p.unread = nil
-	b := &stream.Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, FirstOffset: s.first, NextOffset: s.next,
+	b := &stream.Batch{Topic: p.tp.Topic, Partition: p.tp.Partition, Epoch: p.epoch, PrevOffset: p.durable, FirstOffset: s.first, NextOffset: s.next,
 		LeaderEpoch: s.leaderEpoch, LogEndOffset: p.logEnd, Records: make([]stream.Record, 0, s.next-s.first)}
 	for off := s.first; off < s.next; off++ {
 		b.Records = append(b.Records, stream.Record{Topic: p.tp.Topic, Partition: p.tp.Partition, Offset: off, Unreadable: s.err})

@@ -183,7 +183,11 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 	for i, v := range values {
 		// Each batch has a record of the new version and one of the first.
-		b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: int64(2 * i), NextOffset: int64(2*i + 2), LeaderEpoch: -1, LogEndOffset: -1,
+		prev := int64(2 * i) // where the batch before left next_offset
+		if i == 0 {
+			prev = -1
+		}
+		b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, PrevOffset: prev, FirstOffset: int64(2 * i), NextOffset: int64(2*i + 2), LeaderEpoch: -1, LogEndOffset: -1,
 			Records: []stream.Record{
 				{Topic: "orders", Offset: int64(2 * i), Value: encode(t, ids[i], orderVersions[i], v)},
 				{Topic: "orders", Offset: int64(2*i + 1), Value: encode(t, ids[0], orderVersions[0], map[string]any{"id": int64(100 + i), "name": "old", "qty": int32(i)})},
@@ -233,7 +237,7 @@ func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
 	}
 
 	// A schema id the registry does not know is dead-lettered, not dropped.
-	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 10, NextOffset: 11, LeaderEpoch: -1, LogEndOffset: -1,
+	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, PrevOffset: 10, FirstOffset: 10, NextOffset: 11, LeaderEpoch: -1, LogEndOffset: -1,
 		Records: []stream.Record{{Topic: "orders", Offset: 10, Value: encode(t, 999, orderVersions[0], map[string]any{"id": int64(9), "name": "x", "qty": int32(1)})}}}
 	if err := w.Write(ctx, b); err != nil || last.DeadLetters != 1 {
 		t.Fatalf("unknown schema id: %+v, %v", last.BatchTrace, err)
@@ -299,7 +303,7 @@ func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
+	b := &stream.Batch{Topic: "orders", Partition: 0, Epoch: pos[0].Epoch, PrevOffset: -1, FirstOffset: 0, NextOffset: 3, LeaderEpoch: -1, LogEndOffset: -1,
 		Records: []stream.Record{
 			{Topic: "orders", Offset: 0, Value: encode(t, 201, orderVersions[0], map[string]any{"id": int64(1), "name": "a", "qty": int32(1)})},
 			{Topic: "orders", Offset: 1, Value: encode(t, 205, orderVersions[4], map[string]any{"id": int64(2), "name": int64(2), "qty": int64(2), "email": nil, "country": "x"})},

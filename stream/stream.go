@@ -45,6 +45,15 @@ type Batch struct {
 	Partition int32
 	// Epoch is the writer's fencing epoch, from its claim (Position.Epoch).
 	Epoch int64
+	// PrevOffset is the stored next offset the writer expects to find: the
+	// position it last made durable, or the one its claim returned; -1
+	// when its claim found nothing stored. The write succeeds only if the
+	// stored position is exactly this one, so that a position Postgres
+	// rolled back (a lossy failover, a restored backup) is noticed instead
+	// of overwritten. It need not be FirstOffset: offsets skip
+	// (compaction, transaction markers, retention), and a truncated Kafka
+	// log is read again from below it.
+	PrevOffset int64
 	// FirstOffset is the offset the span starts at (its first record, data
 	// or transaction marker). NextOffset is the offset after its last
 	// record: the partition's durable next offset after the commit.
@@ -68,29 +77,66 @@ type Position struct {
 	LeaderEpoch int32 // Kafka leader epoch of the last stored record, -1 if unknown
 }
 
-// ErrFenced means the partition's stored position moved: another writer
-// claimed it (a new owner, an operator's offsets reset) or already wrote
-// past the batch. Nothing of the batch was written. The writer drops its
-// local state for the partition and claims it again.
+// ErrFenced means the partition's stored position is not the writer's:
+// another writer claimed it (a new owner, an operator's offsets reset), or
+// the position moved under the writer's own epoch (ErrPositionMoved).
+// Nothing of the batch was written. The writer drops its local state for
+// the partition and claims it again.
 var ErrFenced = errors.New("fenced: another writer owns this partition")
 
+// ErrPositionMoved means the stored position is not the one the writer
+// left, although no newer owner claimed the partition: Postgres lost
+// commits (a lossy failover, a restored backup) and moved back, or a
+// commit whose outcome was unknown did land and moved it forward. A
+// *FencedError matches it with errors.Is when that is the case. The writer
+// reads the stored position again and goes on from there at once: there
+// is no other owner to wait for.
+var ErrPositionMoved = errors.New("the stored position moved under this owner")
+
 // FencedError carries what the partition's stored position held when a
-// write was fenced. It matches ErrFenced with errors.Is.
+// write was refused. It matches ErrFenced with errors.Is, and
+// ErrPositionMoved when no newer epoch refused it (Moved).
 type FencedError struct {
 	Topic        string
 	Partition    int32
 	Epoch        int64 // the writer's epoch
 	FirstOffset  int64 // the batch's first offset
+	PrevOffset   int64 // the stored next offset the writer expected; -1: none
 	StoredEpoch  int64 // -1 when the row was not found
 	StoredOffset int64 // the stored next offset; -1 when none or not found
 }
 
+// Moved reports whether the write was refused by its own history rather
+// than by a newer owner: the row is missing, holds an older epoch (the
+// claim itself was lost), or holds this epoch at another position.
+func (e *FencedError) Moved() bool { return e.StoredEpoch <= e.Epoch }
+
+// MovedBack reports whether the stored position is behind the one the
+// writer left: commits the writer saw succeed are gone from Postgres.
+func (e *FencedError) MovedBack() bool {
+	return e.Moved() && e.PrevOffset >= 0 && e.StoredOffset < e.PrevOffset
+}
+
 func (e *FencedError) Error() string {
+	if e.Moved() {
+		return fmt.Sprintf("write %s/%d: the stored position moved under this owner (epoch %d): it left next_offset %d, but the offsets row holds epoch %d and next_offset %d%s",
+			e.Topic, e.Partition, e.Epoch, e.PrevOffset, e.StoredEpoch, e.StoredOffset, e.why())
+	}
 	return fmt.Sprintf("write %s/%d: fenced: batch from offset %d with epoch %d, but the offsets row holds epoch %d and next_offset %d",
 		e.Topic, e.Partition, e.FirstOffset, e.Epoch, e.StoredEpoch, e.StoredOffset)
 }
 
+func (e *FencedError) why() string {
+	if e.MovedBack() {
+		return " (Postgres lost commits: a failover or a restore?)"
+	}
+	return ""
+}
+
 func (e *FencedError) Unwrap() error { return ErrFenced }
+
+// Is matches ErrPositionMoved when Moved.
+func (e *FencedError) Is(target error) bool { return target == ErrPositionMoved && e.Moved() }
 
 // StopError is returned by a write when a bad record stops the partition:
 // the records before Offset were written and are durable, the stored next

@@ -51,7 +51,7 @@ func TestDeadLettersListAndReplayCommands(t *testing.T) {
 	for i := range recs {
 		recs[i].Timestamp = time.Now()
 	}
-	if err := w.Write(ctx, &stream.Batch{Topic: "clicks", Epoch: pos[0].Epoch, FirstOffset: 0, NextOffset: 3, Records: recs}); err != nil {
+	if err := w.Write(ctx, &stream.Batch{Topic: "clicks", Epoch: pos[0].Epoch, PrevOffset: -1, FirstOffset: 0, NextOffset: 3, Records: recs}); err != nil {
 		t.Fatal(err)
 	}
 

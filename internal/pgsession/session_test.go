@@ -86,7 +86,7 @@ func TestADatabaseStatementTimeoutOf1msDoesNotFailTheWrites(t *testing.T) {
 	}
 	plain.Reset() // new sessions take the database's setting
 	sink := map[string]ingest.Sink{"t": {Table: decode.RawTable("public", "t", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
-	b := &stream.Batch{Topic: "t", FirstOffset: 0, NextOffset: 10000}
+	b := &stream.Batch{Topic: "t", PrevOffset: -1, FirstOffset: 0, NextOffset: 10000}
 	for o := range int64(10000) {
 		b.Records = append(b.Records, stream.Record{Topic: "t", Offset: o, Value: []byte(`{"n":` + strconv.FormatInt(o, 10) + `}`)})
 	}
