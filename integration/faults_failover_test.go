@@ -23,9 +23,11 @@ const (
 	// roundBridgeKilled: the bridge is killed with -9 with the primary and
 	// started again after the promote.
 	roundBridgeKilled
-	// roundIdle: the partitions are idle at the failover (every record
-	// written, none coming), and records resume a few seconds after the
-	// promote. Nothing fails a write here: only the bridge's own checks can
+	// roundIdle: the partitions are idle at the failover, and records
+	// resume a few seconds after the promote. The producer stops once the
+	// primary holds commits it never sent (before that there is nothing to
+	// lose), and the primary is killed once the bridge has written every
+	// record. Nothing fails a write here: only the bridge's own checks can
 	// notice that the durable positions moved back.
 	roundIdle
 )
