@@ -196,9 +196,9 @@ func freezeUntilUnsent(t testing.TB, s *scenario, primary *pgServer, walReceiver
 	if err := syscall.Kill(walReceiver, syscall.SIGSTOP); err != nil {
 		t.Fatalf("SIGSTOP walreceiver %d: %v", walReceiver, err)
 	}
-	// A test that fails while it is stopped must not leave it so: killing
-	// the standby at the end waits for no one, but a stopped process is
-	// hard to tell from a hung one when reading the logs.
+	// Continued if the test fails while it is stopped: the kill at the end
+	// would end it anyway, but the standby's log should read as a standby
+	// that was killed, not one that hung.
 	t.Cleanup(func() { syscall.Kill(walReceiver, syscall.SIGCONT) })
 	frozen := time.Now()
 	const q = `SELECT sent_lsn::text, (pg_current_wal_lsn() - sent_lsn)::bigint,
