@@ -257,7 +257,9 @@ test-security: build
 
 # faults runs the fault matrix of integration/faults_*_test.go
 # (KAFKA2PG_FAULTS=1) with exclusive use of a throwaway Postgres and real
-# Kafka clusters: every case on one node, then leader failover on three
+# Kafka clusters: every case on one node (cases 23-24, a lossy Postgres
+# failover and a restored base backup, start Postgres servers of their
+# own from the installed binaries), then leader failover on three
 # nodes, then the cases of their own tests (decompression bombs and an
 # unanswered leave on kfake, denied ACLs on scripts/kafka-up-sasl.sh's
 # broker); then it renders docs/RELIABILITY.md from the cases' results
@@ -280,7 +282,7 @@ faults: build
 		$(GO) test -p 1 -count=1 -timeout 40m -v "$$@" ./integration/ 2>&1 | tee "$$log" |
 			grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|note:|exactly-once count' || failed=1
 	}
-	echo "==> fault cases 1-10 on a one-node Kafka"
+	echo "==> fault cases 1-19 and 23-24 on a one-node Kafka"
 	brokers=$$(scripts/kafka-up.sh 1)
 	KAFKA2PG_TEST_BROKERS=$$brokers faults "$$logs/one-node.log" -run '^TestFault' -skip '^TestFault04bLeaderFailover$$'
 	scripts/kafka-down.sh
@@ -297,7 +299,7 @@ faults: build
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"
 	$(GO) -C tools run ./report faults -in "$$KAFKA2PG_FAULTS_REPORT" -out "$(CURDIR)/docs/RELIABILITY.md" \
-		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19 but 4b, three nodes for 4b; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
+		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19 and 23-24 but 4b, three nodes for 4b; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
 	exit $$failed

@@ -94,14 +94,21 @@ type faultCase struct {
 // that is appended, pass or fail, when the test ends.
 func newFaultCase(t *testing.T, num, name string, partitions int32, topicConfigs map[string]string) *faultCase {
 	t.Helper()
-	fc := &faultCase{num: num, name: name, started: time.Now()}
+	started := time.Now()
 	var s *scenario
 	if topicConfigs == nil {
 		s = newScenario(t, partitions)
 	} else {
 		s = newScenarioWithTopic(t, partitions, topicConfigs)
 	}
-	fc.s = s
+	return newFaultCaseOf(t, num, name, s, started)
+}
+
+// newFaultCaseOf is newFaultCase on a scenario the case set up itself (on a
+// Postgres of its own, say), started at started.
+func newFaultCaseOf(t *testing.T, num, name string, s *scenario, started time.Time) *faultCase {
+	t.Helper()
+	fc := &faultCase{num: num, name: name, started: started, s: s}
 	fc.feed = newFeed(t, s)
 	t.Cleanup(func() { fc.report(t) })
 	return fc
