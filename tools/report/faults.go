@@ -52,6 +52,20 @@ those records, *rows* the rows found, *lost* the records without a row,
 *duplicated* the rows beyond one per record, *unexpected* rows of records
 that must not land (aborted, deleted by retention, or unknown).
 
+When history moves back, exactly once means this. *Postgres* losing
+commits (a failover to an asynchronous standby, a restored backup) loses
+nothing: the records of the lost commits are still in Kafka, the bridge
+finds its stored position behind the one it left and reads them again
+(cases 23 and 24 count every record). *Kafka* losing records it
+acknowledged (an unclean leader election, a broker restored from an old
+disk) is another matter: records that no broker holds any more cannot be
+written by anyone. The bridge then guarantees that the loss is reported,
+with its offsets, and never skipped silently: with --on-data-loss=stop it
+exits 1 naming them; with skip it logs and counts them and reads the new
+log from where it diverged, so that every record Kafka holds after the
+truncation lands once (as a dead letter where the table's key holds a
+reused offset). Exactly once is then over what Kafka still holds.
+
 | # | case | broker | injection | trials | produced | rows | lost | duplicated | unexpected | result | wall |
 |---|---|---|---|---:|---:|---:|---:|---:|---:|---|---:|
 `)
