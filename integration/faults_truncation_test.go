@@ -17,7 +17,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Fault case 24: Kafka itself loses acknowledged records. An unclean leader
+// Fault case 25: Kafka itself loses acknowledged records. An unclean leader
 // election makes a stale follower the leader, the log end goes back, and the
 // offsets the bridge already wrote are reused by new records. The bridge
 // must say so (--on-data-loss) and never skip the new records silently.
@@ -44,7 +44,7 @@ const (
 	truncNew  = 2000 // produced to B after the election
 )
 
-// TestFault24UncleanLeaderElection runs the recipe above with four groups of
+// TestFault25UncleanLeaderElection runs the recipe above with four groups of
 // the bridge on one topic, each with a table of its own: two run through the
 // election (the reader meets the truncation while fetching), two wrote the
 // first 1,500 records and start only after the election and the new records
@@ -61,9 +61,9 @@ const (
 //     become unique_violation dead letters; 1,500-2,999 become rows. Every
 //     new record is a row or a dead letter, and what is missing equals what
 //     the stop line's skipped= and the skipped-records metric report.
-func TestFault24UncleanLeaderElection(t *testing.T) {
+func TestFault25UncleanLeaderElection(t *testing.T) {
 	requireFullFaults(t)
-	fc := newFaultCase(t, "24", "unclean leader election truncates acknowledged records (three nodes)", 1, nil)
+	fc := newFaultCase(t, "25", "unclean leader election truncates acknowledged records (three nodes)", 1, nil)
 	s := fc.s
 	requireRecordedCluster(t, s.kafka, 3)
 	runStop, runSkip := s.withGroup("run_stop"), s.withGroup("run_skip")
@@ -165,7 +165,7 @@ func TestFault24UncleanLeaderElection(t *testing.T) {
 		g *scenario
 		b *bridge
 	}{{runStop, bRunStop}, {lateStop, bLateStop}} {
-		checkTruncationStops(t, fc, c.g, c.b, lost, stopBy)
+		checkTruncationStops(t, fc, c.g, c.b, lost, began, stopBy)
 	}
 	var total eoCounts
 	for _, c := range []struct {
@@ -188,8 +188,9 @@ func TestFault24UncleanLeaderElection(t *testing.T) {
 
 // checkTruncationStops checks a bridge with --on-data-loss=stop: it exits 1
 // with one ERROR line that names the truncation, and writes nothing of the
-// new log. It waits for the exit until deadline.
-func checkTruncationStops(t *testing.T, fc *faultCase, g *scenario, b *bridge, lost string, deadline time.Time) {
+// new log. It waits for the exit until deadline; killed is when the leader
+// was killed.
+func checkTruncationStops(t *testing.T, fc *faultCase, g *scenario, b *bridge, lost string, killed, deadline time.Time) {
 	t.Helper()
 	if !b.wait(time.Until(deadline)) {
 		b.kill(t)
@@ -198,6 +199,7 @@ func checkTruncationStops(t *testing.T, fc *faultCase, g *scenario, b *bridge, l
 		t.Errorf("bridge %s (--on-data-loss=stop): %s after the truncation, want exit status 1", b.name, b.status())
 	}
 	errs, _ := truncationLines(t, b, g.topic, lost)
+	t.Logf("bridge %s: the truncation's ERROR lines:\n%s", b.name, strings.Join(errs, "\n"))
 	if len(errs) != 1 {
 		t.Errorf("bridge %s: %d ERROR lines with \"truncated\", %s/0 and %q, want 1:\n%s\nlast lines:\n%s",
 			b.name, len(errs), g.topic, lost, strings.Join(errs, "\n"), tail(b.logPath, 15))
@@ -213,7 +215,11 @@ func checkTruncationStops(t *testing.T, fc *faultCase, g *scenario, b *bridge, l
 		t.Errorf("group %s (--on-data-loss=stop): next_offset %d, %d rows at offsets >= %d, %d dead letters; want %d, 0 and 0 (nothing of the new log written)",
 			g.group, next, rows, truncKept+truncLost, letters, truncKept+truncLost)
 	}
-	fc.note(t, "%s (stop): %s; %d ERROR line naming %s; next_offset %d", b.name, b.status(), len(errs), lost, next)
+	exited := "still running"
+	if b.exited() {
+		exited = fmt.Sprintf("%s %v after the leader was killed", b.status(), b.ended.Sub(killed).Round(100*time.Millisecond))
+	}
+	fc.note(t, "%s (stop): %s; %d ERROR line naming %s; next_offset %d", b.name, exited, len(errs), lost, next)
 }
 
 // checkTruncationSkips checks a bridge with --on-data-loss=skip: one WARN
@@ -234,6 +240,7 @@ func checkTruncationSkips(t *testing.T, fc *faultCase, g *scenario, b *bridge, m
 	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)
 	_, warns := truncationLines(t, b, g.topic, lost)
+	t.Logf("bridge %s: the truncation's WARN lines:\n%s", b.name, strings.Join(warns, "\n"))
 	if len(warns) != 1 {
 		t.Errorf("bridge %s: %d WARN lines with \"truncated\", %s/0 and %q, want 1:\n%s\nlast lines:\n%s",
 			b.name, len(warns), g.topic, lost, strings.Join(warns, "\n"), tail(b.logPath, 15))
