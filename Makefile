@@ -259,12 +259,12 @@ test-security: build
 # (KAFKA2PG_FAULTS=1) with exclusive use of a throwaway Postgres and real
 # Kafka clusters: every case on one node (cases 23-24, a lossy Postgres
 # failover and a restored base backup, start Postgres servers of their
-# own from the installed binaries), then leader failover on three
-# nodes, then the cases of their own tests (decompression bombs and an
-# unanswered leave on kfake, denied ACLs on scripts/kafka-up-sasl.sh's
-# broker); then it renders docs/RELIABILITY.md from the cases' results
-# (FAULTS_REPORT, JSON lines) with tools/report. It stops the Kafka
-# cluster at the end, and fails if any case failed.
+# own from the installed binaries), then leader failover and an unclean
+# leader election on three nodes, then the cases of their own tests
+# (decompression bombs and an unanswered leave on kfake, denied ACLs on
+# scripts/kafka-up-sasl.sh's broker); then it renders docs/RELIABILITY.md
+# from the cases' results (FAULTS_REPORT, JSON lines) with tools/report.
+# It stops the Kafka cluster at the end, and fails if any case failed.
 FAULTS_REPORT ?= .tmp/faults/results.jsonl
 ## faults          the full fault matrix; renders docs/RELIABILITY.md
 faults: build
@@ -284,11 +284,11 @@ faults: build
 	}
 	echo "==> fault cases 1-19 and 23-24 on a one-node Kafka"
 	brokers=$$(scripts/kafka-up.sh 1)
-	KAFKA2PG_TEST_BROKERS=$$brokers faults "$$logs/one-node.log" -run '^TestFault' -skip '^TestFault04bLeaderFailover$$'
+	KAFKA2PG_TEST_BROKERS=$$brokers faults "$$logs/one-node.log" -run '^TestFault' -skip '^(TestFault04bLeaderFailover|TestFault25UncleanLeaderElection)$$'
 	scripts/kafka-down.sh
-	echo "==> fault case 4b (leader failover) on a three-node Kafka"
+	echo "==> fault cases 4b (leader failover) and 25 (unclean leader election) on a three-node Kafka"
 	brokers=$$(scripts/kafka-up.sh 3)
-	KAFKA2PG_TEST_BROKERS=$$brokers faults "$$logs/three-nodes.log" -run '^TestFault04bLeaderFailover$$'
+	KAFKA2PG_TEST_BROKERS=$$brokers faults "$$logs/three-nodes.log" -run '^(TestFault04bLeaderFailover|TestFault25UncleanLeaderElection)$$'
 	. .tmp/kafka/env
 	kafka_version=$$KAFKA_VERSION
 	scripts/kafka-down.sh
@@ -299,7 +299,7 @@ faults: build
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"
 	$(GO) -C tools run ./report faults -in "$$KAFKA2PG_FAULTS_REPORT" -out "$(CURDIR)/docs/RELIABILITY.md" \
-		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19 and 23-24 but 4b, three nodes for 4b; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
+		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19 and 23-24 but 4b, three nodes for 4b and 25; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
 	exit $$failed

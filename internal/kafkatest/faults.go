@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -47,6 +49,52 @@ func (k *Kafka) CreateTopicWithConfigs(t testing.TB, prefix string, partitions i
 	if err != nil {
 		t.Fatalf("create topic %q with %d partitions and configs %v: %v", topic, partitions, configs, err)
 	}
+	k.created(t, topic, int(partitions))
+	return topic
+}
+
+// CreateTopicOnReplicas is CreateTopicWithConfigs with the replicas of each
+// partition chosen: replicas[p] lists the node ids of partition p, its
+// preferred leader first. Fault tests use it to know which node leads and
+// which follows.
+func (k *Kafka) CreateTopicOnReplicas(t testing.TB, prefix string, replicas [][]int32, configs map[string]string) string {
+	t.Helper()
+	topic := fmt.Sprintf("%s-%08x", prefix, rand.Uint32())
+	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
+	defer cancel()
+	rt := kmsg.NewCreateTopicsRequestTopic()
+	rt.Topic, rt.NumPartitions, rt.ReplicationFactor = topic, -1, -1
+	for p, nodes := range replicas {
+		a := kmsg.NewCreateTopicsRequestTopicReplicaAssignment()
+		a.Partition, a.Replicas = int32(p), nodes
+		rt.ReplicaAssignment = append(rt.ReplicaAssignment, a)
+	}
+	for name, v := range configs {
+		c := kmsg.NewCreateTopicsRequestTopicConfig()
+		c.Name, c.Value = name, &v
+		rt.Configs = append(rt.Configs, c)
+	}
+	req := kmsg.NewPtrCreateTopicsRequest()
+	req.TimeoutMillis = int32(requestTimeout.Milliseconds())
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, k.cl)
+	if err == nil && len(resp.Topics) != 1 {
+		err = fmt.Errorf("%d topics in the answer", len(resp.Topics))
+	}
+	if err == nil {
+		err = kerr.ErrorForCode(resp.Topics[0].ErrorCode)
+	}
+	if err != nil {
+		t.Fatalf("create topic %q on replicas %v with configs %v: %v", topic, replicas, configs, err)
+	}
+	k.created(t, topic, len(replicas))
+	return topic
+}
+
+// created deletes the topic when the test ends (on a real broker) and waits
+// until its partitions have leaders.
+func (k *Kafka) created(t testing.TB, topic string, partitions int) {
+	t.Helper()
 	if k.fake == nil {
 		t.Cleanup(func() {
 			ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), requestTimeout)
@@ -56,8 +104,7 @@ func (k *Kafka) CreateTopicWithConfigs(t testing.TB, prefix string, partitions i
 			}
 		})
 	}
-	k.waitPartitions(t, topic, int(partitions))
-	return topic
+	k.waitPartitions(t, topic, partitions)
 }
 
 // AddPartitions adds add partitions to the topic and waits until every
@@ -205,4 +252,41 @@ func HoldRequests(t testing.TB, c *kfake.Cluster, key kmsg.Key) {
 		c.SleepControl(func() { <-release })
 		return nil, nil, false
 	})
+}
+
+// PartitionDetail asks the cluster for the metadata of one partition: its
+// leader, leader epoch, replicas and ISR. It returns an error instead of
+// failing the test, for polls while nodes are down.
+func (k *Kafka) PartitionDetail(ctx context.Context, topic string, partition int32) (kadm.PartitionDetail, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	md, err := k.adm.Metadata(ctx, topic)
+	if err != nil {
+		return kadm.PartitionDetail{}, fmt.Errorf("metadata of %q: %w", topic, err)
+	}
+	d, ok := md.Topics[topic].Partitions[partition]
+	if !ok {
+		return kadm.PartitionDetail{}, fmt.Errorf("metadata of %q: no partition %d", topic, partition)
+	}
+	if d.Err != nil {
+		return d, fmt.Errorf("metadata of %s/%d: %w", topic, partition, d.Err)
+	}
+	return d, nil
+}
+
+// GroupCoordinator returns the node id of the group's coordinator (the
+// leader of its __consumer_offsets partition, which Kafka creates on the
+// first request). It returns an error instead of failing the test, for
+// polls.
+func (k *Kafka) GroupCoordinator(ctx context.Context, group string) (int32, error) {
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	r, ok := k.adm.FindGroupCoordinators(ctx, group)[group]
+	if !ok {
+		return -1, fmt.Errorf("find the coordinator of group %q: no answer", group)
+	}
+	if r.Err != nil {
+		return -1, fmt.Errorf("find the coordinator of group %q: %w", group, r.Err)
+	}
+	return r.NodeID, nil
 }
