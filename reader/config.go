@@ -11,88 +11,97 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// Config configures a Reader. Each field maps to a run flag named in its
-// comment; the zero value means the default written there.
+// Config configures a Reader. Where a field corresponds to a setting of
+// Kafka's Java consumer, its comment names that setting; the zero value
+// means the default written there. Defaults are filled in one place
+// (withDefaults); DefaultConfig in package bridge shows them.
 type Config struct {
-	Brokers []string // --kafka-brokers, required
-	Group   string   // --kafka-group, required
-	Topics  []string // --topic, required
+	Brokers []string // bootstrap.servers; required
+	Group   string   // group.id; required
+	Topics  []string // the topics to consume; required
 	// TopicsAreRegex makes Topics regular expressions (Go RE2, unanchored:
 	// use ^ and $): every topic matching one is consumed, including topics
 	// created later (noticed within MetadataMaxAge).
 	TopicsAreRegex bool
-	ClientID       string // --kafka-client-id, default "kafka2pg"
+	ClientID       string // client.id; default "kafka2pg"
 
-	// Balancers in preference order (--kafka-balancers); default
-	// CooperativeSticky. Mixing cooperative-sticky with an eager one
+	// Balancers in preference order (partition.assignment.strategy);
+	// default CooperativeSticky. Mixing cooperative-sticky with an eager one
 	// downgrades the whole group to eager rebalances.
 	Balancers []Balancer
 	// IsolationLevel is ReadCommitted (default) or ReadUncommitted
-	// (--kafka-isolation-level).
+	// (isolation.level).
 	IsolationLevel IsolationLevel
-	// InstanceID makes this member static (KIP-345, --kafka-instance-id):
+	// InstanceID makes this member static (KIP-345, group.instance.id):
 	// a restart within SessionTimeout gets its partitions back without a
 	// rebalance. Unique per running instance; "" (default) is dynamic.
 	InstanceID string
 	// GroupProtocol is GroupProtocolClassic (default: the client-side
-	// balancers) or GroupProtocolConsumer (KIP-848,
-	// --kafka-group-protocol): the broker assigns partitions,
+	// balancers) or GroupProtocolConsumer (KIP-848, group.protocol):
+	// the broker assigns partitions,
 	// incrementally, with its "uniform" assignor (or "range" when
 	// Balancers starts with Range). Needs Kafka 4.0 or newer; on an older
 	// broker the client falls back to classic with cooperative-sticky
 	// replaced by sticky.
 	GroupProtocol GroupProtocol
 
-	FetchMinBytes int32 // --kafka-fetch-min-bytes, default 1
+	FetchMinBytes int32 // fetch.min.bytes; default 1
 	// FetchMaxBytes bounds one fetch response, compressed
-	// (--kafka-fetch-max-bytes); default MaxBufferedBytes / 8, between
+	// (fetch.max.bytes); default MaxBufferedBytes / 8, between
 	// 1 MiB and 50 MiB. A fetch is taken whole before the budget can pause
 	// anything, and decompressed it may be several times larger, so it is
 	// sized from the budget.
 	FetchMaxBytes int32
-	// FetchMaxPartitionBytes (--kafka-fetch-max-partition-bytes) bounds a
+	// FetchMaxPartitionBytes (max.partition.fetch.bytes) bounds a
 	// partition's share of one fetch. Unset, the share is FetchMaxBytes
 	// over the partitions owned, at least twice the largest record batch
 	// seen and at most 1 MiB (partitionShare).
 	FetchMaxPartitionBytes int32
 	sharePartitionBytes    bool          // FetchMaxPartitionBytes was unset: share
-	FetchMaxWait           time.Duration // --kafka-fetch-max-wait, default 500ms
+	FetchMaxWait           time.Duration // fetch.max.wait.ms; default 500ms
 
 	// MetadataMaxAge is how often topic metadata is refreshed, and so how
 	// soon partitions added to a topic are noticed and consumed
-	// (--kafka-metadata-max-age, default 5m; the kafka-go Reader's
+	// (metadata.max.age.ms, default 5m; the kafka-go Reader's
 	// PartitionWatchInterval).
 	MetadataMaxAge time.Duration
 
-	SessionTimeout    time.Duration // --kafka-session-timeout, default 45s
-	RebalanceTimeout  time.Duration // --kafka-rebalance-timeout, default 60s
-	HeartbeatInterval time.Duration // --kafka-heartbeat-interval, default 3s
+	SessionTimeout    time.Duration // session.timeout.ms; default 45s
+	RebalanceTimeout  time.Duration // max.poll.interval.ms, as a rebalance's bound; default 60s
+	HeartbeatInterval time.Duration // heartbeat.interval.ms; default 3s
 	// CommitInterval is how often durable offsets are mirrored to the Kafka
-	// group (--kafka-commit-interval, default 1s).
+	// group (auto.commit.interval.ms; default 1s). The mirror is for lag
+	// tools: the reader never resumes from it.
 	CommitInterval time.Duration
 
-	// Start is where a partition with no stored position begins (--kafka-start).
+	// Start is where a partition with no stored position begins
+	// (auto.offset.reset, plus the group's committed offset and a time).
 	Start StartPolicy
 
-	// OnDataLoss says what happens when retention deleted records before
-	// they were read (the stored position is below the log start):
-	// OnDataLossStop (default) stops that partition with an error naming
-	// the lost range; OnDataLossSkip logs the range and continues at the
-	// log start (--on-data-loss).
+	// OnDataLoss says what happens when Kafka no longer holds records the
+	// stored position promises: retention deleted them before they were
+	// read (the position is below the log start), or the log was
+	// truncated below what was read (an unclean leader election, a broker
+	// restored from an old disk; see truncation.go). OnDataLossStop
+	// (default) stops: the partition, for retention, or Run with a
+	// *FatalError, for a truncation; each names the offsets.
+	// OnDataLossSkip logs and counts them and goes on: at the log start,
+	// or at the offset where the truncated log diverged.
 	OnDataLoss OnDataLoss
 
-	BatchMaxRows  int           // --batch-max-rows, default 10000
-	BatchMaxBytes int           // --batch-max-bytes, default 16 MiB
-	BatchMaxWait  time.Duration // --batch-max-wait, default 200ms
+	BatchMaxRows  int           // records in one transaction at most; default 10000
+	BatchMaxBytes int           // key and value bytes in one transaction, about; default 16 MiB
+	BatchMaxWait  time.Duration // how long a record waits for its batch to fill; default 200ms
 	// A partition whose queue reaches the end offset of its last fetch
 	// writes at once instead of waiting BatchMaxWait for records that have
 	// not been produced yet: under a backlog batches fill by size, and
 	// under a steady flow they hold what arrived during the previous
 	// write, so latency is about one fetch and one commit. WaitAtEnd
-	// (--batch-wait-at-end) waits anyway: fewer, larger transactions on
-	// slow topics, for more latency.
+	// waits anyway: fewer, larger transactions on slow topics, for more
+	// latency.
 	WaitAtEnd bool
-	// BatchLinger (--batch-linger, default 50ms) spaces those writes at
+	// BatchLinger (default 50ms; linger.ms's idea, on the consuming side)
+	// spaces those writes at
 	// the end: a partition at its end writes at once when its last batch
 	// was taken BatchLinger ago or longer, else when that much time has
 	// passed. A slow topic's record is written at once as before; a busy
@@ -105,8 +114,7 @@ type Config struct {
 	BatchLinger time.Duration
 
 	// MaxBufferedBytes bounds the record bytes buffered across all
-	// partitions, queued or being written (--max-buffered-bytes, default
-	// 64 MiB): at it, the reader polls nothing more (and the client so
+	// partitions, queued or being written (default 64 MiB): at it, the reader polls nothing more (and the client so
 	// fetches nothing more) until a write brings the total under it. With
 	// thousands of partitions this, not QueueCapacity, bounds memory. The
 	// record batches the client decompressed and the reader has not taken
@@ -115,25 +123,27 @@ type Config struct {
 	// decompress to this much, or 16 MiB if that is more.
 	MaxBufferedBytes int
 	// QueueCapacity is how many records one partition may buffer before its
-	// fetching pauses (--queue-capacity, default 2 × BatchMaxRows); fetching
+	// fetching pauses (default 2 × BatchMaxRows); fetching
 	// resumes at half. Buffered bytes are bounded the same way at
 	// 2 × BatchMaxBytes. Memory stays bounded under any backlog.
 	QueueCapacity int
 
 	// FlushTimeout bounds how long a revoke (and so a graceful shutdown) waits
 	// for a partition's queued records to be written before abandoning them
-	// (--shutdown-timeout, default 30s).
+	// (default 30s).
 	FlushTimeout time.Duration
 
-	// FenceCheckInterval is how often the reader compares the epochs stored
-	// in Postgres with its own, so that a partition fenced while idle (an
-	// operator's offsets reset, a new owner) re-claims without waiting for
-	// its next write (--fence-check-interval, default 5s). Needs an
-	// Store that is an EpochReader; 0 uses the default.
+	// FenceCheckInterval is how often the reader compares the positions
+	// stored in Postgres with its own, so that a partition fenced while
+	// idle (an operator's offsets reset, a new owner), or whose position
+	// Postgres lost (a lossy failover, a restored backup), re-claims
+	// without waiting for its next write (default 5s; Reader.CheckPositions
+	// asks for a check at once). Needs a Store that is a PositionReader; 0
+	// uses the default.
 	FenceCheckInterval time.Duration
 
 	// RetryBackoffMax caps the backoff between re-claims after a failed write
-	// (--retry-backoff-max, default 5s). The backoff belongs to the
+	// (default 5s). The backoff belongs to the
 	// partition's failure streak: about 100ms after the first failed write,
 	// doubling with every consecutive failure (re-claims that succeed
 	// included), with jitter, until a write commits.
@@ -144,7 +154,7 @@ type Config struct {
 	// ACLs and privileges that Kafka or Postgres refuse (Permanent), a
 	// certificate that does not verify, a topic that does not exist. A
 	// rolling restart or a grant being rolled out can cause them for a
-	// moment (--fatal-retry-timeout, default 30s).
+	// moment (default 30s).
 	FatalRetryTimeout time.Duration
 	// Permanent, if set, reports whether a failed claim or write will fail
 	// the same way however often it is retried (in kafka2pg: Postgres

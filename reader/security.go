@@ -24,7 +24,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 )
 
-// SASL mechanisms that Security accepts (--kafka-sasl-mechanism).
+// SASL mechanisms that Security accepts (sasl.mechanism).
 const (
 	SASLPlain       = "PLAIN"
 	SASLScramSHA256 = "SCRAM-SHA-256"
@@ -37,43 +37,46 @@ const (
 const DefaultTLSMinVersion = "1.2"
 
 // Security is how the bridge connects to Kafka: TLS, and SASL
-// authentication. Each field maps to a run flag named in its comment; the
-// zero value is a plaintext, unauthenticated connection.
+// authentication. Where a field corresponds to a setting of Kafka's Java
+// clients, its comment names it; the zero value is a plaintext,
+// unauthenticated connection (security.protocol PLAINTEXT).
 //
 // Secrets (SASLPassword, and what the files hold) never appear in String,
 // LogValue, or any error that Validate, Options or CheckBrokers return.
 type Security struct {
-	// TLS turns TLS on with the system's CA pool (--kafka-tls). Any of the
-	// TLS files or TLSServerName turns it on too.
+	// TLS turns TLS on with the system's CA pool (security.protocol SSL,
+	// or SASL_SSL with SASLMechanism). Any of the TLS files or
+	// TLSServerName turns it on too.
 	TLS bool
 	// TLSCAFile is a PEM file of the CAs that sign the brokers' certificates
-	// (--kafka-tls-ca-file); empty: the system's CA pool.
+	// (ssl.truststore.location, in PEM); empty: the system's CA pool.
 	TLSCAFile string
 	// TLSCertFile and TLSKeyFile are the PEM client certificate (chain) and
-	// key for mutual TLS (--kafka-tls-cert-file, --kafka-tls-key-file);
-	// both or neither.
+	// key for mutual TLS (ssl.keystore.location, in PEM); both or
+	// neither.
 	TLSCertFile string
 	TLSKeyFile  string
 	// TLSServerName is the name the brokers' certificates must carry
-	// (--kafka-tls-server-name); empty: each broker's host name.
+	// (TLS's SNI and verified name); empty: each broker's host name.
 	TLSServerName string
 	// TLSMinVersion is the oldest TLS version accepted, "1.2" (default) or
-	// "1.3" (--kafka-tls-min-version).
+	// "1.3" (ssl.enabled.protocols' oldest).
 	TLSMinVersion string
 
 	// SASLMechanism is PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER
-	// (--kafka-sasl-mechanism); empty: no SASL.
+	// (sasl.mechanism); empty: no SASL.
 	SASLMechanism string
-	// SASLUser is the user of PLAIN and SCRAM (--kafka-sasl-user).
+	// SASLUser is the user of PLAIN and SCRAM (sasl.jaas.config's
+	// username).
 	SASLUser string
-	// SASLPassword is the password of PLAIN and SCRAM
-	// (--kafka-sasl-password; better the environment variable
-	// KAFKA2PG_KAFKA_SASL_PASSWORD, which ps does not show).
+	// SASLPassword is the password of PLAIN and SCRAM (sasl.jaas.config's
+	// password). A program should read it from a secret store or a file
+	// (SASLPasswordFile), not from its command line, which ps shows.
 	SASLPassword string
 	// SASLPasswordFile holds the password instead, read at start; one
-	// trailing newline is ignored (--kafka-sasl-password-file).
+	// trailing newline is ignored.
 	SASLPasswordFile string
-	// SASLTokenFile holds the OAUTHBEARER token (--kafka-sasl-token-file).
+	// SASLTokenFile holds the OAUTHBEARER token.
 	// It is read again for every new connection, so a sidecar may rotate
 	// it in place.
 	SASLTokenFile string
