@@ -102,7 +102,7 @@ func newCaughtUpWatch(ctx context.Context, cl *kgo.Client, pool *pgxpool.Pool, g
 	return w, nil
 }
 
-// retryKafka runs fn until it succeeds or ctx ends (--caught-up-timeout
+// retryKafka runs fn until it succeeds or ctx ends (Config.CaughtUpTimeout
 // bounds it), with capped backoff; a topic that stays unknown for a few
 // tries is returned at once.
 func retryKafka(ctx context.Context, fn func() error) error {

@@ -174,7 +174,7 @@ func caughtUpDeadline(ctx context.Context, st *bridgeStatus, timeout time.Durati
 	}
 }
 
-// givenUp returns the reason ctx was ended when it was --until-caught-up
+// givenUp returns the reason ctx was ended when it was Config.UntilCaughtUp
 // giving up, else err.
 func givenUp(ctx context.Context, err error) error {
 	var timeout *caughtUpTimeoutError

@@ -67,7 +67,7 @@ func (f ValueFormat) sqlType() string {
 // RawTable is the zero-config table: the record's coordinates, key, headers
 // and value, keyed by (partition, offset, topic). The topic comes last in
 // the key: it is the same in nearly every row (one topic a table, unless
-// --table gathers several), and first it would make every index insertion
+// one table gathers several), and first it would make every index insertion
 // compare it and find the other two key columns past a variable-length one
 // (nocache_index_getattr): Postgres CPU spent on every row for nothing.
 func RawTable(schemaName, name string, f ValueFormat) schema.Table {

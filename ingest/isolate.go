@@ -20,7 +20,7 @@ const KindTooLarge = "too_large"
 // because its record batch decompresses to more than the reader may hold
 // (stream.Record.Unreadable). Its dead letter holds no key or value, and a
 // replay leaves it: the record is still in Kafka, to be read with a larger
-// --max-buffered-bytes after an offsets reset.
+// reader.Config.MaxBufferedBytes after an offsets reset.
 const KindBatchTooLarge = "batch_too_large"
 
 // rowError reports whether err is Postgres refusing a row for its data (a
