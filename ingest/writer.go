@@ -234,6 +234,9 @@ type Writer struct {
 	// (deadline.go); it is never held with mu.
 	flightMu sync.Mutex
 	flights  map[flightKey]*txState
+
+	// lat are the step latencies the deadlines follow (rto.go).
+	lat *latencies
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -268,7 +271,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
-		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}}, nil
+		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}, nil
 }
 
 // DefaultConfig returns the configuration a zero Config stands for: every
