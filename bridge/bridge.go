@@ -269,7 +269,7 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
 	}
-	if err := b.m.Register(rd, pool, queueCapacity); err != nil {
+	if err := b.m.Register(rd, w, pool, queueCapacity); err != nil {
 		return err
 	}
 

@@ -20,7 +20,9 @@ import (
 // and never answers fools them too. So every write transaction, and every
 // claim, has a deadline; past it the transaction is cancelled, its
 // connection closed, and the partition claims again, as after any failed
-// write.
+// write. A write's deadline is a ceiling (Config.WriteTimeout, here), and
+// within it one per step that follows the step's measured latency
+// (rto.go).
 
 // Step is what a write transaction waits on.
 type Step uint8
@@ -45,11 +47,12 @@ func (s Step) String() string {
 	return fmt.Sprintf("Step(%d)", s)
 }
 
-// DeadlineError is a write or a claim that passed its deadline
-// (Config.WriteTimeout): it was cancelled and its connection closed, never
-// returned to the pool. It is errors.Is context.DeadlineExceeded. Nothing
-// was committed unless Step is StepCommit, where the outcome is unknown:
-// claim again, which re-reads the durable position; never retry blindly.
+// DeadlineError is a write or a claim that passed its deadline (a step's,
+// from its measured latency, or the ceiling, Config.WriteTimeout): it was
+// cancelled and its connection closed, never returned to the pool. It is
+// errors.Is context.DeadlineExceeded. Nothing was committed unless Step is
+// StepCommit, where the outcome is unknown: claim again, which re-reads
+// the durable position; never retry blindly.
 type DeadlineError struct {
 	Topic string
 	// Partition is -1 for a claim of several partitions, and for a replay
@@ -57,8 +60,11 @@ type DeadlineError struct {
 	Partition int32
 	Step      Step          // what the transaction waited on when the deadline passed
 	Waited    time.Duration // from the start of the transaction (or claim) to its failure
-	Deadline  time.Duration // the deadline it had
-	Err       error         // what the step returned
+	// Deadline is the deadline it had: its step's, from the step's start,
+	// when that one passed; else the ceiling, from the transaction's
+	// start.
+	Deadline time.Duration
+	Err      error // what the step returned
 }
 
 func (e *DeadlineError) Error() string {
@@ -87,7 +93,7 @@ func (e *DeadlineError) Is(target error) bool { return target == context.Deadlin
 // deadline passed (not the caller's).
 var errWriteDeadline = errors.New("the write deadline passed")
 
-// deadline is the deadline of a transaction writing rows rows:
+// deadline is the ceiling of a transaction writing rows rows:
 // Config.WriteTimeout for up to Config.WriteTimeoutRows rows, and
 // proportionally more for more (a combined transaction); twice that when
 // it isolates rows, which copies each row up to twice or applies them one
@@ -135,7 +141,7 @@ type WriteInFlight struct {
 	Topic     string
 	Partition int32
 	Began     time.Time // when it asked the pool for a connection
-	Deadline  time.Time // when it is cancelled
+	Deadline  time.Time // when it is cancelled: its step's deadline, or its ceiling
 	Step      Step      // what it waits on now
 }
 

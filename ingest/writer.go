@@ -136,7 +136,9 @@ type Config struct {
 	// WriteTimeout bounds a write transaction of up to WriteTimeoutRows
 	// rows, from the pool's Acquire to COMMIT; one of more rows (a
 	// combined transaction) gets proportionally more, and one that
-	// isolates bad rows twice as much. A transaction past its deadline is
+	// isolates bad rows twice as much. It is the ceiling: within it, each
+	// step has a deadline from its measured latency, at least
+	// DeadlineFloor (see the package doc). A transaction past a deadline is
 	// cancelled and its connection closed, never returned to the pool;
 	// Write returns a *DeadlineError. A claim gets WriteTimeout beyond its
 	// lock waits (3 × ClaimLockTimeout at most). The sessions of the pool
