@@ -161,6 +161,16 @@ func runNetCase(t *testing.T, c netCase) {
 	s.waitProgress(t, nil, 30*time.Second, b)
 	waitHTTPStatus(t, readyz, 200, 30*time.Second, b)
 	failedBefore := failedWrites(t, addr)
+	if c.defaults {
+		// The step deadlines rest on what the writes before the fault
+		// took: the case's premise.
+		_, body := scrape("http://" + addr + "/metrics")
+		commit, ok := metricSum(body, "kafka2pg_ingest_step_latency_seconds", `step="commit"`)
+		if !ok {
+			t.Errorf("no kafka2pg_ingest_step_latency_seconds{step=\"commit\"} before the fault: the writes measured nothing")
+		}
+		t.Logf("smoothed COMMIT latency before the fault: %.1f ms", commit*1000)
+	}
 
 	at := s.durableOffsets(t)
 	remove := c.fault(t, pp)
