@@ -275,7 +275,7 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	if queueCapacity == 0 {
 		queueCapacity = 2 * rcfg.BatchMaxRows
 	}
-	if err := b.m.Register(rd, pool, queueCapacity); err != nil {
+	if err := b.m.Register(rd, w, pool, queueCapacity); err != nil {
 		return err
 	}
 
@@ -339,6 +339,11 @@ func newPool(ctx context.Context, url string, maxConns int32, statementTimeout t
 		return nil, fmt.Errorf("bridge.Config.PostgresURL: %w", err)
 	}
 	pcfg.MaxConns = maxConns
+	// A connection that sat idle is pinged before use; one on a path that
+	// stopped answering while it was idle must not hold a claim or a
+	// write until their deadlines: it gets what a step of a write gets at
+	// least.
+	pcfg.PingTimeout = ingest.DeadlineFloor
 	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg", statementTimeout); err != nil {
 		return nil, fmt.Errorf("bridge.Config.PostgresURL: %w", err)
 	}

@@ -55,6 +55,10 @@ type Config struct {
 	// ReadyStallTimeout makes Ready fail while a partition with lag has
 	// committed no write for this long, or a write has been in flight
 	// this long. Default 60s; a negative duration turns the check off.
+	// Whatever it is, Ready fails while a partition with lag has failed
+	// writes or claims since its last commit: a write that gets no
+	// answer fails at its step's deadline (ingest's estimates), seconds
+	// on a database that answered fast.
 	ReadyStallTimeout time.Duration
 	// ProgressInterval is how often a progress line is logged (rates, lag,
 	// dead letters, failed writes by cause). Default 10s; a negative duration

@@ -13,7 +13,8 @@ import (
 
 // notReady says why the bridge is not ready, or "" when it is: starting
 // or stopping; Postgres unreachable; a partition stopped, in retry
-// backoff, or stalled (lag, and no write committed for stall); not yet in
+// backoff, failing (lag, and failed writes or claims since its last
+// commit), or stalled (lag, and no write committed for stall); not yet in
 // the group.
 // readyPingTimeout bounds Ready's ping of Postgres: under Kubernetes'
 // default probe timeout of one second.
@@ -41,10 +42,8 @@ func notReady(ctx context.Context, st *bridgeStatus, stall time.Duration, now ti
 	default:
 		return "not yet in the consumer group"
 	}
-	if stall > 0 {
-		if stalled := stalledPartitions(rd.Partitions(), now, stall); len(stalled) > 0 {
-			return strings.Join(stalled, "; ")
-		}
+	if stalled := stalledPartitions(rd.Partitions(), now, stall); len(stalled) > 0 {
+		return strings.Join(stalled, "; ")
 	}
 	// Last, and briefly: a probe gives up after a second or so, and an
 	// answer that comes too late reads as no answer. A server that accepts
@@ -65,9 +64,16 @@ func troubleSuffix(st *bridgeStatus) string {
 	return ""
 }
 
-// stalledPartitions describes each partition that has lag but committed no
-// write (nor was claimed) for stall or longer, or whose write has been in
-// flight for stall or longer, in topic and partition order.
+// stalledPartitions describes each partition that has lag and failed
+// writes or claims since its last commit, or (stall > 0) has lag but
+// committed no write (nor was claimed) for stall or longer, or whose write
+// has been in flight for stall or longer, in topic and partition order.
+//
+// A failing partition is not ready from its first failure to its next
+// commit, backoff and re-claim included: a write that stops getting
+// answers fails at its step's deadline, which follows what the writes took
+// before (ingest's estimates: seconds on a database that answered fast),
+// so /readyz says so then, not only after stall.
 func stalledPartitions(parts []reader.PartitionStats, now time.Time, stall time.Duration) []string {
 	sort.Slice(parts, func(i, j int) bool {
 		if parts[i].Topic != parts[j].Topic {
@@ -79,8 +85,9 @@ func stalledPartitions(parts []reader.PartitionStats, now time.Time, stall time.
 	for _, p := range parts {
 		idle := now.Sub(p.LastCommit)
 		// A write in flight for stall is stuck whatever the lag says.
-		stuck := !p.WritingSince.IsZero() && now.Sub(p.WritingSince) >= stall
-		if !stuck && (p.Lag() <= 0 || idle < stall) {
+		stuck := stall > 0 && !p.WritingSince.IsZero() && now.Sub(p.WritingSince) >= stall
+		failing := p.Failures > 0 && p.Lag() > 0
+		if !stuck && !failing && (stall <= 0 || p.Lag() <= 0 || idle < stall) {
 			continue
 		}
 		why := fmt.Sprintf("partition %s/%d has %d records of lag and committed no write for %s", p.Topic, p.Partition, p.Lag(), idle.Round(time.Second))

@@ -20,7 +20,9 @@ import (
 // and never answers fools them too. So every write transaction, and every
 // claim, has a deadline; past it the transaction is cancelled, its
 // connection closed, and the partition claims again, as after any failed
-// write.
+// write. A write's deadline is a ceiling (Config.WriteTimeout, here), and
+// within it one per step that follows the step's measured latency
+// (rto.go).
 
 // Step is what a write transaction waits on.
 type Step uint8
@@ -45,11 +47,12 @@ func (s Step) String() string {
 	return fmt.Sprintf("Step(%d)", s)
 }
 
-// DeadlineError is a write or a claim that passed its deadline
-// (Config.WriteTimeout): it was cancelled and its connection closed, never
-// returned to the pool. It is errors.Is context.DeadlineExceeded. Nothing
-// was committed unless Step is StepCommit, where the outcome is unknown:
-// claim again, which re-reads the durable position; never retry blindly.
+// DeadlineError is a write or a claim that passed its deadline (a step's,
+// from its measured latency, or the ceiling, Config.WriteTimeout): it was
+// cancelled and its connection closed, never returned to the pool. It is
+// errors.Is context.DeadlineExceeded. Nothing was committed unless Step is
+// StepCommit, where the outcome is unknown: claim again, which re-reads
+// the durable position; never retry blindly.
 type DeadlineError struct {
 	Topic string
 	// Partition is -1 for a claim of several partitions, and for a replay
@@ -57,8 +60,11 @@ type DeadlineError struct {
 	Partition int32
 	Step      Step          // what the transaction waited on when the deadline passed
 	Waited    time.Duration // from the start of the transaction (or claim) to its failure
-	Deadline  time.Duration // the deadline it had
-	Err       error         // what the step returned
+	// Deadline is the deadline it had: its step's, from the step's start,
+	// when that one passed; else the ceiling, from the transaction's
+	// start.
+	Deadline time.Duration
+	Err      error // what the step returned
 }
 
 func (e *DeadlineError) Error() string {
@@ -87,7 +93,7 @@ func (e *DeadlineError) Is(target error) bool { return target == context.Deadlin
 // deadline passed (not the caller's).
 var errWriteDeadline = errors.New("the write deadline passed")
 
-// deadline is the deadline of a transaction writing rows rows:
+// deadline is the ceiling of a transaction writing rows rows:
 // Config.WriteTimeout for up to Config.WriteTimeoutRows rows, and
 // proportionally more for more (a combined transaction); twice that when
 // it isolates rows, which copies each row up to twice or applies them one
@@ -135,7 +141,7 @@ type WriteInFlight struct {
 	Topic     string
 	Partition int32
 	Began     time.Time // when it asked the pool for a connection
-	Deadline  time.Time // when it is cancelled
+	Deadline  time.Time // when it is cancelled: its step's deadline, or its ceiling
 	Step      Step      // what it waits on now
 }
 
@@ -154,7 +160,7 @@ func (w *Writer) InFlight() []WriteInFlight {
 	w.flightMu.Lock()
 	out := make([]WriteInFlight, 0, len(w.flights))
 	for k, st := range w.flights {
-		out = append(out, WriteInFlight{Topic: k.topic, Partition: k.partition, Began: st.began, Deadline: st.deadline,
+		out = append(out, WriteInFlight{Topic: k.topic, Partition: k.partition, Began: st.began, Deadline: time.Unix(0, st.deadline.Load()),
 			Step: Step(st.step.Load())})
 	}
 	w.flightMu.Unlock()
@@ -173,12 +179,12 @@ type flightKey struct {
 	partition int32
 }
 
-// txState is a write transaction in flight: when it began, its deadline,
-// and the step it waits on (a Step), which its own goroutine sets and
-// InFlight reads.
+// txState is a write transaction in flight: when it began, its current
+// deadline (Unix nanoseconds: its step's, or its ceiling) and the step it
+// waits on (a Step), which its own goroutine sets and InFlight reads.
 type txState struct {
 	began    time.Time
-	deadline time.Time
+	deadline atomic.Int64
 	step     atomic.Uint32
 }
 
@@ -186,7 +192,8 @@ type txState struct {
 // InFlight.
 func (w *Writer) track(batches []*stream.Batch, d time.Duration) *txState {
 	now := time.Now()
-	st := &txState{began: now, deadline: now.Add(d)}
+	st := &txState{began: now}
+	st.deadline.Store(now.Add(d).UnixNano())
 	if len(batches) == 0 {
 		return st
 	}
@@ -214,10 +221,18 @@ func (w *Writer) untrack(batches []*stream.Batch, st *txState) {
 }
 
 // passedDeadline makes err, the failure of a transaction writing batches
-// whose deadline d passed, a *DeadlineError naming its first batch, and
-// logs it.
-func (w *Writer) passedDeadline(batches []*stream.Batch, st *txState, d time.Duration, err error) error {
+// whose deadline passed (its step's, from clock, or its ceiling d), a
+// *DeadlineError naming its first batch, and logs it. A step cut at its
+// own deadline doubles that step's next deadlines. The pool's idle
+// connections go too: they share the path that stopped answering, and
+// each would hold the next claim or write until its own deadline.
+func (w *Writer) passedDeadline(batches []*stream.Batch, st *txState, clock *stepClock, d time.Duration, err error) error {
 	de := &DeadlineError{Partition: -1, Step: Step(st.step.Load()), Waited: time.Since(st.began), Deadline: d, Err: err}
+	if clock != nil && clock.adaptive {
+		de.Deadline = clock.stepDeadline
+		w.lat.cut(clock.step, clock.table, clock.gen)
+	}
+	w.pool.Reset()
 	var attrs []any
 	if len(batches) > 0 {
 		de.Topic, de.Partition = batches[0].Topic, batches[0].Partition
@@ -226,11 +241,83 @@ func (w *Writer) passedDeadline(batches []*stream.Batch, st *txState, d time.Dur
 	if len(batches) > 1 {
 		attrs = append(attrs, "combined", len(batches))
 	}
-	attrs = append(attrs, "step", de.Step.String(), "waited", de.Waited.Round(time.Millisecond), "deadline", d, "error", err.Error())
+	attrs = append(attrs, "step", de.Step.String(), "waited", de.Waited.Round(time.Millisecond), "deadline", de.Deadline.Round(time.Millisecond), "error", err.Error())
 	msg := "write passed its deadline: cancelled, its connection closed; the partition claims again and retries"
 	if len(batches) == 0 {
 		msg = "transaction passed its deadline: cancelled, its connection closed"
 	}
 	w.log.Warn(msg, attrs...)
 	return de
+}
+
+// stepClock gives each step of a write transaction its deadline from the
+// Writer's estimates (rto.go), within the transaction's ceiling, and feeds
+// the estimates with what each step took. Used by the transaction's own
+// goroutine only; its timer's function only cancels.
+type stepClock struct {
+	l       *latencies
+	table   string // the sink's table: whose body estimate applies
+	bytes   int64  // the keys and values of the transaction's records
+	ceiling time.Time
+	state   *txState
+	cancel  context.CancelCauseFunc
+	timer   *time.Timer
+
+	step         Step // the step under way, once armed
+	armed        bool
+	start        time.Time     // when step began
+	stepDeadline time.Duration // its deadline from start, when adaptive
+	adaptive     bool          // its deadline comes from an estimate (not the ceiling)
+	gen          uint64        // the generation of that estimate
+}
+
+// at ends the step under way, its time a sample, and starts s with its
+// deadline. A step that is already under way goes on (the fast path marks
+// the body as soon as the fence answers, within its pipeline).
+func (c *stepClock) at(s Step) {
+	now := time.Now()
+	if c.armed {
+		if s == c.step {
+			return
+		}
+		c.l.observe(c.step, c.table, c.bytes, now.Sub(c.start))
+	}
+	c.step, c.start, c.armed = s, now, true
+	dl := c.ceiling
+	d, gen, ok := c.l.expect(s, c.table, c.bytes)
+	c.adaptive, c.gen, c.stepDeadline = ok && now.Add(d).Before(c.ceiling), gen, d
+	if c.adaptive {
+		dl = now.Add(d)
+	}
+	c.state.deadline.Store(dl.UnixNano())
+	if c.timer == nil {
+		c.timer = time.AfterFunc(dl.Sub(now), func() { c.cancel(errWriteDeadline) })
+	} else {
+		c.timer.Reset(dl.Sub(now))
+	}
+}
+
+// done ends the last step (COMMIT returned), its time a sample.
+func (c *stepClock) done() {
+	if c.armed {
+		c.l.observe(c.step, c.table, c.bytes, time.Since(c.start))
+		c.armed = false
+	}
+	c.stop()
+}
+
+func (c *stepClock) stop() {
+	if c.timer != nil {
+		c.timer.Stop()
+	}
+}
+
+// batchBytes is the size of b's keys and values: what its COPY's time
+// grows with.
+func batchBytes(b *stream.Batch) int64 {
+	var n int64
+	for i := range b.Records {
+		n += int64(len(b.Records[i].Key) + len(b.Records[i].Value))
+	}
+	return n
 }

@@ -57,19 +57,49 @@
 //
 // A Postgres that stops answering without closing the connection (a hung
 // pooler, a load balancer that lost its state, a frozen server) must not
-// hold a partition for ever. Each write transaction has a deadline:
+// hold a partition for ever, and a slow one (a thin or distant pipe, a big
+// batch) must not be cut. Each write transaction has a ceiling:
 // Config.WriteTimeout (default 2 minutes) for a batch of up to
 // Config.WriteTimeoutRows rows, proportionally more for more rows (a
-// combined transaction), twice that when it isolates bad rows. A
-// transaction past its deadline is cancelled and its connection closed,
+// combined transaction), twice that when it isolates bad rows. Within it,
+// each step has a deadline of its own, from what that step took in the
+// writes that succeeded before, the way TCP derives its retransmission
+// timeout (RFC 6298, rto.go):
+//
+//   - BEGIN, the fence and COMMIT, each a round trip: SRTT + 4·RTTVAR of
+//     that step's latency (SRTT, RTTVAR smoothed with gains 1/8 and 1/4);
+//   - the body (COPY, an upsert's statements), by table: the fence's RTO
+//     plus the batch's key and value bytes times the RTO of the body's
+//     time per byte past a round trip, and at least 3 times the smoothed
+//     rate (bodyMargin): a COPY of 1 GB after batches of 10 MB at 100 MB/s
+//     gets 30 s;
+//   - every deadline at least DeadlineFloor (5 s) and at most the
+//     ceiling; a step not measured yet, and an isolating body, have the
+//     ceiling only;
+//   - a step cut at its deadline doubles its next deadlines (up to 2^8
+//     times, and once for the partitions one stall cut together), until it
+//     succeeds again: a database that turned slow is cut once or twice,
+//     then measured, never cut in a loop. A cut step gives no sample.
+//
+// A write on a path that stops answering is then cut within seconds of its
+// step's start once the database answered fast, and a pause of the
+// database (a checkpoint, a lock held for a moment) under the floor is
+// waited out. The pool's Acquire is bounded by the ceiling only: waiting
+// for a connection that other partitions use is no sign of a slow
+// database. Writer.Estimates returns what the deadlines rest on, for
+// metrics.
+//
+// A transaction past a deadline is cancelled and its connection closed,
 // never returned to the pool (pgx closes a connection whose statement it
 // cancels; the helper's rollback, under the expired deadline, closes one
-// that was between statements), and Write returns a *DeadlineError naming
-// the step it waited on (StepBegin, StepFence, StepCopy, StepDeadLetters,
-// StepNotify, StepCommit), logged at WARN. The caller claims again, as
-// after any failed write. A claim has a deadline too: its lock waits and
-// WriteTimeout. Writer.InFlight lists the writes in progress with their
-// deadlines and steps, for readiness checks.
+// that was between statements), the pool's idle connections are closed
+// too (they share the path that stopped answering), and Write returns a
+// *DeadlineError naming the step it waited on (StepBegin, StepFence,
+// StepCopy, StepDeadLetters, StepNotify, StepCommit), logged at WARN. The
+// caller claims again, as after any failed write. A claim has a deadline
+// too: its lock waits and WriteTimeout. Writer.InFlight lists the writes
+// in progress with their current deadlines and steps, for readiness
+// checks.
 //
 // Postgres' own timeouts must not end a statement before the deadline
 // would: the sessions of the pool should run with statement_timeout (and

@@ -68,11 +68,19 @@ type batchTx struct {
 	// (txSpec.describe).
 	oids  []uint32
 	state *txState
+	// clock gives each step its deadline (rto.go); nil when the
+	// transaction has its ceiling only.
+	clock *stepClock
 }
 
 // at says what the transaction waits on from now: what a DeadlineError
-// names, and InFlight shows.
-func (tx *batchTx) at(s Step) { tx.state.step.Store(uint32(s)) }
+// names, and InFlight shows; the step's deadline starts.
+func (tx *batchTx) at(s Step) {
+	tx.state.step.Store(uint32(s))
+	if tx.clock != nil {
+		tx.clock.at(s)
+	}
+}
 
 // inBatchTx runs one write transaction: BEGIN, the fence of every batch,
 // the body, the dead letters of the body's bad records, the NOTIFYs,
@@ -80,38 +88,60 @@ func (tx *batchTx) at(s Step) { tx.state.step.Store(uint32(s)) }
 // a body with outcome.stop set is committed, and inBatchTx returns the
 // stop.
 //
-// The transaction has a deadline (Writer.deadline), from the pool's
-// Acquire to COMMIT; the ctx given to the body carries it. A transaction
-// that passes it is cancelled, and its connection closed, never returned
-// to the pool: pgx closes a connection whose statement it cancels
-// mid-flight, and the rollback, under the same expired ctx, closes one
-// that was between statements. inBatchTx then returns a *DeadlineError. A
-// COMMIT that failed, by the deadline or not, may have committed: the
-// caller claims again, which re-reads the durable position.
+// The transaction has a ceiling (Writer.deadline), from the pool's Acquire
+// to COMMIT, and each step from BEGIN on a deadline of its own from what
+// that step took in the writes before (rto.go), within the ceiling; the
+// ctx given to the body carries both. A transaction that passes either is
+// cancelled, and its connection closed, never returned to the pool: pgx
+// closes a connection whose statement it cancels mid-flight, and the
+// rollback, under the expired ctx, closes one that was between statements.
+// inBatchTx then returns a *DeadlineError. A COMMIT that failed, by the
+// deadline or not, may have committed: the caller claims again, which
+// re-reads the durable position.
 func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx context.Context, tx *batchTx) (outcome, error)) (res outcome, err error) {
 	rows := spec.rows
+	var bytes int64
 	for _, b := range spec.batches {
 		rows += len(b.Records)
+		bytes += batchBytes(b)
 	}
 	d := w.deadline(rows, spec.isolating)
-	tctx, cancel := context.WithTimeoutCause(ctx, d, errWriteDeadline)
-	defer cancel()
 	st := w.track(spec.batches, d)
 	defer w.untrack(spec.batches, st)
+	// The ceiling bounds the wait for a pooled connection too, which is
+	// the other partitions' writes and no sign of a slow database; the
+	// steps' deadlines start at BEGIN.
+	cctx, cancelCeiling := context.WithDeadlineCause(ctx, st.began.Add(d), errWriteDeadline)
+	defer cancelCeiling()
+	tctx, cancelStep := context.WithCancelCause(cctx)
+	defer cancelStep(nil)
+	tx := &batchTx{state: st}
+	if len(spec.batches) > 0 && !spec.isolating {
+		// An isolating body runs a statement per set of rows, or per
+		// row: no measure of a COPY fits it, so it has its ceiling.
+		tx.clock = &stepClock{l: w.lat, table: spec.sink.Table.QualifiedName(), bytes: bytes, ceiling: st.began.Add(d), state: st, cancel: cancelStep}
+		defer tx.clock.stop()
+	}
 	defer func() {
 		if err != nil && context.Cause(tctx) == errWriteDeadline {
-			err = w.passedDeadline(spec.batches, st, d, err)
+			err = w.passedDeadline(spec.batches, st, tx.clock, d, err)
 		}
 	}()
 
-	tx := &batchTx{state: st}
-	if tx.Tx, err = w.pool.BeginTx(tctx, spec.opts); err != nil {
+	conn, err := w.pool.Acquire(cctx)
+	if err != nil {
 		return outcome{}, fmt.Errorf("begin: %w", err)
 	}
-	// The one rollback, a no-op after COMMIT. Under tctx: once the
-	// deadline has passed, or the caller cancelled, pgx closes the
-	// connection instead of waiting for an answer, and the server aborts
-	// the transaction when the session ends.
+	defer conn.Release()
+	tx.at(StepBegin)
+	if tx.Tx, err = conn.BeginTx(tctx, spec.opts); err != nil {
+		return outcome{}, fmt.Errorf("begin: %w", err)
+	}
+	// The one rollback, a no-op after COMMIT, and before the connection
+	// goes back to the pool. Under tctx: once a deadline has passed, or
+	// the caller cancelled, pgx closes the connection instead of waiting
+	// for an answer, and the server aborts the transaction when the
+	// session ends.
 	defer tx.Rollback(tctx)
 
 	tx.at(StepFence)
@@ -146,6 +176,9 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 		return outcome{}, fmt.Errorf("commit (outcome unknown, re-read the offsets): %w", err)
 	}
 	res.commitDuration = time.Since(commitStart)
+	if tx.clock != nil {
+		tx.clock.done()
+	}
 	if res.stop != nil {
 		return res, res.stop
 	}

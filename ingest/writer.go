@@ -136,7 +136,9 @@ type Config struct {
 	// WriteTimeout bounds a write transaction of up to WriteTimeoutRows
 	// rows, from the pool's Acquire to COMMIT; one of more rows (a
 	// combined transaction) gets proportionally more, and one that
-	// isolates bad rows twice as much. A transaction past its deadline is
+	// isolates bad rows twice as much. It is the ceiling: within it, each
+	// step has a deadline from its measured latency, at least
+	// DeadlineFloor (see the package doc). A transaction past a deadline is
 	// cancelled and its connection closed, never returned to the pool;
 	// Write returns a *DeadlineError. A claim gets WriteTimeout beyond its
 	// lock waits (3 × ClaimLockTimeout at most). The sessions of the pool
@@ -234,6 +236,9 @@ type Writer struct {
 	// (deadline.go); it is never held with mu.
 	flightMu sync.Mutex
 	flights  map[flightKey]*txState
+
+	// lat are the step latencies the deadlines follow (rto.go).
+	lat *latencies
 }
 
 // New returns a Writer on pool. It does not touch the database; call
@@ -268,7 +273,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
-		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}}, nil
+		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}, nil
 }
 
 // DefaultConfig returns the configuration a zero Config stands for: every

@@ -122,6 +122,17 @@ type netCase struct {
 	// deadlineFires: a write in flight when the fault begins cannot
 	// finish while it lasts, so it must fail at the write deadline.
 	deadlineFires bool
+	// defaults runs the bridge with the default write timeout and stall
+	// threshold (2 minutes, 60 s): the step deadlines, which follow what
+	// the writes took before the fault, must notice it on their own.
+	defaults bool
+	// within bounds, when set, how soon into the fault /readyz must turn
+	// 503 and (direct) every partition must write again through the
+	// second host.
+	within time.Duration
+	// neverCut: the fault slows Postgres down without stopping it, so no
+	// write may pass its deadline, during the fault or after it.
+	neverCut bool
 	// maxFailedWrites bounds the failed writes counted during the fault
 	// (0: no bound): the backoff of a partition's failure streak, not the
 	// fault, must set the pace.
@@ -140,32 +151,44 @@ func runNetCase(t *testing.T, c netCase) {
 	pp := newPGProxy(t, s.pgURL)
 	addr := freePort(t)
 	readyz := "http://" + addr + "/readyz"
-	flags := faultFlags(s.kafka, append([]string{
-		"--pg-write-timeout", netWriteTimeout.String(),
-		"--ready-stall-timeout", "3s",
-	}, c.extra...)...)
+	var tight []string
+	if !c.defaults {
+		tight = []string{"--pg-write-timeout", netWriteTimeout.String(), "--ready-stall-timeout", "3s"}
+	}
+	flags := faultFlags(s.kafka, append(tight, c.extra...)...)
 	b := s.start(t, "A", append(append([]string{"--metrics-addr=" + addr}, flags...), "--pg-url", pp.url(t, s.pgURL, c.direct))...)
 	prod := fc.feed.start(t, 20, 20*time.Millisecond, 1_000_000)
 	s.waitProgress(t, nil, 30*time.Second, b)
 	waitHTTPStatus(t, readyz, 200, 30*time.Second, b)
 	failedBefore := failedWrites(t, addr)
+	if c.defaults {
+		// The step deadlines rest on what the writes before the fault
+		// took: the case's premise.
+		_, body := scrape("http://" + addr + "/metrics")
+		commit, ok := metricSum(body, "kafka2pg_ingest_step_latency_seconds", `step="commit"`)
+		if !ok {
+			t.Errorf("no kafka2pg_ingest_step_latency_seconds{step=\"commit\"} before the fault: the writes measured nothing")
+		}
+		t.Logf("smoothed COMMIT latency before the fault: %.1f ms", commit*1000)
+	}
 
 	at := s.durableOffsets(t)
 	remove := c.fault(t, pp)
 	injected := time.Now()
-	var unreadyAfter time.Duration = -1
-	var progressed bool
+	var unreadyAfter, progressedAfter time.Duration = -1, -1
 	for time.Since(injected) < c.length {
 		requireRunning(t, b)
 		if code, _ := httpStatus(readyz); code == 503 && unreadyAfter < 0 {
 			unreadyAfter = time.Since(injected)
 		}
-		if !progressed && c.direct {
-			now := s.durableOffsets(t)
-			progressed = everyPartitionPast(now, at, s.partitions)
+		if progressedAfter < 0 && c.direct {
+			if everyPartitionPast(s.durableOffsets(t), at, s.partitions) {
+				progressedAfter = time.Since(injected)
+			}
 		}
 		time.Sleep(100 * time.Millisecond) // the fault's length is the schedule
 	}
+	progressed := progressedAfter >= 0
 	failedDuring := failedWrites(t, addr) - failedBefore
 	remove()
 	lifted := time.Now()
@@ -187,6 +210,20 @@ func runNetCase(t *testing.T, c netCase) {
 	if c.deadlineFires && failedDuring < 1 {
 		t.Errorf("no failed write during the %v fault: a write that cannot finish must fail at its deadline (%v)", c.length, netWriteTimeout)
 	}
+	if c.within > 0 {
+		if unreadyAfter < 0 || unreadyAfter > c.within {
+			t.Errorf("/readyz turned 503 %v into the fault (-1: never), want within %v", unreadyAfter.Round(100*time.Millisecond), c.within)
+		}
+		if c.direct && (progressedAfter < 0 || progressedAfter > c.within) {
+			t.Errorf("every partition wrote again through the second host %v into the fault (-1: never), want within %v", progressedAfter.Round(100*time.Millisecond), c.within)
+		}
+	}
+	if c.neverCut {
+		timeouts := failedWritesBy(t, addr, "timeout")
+		if timeouts > 0 || b.logged("passed its deadline") {
+			t.Errorf("a slow but alive Postgres cut a write: %v writes failed by a timeout; deadline lines in the log: %v", timeouts, b.logged("passed its deadline"))
+		}
+	}
 	if c.maxFailedWrites > 0 && failedDuring > c.maxFailedWrites {
 		t.Errorf("%v failed writes during the %v fault over %d partitions; the failure streak's backoff should hold them to %v", failedDuring, c.length, s.partitions, c.maxFailedWrites)
 	}
@@ -195,7 +232,10 @@ func runNetCase(t *testing.T, c netCase) {
 		note += fmt.Sprintf("; /readyz 503 from %v into the fault", unreadyAfter.Round(100*time.Millisecond))
 	}
 	if c.direct {
-		note += fmt.Sprintf("; writes went on through the second host during the fault: %v", progressed)
+		note += fmt.Sprintf("; every partition wrote through the second host %v into the fault", progressedAfter.Round(100*time.Millisecond))
+	}
+	if c.neverCut {
+		note += fmt.Sprintf("; writes cut by a deadline: %v", failedWritesBy(t, addr, "timeout"))
 	}
 	fc.note(t, "%s", note)
 	prod.stopAndCheck(t)
@@ -218,11 +258,22 @@ func everyPartitionPast(now, from map[int32]int64, partitions int32) bool {
 // failedWrites reads the bridge's count of failed batch writes.
 func failedWrites(t testing.TB, addr string) float64 {
 	t.Helper()
+	return failedWritesBy(t, addr)
+}
+
+// failedWritesBy reads the bridge's count of failed batch writes of the
+// given causes (every cause when none is given).
+func failedWritesBy(t testing.TB, addr string, cause ...string) float64 {
+	t.Helper()
 	code, body := scrape("http://" + addr + "/metrics")
 	if code != 200 {
 		t.Fatalf("GET /metrics: status %d", code)
 	}
-	n, _ := metricSum(body, "kafka2pg_ingest_write_errors_total")
+	var labels []string
+	for _, c := range cause {
+		labels = append(labels, fmt.Sprintf("cause=%q", c))
+	}
+	n, _ := metricSum(body, "kafka2pg_ingest_write_errors_total", labels...)
 	return n
 }
 
@@ -231,11 +282,14 @@ func failedWrites(t testing.TB, addr string) float64 {
 // goes in and nothing comes back, while TCP keeps acknowledging), and so
 // does every new one through it; the URL's second host answers. Only a
 // write deadline can notice; the pool must then connect through the second
-// host.
+// host. With the default write timeout of 2 minutes: the step deadlines,
+// from what the writes took before, cut the hung writes within seconds, so
+// every partition writes again, and /readyz turns 503, within 15 s.
 func TestFault11HungPathWithASecondHost(t *testing.T) {
 	runNetCase(t, netCase{num: "11", name: "hung Postgres path, a second host still up",
-		injection: "Toxiproxy timeout toxic (no answer, no reset) on every connection of the first host of a two-host URL for 20 s",
-		direct:    true, fault: toxic("timeout", "downstream", `{"timeout":0}`), length: 20 * time.Second, deadlineFires: true})
+		injection: "Toxiproxy timeout toxic (no answer, no reset) on every connection of the first host of a two-host URL for 20 s; default --pg-write-timeout (2m) and --ready-stall-timeout (60s)",
+		direct:    true, fault: toxic("timeout", "downstream", `{"timeout":0}`), length: 20 * time.Second, deadlineFires: true,
+		defaults: true, within: 15 * time.Second})
 }
 
 // TestFault12FrozenServer freezes Postgres (SIGSTOP of the postmaster and
@@ -321,21 +375,29 @@ func TestFault13ResetPeer(t *testing.T) {
 		maxFailedWrites: 60})
 }
 
-// TestFault14Latency: every packet each way waits 100 ms ± 50 ms: the
-// bridge slows down, nothing fails.
+// TestFault14Latency: every packet each way waits 100 ms ± 50 ms, for a
+// minute: the bridge slows down, and no step deadline cuts a write.
 func TestFault14Latency(t *testing.T) {
 	runNetCase(t, netCase{num: "14", name: "latency",
-		injection: "Toxiproxy latency toxic, 100 ms ± 50 ms each way, for 15 s",
-		fault:     toxic("latency", "downstream", `{"latency":100,"jitter":50}`), length: 15 * time.Second,
-		maxFailedWrites: 1})
+		injection: "Toxiproxy latency toxic, 100 ms ± 50 ms each way, for 60 s; default --pg-write-timeout",
+		fault:     bothWays(toxic("latency", "downstream", `{"latency":100,"jitter":50}`), toxic("latency", "upstream", `{"latency":100,"jitter":50}`)),
+		length:    60 * time.Second, defaults: true, neverCut: true, maxFailedWrites: 1})
 }
 
-// TestFault15Bandwidth: the path to Postgres carries 64 KB/s: batches take
-// seconds to COPY, under the write deadline.
+// TestFault15Bandwidth: the path to Postgres carries 64 KB/s, for a
+// minute: batches take seconds to COPY, and no step deadline cuts a write.
 func TestFault15Bandwidth(t *testing.T) {
 	runNetCase(t, netCase{num: "15", name: "low bandwidth",
-		injection: "Toxiproxy bandwidth toxic, 64 KB/s towards Postgres, for 15 s",
-		fault:     toxic("bandwidth", "upstream", `{"rate":64}`), length: 15 * time.Second})
+		injection: "Toxiproxy bandwidth toxic, 64 KB/s towards Postgres, for 60 s; default --pg-write-timeout",
+		fault:     toxic("bandwidth", "upstream", `{"rate":64}`), length: 60 * time.Second, defaults: true, neverCut: true})
+}
+
+// bothWays is the fault of both toxics at once.
+func bothWays(a, b func(testing.TB, *pgProxy) func()) func(testing.TB, *pgProxy) func() {
+	return func(t testing.TB, pp *pgProxy) func() {
+		endA, endB := a(t, pp), b(t, pp)
+		return func() { endA(); endB() }
+	}
 }
 
 // TestFault16CutMidCopy: every connection is cut after 4 KB towards

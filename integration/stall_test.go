@@ -68,6 +68,67 @@ func TestReadinessIsLostWhileALockStallsTheWritesAndComesBack(t *testing.T) {
 	s.verifyFinalState(t)
 }
 
+// readyWithin is how soon /readyz must turn 503 after a write stops getting
+// answers, on the default write timeout (2 minutes) and stall threshold
+// (60 s): the write's step deadline, from what the writes before it took,
+// cuts it in seconds, and the failing partition is not ready until it
+// commits again.
+const readyWithin = 15 * time.Second
+
+func TestReadinessIsLostWithinSecondsOfAWriteThatGetsNoAnswerOnTheDefaults(t *testing.T) {
+	s := newScenario(t, 2)
+	s.produce(t, 200)
+	addr := freeAddr(t)
+	readyz := "http://" + addr + "/readyz"
+	b := s.start(t, "hung", "--metrics-addr="+addr)
+	s.waitProgress(t, nil, time.Minute, b)
+	// More writes, for the estimates.
+	for range 5 {
+		at := s.durableOffsets(t)
+		s.produce(t, 100)
+		s.waitProgress(t, at, time.Minute, b)
+	}
+	waitHTTPStatus(t, readyz, http.StatusOK, time.Minute, b)
+
+	tx, err := s.db.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(t.Context())
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+tableName(s.table)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	locked := time.Now()
+	s.produce(t, 200)
+	var body string
+	pollUntil(t, time.Minute, "/readyz to turn 503 while the lock is held", func() (bool, string) {
+		requireRunning(t, b)
+		var code int
+		code, body = scrape(readyz)
+		return code == http.StatusServiceUnavailable, fmt.Sprintf("%d %s", code, body)
+	})
+	unready := time.Since(locked)
+	t.Logf("unready %v after the lock: %s", unready.Round(100*time.Millisecond), strings.TrimSpace(body))
+	if unready > readyWithin {
+		t.Errorf("unready %v after the lock, want within %v", unready.Round(100*time.Millisecond), readyWithin)
+	}
+	// Through the re-claims and the retries, each cut at a longer
+	// deadline: not ready until a write commits.
+	for time.Since(locked) < 25*time.Second { // hold the lock a while: the schedule
+		if code, body := scrape(readyz); code != http.StatusServiceUnavailable {
+			t.Fatalf("/readyz %v after the lock: %d %s, want 503 while it is held", time.Since(locked).Round(100*time.Millisecond), code, body)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err := tx.Commit(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTPStatus(t, readyz, http.StatusOK, time.Minute, b)
+	b.signal(t, syscall.SIGTERM)
+	b.requireExitZero(t, time.Minute)
+	s.verifyFinalState(t)
+}
+
 func TestTheBackoffGrowsWithTheFailureStreakNotWithOneReclaim(t *testing.T) {
 	s := newScenario(t, 4)
 	addr := freeAddr(t)

@@ -80,7 +80,10 @@ var flagDetails = map[string]string{
 		"start or the last commit, whichever side is down; the message says what failed. 0 waits for ever.",
 	"ready-stall-timeout": "`/readyz` answers 503 when a partition has lag and has committed no write for this " +
 		"long, or has had a write in flight this long (a lock on the table, a stalled connection); the body " +
-		"names the partition and what it waits on. 0 turns the check off.",
+		"names the partition and what it waits on. 0 turns the check off. Whatever it says, `/readyz` answers " +
+		"503 while a partition with lag has failed writes or claims since its last commit: a write that gets " +
+		"no answer fails at its step's deadline (see `--pg-write-timeout`), within seconds on a database that " +
+		"answered fast.",
 	"fence-check-interval": "A partition that writes learns at once that it was fenced (its epoch changed: an " +
 		"offsets reset, or a new owner). One that idles asks Postgres this often, so an `offsets reset` takes " +
 		"effect within it.",
@@ -88,10 +91,16 @@ var flagDetails = map[string]string{
 		"streak: about 100ms after the first, doubling with each failed write or claim in a row (with jitter) " +
 		"up to this cap, and back to the start only when a write commits. A partition in backoff shows in " +
 		"`kafka2pg_reader_partitions_halted`.",
-	"pg-write-timeout": "The deadline of one write transaction of up to `--batch-max-rows` rows, from taking a " +
+	"pg-write-timeout": "The longest one write transaction of up to `--batch-max-rows` rows may take, from taking a " +
 		"connection to COMMIT. A transaction of more rows gets proportionally more (a combined one, " +
 		"`--table-writers`: 100,000 rows at most, 10 × at the defaults), and one that isolates bad rows twice as " +
-		"much. Past it the transaction is cancelled and its connection closed, never reused; the partition logs a " +
+		"much. Within it, each step (BEGIN, the fence, the COPY, COMMIT) has a deadline of its own from what " +
+		"that step took in the writes before, as TCP derives its retransmission timeout: the smoothed latency " +
+		"plus 4 times its deviation, the COPY's in proportion to the batch's bytes (and at least 3 times the " +
+		"smoothed rate), at least 5s, doubled after a step is cut until it succeeds again; a step not measured " +
+		"yet has this ceiling only. A path that stops answering is then cut within seconds, a slow one (latency, " +
+		"bandwidth, a big batch) is not: OPERATIONS.md has the rule. Past a deadline the transaction is " +
+		"cancelled and its connection closed, never reused (the pool's idle connections too); the partition logs a " +
 		"WARN naming the step it waited on (begin, fence, copy, dead letters, notify, commit), counts a write " +
 		"error of cause `timeout`, claims again and retries: a COMMIT past its deadline may have committed, and " +
 		"the claim reads back what did. A claim gets it too, beyond its lock waits (3 × `--claim-lock-timeout`). " +

@@ -109,7 +109,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	zeroMeansOff(fs, "max-record-bytes", &o.cfg.Writer.MaxRecordBytes)
 	negatedBoolVar(fs, &o.cfg.SkipMigrations, "migrate", !def.SkipMigrations, "migrate the kafka2pg schema on start")
 	fs.DurationVar(&o.cfg.Writer.ClaimLockTimeout, "claim-lock-timeout", wd.ClaimLockTimeout, "wait for an old owner's transaction, then end it")
-	fs.DurationVar(&o.cfg.Writer.WriteTimeout, "pg-write-timeout", wd.WriteTimeout, "deadline of a full batch's write transaction")
+	fs.DurationVar(&o.cfg.Writer.WriteTimeout, "pg-write-timeout", wd.WriteTimeout, "ceiling of a full batch's write; steps adapt below")
 	fs.BoolVar(&o.cfg.UntilCaughtUp, "until-caught-up", false, "exit 0 once every partition is written up to its end at start")
 	fs.DurationVar(&o.cfg.CaughtUpTimeout, "caught-up-timeout", def.CaughtUpTimeout, "exit 1 after this long without a write; 0: never")
 	zeroMeansOff(fs, "caught-up-timeout", &o.cfg.CaughtUpTimeout)

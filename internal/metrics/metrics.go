@@ -208,8 +208,14 @@ type ReaderState interface {
 // PoolState is what the metrics read of the Postgres pool.
 type PoolState interface{ Stat() *pgxpool.Stat }
 
-// Register adds the collectors that read the live reader and pool.
-func (m *Metrics) Register(rd ReaderState, pool PoolState, queueCapacity int) error {
+// WriterState is what the metrics read of the writer at each scrape.
+type WriterState interface {
+	Estimates() []ingest.StepEstimate
+}
+
+// Register adds the collectors that read the live reader, writer and
+// pool.
+func (m *Metrics) Register(rd ReaderState, w WriterState, pool PoolState, queueCapacity int) error {
 	gauge := func(name, help string, f func() float64) prometheus.Collector {
 		return prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: name, Help: help}, f)
 	}
@@ -224,7 +230,38 @@ func (m *Metrics) Register(rd ReaderState, pool PoolState, queueCapacity int) er
 		gauge("kafka2pg_pg_pool_max_connections", "Postgres connections allowed (--pg-max-conns).", func() float64 { return float64(pool.Stat().MaxConns()) }),
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_pg_pool_acquire_wait_seconds_total",
 			Help: "Time spent waiting for a Postgres connection."}, func() float64 { return pool.Stat().AcquireDuration().Seconds() }),
-		m.partitionsCollector)
+		m.partitionsCollector,
+		&estimateCollector{w: w})
+}
+
+// estimateCollector exports what the writer's step deadlines rest on
+// (ingest.Writer.Estimates).
+type estimateCollector struct{ w WriterState }
+
+var (
+	stepLatencyDesc = prometheus.NewDesc("kafka2pg_ingest_step_latency_seconds",
+		"Smoothed latency of a write step that is one round trip (begin, fence, commit), as TCP smooths its round-trip time (SRTT): its deadline is this plus 4 times the deviation, at least 5 s, at most --pg-write-timeout.", []string{"step"}, nil)
+	stepDeviationDesc = prometheus.NewDesc("kafka2pg_ingest_step_latency_deviation_seconds",
+		"Smoothed deviation of a write step's latency (RTTVAR).", []string{"step"}, nil)
+	copyRateDesc = prometheus.NewDesc("kafka2pg_ingest_copy_seconds_per_byte",
+		"Smoothed time per key and value byte of a batch's COPY (or an upsert's statements) into the table, past one round trip: what its deadline grows with.", []string{"table"}, nil)
+)
+
+func (c *estimateCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- stepLatencyDesc
+	ch <- stepDeviationDesc
+	ch <- copyRateDesc
+}
+
+func (c *estimateCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, e := range c.w.Estimates() {
+		if e.Table != "" {
+			ch <- prometheus.MustNewConstMetric(copyRateDesc, prometheus.GaugeValue, e.Smoothed, PlainTableName(e.Table))
+			continue
+		}
+		ch <- prometheus.MustNewConstMetric(stepLatencyDesc, prometheus.GaugeValue, e.Smoothed, e.Step.String())
+		ch <- prometheus.MustNewConstMetric(stepDeviationDesc, prometheus.GaugeValue, e.Var, e.Step.String())
+	}
 }
 
 // readerStatsCollector exports the reader's counters and gauges from one
@@ -328,7 +365,7 @@ func Sample(ctx context.Context, reg prometheus.Registerer) (m *Metrics, closeAl
 		cl.Close()
 		return nil, nil, fmt.Errorf("create a Postgres pool for its metrics: %w", err)
 	}
-	if err := m.Register(sampleReader{}, pool, 0); err != nil {
+	if err := m.Register(sampleReader{}, sampleWriter{}, pool, 0); err != nil {
 		pool.Close()
 		cl.Close()
 		return nil, nil, err
@@ -336,6 +373,14 @@ func Sample(ctx context.Context, reg prometheus.Registerer) (m *Metrics, closeAl
 	m.InitTable("public.orders")
 	m.kafka.OnFetchBatchRead(kgo.BrokerMetadata{NodeID: 1}, "orders", 0, kgo.FetchBatchMetrics{NumRecords: 1})
 	return m, func() { pool.Close(); cl.Close() }, nil
+}
+
+// sampleWriter stands in for the writer: an estimate of every kind.
+type sampleWriter struct{}
+
+func (sampleWriter) Estimates() []ingest.StepEstimate {
+	return []ingest.StepEstimate{{Step: ingest.StepCommit, Smoothed: 0.002, Var: 0.001, Samples: 1},
+		{Step: ingest.StepCopy, Table: `"public"."orders"`, Smoothed: 1e-8, Var: 1e-9, Samples: 1}}
 }
 
 // sampleReader stands in for the reader: one partition, nothing else.
