@@ -282,7 +282,7 @@ faults: build
 		$(GO) test -p 1 -count=1 -timeout 40m -v "$$@" ./integration/ 2>&1 | tee "$$log" |
 			grep --line-buffered -E '^(=== RUN|--- |ok|FAIL|PASS|panic)|note:|exactly-once count' || failed=1
 	}
-	echo "==> fault cases 1-19 and 23-24 on a one-node Kafka"
+	echo "==> fault cases 1-19, 23-24 and 26 on a one-node Kafka"
 	brokers=$$(scripts/kafka-up.sh 1)
 	KAFKA2PG_TEST_BROKERS=$$brokers faults "$$logs/one-node.log" -run '^TestFault' -skip '^(TestFault04bLeaderFailover|TestFault25UncleanLeaderElection)$$'
 	scripts/kafka-down.sh
@@ -299,7 +299,7 @@ faults: build
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"
 	$(GO) -C tools run ./report faults -in "$$KAFKA2PG_FAULTS_REPORT" -out "$(CURDIR)/docs/RELIABILITY.md" \
-		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19 and 23-24 but 4b, three nodes for 4b and 25; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
+		-setup "Apache Kafka $$kafka_version (scripts/kafka-up.sh: KRaft, one node for cases 1-19, 23-24 and 26, three nodes for 4b and 25; scripts/kafka-up-sasl.sh, one node with an authorizer, for 22); kfake for 20-21" \
 		-setup "PostgreSQL $$pg_version (scripts/pg-up.sh), $$($(GO) env GOVERSION), $$(nproc) CPUs, $$(uname -sm)" \
 		-setup "whole run: $$((SECONDS - started)) s" || failed=1
 	exit $$failed

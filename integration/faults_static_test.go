@@ -16,16 +16,16 @@ import (
 // one fetch stand between the restart and the write.
 const staticRestartBound = 2 * time.Second
 
-// TestFault25StaticMembershipKillLoop SIGKILLs a bridge that runs with
+// TestFault26StaticMembershipKillLoop SIGKILLs a bridge that runs with
 // --kafka-instance-id and restarts it at once, again and again, under a
 // steady producer: each restart must write within staticRestartBound of
 // its start. The session timeout (30 s) outlasts the restart, so the
 // coordinator still holds the killed member when its successor joins with
 // the same id and hands it the same partitions; a dynamic member would wait
 // for the session to expire and a rebalance (TestFault01KillLoop).
-func TestFault25StaticMembershipKillLoop(t *testing.T) {
+func TestFault26StaticMembershipKillLoop(t *testing.T) {
 	requireFullFaults(t)
-	fc := newFaultCase(t, "25", "kill -9 loop with static membership", 4, nil)
+	fc := newFaultCase(t, "26", "kill -9 loop with static membership", 4, nil)
 	s := fc.s
 	requireRealBroker(t, s.kafka)
 	const restarts = 8
