@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
@@ -63,7 +64,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_message = 'before the replay'`); err != nil {
 		t.Fatal(err)
 	}
-	rr, err := w.Replay(ctx, ingest.ReplayFilter{Group: "g", Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
+	rr, err := w.Replay(ctx, deadletters.Filter{Group: "g", Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
 	if err != nil || rr.StillBad != 1 {
 		t.Fatalf("replay: %+v, %v; want the dead letter still bad", rr, err)
 	}
