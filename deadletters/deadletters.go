@@ -88,32 +88,47 @@ func (f Filter) args(more ...any) []any {
 const defaultListLimit = 100
 
 // List returns up to limit letters f selects, newest first; limit 0
-// means 100. Their headers are not read.
+// means 100.
 func List(ctx context.Context, q Querier, f Filter, limit int) ([]Letter, error) {
 	if limit <= 0 {
 		limit = defaultListLimit
 	}
-	rows, err := q.Query(ctx, `
-		SELECT id, consumer_group, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value,
-		       coalesce(target_table, ''), error_kind, error_message, created_at
-		FROM kafka2pg.dead_letters
+	rows, err := q.Query(ctx, selectSQL+`
 		WHERE `+where+`
 		ORDER BY id DESC LIMIT $7`, f.args(limit)...)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
-	var out []Letter
-	var l Letter
-	_, err = pgx.ForEachRow(rows, []any{&l.ID, &l.Group, &l.Record.Topic, &l.Record.Partition, &l.Record.Offset,
-		&l.Record.Timestamp, &l.Record.Key, &l.Record.Value, &l.Table, &l.Kind, &l.Message, &l.CreatedAt}, func() error {
-		out = append(out, l)
-		l = Letter{} // ForEachRow scans into the same fields every row
-		return nil
-	})
+	out, err := collect(rows)
 	if err != nil {
 		return nil, fmt.Errorf("list dead letters: %w", err)
 	}
 	return out, nil
+}
+
+// selectSQL reads whole letters, as collect scans them.
+const selectSQL = `
+SELECT id, consumer_group, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value, headers,
+       coalesce(target_table, ''), error_kind, error_message, created_at
+FROM kafka2pg.dead_letters`
+
+// collect scans the rows of selectSQL.
+func collect(rows pgx.Rows) ([]Letter, error) {
+	var out []Letter
+	var l Letter
+	var headers []byte
+	_, err := pgx.ForEachRow(rows, []any{&l.ID, &l.Group, &l.Record.Topic, &l.Record.Partition, &l.Record.Offset, &l.Record.Timestamp,
+		&l.Record.Key, &l.Record.Value, &headers, &l.Table, &l.Kind, &l.Message, &l.CreatedAt}, func() error {
+		hs, err := decode.ParseHeadersJSON(headers)
+		if err != nil {
+			return fmt.Errorf("dead letter %d: %w", l.ID, err)
+		}
+		l.Record.Headers = hs
+		out = append(out, l)
+		l = Letter{} // ForEachRow scans into the same fields every row
+		return nil
+	})
+	return out, err
 }
 
 // Tables returns the target tables of the letters f selects, by topic
@@ -167,13 +182,4 @@ func DeleteFrom(ctx context.Context, tx pgx.Tx, group, topic string, partition i
 		return 0, fmt.Errorf("delete the dead letters of %s/%d at or past offset %d: %w", topic, partition, offset, err)
 	}
 	return tag.RowsAffected(), nil
-}
-
-// parseHeaders reads the headers jsonb Insert wrote.
-func parseHeaders(id int64, b []byte) ([]stream.Header, error) {
-	hs, err := decode.ParseHeadersJSON(b)
-	if err != nil {
-		return nil, fmt.Errorf("dead letter %d: %w", id, err)
-	}
-	return hs, nil
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -78,7 +77,7 @@ func TestInsertWritesInTheCallersTransactionOnly(t *testing.T) {
 	got := list[0]
 	if got.ID == 0 || got.Group != "g" || got.Table != l.Table || got.Kind != l.Kind || got.Message != l.Message || got.CreatedAt.IsZero() ||
 		got.Record.Topic != "orders" || got.Record.Partition != 2 || got.Record.Offset != 7 || !got.Record.Timestamp.Equal(l.Record.Timestamp) ||
-		string(got.Record.Key) != "k" || string(got.Record.Value) != `{"n":1}` {
+		string(got.Record.Key) != "k" || string(got.Record.Value) != `{"n":1}` || len(got.Record.Headers) != 2 {
 		t.Errorf("List = %+v, want %+v", got, l)
 	}
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
@@ -107,20 +106,7 @@ func TestInsertWritesInTheCallersTransactionOnly(t *testing.T) {
 func TestTextALatin1DatabaseCannotHoldIsStoredInASCII(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
-	url := pgtest.URLWithEncoding(t, "LATIN1")
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPoolWithEncoding(t, "LATIN1")
 	l := letter("orders", 0, 1, "invalid_json")
 	l.Message = `invalid character '中'`
 	l.Record.Headers = []stream.Header{{Key: "clé", Value: []byte("中")}}

@@ -15,10 +15,7 @@ import (
 // stores the new reason of those refused again. A replay killed at any
 // point and run again replays each letter exactly once.
 
-const oldestSQL = `
-SELECT id, consumer_group, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value, headers,
-       coalesce(target_table, ''), error_kind, error_message, created_at
-FROM kafka2pg.dead_letters
+const oldestSQL = selectSQL + `
 WHERE id > $7 AND ` + where + `
 ORDER BY id
 LIMIT $8`
@@ -36,20 +33,7 @@ func Oldest(ctx context.Context, tx pgx.Tx, f Filter, afterID int64, n int, lock
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}
-	var out []Letter
-	var l Letter
-	var headers []byte
-	_, err = pgx.ForEachRow(rows, []any{&l.ID, &l.Group, &l.Record.Topic, &l.Record.Partition, &l.Record.Offset, &l.Record.Timestamp,
-		&l.Record.Key, &l.Record.Value, &headers, &l.Table, &l.Kind, &l.Message, &l.CreatedAt}, func() error {
-		hs, err := parseHeaders(l.ID, headers)
-		if err != nil {
-			return err
-		}
-		l.Record.Headers = hs
-		out = append(out, l)
-		l = Letter{} // ForEachRow scans into the same fields every row
-		return nil
-	})
+	out, err := collect(rows)
 	if err != nil {
 		return nil, fmt.Errorf("read dead letters: %w", err)
 	}

@@ -6,13 +6,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -22,20 +20,7 @@ import (
 // refused them (SQLSTATE 22P05), and the batch was retried forever.
 func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.URLWithEncoding(t, "LATIN1")
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPoolWithEncoding(t, "LATIN1")
 	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: topic, Columns: []decode.ColumnSpec{{Name: "n", Path: "n", Type: "bigint"}},
 		Metadata: decode.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}})
 	if err != nil {
