@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"testing"
 	"unicode/utf8"
 
@@ -158,7 +159,7 @@ func hasLoneSurrogate(doc []byte) bool {
 func hexOf(b []byte) int {
 	x := 0
 	for _, c := range b {
-		d, _ := unhex(c)
+		d, _ := strconv.ParseUint(string(rune(c)), 16, 8) // 0 for a non-digit
 		x = x<<4 | int(d)
 	}
 	return x

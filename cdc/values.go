@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // The decoders of the type table's scalar entries. Each reads one non-null
@@ -368,38 +369,8 @@ func decodeUUID(r *reader, n *node) (any, *convError) {
 
 // parseUUID reads the hyphenated form, in either case.
 func parseUUID(s []byte) (pgtype.UUID, bool) {
-	var u pgtype.UUID
-	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
-		return u, false
-	}
-	j := 0
-	for i := 0; i < 36; {
-		if s[i] == '-' {
-			i++
-			continue
-		}
-		hi, ok1 := unhex(s[i])
-		lo, ok2 := unhex(s[i+1])
-		if !ok1 || !ok2 {
-			return u, false
-		}
-		u.Bytes[j] = hi<<4 | lo
-		i, j = i+2, j+1
-	}
-	u.Valid = true
-	return u, true
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
+	u, ok := pgvalue.ParseUUID(s)
+	return pgtype.UUID{Bytes: u, Valid: ok}, ok
 }
 
 // decodeEnumSet reads a MySQL SET (io.debezium.data.EnumSet): its members

@@ -109,32 +109,11 @@ func readAvroEnum(r *avro.Reader, s avro.Schema) (any, error) {
 
 // parseUUIDText reads the 36-character hyphenated form.
 func parseUUIDText(s string) (any, error) {
-	h := strings.ReplaceAll(s, "-", "")
-	if len(s) != 36 || len(h) != 32 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+	u, ok := pgvalue.ParseUUID(s)
+	if !ok {
 		return nil, &fieldError{kind: KindInvalidUUID, msg: fmt.Sprintf("%q is not a UUID", s)}
 	}
-	var u pgvalue.UUID
-	for i := range 16 {
-		hi, ok1 := unhex(h[2*i])
-		lo, ok2 := unhex(h[2*i+1])
-		if !ok1 || !ok2 {
-			return nil, &fieldError{kind: KindInvalidUUID, msg: fmt.Sprintf("%q is not a UUID", s)}
-		}
-		u[i] = hi<<4 | lo
-	}
 	return u, nil
-}
-
-func unhex(c byte) (byte, bool) {
-	switch {
-	case c >= '0' && c <= '9':
-		return c - '0', true
-	case c >= 'a' && c <= 'f':
-		return c - 'a' + 10, true
-	case c >= 'A' && c <= 'F':
-		return c - 'A' + 10, true
-	}
-	return 0, false
 }
 
 // avroDecimal reads a decimal (bytes or fixed: a big-endian two's complement

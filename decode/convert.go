@@ -2,7 +2,6 @@ package decode
 
 import (
 	"encoding/base64"
-	"encoding/hex"
 	"encoding/json"
 	"math"
 	"net/netip"
@@ -336,22 +335,22 @@ func convertUUID(_ *colType, v jsonValue) (any, *convError) {
 	if v.kind != kindString {
 		return nil, mismatch(v, "a uuid column takes a string like 123e4567-e89b-12d3-a456-426614174000")
 	}
-	s := v.text
-	h := s
+	h := v.text
 	if strings.HasPrefix(h, "{") && strings.HasSuffix(h, "}") {
 		h = h[1 : len(h)-1]
 	}
-	if len(h) == 36 {
+	switch len(h) {
+	case 32:
+		h = h[:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+	case 36:
 		if h[8] != '-' || h[13] != '-' || h[18] != '-' || h[23] != '-' {
 			return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: the hyphens are misplaced", describe(v))
 		}
-		h = h[:8] + h[9:13] + h[14:18] + h[19:23] + h[24:]
-	}
-	var u pgvalue.UUID
-	if len(h) != 32 {
+	default:
 		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: want 32 hex digits, as in 123e4567-e89b-12d3-a456-426614174000", describe(v))
 	}
-	if _, err := hex.Decode(u[:], []byte(h)); err != nil {
+	u, ok := pgvalue.ParseUUID(h)
+	if !ok {
 		return nil, convErrorf(KindInvalidUUID, "%s is not a UUID: it has a character that is not a hex digit", describe(v))
 	}
 	return u, nil

@@ -100,3 +100,28 @@ func FuzzQuickTimestamp(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkQuick(t, s) })
 }
+
+// CheckString answers with the converters the mapping runs, kinds
+// included, and refuses what no string column is.
+func TestCheckStringAnswersAsTheMappingConverts(t *testing.T) {
+	for _, c := range []struct {
+		typ, s string
+		kind   string // "" when the column takes s
+	}{
+		{"timestamptz", "2026-01-02T03:04:05Z", ""},
+		{"timestamptz", "2026-01-02 03:04:05.123+02:00", ""},
+		{"timestamptz", "2026-01-02T03:04:05", KindInvalidTimestamp},
+		{"timestamp with time zone", "tomorrow", KindInvalidTimestamp},
+		{"uuid", "123e4567-e89b-12d3-a456-426614174000", ""},
+		{"uuid", "{123E4567E89B12D3A456426614174000}", ""},
+		{"uuid", "123e4567e-89b-12d3-a456-426614174000", KindInvalidUUID},
+		{"boolean", "true", KindTypeMismatch},
+		{"text[]", "a", KindTypeMismatch},
+		{"no such type", "a", KindTypeMismatch},
+	} {
+		kind, err := CheckString(c.typ, c.s)
+		if kind != c.kind || (err == nil) != (c.kind == "") {
+			t.Errorf("CheckString(%q, %q) = %q, %v; want kind %q", c.typ, c.s, kind, err, c.kind)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package decode
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -63,6 +64,25 @@ var typeByName = func() map[string]*sqlType {
 	}
 	return m
 }()
+
+// CheckString reports why a column of type typ (a type a ColumnSpec may
+// name: "timestamptz", "uuid", "numeric(10,2)") refuses the JSON string
+// s, by the converter the mapping runs, without a column's options (no
+// time_unit); kind is the DecodeError kind the mapping would give. It
+// answers package infer's questions with the mapping's own rules.
+func CheckString(typ, s string) (kind string, err error) {
+	c, err := parseType(typ)
+	if err != nil {
+		return KindTypeMismatch, err
+	}
+	if c.array {
+		return KindTypeMismatch, fmt.Errorf("column type %s is an array: it takes a JSON array, not a string", typ)
+	}
+	if _, cerr := c.base.convert(&c, jsonValue{kind: kindString, text: s}); cerr != nil {
+		return cerr.kind, errors.New(cerr.msg)
+	}
+	return "", nil
+}
 
 // colType is a parsed column type: an entry of the table and its modifiers.
 type colType struct {

@@ -262,13 +262,13 @@ func (s *changeStatements) upsertSQL(unavailable []int) string {
 	for i := range cols {
 		params[i] = "$" + strconv.Itoa(i+1)
 	}
-	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.t.QualifiedName(), quotedList(cols), strings.Join(params, ", "))
+	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.t.QualifiedName(), schema.QuoteIdentList(cols), strings.Join(params, ", "))
 	if len(s.key) > 0 {
 		keep := slices.Clone(s.key)
 		for _, i := range unavailable {
 			keep = append(keep, cols[i])
 		}
-		q += fmt.Sprintf(" ON CONFLICT (%s) %s", quotedList(s.key), conflictUpdate(s.t, keep))
+		q += fmt.Sprintf(" ON CONFLICT (%s) %s", schema.QuoteIdentList(s.key), conflictUpdate(s.t, keep))
 	}
 	s.upserts[id.String()] = q
 	return q

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
@@ -251,7 +252,7 @@ func TestAChangePostgresRefusesIsADeadLetterOrStops(t *testing.T) {
 		}
 		// Replaying it out of its place among its row's changes could
 		// undo later ones: refused, saying why.
-		if _, err := w.Replay(t.Context(), ingest.ReplayFilter{}, ingest.ReplayOptions{}); !errors.Is(err, ingest.ErrChangeReplay) || !strings.Contains(err.Error(), "rewind") {
+		if _, err := w.Replay(t.Context(), deadletters.Filter{}, ingest.ReplayOptions{}); !errors.Is(err, ingest.ErrChangeReplay) || !strings.Contains(err.Error(), "rewind") {
 			t.Errorf("Replay = %v, want ErrChangeReplay", err)
 		}
 		if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 1 {

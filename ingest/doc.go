@@ -34,10 +34,8 @@
 //     statement, or one operation at a time (upsert.go); several
 //     partitions' batches may share one transaction (combine.go);
 //  4. COPY of the dead letters: the records the mapping or Postgres
-//     refused (on a database whose encoding is not UTF-8, with their
-//     messages and headers in ASCII, which any encoding holds: encoding.go,
-//     which also answers whether a database can hold a name, Holds, for the
-//     checks cmd/kafka2pg makes at start);
+//     refused, through package deadletters (deadletters.Insert), which
+//     owns kafka2pg.dead_letters;
 //  5. NOTIFY, with Config.Notify;
 //  6. COMMIT. Only then are the rows and the new next_offset durable.
 //
@@ -115,5 +113,5 @@
 //
 // The package owns no goroutines; Writer is safe for concurrent use by many
 // partition goroutines (each Write takes its own pooled connection). It
-// imports stream, offsets, schema and pgx, never reader.
+// imports stream, offsets, deadletters, schema and pgx, never reader.
 package ingest

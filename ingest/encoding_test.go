@@ -6,12 +6,11 @@ import (
 	"testing"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -21,20 +20,7 @@ import (
 // refused them (SQLSTATE 22P05), and the batch was retried forever.
 func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	ctx := context.Background()
-	url := pgtest.URLWithEncoding(t, "LATIN1")
-	if err := migrations.Up(ctx, url); err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	_, pool := pgtest.MigratedPoolWithEncoding(t, "LATIN1")
 	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: topic, Columns: []decode.ColumnSpec{{Name: "n", Path: "n", Type: "bigint"}},
 		Metadata: decode.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}})
 	if err != nil {
@@ -63,7 +49,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 	if _, err := pool.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_message = 'before the replay'`); err != nil {
 		t.Fatal(err)
 	}
-	rr, err := w.Replay(ctx, ingest.ReplayFilter{Group: "g", Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
+	rr, err := w.Replay(ctx, deadletters.Filter{Group: "g", Topics: []string{topic}}, ingest.ReplayOptions{BatchSize: 10})
 	if err != nil || rr.StillBad != 1 {
 		t.Fatalf("replay: %+v, %v; want the dead letter still bad", rr, err)
 	}

@@ -6,11 +6,10 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -29,119 +28,55 @@ import (
 // accounted for already. Letters another replay holds are skipped (FOR
 // UPDATE SKIP LOCKED).
 
-// ReplayFilter selects dead letters. Zero fields select all.
-type ReplayFilter struct {
-	Group  string
-	Topics []string
-	// Table is a target_table as the letters record it: the quoted,
-	// qualified name ("public"."orders").
-	Table string
-	IDs   []int64
-	Kinds []string  // error kinds
-	Since time.Time // created at or after
-	Limit int       // at most this many letters, oldest first; 0: all
-}
-
 // ReplayOptions says how to replay.
 type ReplayOptions struct {
 	// BatchSize is the number of letters per transaction. Default 1000.
 	BatchSize int
+	// Limit is how many letters to replay at most, oldest first; 0: all.
+	Limit int
 	// DryRun changes nothing: letters are read without locks and only
 	// mapped; Replayed counts those the mapping takes now (Postgres may
 	// still refuse some) and StillBad those it refuses.
 	DryRun bool
-	// Letters is how many per-letter outcomes to keep in the result.
+	// Letters is how many per-letter outcomes to keep in the report.
 	Letters int
 }
 
-// ReplayResult counts what a replay did, or would do.
-type ReplayResult struct {
-	Replayed int // written to their table and removed from dead_letters
-	StillBad int // refused again: kept, with their new reason
-	Kept     int // no sink of the configuration writes their table: kept as they are
-	// Tables has the counts by target table, in name order.
-	Tables []ReplayTable
-	// Letters has the first ReplayOptions.Letters outcomes, by id.
-	Letters []ReplayLetter
-}
-
-// ReplayTable is what happened to the letters of one target table.
-type ReplayTable struct {
-	Table    string // "" when the letters recorded none
-	Topics   []string
-	Sink     bool // a sink of the configuration writes the table
-	Replayed int
-	StillBad int
-	Kept     int
-	Kinds    map[string]int // of StillBad
-}
-
-// ReplayLetter is the outcome of one letter.
-type ReplayLetter struct {
-	ID        int64
-	Topic     string
-	Partition int32
-	Offset    int64
-	Table     string
-	WasKind   string // the kind it was filed under
-	Outcome   string // ReplayedOutcome, StillBadOutcome or KeptOutcome
-	Kind      string // with StillBadOutcome: the new kind
-	Reason    string // with StillBadOutcome: the new reason
-}
-
-// The ReplayLetter outcomes.
-const (
-	ReplayedOutcome = "replayed"
-	StillBadOutcome = "still_bad"
-	KeptOutcome     = "kept"
-)
-
-// DeadLetter is one row of kafka2pg.dead_letters.
-type DeadLetter struct {
-	ID           int64
-	Group        string
-	Record       stream.Record
-	TargetTable  string
-	ErrorKind    string
-	ErrorMessage string
-	CreatedAt    time.Time
-}
-
 // Replay replays the dead letters f selects (see the comment above).
-func (w *Writer) Replay(ctx context.Context, f ReplayFilter, o ReplayOptions) (ReplayResult, error) {
+func (w *Writer) Replay(ctx context.Context, f deadletters.Filter, o ReplayOptions) (deadletters.Report, error) {
 	if o.BatchSize <= 0 {
 		o.BatchSize = 1000
 	}
-	tables := map[string]*ReplayTable{}
-	var res ReplayResult
+	tables := map[string]*deadletters.TableReport{}
+	var res deadletters.Report
 	lastID := int64(0)
-	for f.Limit <= 0 || res.Replayed+res.StillBad+res.Kept < f.Limit {
+	for o.Limit <= 0 || res.Replayed+res.StillBad+res.Kept < o.Limit {
 		n := o.BatchSize
-		if f.Limit > 0 {
-			n = min(n, f.Limit-(res.Replayed+res.StillBad+res.Kept))
+		if o.Limit > 0 {
+			n = min(n, o.Limit-(res.Replayed+res.StillBad+res.Kept))
 		}
 		letters, err := w.replayBatch(ctx, f, o.DryRun, lastID, n)
 		if err != nil {
 			return res, err
 		}
 		for _, l := range letters {
-			t := tables[l.Table]
+			t := tables[l.Letter.Table]
 			if t == nil {
-				t = &ReplayTable{Table: l.Table, Sink: l.Outcome != KeptOutcome, Kinds: map[string]int{}}
-				tables[l.Table] = t
+				t = &deadletters.TableReport{Table: l.Letter.Table, Sink: l.Result != deadletters.Kept, Kinds: map[string]int{}}
+				tables[l.Letter.Table] = t
 			}
-			if !slices.Contains(t.Topics, l.Topic) {
-				t.Topics = append(t.Topics, l.Topic)
+			if topic := l.Letter.Record.Topic; !slices.Contains(t.Topics, topic) {
+				t.Topics = append(t.Topics, topic)
 			}
-			switch l.Outcome {
-			case ReplayedOutcome:
+			switch l.Result {
+			case deadletters.Replayed:
 				res.Replayed++
 				t.Replayed++
-			case StillBadOutcome:
+			case deadletters.StillBad:
 				res.StillBad++
 				t.StillBad++
 				t.Kinds[l.Kind]++
-			case KeptOutcome:
+			case deadletters.Kept:
 				res.Kept++
 				t.Kept++
 			}
@@ -152,7 +87,7 @@ func (w *Writer) Replay(ctx context.Context, f ReplayFilter, o ReplayOptions) (R
 		if len(letters) < n {
 			break
 		}
-		lastID = letters[len(letters)-1].ID
+		lastID = letters[len(letters)-1].Letter.ID
 	}
 	for _, name := range slices.Sorted(maps.Keys(tables)) {
 		t := tables[name]
@@ -162,80 +97,50 @@ func (w *Writer) Replay(ctx context.Context, f ReplayFilter, o ReplayOptions) (R
 	return res, nil
 }
 
-const selectLettersSQL = `
-SELECT id, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value, headers,
-       coalesce(target_table, ''), error_kind
-FROM kafka2pg.dead_letters
-WHERE id > $1
-  AND ($2 = '' OR consumer_group = $2)
-  AND (coalesce(cardinality($3::text[]), 0) = 0 OR topic = ANY($3))
-  AND ($4 = '' OR target_table = $4)
-  AND (coalesce(cardinality($5::bigint[]), 0) = 0 OR id = ANY($5))
-  AND (coalesce(cardinality($6::text[]), 0) = 0 OR error_kind = ANY($6))
-  AND created_at >= $7
-ORDER BY id
-LIMIT $8`
-
 // letter is a dead letter being replayed.
 type letter struct {
-	ReplayLetter
-	rec stream.Record
+	deadletters.Outcome
+	rec stream.Record // the letter's record, which the mapping may keep a pointer to
 }
 
 // replayBatch replays up to limit letters after afterID in one
 // transaction, and returns their outcomes, by id.
-func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, afterID int64, limit int) ([]ReplayLetter, error) {
-	var out []ReplayLetter
+func (w *Writer) replayBatch(ctx context.Context, f deadletters.Filter, dryRun bool, afterID int64, limit int) ([]deadletters.Outcome, error) {
+	var out []deadletters.Outcome
 	opts := pgx.TxOptions{}
-	query := selectLettersSQL + "\nFOR UPDATE SKIP LOCKED"
 	if dryRun {
-		opts.AccessMode, query = pgx.ReadOnly, selectLettersSQL
+		opts.AccessMode = pgx.ReadOnly
 	}
 	// The transaction helper's, with a deadline as for a batch that
 	// isolates its rows: the letters are copied so.
 	spec := txSpec{rows: limit, isolating: true, opts: opts}
 	_, err := w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		rows, err := tx.Query(ctx, query, afterID, f.Group, f.Topics, f.Table, f.IDs, f.Kinds, f.Since, limit)
+		read, err := deadletters.Oldest(ctx, tx, f, afterID, limit, !dryRun)
 		if err != nil {
 			return outcome{}, err
 		}
-		var letters []*letter
-		var headers []byte
-		var l letter // scanned into, then copied: ForEachRow scans into the same fields every row
-		_, err = pgx.ForEachRow(rows, []any{&l.ID, &l.rec.Topic, &l.rec.Partition, &l.rec.Offset, &l.rec.Timestamp,
-			&l.rec.Key, &l.rec.Value, &headers, &l.Table, &l.WasKind}, func() error {
-			hs, err := decode.ParseHeadersJSON(headers)
-			if err != nil {
-				return fmt.Errorf("dead letter %d: %w", l.ID, err)
-			}
-			c := l
-			c.rec.Headers = hs
-			c.Topic, c.Partition, c.Offset = c.rec.Topic, c.rec.Partition, c.rec.Offset
-			letters = append(letters, &c)
-			l = letter{}
-			return nil
-		})
-		if err != nil {
-			return outcome{}, err
+		letters := make([]*letter, len(read))
+		for i, l := range read {
+			letters[i] = &letter{Outcome: deadletters.Outcome{Letter: l}, rec: l.Record}
 		}
 		// The letters of each sink, in id order.
 		bySink := map[string][]*letter{}
 		sinks := map[string]Sink{}
 		for _, l := range letters {
-			if l.WasKind == KindBatchTooLarge {
-				l.Outcome = KeptOutcome // never read: no value to write; read it again from Kafka
+			if l.Letter.Kind == KindBatchTooLarge {
+				l.Result = deadletters.Kept // never read: no value to write; read it again from Kafka
 				continue
 			}
-			sink, ok, err := w.replaySink(l.Topic, l.Table)
+			sink, ok, err := w.replaySink(l.rec.Topic, l.Letter.Table)
 			if err != nil {
 				return outcome{}, err
 			}
 			if !ok {
-				l.Outcome = KeptOutcome
+				l.Result = deadletters.Kept
 				continue
 			}
-			bySink[l.Table] = append(bySink[l.Table], l)
-			sinks[l.Table] = sink
+			bySink[l.Letter.Table] = append(bySink[l.Letter.Table], l)
+			sinks[l.Letter.Table] = sink
 		}
 		for _, table := range slices.Sorted(maps.Keys(bySink)) {
 			if err := w.replayInto(ctx, tx, sinks[table], bySink[table], dryRun); err != nil {
@@ -248,7 +153,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 			}
 		}
 		for _, l := range letters {
-			out = append(out, l.ReplayLetter)
+			out = append(out, l.Outcome)
 		}
 		return outcome{}, nil
 	})
@@ -326,11 +231,11 @@ func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters [
 		}
 	}
 	for _, l := range letters {
-		l.Outcome = ReplayedOutcome
+		l.Result = deadletters.Replayed
 	}
 	for _, b := range bad {
 		l := byRec[b.rec]
-		l.Outcome, l.Kind, l.Reason = StillBadOutcome, b.kind, b.err.Error()
+		l.Result, l.Kind, l.Reason = deadletters.StillBad, b.kind, b.err.Error()
 	}
 	return nil
 }
@@ -369,64 +274,15 @@ func applyOneByOne(ctx context.Context, tx pgx.Tx, sink Sink, ops []upsertOp) ([
 // settleLetters deletes the letters replayed and stores the new reason of
 // those refused again, in the replay's transaction.
 func settleLetters(ctx context.Context, tx pgx.Tx, letters []*letter) error {
-	var done []int64
-	text := letterTextFor(tx.Conn().PgConn()) // as handleBad writes them
+	var replayed []int64
+	var refused []deadletters.Letter
 	for _, l := range letters {
-		switch l.Outcome {
-		case ReplayedOutcome:
-			done = append(done, l.ID)
-		case StillBadOutcome:
-			if _, err := tx.Exec(ctx, `UPDATE kafka2pg.dead_letters SET error_kind = $2, error_message = $3 WHERE id = $1`,
-				l.ID, l.Kind, text.message(l.Reason)); err != nil {
-				return fmt.Errorf("keep dead letter %d: %w", l.ID, err)
-			}
+		switch l.Result {
+		case deadletters.Replayed:
+			replayed = append(replayed, l.Letter.ID)
+		case deadletters.StillBad:
+			refused = append(refused, deadletters.Letter{ID: l.Letter.ID, Kind: l.Kind, Message: l.Reason})
 		}
 	}
-	tag, err := tx.Exec(ctx, `DELETE FROM kafka2pg.dead_letters WHERE id = ANY($1)`, done)
-	if err != nil {
-		return fmt.Errorf("delete the replayed dead letters: %w", err)
-	}
-	if int(tag.RowsAffected()) != len(done) {
-		// Each was locked FOR UPDATE by this transaction.
-		return errors.New("delete the replayed dead letters: some were gone (a bug)")
-	}
-	return nil
-}
-
-// ListFilter selects dead letters to list.
-type ListFilter struct {
-	Group string
-	Topic string
-	Since time.Time // zero: any time
-	Limit int       // 0: 100
-}
-
-// ListDeadLetters returns dead letters, newest first.
-func ListDeadLetters(ctx context.Context, q interface {
-	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
-}, f ListFilter) ([]DeadLetter, error) {
-	if f.Limit <= 0 {
-		f.Limit = 100
-	}
-	rows, err := q.Query(ctx, `
-		SELECT id, consumer_group, topic, partition, kafka_offset, coalesce(kafka_timestamp, 'epoch'), key, value,
-		       coalesce(target_table, ''), error_kind, error_message, created_at
-		FROM kafka2pg.dead_letters
-		WHERE ($1 = '' OR consumer_group = $1) AND ($2 = '' OR topic = $2) AND created_at >= $3
-		ORDER BY id DESC LIMIT $4`, f.Group, f.Topic, f.Since, f.Limit)
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	var out []DeadLetter
-	var d DeadLetter
-	_, err = pgx.ForEachRow(rows, []any{&d.ID, &d.Group, &d.Record.Topic, &d.Record.Partition, &d.Record.Offset,
-		&d.Record.Timestamp, &d.Record.Key, &d.Record.Value, &d.TargetTable, &d.ErrorKind, &d.ErrorMessage, &d.CreatedAt}, func() error {
-		out = append(out, d)
-		d = DeadLetter{}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list dead letters: %w", err)
-	}
-	return out, nil
+	return deadletters.Settle(ctx, tx, replayed, refused)
 }

@@ -192,9 +192,9 @@ func keyMatch(key []string) string {
 // upsertExactSQL applies a staging table that holds each key once: the
 // deletes (with deletes), then the upserts, in the staging table's order.
 func upsertExactSQL(t schema.Table, key []string, stage pgx.Identifier, deletes bool) string {
-	cols := quotedList(t.ColumnNames())
+	cols := schema.QuoteIdentList(t.ColumnNames())
 	insert := fmt.Sprintf("INSERT INTO %s (%s)\nSELECT %s FROM %s WHERE NOT %s\nON CONFLICT (%s) %s",
-		t.QualifiedName(), cols, cols, stage.Sanitize(), stageDelCol, quotedList(key), conflictUpdate(t, key))
+		t.QualifiedName(), cols, cols, stage.Sanitize(), stageDelCol, schema.QuoteIdentList(key), conflictUpdate(t, key))
 	if !deletes {
 		return insert
 	}
@@ -206,8 +206,8 @@ func upsertExactSQL(t schema.Table, key []string, stage pgx.Identifier, deletes 
 // once: it keeps the last operation of each key by seq, deletes the keys
 // whose last operation is a delete, and upserts the rest.
 func upsertGeneralSQL(t schema.Table, key []string, stage pgx.Identifier) string {
-	k := quotedList(key)
-	cols := quotedList(t.ColumnNames())
+	k := schema.QuoteIdentList(key)
+	cols := schema.QuoteIdentList(t.ColumnNames())
 	return fmt.Sprintf(`WITH s AS (
     SELECT DISTINCT ON (%[1]s) * FROM %[2]s ORDER BY %[1]s, %[3]s DESC
 ), d AS (

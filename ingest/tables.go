@@ -289,7 +289,7 @@ func (w *Writer) checkUniqueKey(ctx context.Context, topic string, t schema.Tabl
 	}
 	if !ok {
 		return fmt.Errorf("table %s for topic %q has no unique index on the upsert key (%s): create one, e.g. CREATE UNIQUE INDEX ON %s (%s)",
-			t.QualifiedName(), topic, strings.Join(key, ", "), t.QualifiedName(), quotedList(key))
+			t.QualifiedName(), topic, strings.Join(key, ", "), t.QualifiedName(), schema.QuoteIdentList(key))
 	}
 	return nil
 }

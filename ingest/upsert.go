@@ -94,14 +94,6 @@ func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []ba
 	return ops, bad, nil
 }
 
-func quotedList(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = pgx.Identifier{n}.Sanitize()
-	}
-	return strings.Join(q, ", ")
-}
-
 // upsertState is what the writer has learnt about one upsert table. Its
 // partitions' writes share it.
 type upsertState struct {
@@ -333,7 +325,7 @@ func upsertOneSQL(t schema.Table, key []string) (insert, del string) {
 		params[i] = fmt.Sprintf("$%d", i+1)
 	}
 	insert = fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s) ON CONFLICT (%s) %s",
-		t.QualifiedName(), quotedList(cols), strings.Join(params, ", "), quotedList(key), conflictUpdate(t, key))
+		t.QualifiedName(), schema.QuoteIdentList(cols), strings.Join(params, ", "), schema.QuoteIdentList(key), conflictUpdate(t, key))
 	del = fmt.Sprintf("DELETE FROM %s WHERE %s", t.QualifiedName(), strings.Join(where, " AND "))
 	return insert, del
 }

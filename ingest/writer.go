@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/offsets"
@@ -340,11 +341,6 @@ func validateSink(topic string, sink Sink) error {
 	return nil
 }
 
-var deadLetterTable = pgx.Identifier{"kafka2pg", "dead_letters"}
-
-var deadLetterColumns = []string{"consumer_group", "topic", "partition", "kafka_offset", "kafka_timestamp",
-	"key", "value", "headers", "target_table", "error_kind", "error_message"}
-
 // Write stores b in one transaction: the fenced offset advance, the rows,
 // the dead letters. It returns a *stream.FencedError (errors.Is
 // stream.ErrFenced) when another writer owns the partition; then nothing
@@ -504,17 +500,14 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, sink Sink, bad []badR
 		res.skipped = len(bad)
 		return nil
 	}
-	text := letterTextFor(tx.Conn().PgConn()) // the database may not hold every character (encoding.go)
-	rows := make([][]any, len(bad))
+	letters := make([]deadletters.Letter, len(bad))
 	for i, x := range bad {
-		r, msg := x.rec, x.err.Error()
-		rows[i] = []any{w.cfg.Group, r.Topic, r.Partition, r.Offset, r.Timestamp, r.Key, r.Value, text.headers(r.Headers),
-			table, x.kind, text.message(msg)}
+		letters[i] = deadletters.Letter{Group: w.cfg.Group, Record: *x.rec, Table: table, Kind: x.kind, Message: x.err.Error()}
 	}
-	if _, err := pgcopy.CopyFrom(ctx, tx, deadLetterTable, deadLetterColumns, pgx.CopyFromRows(rows)); err != nil {
-		return fmt.Errorf("copy into kafka2pg.dead_letters: %w", err)
+	if err := deadletters.Insert(ctx, tx, letters); err != nil {
+		return err
 	}
-	res.deadLetters = len(rows)
+	res.deadLetters = len(letters)
 	for _, x := range bad {
 		res.deadLetterKinds = append(res.deadLetterKinds, x.kind)
 	}

@@ -5,11 +5,12 @@ import (
 	"encoding/binary"
 	"fmt"
 	"io"
-	"strings"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/schema"
 )
 
 // CopyFrom is pgx's Conn.CopyFrom (binary COPY of rows from src into the
@@ -51,7 +52,7 @@ func CopyTyped(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []stri
 		return 0, fmt.Errorf("copy: %d column types for %d columns", len(oids), len(cols))
 	}
 	enc := newCopyEncoder(src, tx.Conn().TypeMap(), oids)
-	tag, err := tx.Conn().PgConn().CopyFrom(ctx, enc, fmt.Sprintf("copy %s ( %s ) from stdin binary;", table.Sanitize(), columnList(cols)))
+	tag, err := tx.Conn().PgConn().CopyFrom(ctx, enc, fmt.Sprintf("copy %s ( %s ) from stdin binary;", table.Sanitize(), schema.QuoteIdentList(cols)))
 	// pgconn reads enc on a goroutine of its own, which it does not wait
 	// for when the connection fails mid-COPY; the caller reads src next.
 	enc.close()
@@ -61,16 +62,7 @@ func CopyTyped(ctx context.Context, tx pgx.Tx, table pgx.Identifier, cols []stri
 // DescribeSQL is the statement whose description gives the column types
 // of a COPY into table (cols).
 func DescribeSQL(table pgx.Identifier, cols []string) string {
-	return fmt.Sprintf("select %s from %s", columnList(cols), table.Sanitize())
-}
-
-// columnList is cols quoted and comma-separated.
-func columnList(cols []string) string {
-	quoted := make([]string, len(cols))
-	for i, c := range cols {
-		quoted[i] = pgx.Identifier{c}.Sanitize()
-	}
-	return strings.Join(quoted, ", ")
+	return fmt.Sprintf("select %s from %s", schema.QuoteIdentList(cols), table.Sanitize())
 }
 
 // copyEncoder is the io.Reader pgconn.CopyFrom reads the COPY stream from.

@@ -24,6 +24,7 @@
 // return only once no read runs any more: when they return, the source is
 // the caller's again, even after a connection failed mid-COPY.
 //
-// Of ours it imports pgvalue only: package schema's mappers write their
-// rows with pgvalue's layouts, and package ingest runs the COPY.
+// Of ours it imports pgvalue, whose layouts package decode's mappers
+// write their rows with, and schema for quoting the column list; package
+// ingest runs the COPY.
 package pgcopy

@@ -9,7 +9,9 @@
 // float types, bool and time.Time for the types Go has, and for the others
 // the types of this package: [Numeric] (numeric, exact), [Time] (time
 // without time zone) and [UUID]. A nil value is NULL. pgcopy encodes each
-// of them as pgx encodes the pgtype value of the same name.
+// of them as pgx encodes the pgtype value of the same name. [ParseUUID] is
+// the one reader of a UUID's text form: the JSON mapping, Avro and the
+// change events all parse with it.
 //
 // # Type OIDs
 //

@@ -3,6 +3,7 @@ package pgvalue_test
 import (
 	"context"
 	"math/big"
+	"strings"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -71,4 +72,29 @@ func connect(t *testing.T) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(context.Background()) })
 	return conn
+}
+
+func TestParseUUIDReadsTheCanonicalFormOnly(t *testing.T) {
+	want := pgvalue.UUID{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}
+	for s, ok := range map[string]bool{
+		"123e4567-e89b-12d3-a456-426614174000":   true,
+		"123E4567-E89B-12D3-A456-426614174000":   true,
+		"123e4567e89b12d3a456426614174000":       false,
+		"{123e4567-e89b-12d3-a456-426614174000}": false,
+		"123e4567e-89b-12d3-a456-426614174000":   false,
+		"123e4567-e89b-12d3-a456-42661417400g":   false,
+		"123e4567-e89b-12d3-a456-4266141740-0":   false,
+		"":                                       false,
+	} {
+		u, got := pgvalue.ParseUUID(s)
+		if got != ok || (ok && u != want) {
+			t.Errorf("ParseUUID(%q) = %v, %v; want ok %v", s, u, got, ok)
+		}
+		if b, gotB := pgvalue.ParseUUID([]byte(s)); b != u || gotB != got {
+			t.Errorf("ParseUUID of %q as bytes = %v, %v; as a string %v, %v", s, b, gotB, u, got)
+		}
+		if ok && u.String() != strings.ToLower(s) {
+			t.Errorf("ParseUUID(%q).String() = %s", s, u)
+		}
+	}
 }

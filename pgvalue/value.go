@@ -53,6 +53,45 @@ func (t Time) String() string {
 // UUID is a uuid's 16 bytes.
 type UUID [16]byte
 
+// ParseUUID reads a UUID in its canonical form, 8-4-4-4-12 hex digits in
+// either case (123e4567-e89b-12d3-a456-426614174000), as String writes it;
+// false for anything else. Callers that take other forms (braces, no
+// hyphens) bring them to this one first.
+func ParseUUID[T string | []byte](s T) (UUID, bool) {
+	var u UUID
+	if len(s) != 36 || s[8] != '-' || s[13] != '-' || s[18] != '-' || s[23] != '-' {
+		return u, false
+	}
+	j := 0
+	for i := 0; i < 36; {
+		if i == 8 || i == 13 || i == 18 || i == 23 {
+			i++
+			continue
+		}
+		hi, ok1 := unhex(s[i])
+		lo, ok2 := unhex(s[i+1])
+		if !ok1 || !ok2 {
+			return UUID{}, false
+		}
+		u[j] = hi<<4 | lo
+		i, j = i+2, j+1
+	}
+	return u, true
+}
+
+// unhex is the value of the hex digit c.
+func unhex(c byte) (byte, bool) {
+	switch {
+	case c >= '0' && c <= '9':
+		return c - '0', true
+	case c >= 'a' && c <= 'f':
+		return c - 'a' + 10, true
+	case c >= 'A' && c <= 'F':
+		return c - 'A' + 10, true
+	}
+	return 0, false
+}
+
 // String is u in its canonical form, 123e4567-e89b-12d3-a456-426614174000.
 func (u UUID) String() string {
 	var b [36]byte

@@ -28,3 +28,13 @@ func QuoteIdent(parts ...string) string {
 	}
 	return b.String()
 }
+
+// QuoteIdentList quotes each of names as a one-part identifier
+// (QuoteIdent) and joins them with ", ": a column list.
+func QuoteIdentList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = QuoteIdent(n)
+	}
+	return strings.Join(q, ", ")
+}

@@ -40,3 +40,18 @@ func TestQuoteIdentQuotesEveryPart(t *testing.T) {
 		}
 	}
 }
+
+func TestQuoteIdentListQuotesEachNameAsOneColumn(t *testing.T) {
+	for _, c := range []struct {
+		names []string
+		want  string
+	}{
+		{[]string{"id"}, `"id"`},
+		{[]string{"id", "with.dot", `a"b`}, `"id", "with.dot", "a""b"`},
+		{nil, ``},
+	} {
+		if got := QuoteIdentList(c.names); got != c.want {
+			t.Errorf("QuoteIdentList(%q) = %s, want %s", c.names, got, c.want)
+		}
+	}
+}

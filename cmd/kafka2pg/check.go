@@ -297,7 +297,7 @@ func checkSinkTable(ctx context.Context, r *checkReport, tx pgx.Tx, topic string
 		}
 		if !ok {
 			r.line("FAIL", "table %s for topic %q has no unique index on the upsert key (%s): create one, e.g. CREATE UNIQUE INDEX ON %s (%s)",
-				name, topic, strings.Join(sink.Upsert.Key, ", "), name, quotedIdents(sink.Upsert.Key))
+				name, topic, strings.Join(sink.Upsert.Key, ", "), name, schema.QuoteIdentList(sink.Upsert.Key))
 		} else {
 			r.line("ok", "table %s for topic %q has a unique index on the upsert key (%s)", name, topic, strings.Join(sink.Upsert.Key, ", "))
 		}
@@ -314,14 +314,6 @@ func hasUniqueKey(ctx context.Context, tx pgx.Tx, t schema.Table, key []string) 
 		return false, fmt.Errorf("check the upsert key: %w", err)
 	}
 	return ok, nil
-}
-
-func quotedIdents(names []string) string {
-	q := make([]string, len(names))
-	for i, n := range names {
-		q[i] = pgx.Identifier{n}.Sanitize()
-	}
-	return strings.Join(q, ", ")
 }
 
 // checkRegistry builds the sinks of format avro and protobuf, which need

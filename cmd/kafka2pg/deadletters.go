@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
@@ -55,7 +55,10 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 	if code, ok := parsePGCommand(name, deadLettersListHelp, fs, args[1:], stdout, stderr, &fl.pgURL, &fl.pgURLFile); !ok {
 		return code
 	}
-	f := ingest.ListFilter{Group: fl.group, Topic: fl.topic, Limit: fl.limit}
+	f := deadletters.Filter{Group: fl.group}
+	if fl.topic != "" {
+		f.Topics = []string{fl.topic}
+	}
 	if fl.since != "" {
 		t, err := parseSince(fl.since, time.Now())
 		if err != nil {
@@ -70,7 +73,7 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		return exitUsage
 	}
 	defer pool.Close()
-	list, err := ingest.ListDeadLetters(ctx, pool, f)
+	list, err := deadletters.List(ctx, pool, f, fl.limit)
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg: %v\n", redact.Err(err))
 		return exitError
@@ -90,15 +93,15 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 	return time.Time{}, fmt.Errorf("--since %q is neither an RFC 3339 time (2026-11-30T09:00:00Z) nor a duration (90m)", s)
 }
 
-func printDeadLetters(w io.Writer, list []ingest.DeadLetter, asJSON bool) {
+func printDeadLetters(w io.Writer, list []deadletters.Letter, asJSON bool) {
 	if asJSON {
 		enc := json.NewEncoder(w)
 		for _, d := range list {
 			_ = enc.Encode(map[string]any{
 				"id": d.ID, "consumer_group": d.Group, "topic": d.Record.Topic, "partition": d.Record.Partition,
 				"offset": d.Record.Offset, "timestamp": d.Record.Timestamp, "key": preview(d.Record.Key, 1<<20),
-				"value": preview(d.Record.Value, 1<<20), "target_table": d.TargetTable, "error_kind": d.ErrorKind,
-				"error_message": d.ErrorMessage, "created_at": d.CreatedAt,
+				"value": preview(d.Record.Value, 1<<20), "target_table": d.Table, "error_kind": d.Kind,
+				"error_message": d.Message, "created_at": d.CreatedAt,
 			})
 		}
 		return
@@ -111,7 +114,7 @@ func printDeadLetters(w io.Writer, list []ingest.DeadLetter, asJSON bool) {
 	fmt.Fprintln(tw, "ID\tCREATED\tSOURCE\tKIND\tERROR\tVALUE")
 	for _, d := range list {
 		fmt.Fprintf(tw, "%d\t%s\t%s/%d@%d\t%s\t%s\t%s\n", d.ID, d.CreatedAt.UTC().Format(time.RFC3339), d.Record.Topic,
-			d.Record.Partition, d.Record.Offset, d.ErrorKind, preview([]byte(d.ErrorMessage), 60), preview(d.Record.Value, 40))
+			d.Record.Partition, d.Record.Offset, d.Kind, preview([]byte(d.Message), 60), preview(d.Record.Value, 40))
 	}
 	tw.Flush()
 }

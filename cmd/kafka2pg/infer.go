@@ -17,6 +17,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/decode/infer"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/registry"
@@ -99,9 +100,9 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var out string
 	render := func() (string, ingest.Sink, error) { return o.renderRegistry(ctx, smp) }
 	if !wireFormat(smp.values) {
-		inf := newInference()
+		inf := &infer.Inference{}
 		for _, v := range smp.values {
-			inf.observe(v)
+			inf.Observe(v)
 		}
 		render = func() (string, ingest.Sink, error) { return o.render(inf, smp) }
 	}
@@ -266,14 +267,6 @@ func sampleTopic(ctx context.Context, opts []kgo.Opt, topic string, n int, timeo
 	return smp, nil
 }
 
-// Inference. Every sampled value that is a JSON object is walked; each path
-// collects what kinds of values it held. A path's column type is then read
-// off its stats (columnType); the rules are in the comments there.
-
-// maxFlattenDepth is how many members deep nested objects become columns;
-// deeper objects are jsonb.
-const maxFlattenDepth = 3
-
 // The printed config: the keys of --config (config.go), empty ones left out.
 type inferredConfig struct {
 	Brokers  []string           `yaml:"kafka-brokers,flow"`
@@ -301,26 +294,29 @@ type inferredColumnYAML struct {
 
 // sink turns the inference into the config's sink, with the key column for
 // upsert.
-func (o *inferOptions) sink(inf *inference) (sinkConfig, error) {
-	cols := inf.columns(o.nested)
+func (o *inferOptions) sink(inf *infer.Inference) (sinkConfig, error) {
+	nested, err := decode.ParseNested(o.nested)
+	if err != nil {
+		return sinkConfig{}, fmt.Errorf("--nested: %w", err)
+	}
+	cols := inf.Columns(nested)
 	if len(cols) == 0 {
-		return sinkConfig{}, fmt.Errorf("the %d sampled values have no members to map: a raw sink (kafka2pg run --topic %s) stores them as they are", inf.docs, o.topic)
+		return sinkConfig{}, fmt.Errorf("the %d sampled values have no members to map: a raw sink (kafka2pg run --topic %s) stores them as they are", inf.Docs, o.topic)
 	}
 	sc := sinkConfig{Topic: o.topic, Table: o.table, Mode: o.mode}
 	keyFound := false
 	for _, c := range cols {
-		path := jsonPathOf(c.steps)
-		if o.keyPath != "" && (o.keyPath == path || o.keyPath == strings.Join(c.steps, ".")) {
+		if o.keyPath != "" && (o.keyPath == c.Path || o.keyPath == strings.Join(c.Steps, ".")) {
 			keyFound = true
-			if !c.notNull {
-				return sinkConfig{}, fmt.Errorf("--key-path %s is null or missing in some of the %d samples: choose a path every record has", o.keyPath, inf.docs)
+			if !c.NotNull {
+				return sinkConfig{}, fmt.Errorf("--key-path %s is null or missing in some of the %d samples: choose a path every record has", o.keyPath, inf.Docs)
 			}
-			if c.typ == "jsonb" {
+			if c.Type == "jsonb" {
 				return sinkConfig{}, fmt.Errorf("--key-path %s holds objects, arrays or mixed kinds (jsonb): choose a path of scalar values", o.keyPath)
 			}
-			sc.Key = []string{c.name}
+			sc.Key = []string{c.Name}
 		}
-		sc.Columns = append(sc.Columns, columnConfig{Name: c.name, Path: path, Type: c.typ, NotNull: c.notNull})
+		sc.Columns = append(sc.Columns, columnConfig{Name: c.Name, Path: c.Path, Type: c.Type, NotNull: c.NotNull})
 	}
 	if o.keyPath != "" && !keyFound {
 		return sinkConfig{}, fmt.Errorf("--key-path %s is not a column of the inferred sink: use one of the paths printed without it", o.keyPath)
@@ -330,9 +326,9 @@ func (o *inferOptions) sink(inf *inference) (sinkConfig, error) {
 
 // render prints the config with a header comment holding the CREATE TABLE
 // that `run` would plan for it.
-func (o *inferOptions) render(inf *inference, smp *samples) (string, ingest.Sink, error) {
-	if inf.docs == 0 {
-		return "", ingest.Sink{}, fmt.Errorf("none of the %d sampled values is a JSON object: typed columns need JSON objects; a raw sink (kafka2pg run --topic %s) stores any value", inf.skipped, o.topic)
+func (o *inferOptions) render(inf *infer.Inference, smp *samples) (string, ingest.Sink, error) {
+	if inf.Docs == 0 {
+		return "", ingest.Sink{}, fmt.Errorf("none of the %d sampled values is a JSON object: typed columns need JSON objects; a raw sink (kafka2pg run --topic %s) stores any value", inf.Skipped, o.topic)
 	}
 	sc, err := o.sink(inf)
 	if err != nil {
@@ -353,8 +349,8 @@ func (o *inferOptions) render(inf *inference, smp *samples) (string, ingest.Sink
 	flowColumns(&doc)
 	var head strings.Builder
 	fmt.Fprintf(&head, "# kafka2pg infer: %d record values of topic %q (%d partitions) sampled", len(smp.values), o.topic, smp.partitions)
-	if inf.skipped > 0 || smp.tombstones > 0 {
-		fmt.Fprintf(&head, "; %d not JSON objects and %d tombstones left out", inf.skipped, smp.tombstones)
+	if inf.Skipped > 0 || smp.tombstones > 0 {
+		fmt.Fprintf(&head, "; %d not JSON objects and %d tombstones left out", inf.Skipped, smp.tombstones)
 	}
 	head.WriteString(".\n")
 	if smp.timedOut {

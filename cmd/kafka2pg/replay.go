@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
@@ -52,7 +53,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintf(stderr, "kafka2pg dead-letters replay: "+format+"\n", args...)
 		return code
 	}
-	f := ingest.ReplayFilter{Group: o.cfg.Kafka.Group, Topics: o.onlyTopics, IDs: rf.ids, Kinds: rf.kinds, Limit: rf.limit}
+	f := deadletters.Filter{Group: o.cfg.Kafka.Group, Topics: o.onlyTopics, IDs: rf.ids, Kinds: rf.kinds}
 	if o.onlyTable != "" {
 		f.Table = qualifiedTable(o.onlyTable, o.pgSchema)
 	}
@@ -86,7 +87,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	}
 	defer pool.Close()
 
-	selected, err := letterTables(ctx, pool, f)
+	selected, err := deadletters.Tables(ctx, pool, f)
 	if err != nil {
 		return fail(exitError, "%v", redact.Err(err))
 	}
@@ -123,7 +124,7 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 			return fail(exitError, "%v", redact.Err(err))
 		}
 	}
-	res, err := w.Replay(ctx, f, ingest.ReplayOptions{BatchSize: rf.batchSize, DryRun: rf.dryRun, Letters: replayLetterLines + 1})
+	res, err := w.Replay(ctx, f, ingest.ReplayOptions{BatchSize: rf.batchSize, Limit: rf.limit, DryRun: rf.dryRun, Letters: replayLetterLines + 1})
 	printReplay(stdout, res, rf.dryRun)
 	if err != nil {
 		return fail(exitError, "%v (the batches before committed; run replay again for the rest)", redact.Err(err))
@@ -132,31 +133,6 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		return exitError
 	}
 	return exitOK
-}
-
-// letterTables returns the target tables of the dead letters f selects, by
-// topic.
-func letterTables(ctx context.Context, pool *pgxpool.Pool, f ingest.ReplayFilter) (map[string][]string, error) {
-	rows, err := pool.Query(ctx, `SELECT DISTINCT topic, coalesce(target_table, '') FROM kafka2pg.dead_letters
-		WHERE ($1 = '' OR consumer_group = $1)
-		  AND (coalesce(cardinality($2::text[]), 0) = 0 OR topic = ANY($2))
-		  AND ($3 = '' OR target_table = $3)
-		  AND (coalesce(cardinality($4::bigint[]), 0) = 0 OR id = ANY($4))
-		  AND (coalesce(cardinality($5::text[]), 0) = 0 OR error_kind = ANY($5))
-		  AND created_at >= $6`, f.Group, f.Topics, f.Table, f.IDs, f.Kinds, f.Since)
-	if err != nil {
-		return nil, fmt.Errorf("list the dead letters' tables: %w", err)
-	}
-	out := map[string][]string{}
-	var topic, table string
-	_, err = pgx.ForEachRow(rows, []any{&topic, &table}, func() error {
-		out[topic] = append(out[topic], table)
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("list the dead letters' tables: %w", err)
-	}
-	return out, nil
 }
 
 // qualifiedTable is the target_table a dead letter records for the table
@@ -174,7 +150,7 @@ func qualifiedTable(name, def string) string {
 
 // printReplay prints what a replay did, or would do, by target table, the
 // letters one by one when they are few, and what to do about those kept.
-func printReplay(w io.Writer, res ingest.ReplayResult, dryRun bool) {
+func printReplay(w io.Writer, res deadletters.Report, dryRun bool) {
 	total := res.Replayed + res.StillBad + res.Kept
 	if total == 0 {
 		fmt.Fprintln(w, "no dead letters match")
@@ -204,15 +180,16 @@ func printReplay(w io.Writer, res ingest.ReplayResult, dryRun bool) {
 		fmt.Fprintln(w)
 		tw = tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "ID\tSOURCE\tWAS\tTABLE\tOUTCOME")
-		for _, l := range res.Letters {
-			outcome := l.Outcome
+		for _, o := range res.Letters {
+			outcome := string(o.Result)
 			switch {
-			case l.Outcome == ingest.StillBadOutcome:
-				outcome += ": " + l.Kind + ": " + preview([]byte(l.Reason), 80)
-			case l.Outcome == ingest.ReplayedOutcome && dryRun:
+			case o.Result == deadletters.StillBad:
+				outcome += ": " + o.Kind + ": " + preview([]byte(o.Reason), 80)
+			case o.Result == deadletters.Replayed && dryRun:
 				outcome = "would replay (the mapping takes it)"
 			}
-			fmt.Fprintf(tw, "%d\t%s/%d@%d\t%s\t%s\t%s\n", l.ID, l.Topic, l.Partition, l.Offset, l.WasKind, cmpOr(l.Table, "-"), outcome)
+			l := o.Letter
+			fmt.Fprintf(tw, "%d\t%s/%d@%d\t%s\t%s\t%s\n", l.ID, l.Record.Topic, l.Record.Partition, l.Record.Offset, l.Kind, cmpOr(l.Table, "-"), outcome)
 		}
 		tw.Flush()
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 )
@@ -166,8 +167,8 @@ func countRewound(ctx context.Context, q rowQueryer, t rewindTarget, group, topi
 			return 0, 0, fmt.Errorf("count the rows of %s/%d at or past offset %d in %s: %w", topic, partition, from, t.table, err)
 		}
 	}
-	if err := q.QueryRow(ctx, countRewoundLettersSQL, group, topic, partition, from).Scan(&letters); err != nil {
-		return 0, 0, fmt.Errorf("count the dead letters of %s/%d at or past offset %d: %w", topic, partition, from, err)
+	if letters, err = deadletters.CountFrom(ctx, q, group, topic, partition, from); err != nil {
+		return 0, 0, err
 	}
 	return rows, letters, nil
 }
@@ -183,17 +184,8 @@ func deleteRewound(ctx context.Context, tx pgx.Tx, t rewindTarget, group, topic 
 		}
 		rows = tag.RowsAffected()
 	}
-	tag, err := tx.Exec(ctx, deleteRewoundLettersSQL, group, topic, partition, from)
-	if err != nil {
-		return 0, 0, fmt.Errorf("delete the dead letters of %s/%d at or past offset %d: %w", topic, partition, from, err)
+	if letters, err = deadletters.DeleteFrom(ctx, tx, group, topic, partition, from); err != nil {
+		return 0, 0, err
 	}
-	return rows, tag.RowsAffected(), nil
+	return rows, letters, nil
 }
-
-// The dead letters the records read again would file a second time.
-const (
-	countRewoundLettersSQL = `SELECT count(*) FROM kafka2pg.dead_letters
-WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND kafka_offset >= $4`
-	deleteRewoundLettersSQL = `DELETE FROM kafka2pg.dead_letters
-WHERE consumer_group = $1 AND topic = $2 AND partition = $3 AND kafka_offset >= $4`
-)

@@ -1,4 +1,4 @@
-package main
+package infer
 
 import (
 	"bytes"
@@ -10,20 +10,17 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"time"
+
+	"github.com/kafka2pg/kafka2pg/decode"
 )
 
-// Type inference for `kafka2pg infer`: field statistics over sampled JSON
-// values, and the column types they imply.
-
-// inference accumulates the stats of the samples.
-type inference struct {
-	docs    int // values that are JSON objects
-	skipped int // values that are not (not JSON, or not an object)
+// Inference accumulates the statistics of sampled values. The zero value
+// is ready to use; an Inference is not safe for concurrent use.
+type Inference struct {
+	Docs    int // values that are JSON objects
+	Skipped int // values that are not (not JSON, or not an object)
 	root    *objectStats
 }
-
-func newInference() *inference { return &inference{root: newObjectStats()} }
 
 // objectStats are the members seen in the objects at one path, in the order
 // they first appeared (which becomes the column order).
@@ -54,15 +51,19 @@ type numberStats struct {
 	scale      int  // most digits after it
 }
 
-// observe adds one record value.
-func (in *inference) observe(value []byte) {
+// Observe adds one record value. A value that is not a JSON object is
+// counted in Skipped and adds nothing else.
+func (in *Inference) Observe(value []byte) {
 	v, err := decodeOrdered(value)
 	obj, isObject := v.(orderedObject)
 	if err != nil || !isObject {
-		in.skipped++
+		in.Skipped++
 		return
 	}
-	in.docs++
+	in.Docs++
+	if in.root == nil {
+		in.root = newObjectStats()
+	}
 	in.root.observe(obj)
 }
 
@@ -91,8 +92,8 @@ func (f *fieldStats) observe(v any) {
 		f.num.observe(string(x))
 	case string:
 		f.strings++
-		f.notTime = f.notTime || !isTimestamp(x)
-		f.notUUID = f.notUUID || !isUUID(x)
+		f.notTime = f.notTime || !takes("timestamptz", x)
+		f.notUUID = f.notUUID || !takes("uuid", x)
 	case orderedObject:
 		f.objects++
 		if f.children == nil {
@@ -148,8 +149,9 @@ var idName = regexp.MustCompile(`^(?:[iI][dD]|.*_[iI][dD]|.*[a-z0-9]Id)$`)
 //   - numbers with a fraction or an exponent → numeric(p,s): s is the most
 //     fraction digits seen, p leaves twice the integer digits seen (at least
 //     18) before the point; beyond numeric's precision limit, numeric;
-//   - strings → timestamptz when every one is RFC 3339 with an offset, uuid
-//     when every one is a UUID, else text;
+//   - strings → timestamptz when the mapping takes every one as a
+//     timestamptz (RFC 3339 with an offset), uuid when it takes every one
+//     as a uuid, else text;
 //   - arrays → the element type of one-kind scalar elements followed by [],
 //     else (objects, arrays, mixed kinds, or never an element) jsonb;
 //   - objects, mixed kinds and paths never seen with a value → jsonb.
@@ -192,33 +194,42 @@ func (f *fieldStats) columnType(name string) string {
 	return "jsonb"
 }
 
-// inferredColumn is one column of the inferred sink.
-type inferredColumn struct {
-	steps   []string // member names from the top
-	name    string
-	typ     string
-	notNull bool
+// Column is one column of the inferred mapping, as a decode.ColumnSpec
+// names it.
+type Column struct {
+	Steps   []string // member names from the top
+	Name    string   // the column's name: the steps joined by _, sanitized, unique
+	Path    string   // the steps in the mapping's path syntax (ColumnSpec.Path)
+	Type    string   // the column's SQL type (ColumnSpec.Type)
+	NotNull bool     // every sample had a non-null value there
 }
 
-// columns turns the stats into columns: objects seen as objects in every
-// sample that had them are flattened (with nested "flatten", up to
-// maxFlattenDepth), everything else is one column. A column is NOT NULL
-// when every sample had a non-null value there.
-func (in *inference) columns(nested string) []inferredColumn {
-	var out []inferredColumn
+// MaxFlattenDepth is how many members deep nested objects become columns;
+// deeper objects are jsonb.
+const MaxFlattenDepth = 3
+
+// Columns turns the statistics into columns, in the order their members
+// first appeared: with decode.NestedFlatten, objects seen as objects in
+// every sample that had them are flattened (up to MaxFlattenDepth);
+// everything else is one column.
+func (in *Inference) Columns(nested decode.Nested) []Column {
+	if in.root == nil {
+		return nil
+	}
+	var out []Column
 	taken := map[string]bool{}
 	var walk func(o *objectStats, prefix []string)
 	walk = func(o *objectStats, prefix []string) {
 		for _, key := range o.order {
 			f := o.fields[key]
 			steps := append(append([]string(nil), prefix...), key)
-			if nested == "flatten" && f.nonNull > 0 && f.objects == f.nonNull && len(steps) < maxFlattenDepth &&
+			if nested == decode.NestedFlatten && f.nonNull > 0 && f.objects == f.nonNull && len(steps) < MaxFlattenDepth &&
 				f.children != nil && len(f.children.order) > 0 {
 				walk(f.children, steps)
 				continue
 			}
 			name := uniqueName(columnName(steps), taken)
-			out = append(out, inferredColumn{steps: steps, name: name, typ: f.columnType(key), notNull: f.nonNull == in.docs})
+			out = append(out, Column{Steps: steps, Name: name, Path: jsonPathOf(steps), Type: f.columnType(key), NotNull: f.nonNull == in.Docs})
 		}
 	}
 	walk(in.root, nil)
@@ -283,34 +294,10 @@ func jsonPathOf(steps []string) string {
 	return b.String()
 }
 
-// isTimestamp: an RFC 3339 timestamp with an offset (a space instead of the
-// T is accepted, as the mapping accepts it).
-func isTimestamp(s string) bool {
-	if len(s) > 10 && s[10] == ' ' {
-		s = s[:10] + "T" + s[11:]
-	}
-	_, err := time.Parse(time.RFC3339Nano, s)
+// takes says the mapping takes the string s into a column of type typ.
+func takes(typ, s string) bool {
+	_, err := decode.CheckString(typ, s)
 	return err == nil
-}
-
-// isUUID: the canonical 8-4-4-4-12 hex form.
-func isUUID(s string) bool {
-	if len(s) != 36 {
-		return false
-	}
-	for i, c := range []byte(s) {
-		switch i {
-		case 8, 13, 18, 23:
-			if c != '-' {
-				return false
-			}
-		default:
-			if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f' || c >= 'A' && c <= 'F') {
-				return false
-			}
-		}
-	}
-	return true
 }
 
 // orderedObject is a JSON object with its members in document order (a
