@@ -92,7 +92,7 @@
 //	Timestamp, Timestamp,       timestamp without time zone (milli-, micro-, nanoseconds
 //	MicroTimestamp, NanoTimestamp since the epoch; Debezium's sentinels become ±infinity)
 //	ZonedTimestamp              timestamp with time zone (ISO-8601 with offset; "infinity")
-//	ZonedTime                   time with time zone (TimeTZ, see RegisterTimeTZ)
+//	ZonedTime                   time with time zone (pgvalue.TimeTZ)
 //	IsoDate, IsoTime,           date, time, timestamp
 //	IsoTimestamp
 //	Year                        integer

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -336,8 +336,8 @@ func TestConnectJSONRecordsBecomeTypedRows(t *testing.T) {
 	}
 }
 
-func numeric(unscaled int64, exp int32) pgtype.Numeric {
-	return pgtype.Numeric{Int: bigInt(unscaled), Exp: exp, Valid: true}
+func numeric(unscaled int64, exp int32) pgvalue.Numeric {
+	return pgvalue.Numeric{Int: bigInt(unscaled), Exp: exp}
 }
 
 // A plain Connect record's key is whatever its key converter wrote: a

@@ -306,7 +306,7 @@ func compareReplica(t *testing.T, conn *pgx.Conn, d *Decoder, c recordedConnecto
 		}
 		rows = append(rows, row)
 	}
-	if _, err := conn.CopyFrom(ctx, tab.Ident(), names, pgx.CopyFromRows(rows)); err != nil {
+	if err := copyRows(ctx, conn, tab.Ident(), names, rows); err != nil {
 		t.Fatalf("%s: copy: %v", when, err)
 	}
 	var sel []string

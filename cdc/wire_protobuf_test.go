@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -137,9 +137,9 @@ func TestProtobufEventsBecomeChanges(t *testing.T) {
 	if !reflect.DeepEqual(tbl.Columns, wantCols) || !slices.Equal(tbl.PrimaryKey, []string{"id"}) {
 		t.Fatalf("table %+v\nwant columns %+v and key [id]", tbl, wantCols)
 	}
-	wantRow := []any{int32(1), "Sally", "s@example.com", pgtype.Numeric{Int: big.NewInt(1999), Exp: -2, Valid: true},
+	wantRow := []any{int32(1), "Sally", "s@example.com", pgvalue.Numeric{Int: big.NewInt(1999), Exp: -2},
 		time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), time.UnixMicro(1709164800123456).UTC(), int16(-7), []any{"a", "b"},
-		pgtype.Numeric{Int: big.NewInt(12345), Exp: -3, Valid: true}, []byte(`{"x":3}`)}
+		pgvalue.Numeric{Int: big.NewInt(12345), Exp: -3}, []byte(`{"x":3}`)}
 	if ch.Op != OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
 		t.Fatalf("create: op %v %q key %v\nrow  %#v\nwant %#v", ch.Op, ch.Event, ch.Key, ch.Row, wantRow)
 	}

@@ -219,21 +219,23 @@ type changeStatements struct {
 	upserts map[string]string // by the unavailable columns
 }
 
-// apply runs the statements of one change in tx.
+// apply runs the statements of one change in tx. The change's values are
+// package pgvalue's: pgcopy.PgxValues hands them to pgx as the pgtype
+// values pgx sends in binary.
 func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, ch *cdc.Change) error {
 	var err error
 	switch {
 	case ch.Op == cdc.OpTruncate:
 		_, err = tx.Exec(ctx, truncateSQL(s.t))
 	case ch.Op == cdc.OpDelete:
-		_, err = tx.Exec(ctx, s.deleteSQL(), ch.Key...)
+		_, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(ch.Key)...)
 	case ch.Op == cdc.OpUpsert:
 		if ch.OldKey != nil {
-			if _, err = tx.Exec(ctx, s.deleteSQL(), ch.OldKey...); err != nil {
+			if _, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(ch.OldKey)...); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), ch.Row...)
+		_, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...)
 	}
 	return err
 }

@@ -67,3 +67,84 @@ func (u UUID) String() string {
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
 }
+
+// TimeTZ is a time of day with time zone (timetz): the time and the
+// offset east of UTC it was written at.
+type TimeTZ struct {
+	Microseconds  int64 // past midnight, 0 to 24h inclusive
+	OffsetSeconds int32 // east of UTC
+}
+
+// String is t as Postgres prints it, the fraction without trailing zeros:
+// 10:15:30.5+01:00.
+func (t TimeTZ) String() string {
+	us := t.Microseconds
+	s := fmt.Sprintf("%02d:%02d:%02d", us/3600e6, us/60e6%60, us/1e6%60)
+	if f := us % 1e6; f != 0 {
+		s = strings.TrimRight(s+fmt.Sprintf(".%06d", f), "0")
+	}
+	off, sign := t.OffsetSeconds, byte('+')
+	if off < 0 {
+		off, sign = -off, '-'
+	}
+	s += fmt.Sprintf("%c%02d:%02d", sign, off/3600, off/60%60)
+	if off%60 != 0 {
+		s += fmt.Sprintf(":%02d", off%60)
+	}
+	return s
+}
+
+// Interval is an interval: months, days and microseconds, kept apart as
+// Postgres keeps them (a month is not a fixed number of days, nor a day
+// of microseconds across a change of daylight saving time).
+type Interval struct {
+	Months       int32
+	Days         int32
+	Microseconds int64
+}
+
+// String is iv in ISO 8601's form with designators, each part signed and
+// the seconds exact: P14M-3DT3723.000004S.
+func (iv Interval) String() string {
+	us := iv.Microseconds
+	sign := ""
+	abs := uint64(us)
+	if us < 0 {
+		sign, abs = "-", -abs
+	}
+	s := fmt.Sprintf("P%dM%dDT%s%d", iv.Months, iv.Days, sign, abs/1e6)
+	if f := abs % 1e6; f != 0 {
+		s = strings.TrimRight(s+fmt.Sprintf(".%06d", f), "0")
+	}
+	return s + "S"
+}
+
+// Bits is a bit string (bit(n), bit varying): Len bits, the first in the
+// highest bit of Bytes[0]; the bits of the last byte past Len are zero.
+type Bits struct {
+	Bytes []byte
+	Len   int32
+}
+
+// String is b's bits, the first one first: 0101.
+func (b Bits) String() string {
+	s := make([]byte, b.Len)
+	for i := range s {
+		s[i] = '0' + (b.Bytes[i/8]>>(7-i%8))&1
+	}
+	return string(s)
+}
+
+// Infinity is Postgres' infinity, or -infinity when Negative, of a date,
+// timestamp or timestamptz column: the values time.Time has no form for.
+type Infinity struct {
+	Negative bool
+}
+
+// String is infinity or -infinity, as Postgres prints them.
+func (i Infinity) String() string {
+	if i.Negative {
+		return "-infinity"
+	}
+	return "infinity"
+}
