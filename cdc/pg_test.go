@@ -11,6 +11,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // pgConn is a connection to the test's Postgres with the codecs the
@@ -40,7 +41,7 @@ func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
 	conn := pgConn(t)
 
 	d := mustDecoder(t, Config{Table: "all_types"})
-	var ch Change
+	var ch stream.Change
 	rec := fixture(t, "pg_all_types_create.json")
 	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("first decode: %v", err)

@@ -149,7 +149,7 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 		time.Date(2024, 2, 29, 9, 0, 0, 500000000, time.UTC), int16(-7), []byte(`{"a": [1, 2]}`), uid,
 		pgvalue.Numeric{Int: big.NewInt(12345), Exp: -3}, []any{"a", "b"}, 0.25, time.UnixMicro(1700000000000001).UTC(),
 		"public.customers", "0/16E90A0"}
-	if ch.Op != OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
+	if ch.Op != stream.OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
 		t.Fatalf("create: op %v %q key %v\nrow  %#v\nwant %#v", ch.Op, ch.Event, ch.Key, ch.Row, wantRow)
 	}
 	if ch.Source.Snapshot != "false" || ch.Source.TxID != 771 || ch.Transaction.ID != "771:24023200" || ch.TsMs != 1709164800999 {
@@ -158,19 +158,19 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 
 	// An update that changes the key deletes the old key first.
 	pk := stream.Record{Key: key(10), Value: avroEvent(t, "u", avroRow(1, "Sally"), avroRow(10, "Sally"))}
-	if ch, err = decodeGrowing(t, d, pk); err != nil || ch.Op != OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if ch, err = decodeGrowing(t, d, pk); err != nil || ch.Op != stream.OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
 	del := stream.Record{Key: key(10), Value: avroEvent(t, "d", avroRow(10, "Sally"), nil)}
-	if ch, err = decodeGrowing(t, d, del); err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if ch, err = decodeGrowing(t, d, del); err != nil || ch.Op != stream.OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
 	trunc := stream.Record{Value: avroEvent(t, "t", nil, nil)}
-	if ch, err = decodeGrowing(t, d, trunc); err != nil || ch.Op != OpTruncate {
+	if ch, err = decodeGrowing(t, d, trunc); err != nil || ch.Op != stream.OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
 	tomb := stream.Record{Key: key(10)}
-	if ch, err = decodeGrowing(t, d, tomb); err != nil || ch.Op != OpNone {
+	if ch, err = decodeGrowing(t, d, tomb); err != nil || ch.Op != stream.OpNone {
 		t.Fatalf("tombstone: %v, %+v", err, ch)
 	}
 	if reg.calls != 2 {
