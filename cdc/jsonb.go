@@ -193,17 +193,17 @@ func (n *node) appendValueJSON(dst []byte, v any) []byte {
 		}
 		return appendJSONString(dst, []byte(s))
 	case pgvalue.TimeTZ:
-		return appendJSONString(dst, []byte(x.String()))
+		return appendPlainJSONString(dst, x.String())
 	case pgvalue.Infinity:
-		return appendJSONString(dst, []byte(x.String()))
+		return appendPlainJSONString(dst, x.String())
 	case pgvalue.Interval:
 		s := "P" + strconv.Itoa(int(x.Months)) + "M" + strconv.Itoa(int(x.Days)) + "DT" +
 			strconv.FormatFloat(float64(x.Microseconds)/1e6, 'f', -1, 64) + "S"
 		return appendJSONString(dst, []byte(s))
 	case pgvalue.UUID:
-		return appendJSONString(dst, []byte(x.String()))
+		return appendPlainJSONString(dst, x.String())
 	case pgvalue.Bits:
-		return appendJSONString(dst, []byte(x.String()))
+		return appendPlainJSONString(dst, x.String())
 	case []string:
 		dst = append(dst, '[')
 		for i, e := range x {
@@ -238,6 +238,15 @@ func appendJSONFloat(dst []byte, f float64, bits int) []byte {
 		return append(dst, `"-Infinity"`...)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, bits)
+}
+
+// appendPlainJSONString quotes s, whose characters need no escape (the
+// text of a uuid, a bit string, a time): appendJSONString of it, without
+// copying it to a []byte first.
+func appendPlainJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // appendJSONString quotes valid UTF-8 (the reader checked it) for jsonb,

@@ -19,22 +19,34 @@ type Numeric struct {
 // Int 150, Exp -2; 1500 for Int 15, Exp 2.
 func (n Numeric) String() string {
 	s := n.Int.String()
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	switch {
-	case n.Exp > 0:
-		s += strings.Repeat("0", int(n.Exp))
-	case n.Exp < 0:
-		scale := int(-n.Exp)
-		if len(s) <= scale {
-			s = strings.Repeat("0", scale-len(s)+1) + s
+	if n.Exp == 0 {
+		return s
+	}
+	digits := strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if n.Exp > 0 {
+		b.Grow(len(s) + int(n.Exp))
+		b.WriteString(s)
+		for range n.Exp {
+			b.WriteByte('0')
 		}
-		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+		return b.String()
 	}
-	if neg {
-		s = "-" + s
+	scale := int(-n.Exp)
+	b.Grow(len(s) - len(digits) + max(len(digits), scale+1) + 1)
+	b.WriteString(s[:len(s)-len(digits)]) // the sign
+	if len(digits) <= scale {             // 0.00ddd
+		b.WriteString("0.")
+		for range scale - len(digits) {
+			b.WriteByte('0')
+		}
+		b.WriteString(digits)
+		return b.String()
 	}
-	return s
+	b.WriteString(digits[:len(digits)-scale])
+	b.WriteByte('.')
+	b.WriteString(digits[len(digits)-scale:])
+	return b.String()
 }
 
 // Time is a time of day without time zone, in microseconds since
@@ -128,11 +140,12 @@ type Bits struct {
 
 // String is b's bits, the first one first: 0101.
 func (b Bits) String() string {
-	s := make([]byte, b.Len)
-	for i := range s {
-		s[i] = '0' + (b.Bytes[i/8]>>(7-i%8))&1
+	var s strings.Builder
+	s.Grow(int(b.Len))
+	for i := range int(b.Len) {
+		s.WriteByte('0' + (b.Bytes[i/8]>>(7-i%8))&1)
 	}
-	return string(s)
+	return s.String()
 }
 
 // Infinity is Postgres' infinity, or -infinity when Negative, of a date,
