@@ -15,7 +15,8 @@ import (
 // its type: the Go types the mappers make for that type are written by a
 // fast encoder of this file, other values (and other types) by the
 // connection's pgtype.Map, as pgx's CopyFrom writes them; a pgvalue value
-// reaches the type map as the pgtype value of the same name (PgxValue).
+// reaches the type map as the pgtype value of the same name (PgxValue),
+// but for TimeTZ, which pgx lacks and this package's codec takes as it is.
 
 // FieldEncoder appends v, a value as a mapper's Row returns it for column
 // col, as that column's whole field of a binary COPY tuple. It is
