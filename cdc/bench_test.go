@@ -28,7 +28,7 @@ func BenchmarkDecode(b *testing.B) {
 
 // benchDecode decodes rec again and again, once its table is grown.
 func benchDecode(b *testing.B, d *Decoder, rec stream.Record) {
-	var ch Change
+	var ch stream.Change
 	if err := d.Decode(&rec, &ch); err != nil && !errors.Is(err, decode.ErrTableChanged) {
 		b.Fatal(err)
 	}

@@ -28,19 +28,19 @@ func TestOneDecoderDecodesFromManyGoroutines(t *testing.T) {
 		}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			want := make([]Change, len(c.recs))
+			want := make([]stream.Change, len(c.recs))
 			for i, rec := range c.recs {
 				ch, err := decodeGrowing(t, c.d, rec)
 				if err != nil {
 					t.Fatal(err)
 				}
-				want[i] = ch
+				want[i] = ch.Change
 			}
 			var wg sync.WaitGroup
 			errs := make(chan error, 8)
 			for g := range 8 {
 				wg.Go(func() {
-					var ch Change
+					var ch stream.Change
 					for n := range 500 {
 						i := (g + n) % len(c.recs)
 						rec := c.recs[i]

@@ -45,7 +45,7 @@ func (m *ConnectMapper) IsTombstone(r *stream.Record) bool { return r.Value == n
 
 // Row appends the row of r to dst[:0] in Table's column order.
 func (m *ConnectMapper) Row(rec *stream.Record, dst []any) ([]any, error) {
-	var ch Change
+	var ch stream.Change
 	ch.Row = dst[:0]
 	if err := m.decode(rec, &ch); err != nil {
 		return nil, err
@@ -96,7 +96,7 @@ func (m *ConnectMapper) lastVersion(l *layout) *version {
 }
 
 // decode maps a record's value into ch.Row.
-func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
+func (m *ConnectMapper) decode(rec *stream.Record, ch *stream.Change) error {
 	t := m.t
 	if rec.Value == nil {
 		return bad(rec, "", decode.KindTombstone, "the record is a tombstone (null value): set delete_on_tombstone with key columns")
@@ -155,8 +155,9 @@ func (m *ConnectMapper) decode(rec *stream.Record, ch *Change) error {
 			return err
 		}
 	}
-	ch.Op = OpUpsert
-	ch.Row = t.assemble(ch.Row, l, v, rs.vals, rs.unavail, rec, &ch.Source, 0, kafka, ch)
+	ch.Op = stream.OpUpsert
+	// A plain record has no envelope: its source columns are NULL.
+	ch.Row = t.assemble(ch.Row, l, v, rs.vals, rs.unavail, rec, &envelope{}, kafka, ch)
 	return checkNotNull(rec, l, ch.Row, ch)
 }
 

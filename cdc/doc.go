@@ -1,7 +1,10 @@
 // Package cdc decodes change-data-capture records: Debezium change events
 // and plain Kafka Connect records, as the JsonConverter writes them, into
-// changes of a typed table. It is pure code, no I/O: the ingest package
-// applies the changes inside its fenced transaction.
+// changes of a typed table (stream.Change). It is pure code, no I/O and no
+// driver: the ingest package applies the changes inside its fenced
+// transaction. The values it makes are Go's and package pgvalue's, as
+// package decode's mappers make them, and package pgcopy hands them to
+// pgx.
 //
 // # The envelope
 //
@@ -31,11 +34,11 @@
 // into the Connect schema it was made from (wire_avro.go,
 // wire_protobuf.go say how, and what Protobuf loses), and each record into
 // the JSON the JsonConverter would have written, so that it decodes to the
-// same Change as its JSON twin.
+// same change as its JSON twin.
 //
 // # What each op becomes
 //
-// Decoder.Decode fills a Change:
+// Decoder.Decode fills a stream.Change:
 //
 //   - c, r: OpUpsert of the after row (Row) by its key (Key).
 //   - u: OpUpsert of the after row; when the before image holds the key
@@ -92,7 +95,7 @@
 //	Timestamp, Timestamp,       timestamp without time zone (milli-, micro-, nanoseconds
 //	MicroTimestamp, NanoTimestamp since the epoch; Debezium's sentinels become ±infinity)
 //	ZonedTimestamp              timestamp with time zone (ISO-8601 with offset; "infinity")
-//	ZonedTime                   time with time zone (TimeTZ, see RegisterTimeTZ)
+//	ZonedTime                   time with time zone (pgvalue.TimeTZ)
 //	IsoDate, IsoTime,           date, time, timestamp
 //	IsoTimestamp
 //	Year                        integer
@@ -121,11 +124,17 @@
 // bad records with their reason, not rows the server refuses. A null stays
 // NULL: a schema default never replaces it.
 //
+// The values are Go's (int16, int32, int64, float32, float64, bool,
+// string, []byte, time.Time, []string, []any for an array) and package
+// pgvalue's for the types Go lacks: pgvalue.Numeric, Time, TimeTZ,
+// Interval, UUID, Bits, and pgvalue.Infinity for a date's or a
+// timestamp's infinity and -infinity.
+//
 // # Errors
 //
 // A record that cannot become a change is a *decode.DecodeError (errors.Is
 // decode.ErrBadRecord) naming the column and one of the kinds of package
-// schema (invalid_json, type_mismatch, out_of_range, null_value,
+// decode (invalid_json, type_mismatch, out_of_range, null_value,
 // schema_incompatible, ...) or of this package (KindNotAnEnvelope,
 // KindUnknownOp, KindNoKey, KindInvalidSchema); never a panic (FuzzDecode).
 //

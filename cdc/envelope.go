@@ -3,6 +3,7 @@ package cdc
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"time"
 
@@ -45,9 +46,9 @@ func (d *Decoder) Table() schema.Table { return d.t.Table() }
 // them, empty for a source table without a key.
 func (d *Decoder) KeyColumns() []string { return d.t.KeyColumns() }
 
-// envelope is what Decode reads of a record before building its Change.
+// envelope is what Decode reads of a record besides its change.
 type envelope struct {
-	op          byte   // the op letter; 0 when it is not one letter
+	op          byte   // the op letter (c, r, u, d, t, m); 0 when it is not one letter
 	badOp       string // an op that is not one letter, for the message
 	haveOp      bool
 	hasAfter    bool
@@ -56,35 +57,74 @@ type envelope struct {
 	afterErr    *convError
 	beforeField string
 	beforeErr   *convError
+	source      sourceBlock
+	transaction transactionBlock
+	tsMs        int64 // when the connector processed the event; 0 when absent
 }
 
-// Decode decodes rec into ch (see Change). A record that is not a change
-// event the table can take is a *decode.DecodeError (errors.Is
-// decode.ErrBadRecord) with its kind; a record that changes the table is
-// an error wrapping decode.ErrTableChanged, and deciding it again after
-// the table changed succeeds.
-func (d *Decoder) Decode(rec *stream.Record, ch *Change) error {
-	ch.reset()
+// sourceBlock is what the envelope says about where the change came
+// from: the source metadata columns' values (sourceValue). A field the
+// connector does not send is zero.
+type sourceBlock struct {
+	Connector string // postgresql, mysql, ...
+	Name      string // the connector's topic.prefix
+	DB        string
+	Schema    string // Postgres, SQL Server
+	Table     string
+	TsMs      int64 // when the change was made in the source database
+	// Snapshot is "true", "last", "first", "incremental", ... during a
+	// snapshot, "false" or "" after.
+	Snapshot string
+	TxID     int64  // Postgres txId
+	LSN      int64  // Postgres log sequence number
+	File     string // MySQL binlog file
+	Pos      int64  // MySQL binlog position
+	Row      int64  // MySQL row within the binlog event
+	GTID     string // MySQL GTID
+}
+
+// transactionBlock is the envelope's transaction block (provide.transaction
+// .metadata); ID is "" without one.
+type transactionBlock struct {
+	ID                  string
+	TotalOrder          int64
+	DataCollectionOrder int64
+}
+
+// Decode decodes rec into ch, reusing its slices (see stream.Change). A
+// record that is not a change event the table can take is a
+// *decode.DecodeError (errors.Is decode.ErrBadRecord) with its kind; a
+// record that changes the table is an error wrapping
+// decode.ErrTableChanged, and decoding it again after the table changed
+// succeeds.
+func (d *Decoder) Decode(rec *stream.Record, ch *stream.Change) error {
+	var env envelope
+	return d.decodeEnvelope(rec, ch, &env)
+}
+
+// decodeEnvelope is Decode, leaving in env what the envelope says besides
+// the change (its op letter, source and transaction blocks, ts_ms).
+func (d *Decoder) decodeEnvelope(rec *stream.Record, ch *stream.Change, env *envelope) error {
+	*ch = stream.Change{Row: ch.Row[:0], Key: ch.Key[:0], Unavailable: ch.Unavailable[:0]}
 	if rec.Value == nil {
 		return nil // a tombstone: the delete before it did the work
 	}
 	if d.wire != nil {
-		return d.decodeWire(rec, ch)
+		return d.decodeWire(rec, ch, env)
 	}
 	rs := d.t.getState()
 	defer d.t.putState(rs)
-	return d.decode(rec, ch, rs, nil)
+	return d.decode(rec, ch, env, rs, nil)
 }
 
 // decode decodes a record whose value is JSON. preset is the version of
 // its row schema when the record does not carry it (a registry format's,
 // whose value is the JSON of its payload alone).
-func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *version) error {
+func (d *Decoder) decode(rec *stream.Record, ch *stream.Change, env *envelope, rs *rowState, preset *version) error {
 	t := d.t
 	r := &rs.r
 	r.reset(rec.Value)
 	var (
-		env        envelope
 		v          = preset
 		schemaText []byte
 		haveSchema bool // a schema member that is not null
@@ -125,7 +165,7 @@ func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *v
 			if !r.object() {
 				return badRead(rec, r)
 			}
-			if err := d.readEnvelope(r, rs, v, &env, ch); err != nil {
+			if err := d.readEnvelope(r, rs, v, env); err != nil {
 				return bad(rec, "", err.kind, "the payload: %s", err.msg)
 			}
 			done = true
@@ -137,7 +177,7 @@ func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *v
 					return err
 				}
 			}
-			if err := d.envelopeMember(string(key), r, rs, v, &env, ch); err != nil {
+			if err := d.envelopeMember(string(key), r, rs, v, env); err != nil {
 				return bad(rec, "", err.kind, "%s", err.msg)
 			}
 		}
@@ -159,7 +199,7 @@ func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *v
 		if !r.object() {
 			return badRead(rec, r)
 		}
-		if err := d.readEnvelope(r, rs, v, &env, ch); err != nil {
+		if err := d.readEnvelope(r, rs, v, env); err != nil {
 			return bad(rec, "", err.kind, "the payload: %s", err.msg)
 		}
 	}
@@ -169,14 +209,13 @@ func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *v
 	if env.op == 0 {
 		return bad(rec, "", KindUnknownOp, "op %q is not c, r, u, d, t or m", env.badOp)
 	}
-	ch.Event = env.op
-	switch ch.Event {
+	switch env.op {
 	case 'm':
 		// A logical decoding message (pg_logical_emit_message) carries no
 		// row of this table.
 		return nil
 	case 't':
-		ch.Op = OpTruncate
+		ch.Op = stream.OpTruncate
 		return nil
 	case 'c', 'r', 'u', 'd':
 	default:
@@ -192,10 +231,10 @@ func (d *Decoder) decode(rec *stream.Record, ch *Change, rs *rowState, preset *v
 	if err != nil {
 		return err
 	}
-	if ch.Event == 'd' {
-		return d.delete(rec, rs, v, l, &env, ch)
+	if env.op == 'd' {
+		return d.delete(rec, rs, v, l, env, ch)
 	}
-	return d.upsert(rec, rs, v, l, &env, ch)
+	return d.upsert(rec, rs, v, l, env, ch)
 }
 
 // versionOf compiles (or finds) the row schema of an envelope's schema
@@ -237,13 +276,13 @@ func envelopeRow(s *connectSchema) (*connectSchema, error) {
 }
 
 // readEnvelope reads the members of the envelope object r is in.
-func (d *Decoder) readEnvelope(r *reader, rs *rowState, v *version, env *envelope, ch *Change) *convError {
+func (d *Decoder) readEnvelope(r *reader, rs *rowState, v *version, env *envelope) *convError {
 	for first := true; ; first = false {
 		key, ok := r.member(first)
 		if !ok {
 			break
 		}
-		if err := d.envelopeMember(string(key), r, rs, v, env, ch); err != nil {
+		if err := d.envelopeMember(string(key), r, rs, v, env); err != nil {
 			return err
 		}
 	}
@@ -254,7 +293,7 @@ func (d *Decoder) readEnvelope(r *reader, rs *rowState, v *version, env *envelop
 }
 
 // envelopeMember reads one member of an envelope.
-func (d *Decoder) envelopeMember(key string, r *reader, rs *rowState, v *version, env *envelope, ch *Change) *convError {
+func (d *Decoder) envelopeMember(key string, r *reader, rs *rowState, v *version, env *envelope) *convError {
 	switch key {
 	case "op":
 		if r.null() {
@@ -285,11 +324,11 @@ func (d *Decoder) envelopeMember(key string, r *reader, rs *rowState, v *version
 			env.beforeField, env.beforeErr = d.t.readRow(r, v, rs.before, nil, v.keyFields(d.t.cur.Load()))
 		}
 	case "source":
-		readSource(r, &ch.Source, &rs.source)
+		readSource(r, &env.source, &rs.source)
 	case "transaction":
-		readTransaction(r, &ch.Transaction, &rs.transaction)
+		readTransaction(r, &env.transaction, &rs.transaction)
 	case "ts_ms":
-		ch.TsMs = lenientInt(r)
+		env.tsMs = lenientInt(r)
 	default:
 		r.skip()
 	}
@@ -344,9 +383,9 @@ func (d *Decoder) fold(rec *stream.Record, rs *rowState, v *version) (*layout, e
 }
 
 // upsert finishes a c, r or u event.
-func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *stream.Change) error {
 	if !env.hasAfter {
-		return bad(rec, "", decode.KindInvalidValue, "the %c event has no after", ch.Event)
+		return bad(rec, "", decode.KindInvalidValue, "the %c event has no after", env.op)
 	}
 	var kafka []any
 	if d.t.kafka != nil {
@@ -355,13 +394,13 @@ func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout
 			return err
 		}
 	}
-	ch.Op = OpUpsert
-	ch.Row = d.t.assemble(ch.Row, l, v, rs.vals, rs.unavail, rec, &ch.Source, ch.Event, kafka, ch)
+	ch.Op = stream.OpUpsert
+	ch.Row = d.t.assemble(ch.Row, l, v, rs.vals, rs.unavail, rec, env, kafka, ch)
 	if err := checkNotNull(rec, l, ch.Row, ch); err != nil {
 		return err
 	}
 	if len(l.key) == 0 {
-		if ch.Event == 'u' {
+		if env.op == 'u' {
 			return bad(rec, "", KindNoKey, "an update of a table without key columns cannot be applied: give the source table a primary key (or REPLICA IDENTITY and message.key.columns), or name key columns in the mapping")
 		}
 		ch.Key = nil
@@ -370,11 +409,11 @@ func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout
 	for _, i := range l.keyIdx {
 		ch.Key = append(ch.Key, ch.Row[i])
 	}
-	if ch.Event != 'u' || !env.hasBefore {
+	if env.op != 'u' || !env.hasBefore {
 		return nil
 	}
 	idx := v.index(l)
-	old := ch.oldKey[:0]
+	old := rs.oldKey[:0]
 	for _, i := range l.keyIdx {
 		j := idx[i]
 		if j < 0 || rs.before[j] == nil {
@@ -382,20 +421,22 @@ func (d *Decoder) upsert(rec *stream.Record, rs *rowState, v *version, l *layout
 		}
 		old = append(old, rs.before[j])
 	}
-	ch.oldKey = old
+	rs.oldKey = old
 	if !sameKey(old, ch.Key) {
-		ch.OldKey = old
+		// Its own slice: rs goes back to the pool before ch is applied.
+		// Keys rarely change, so this allocates rarely.
+		ch.OldKey = slices.Clone(old)
 	}
 	return nil
 }
 
 // delete finishes a d event: the key from the record key, else from
 // before.
-func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *Change) error {
+func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout, env *envelope, ch *stream.Change) error {
 	if len(l.key) == 0 {
 		return bad(rec, "", KindNoKey, "a delete from a table without key columns cannot be applied: give the source table a primary key, or name key columns in the mapping")
 	}
-	ch.Op = OpDelete
+	ch.Op = stream.OpDelete
 	if rec.Key != nil {
 		key, err := d.t.recordKey(rec, &rs.kr, v, l, ch.Key)
 		if err != nil {
@@ -423,7 +464,7 @@ func (d *Decoder) delete(rec *stream.Record, rs *rowState, v *version, l *layout
 // strings are those of last (the block of the previous record) when they
 // are equal, as they mostly are, so that reading it allocates nothing;
 // last becomes this one.
-func readSource(r *reader, s, last *Source) {
+func readSource(r *reader, s, last *sourceBlock) {
 	if !lenientObject(r) {
 		return
 	}
@@ -475,7 +516,7 @@ func readSource(r *reader, s, last *Source) {
 	}
 }
 
-func readTransaction(r *reader, t *Transaction, last *Transaction) {
+func readTransaction(r *reader, t *transactionBlock, last *transactionBlock) {
 	if !lenientObject(r) {
 		return
 	}
@@ -548,8 +589,9 @@ func lenientInt(r *reader) int64 {
 	return n
 }
 
-// sourceValue is a source metadata column's value.
-func sourceValue(f sourceField, s *Source, event byte, ch *Change) any {
+// sourceValue is a source metadata column's value, of env's blocks.
+func sourceValue(f sourceField, env *envelope) any {
+	s := &env.source
 	switch f {
 	case srcTable:
 		switch {
@@ -574,16 +616,16 @@ func sourceValue(f sourceField, s *Source, event byte, ch *Change) any {
 			return strconv.FormatInt(s.TxID, 10)
 		case s.GTID != "":
 			return s.GTID
-		case ch.Transaction.ID != "":
-			return ch.Transaction.ID
+		case env.transaction.ID != "":
+			return env.transaction.ID
 		}
 	case srcTimestamp:
 		if s.TsMs != 0 {
 			return time.UnixMilli(s.TsMs).UTC()
 		}
 	case srcOp:
-		if event != 0 {
-			return string(event)
+		if env.op != 0 {
+			return string(env.op)
 		}
 	}
 	return nil

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -43,17 +43,17 @@ func fixture(tb testing.TB, name string) stream.Record {
 
 // decodeGrowing decodes rec, growing the table first when the record asks to,
 // after ResolveSchemas of it, as the writer calls them.
-func decodeGrowing(tb testing.TB, d *Decoder, rec stream.Record) (Change, error) {
+func decodeGrowing(tb testing.TB, d *Decoder, rec stream.Record) (event, error) {
 	tb.Helper()
-	var ch Change
+	var ev event
 	if err := d.ResolveSchemas(context.Background(), []stream.Record{rec}); err != nil {
-		return ch, err
+		return ev, err
 	}
-	err := d.Decode(&rec, &ch)
+	err := decodeEvent(d, &rec, &ev)
 	if errors.Is(err, decode.ErrTableChanged) {
-		err = d.Decode(&rec, &ch)
+		err = decodeEvent(d, &rec, &ev)
 	}
-	return ch, err
+	return ev, err
 }
 
 func mustDecoder(tb testing.TB, cfg Config) *Decoder {
@@ -71,20 +71,20 @@ func mustDecoder(tb testing.TB, cfg Config) *Decoder {
 func TestEachOpBecomesItsChange(t *testing.T) {
 	cases := []struct {
 		fixture string
-		op      Op
+		op      stream.Op
 		event   byte
 		key     []any
 		oldKey  []any
 		row     []any
 	}{
-		{"pg_customers_snapshot_r.json", OpUpsert, 'r', []any{int32(1)}, nil, []any{int32(1), "Anne", "Kretchmar", "annek@noanswer.org"}},
-		{"pg_customers_create.json", OpUpsert, 'c', []any{int32(2)}, nil, []any{int32(2), "Sally", "Kretchmar", "sally@example.com"}},
-		{"pg_customers_update.json", OpUpsert, 'u', []any{int32(1)}, nil, []any{int32(1), "Anne Marie", "Kretchmar", "annek@noanswer.org"}},
-		{"pg_customers_update_pk.json", OpUpsert, 'u', []any{int32(10)}, []any{int32(1)}, []any{int32(10), "Anne Marie", "Kretchmar", "annek@noanswer.org"}},
-		{"pg_customers_delete.json", OpDelete, 'd', []any{int32(2)}, nil, nil},
-		{"pg_customers_tombstone.json", OpNone, 0, nil, nil, nil},
-		{"pg_customers_truncate.json", OpTruncate, 't', nil, nil, nil},
-		{"pg_message.json", OpNone, 'm', nil, nil, nil},
+		{"pg_customers_snapshot_r.json", stream.OpUpsert, 'r', []any{int32(1)}, nil, []any{int32(1), "Anne", "Kretchmar", "annek@noanswer.org"}},
+		{"pg_customers_create.json", stream.OpUpsert, 'c', []any{int32(2)}, nil, []any{int32(2), "Sally", "Kretchmar", "sally@example.com"}},
+		{"pg_customers_update.json", stream.OpUpsert, 'u', []any{int32(1)}, nil, []any{int32(1), "Anne Marie", "Kretchmar", "annek@noanswer.org"}},
+		{"pg_customers_update_pk.json", stream.OpUpsert, 'u', []any{int32(10)}, []any{int32(1)}, []any{int32(10), "Anne Marie", "Kretchmar", "annek@noanswer.org"}},
+		{"pg_customers_delete.json", stream.OpDelete, 'd', []any{int32(2)}, nil, nil},
+		{"pg_customers_tombstone.json", stream.OpNone, 0, nil, nil, nil},
+		{"pg_customers_truncate.json", stream.OpTruncate, 't', nil, nil, nil},
+		{"pg_message.json", stream.OpNone, 'm', nil, nil, nil},
 	}
 	d := mustDecoder(t, Config{})
 	for _, c := range cases {
@@ -119,7 +119,7 @@ func equalValues(a, b []any) bool {
 func TestTheFirstEventGrowsTheTableOnce(t *testing.T) {
 	d := mustDecoder(t, Config{})
 	rec := fixture(t, "pg_customers_create.json")
-	var ch Change
+	var ch stream.Change
 	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("first decode: %v, want ErrTableChanged", err)
 	}
@@ -137,11 +137,11 @@ func TestSourceAndTransactionAreRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSrc := Source{Connector: "postgresql", Name: "shop", DB: "postgres", Schema: "public", Table: "customers", TsMs: 1559033904863, Snapshot: "false", TxID: 556, LSN: 24023200}
+	wantSrc := sourceBlock{Connector: "postgresql", Name: "shop", DB: "postgres", Schema: "public", Table: "customers", TsMs: 1559033904863, Snapshot: "false", TxID: 556, LSN: 24023200}
 	if ch.Source != wantSrc {
 		t.Fatalf("source %+v, want %+v", ch.Source, wantSrc)
 	}
-	if want := (Transaction{ID: "571:53195832", TotalOrder: 1, DataCollectionOrder: 1}); ch.Transaction != want {
+	if want := (transactionBlock{ID: "571:53195832", TotalOrder: 1, DataCollectionOrder: 1}); ch.Transaction != want {
 		t.Fatalf("transaction %+v, want %+v", ch.Transaction, want)
 	}
 	names := d.Table().ColumnNames()
@@ -185,7 +185,7 @@ func TestSchemalessEventsTakeTheConfiguredColumns(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []any{int32(1004), "Anne", "annek@noanswer.org", "mysql-bin.000003:154"}
-	if ch.Op != OpUpsert || !reflect.DeepEqual(ch.Row, want) || !reflect.DeepEqual(ch.Key, []any{int32(1004)}) || ch.OldKey != nil {
+	if ch.Op != stream.OpUpsert || !reflect.DeepEqual(ch.Row, want) || !reflect.DeepEqual(ch.Key, []any{int32(1004)}) || ch.OldKey != nil {
 		t.Fatalf("change %+v, want row %v", ch, want)
 	}
 	tab := d.Table()
@@ -233,7 +233,7 @@ func TestAKeylessTableTakesCreatesAndRefusesUpdates(t *testing.T) {
 	rec := fixture(t, "pg_customers_create.json")
 	rec.Key = nil
 	ch, err := decodeGrowing(t, d, rec)
-	if err != nil || ch.Op != OpUpsert || ch.Key != nil {
+	if err != nil || ch.Op != stream.OpUpsert || ch.Key != nil {
 		t.Fatalf("create: %v %+v", err, ch)
 	}
 	up := fixture(t, "pg_customers_update.json")
@@ -252,7 +252,7 @@ func TestADeleteWithoutRecordKeyTakesTheKeyFromBefore(t *testing.T) {
 	rec := fixture(t, "pg_customers_delete.json")
 	rec.Key = nil
 	ch, err := decodeGrowing(t, d, rec)
-	if err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(2)}) {
+	if err != nil || ch.Op != stream.OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(2)}) {
 		t.Fatalf("delete: %v %+v", err, ch)
 	}
 }
@@ -268,7 +268,7 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 		`{"type":"string","optional":false,"field":"email"},{"type":"boolean","optional":true,"field":"vip"}`)
 	grown = strings.Replace(grown, `"email":"sally@example.com"}`, `"email":"sally@example.com","vip":true}`, 1)
 	rec := stream.Record{Key: cr.Key, Value: []byte(grown)}
-	var ch Change
+	var ch stream.Change
 	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("grown: %v, want ErrTableChanged", err)
 	}
@@ -336,8 +336,8 @@ func TestConnectJSONRecordsBecomeTypedRows(t *testing.T) {
 	}
 }
 
-func numeric(unscaled int64, exp int32) pgtype.Numeric {
-	return pgtype.Numeric{Int: bigInt(unscaled), Exp: exp, Valid: true}
+func numeric(unscaled int64, exp int32) pgvalue.Numeric {
+	return pgvalue.Numeric{Int: bigInt(unscaled), Exp: exp}
 }
 
 // A plain Connect record's key is whatever its key converter wrote: a

@@ -27,7 +27,7 @@ func FuzzDecode(f *testing.F) {
 			mustDecoder(t, Config{Columns: []Column{{Name: "id", Type: "integer"}, {Name: "first_name", Type: "text"}}, Key: []string{"id"}}),
 		} {
 			rec := stream.Record{Key: key, Value: value}
-			var ch Change
+			var ch stream.Change
 			for range 3 { // a table change, then the record again
 				err := d.Decode(&rec, &ch)
 				if err == nil || errors.Is(err, decode.ErrBadRecord) {
@@ -90,7 +90,7 @@ func FuzzDecodeWire(f *testing.F) {
 		if err := d.ResolveSchemas(context.Background(), []stream.Record{rec}); err != nil {
 			t.Fatalf("ResolveSchemas: %v", err)
 		}
-		var ch Change
+		var ch stream.Change
 		for range 3 {
 			err := d.Decode(&rec, &ch)
 			if err == nil || errors.Is(err, decode.ErrBadRecord) {

@@ -8,9 +8,8 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // Structs, maps and arrays that no Postgres array holds become jsonb. The
@@ -175,12 +174,8 @@ func (n *node) appendValueJSON(dst []byte, v any) []byte {
 			return append(dst, x...)
 		}
 		return appendJSONString(dst, []byte(base64.StdEncoding.EncodeToString(x)))
-	case pgtype.Numeric:
-		b, err := x.MarshalJSON()
-		if err != nil {
-			return append(dst, "null"...)
-		}
-		return append(dst, b...)
+	case pgvalue.Numeric:
+		return append(dst, x.String()...)
 	case time.Time:
 		layout := "2006-01-02T15:04:05.999999"
 		switch n.sqlType {
@@ -190,34 +185,25 @@ func (n *node) appendValueJSON(dst []byte, v any) []byte {
 			layout = "2006-01-02T15:04:05.999999Z07:00"
 		}
 		return appendJSONString(dst, []byte(x.Format(layout)))
-	case pgtype.Time:
+	case pgvalue.Time:
 		us := x.Microseconds
 		s := time.Unix(0, 0).UTC().Add(time.Duration(us) * time.Microsecond).Format("15:04:05.999999")
 		if us == microsPerDay {
 			s = "24:00:00"
 		}
 		return appendJSONString(dst, []byte(s))
-	case TimeTZ:
-		return appendJSONString(dst, []byte(x.String()))
-	case pgtype.Date:
-		return appendJSONString(dst, []byte(infinityText(x.InfinityModifier)))
-	case pgtype.Timestamp:
-		return appendJSONString(dst, []byte(infinityText(x.InfinityModifier)))
-	case pgtype.Timestamptz:
-		return appendJSONString(dst, []byte(infinityText(x.InfinityModifier)))
-	case pgtype.Interval:
+	case pgvalue.TimeTZ:
+		return appendPlainJSONString(dst, x.String())
+	case pgvalue.Infinity:
+		return appendPlainJSONString(dst, x.String())
+	case pgvalue.Interval:
 		s := "P" + strconv.Itoa(int(x.Months)) + "M" + strconv.Itoa(int(x.Days)) + "DT" +
 			strconv.FormatFloat(float64(x.Microseconds)/1e6, 'f', -1, 64) + "S"
 		return appendJSONString(dst, []byte(s))
-	case pgtype.UUID:
-		b, _ := x.MarshalJSON()
-		return append(dst, b...)
-	case pgtype.Bits:
-		s := make([]byte, x.Len)
-		for i := range s {
-			s[i] = '0' + (x.Bytes[i/8]>>(7-i%8))&1
-		}
-		return appendJSONString(dst, s)
+	case pgvalue.UUID:
+		return appendPlainJSONString(dst, x.String())
+	case pgvalue.Bits:
+		return appendPlainJSONString(dst, x.String())
 	case []string:
 		dst = append(dst, '[')
 		for i, e := range x {
@@ -240,13 +226,6 @@ func (n *node) appendValueJSON(dst []byte, v any) []byte {
 	return append(dst, "null"...)
 }
 
-func infinityText(m pgtype.InfinityModifier) string {
-	if m == pgtype.NegativeInfinity {
-		return "-infinity"
-	}
-	return "infinity"
-}
-
 // appendJSONFloat writes NaN and the infinities as strings: JSON has no
 // number for them.
 func appendJSONFloat(dst []byte, f float64, bits int) []byte {
@@ -259,6 +238,15 @@ func appendJSONFloat(dst []byte, f float64, bits int) []byte {
 		return append(dst, `"-Infinity"`...)
 	}
 	return strconv.AppendFloat(dst, f, 'g', -1, bits)
+}
+
+// appendPlainJSONString quotes s, whose characters need no escape (the
+// text of a uuid, a bit string, a time): appendJSONString of it, without
+// copying it to a []byte first.
+func appendPlainJSONString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	dst = append(dst, s...)
+	return append(dst, '"')
 }
 
 // appendJSONString quotes valid UTF-8 (the reader checked it) for jsonb,

@@ -15,8 +15,9 @@ import (
 // the rest, so no tree of the document is ever built. It accepts exactly
 // RFC 8259 JSON and refuses, with a kind, what Postgres could not store
 // anyway: invalid UTF-8 and lone surrogate escapes. Strings, numbers and
-// skipped values are scanned by package schema's scanner, so that the typed
-// JSON mapper and this reader agree on what JSON is
+// skipped values are scanned by package decode's scanner (ScanJSONString,
+// ScanJSONNumber, SkipJSONValue), so that the typed JSON mapper and this
+// reader agree on what JSON is
 // (FuzzReaderMatchesEncodingJSON); the reader adds the structure.
 //
 // A reader never panics: every method checks bounds, and the first error
@@ -35,7 +36,7 @@ type reader struct {
 	arena []byte
 }
 
-// readError is malformed JSON: kind is a schema.Kind* constant.
+// readError is malformed JSON: kind is a decode.Kind* constant.
 type readError struct {
 	kind string
 	msg  string

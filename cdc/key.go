@@ -4,8 +4,7 @@ import (
 	"bytes"
 	"reflect"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -200,8 +199,8 @@ func sameKey(a, b []any) bool {
 	}
 	for i := range a {
 		x, y := a[i], b[i]
-		if nx, ok := x.(pgtype.Numeric); ok {
-			ny, ok := y.(pgtype.Numeric)
+		if nx, ok := x.(pgvalue.Numeric); ok {
+			ny, ok := y.(pgvalue.Numeric)
 			if !ok || !sameNumeric(nx, ny) {
 				return false
 			}
@@ -221,9 +220,6 @@ func sameKey(a, b []any) bool {
 	return true
 }
 
-func sameNumeric(a, b pgtype.Numeric) bool { return numericString(a) == numericString(b) }
-
-func numericString(n pgtype.Numeric) string {
-	b, _ := n.MarshalJSON()
-	return string(b)
-}
+// sameNumeric compares two numerics as Postgres prints them: 1.5 and
+// 1.50 differ, as their scales do.
+func sameNumeric(a, b pgvalue.Numeric) bool { return a.String() == b.String() }

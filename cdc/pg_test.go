@@ -11,6 +11,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // pgConn is a connection to the test's Postgres with the codecs the
@@ -18,9 +19,18 @@ import (
 func pgConn(t *testing.T) *pgx.Conn {
 	t.Helper()
 	conn := pgtest.Conn(t)
-	RegisterTimeTZ(conn.TypeMap())
+	pgcopy.RegisterTimeTZ(conn.TypeMap())
 	pgcopy.RegisterNumericCodec(conn.TypeMap())
 	return conn
+}
+
+// copyRows writes rows into table with pgcopy.CopyFrom, as the writer
+// does, in a transaction of its own.
+func copyRows(ctx context.Context, conn *pgx.Conn, table pgx.Identifier, cols []string, rows [][]any) error {
+	return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := pgcopy.CopyFrom(ctx, tx, table, cols, pgx.CopyFromRows(rows))
+		return err
+	})
 }
 
 // TestEveryTypeLandsExactlyInPostgres decodes the all-types fixture,
@@ -31,7 +41,7 @@ func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
 	conn := pgConn(t)
 
 	d := mustDecoder(t, Config{Table: "all_types"})
-	var ch Change
+	var ch stream.Change
 	rec := fixture(t, "pg_all_types_create.json")
 	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("first decode: %v", err)
@@ -45,7 +55,7 @@ func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
 			t.Fatalf("%s: %v", stmt, err)
 		}
 	}
-	if _, err := conn.CopyFrom(ctx, tab.Ident(), tab.ColumnNames(), pgx.CopyFromRows([][]any{ch.Row})); err != nil {
+	if err := copyRows(ctx, conn, tab.Ident(), tab.ColumnNames(), [][]any{ch.Row}); err != nil {
 		t.Fatalf("copy: %v", err)
 	}
 	want := map[string]string{

@@ -87,16 +87,16 @@ type replay struct {
 	order []string
 }
 
-func (p *replay) apply(ch *Change, cols []string) {
+func (p *replay) apply(ch *stream.Change, cols []string) {
 	if p.rows == nil {
 		p.rows = map[string]map[string]any{}
 	}
 	switch ch.Op {
-	case OpTruncate:
+	case stream.OpTruncate:
 		p.rows, p.order = map[string]map[string]any{}, nil
-	case OpDelete:
+	case stream.OpDelete:
 		delete(p.rows, fmt.Sprint(ch.Key))
-	case OpUpsert:
+	case stream.OpUpsert:
 		if ch.OldKey != nil {
 			delete(p.rows, fmt.Sprint(ch.OldKey))
 		}
@@ -270,7 +270,7 @@ func TestRecordedEventsReplicateTheSourceRows(t *testing.T) {
 						snapshotDone = true
 						compareReplica(t, conn, d, c, table, "snapshot", &p)
 					}
-					p.apply(&ch, d.Table().ColumnNames())
+					p.apply(&ch.Change, d.Table().ColumnNames())
 				}
 				compareReplica(t, conn, d, c, table, "final", &p)
 			})
@@ -306,7 +306,7 @@ func compareReplica(t *testing.T, conn *pgx.Conn, d *Decoder, c recordedConnecto
 		}
 		rows = append(rows, row)
 	}
-	if _, err := conn.CopyFrom(ctx, tab.Ident(), names, pgx.CopyFromRows(rows)); err != nil {
+	if err := copyRows(ctx, conn, tab.Ident(), names, rows); err != nil {
 		t.Fatalf("%s: copy: %v", when, err)
 	}
 	var sel []string

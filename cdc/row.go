@@ -20,8 +20,9 @@ type rowState struct {
 	before  []any
 	// source and transaction are the last record's blocks, whose strings
 	// the next record's take when they are the same.
-	source      Source
-	transaction Transaction
+	source      sourceBlock
+	transaction transactionBlock
+	oldKey      []any // an update's key before it, to compare with after's
 	// wireValue and wireKey hold the JSON of a registry format's record.
 	wireValue, wireKey []byte
 }
@@ -145,7 +146,8 @@ func (t *table) placeholders() [][]byte {
 }
 
 // assemble builds the row of layout l from the decoded fields.
-func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail []bool, rec *stream.Record, src *Source, event byte, kafka []any, ch *Change) []any {
+// The source columns take env's blocks; ch gets the unavailable columns.
+func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail []bool, rec *stream.Record, env *envelope, kafka []any, ch *stream.Change) []any {
 	idx := v.index(l)
 	dst = dst[:0]
 	for i, c := range l.cols {
@@ -159,7 +161,7 @@ func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail [
 				}
 			}
 		case colSource:
-			x = sourceValue(sourceField(c.meta), src, event, ch)
+			x = sourceValue(sourceField(c.meta), env)
 		case colKafka:
 			x = kafka[c.meta]
 		}
@@ -170,7 +172,7 @@ func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail [
 
 // checkNotNull refuses a row whose NOT NULL column is NULL (a field a later
 // schema dropped, or a null where the first schema said required).
-func checkNotNull(rec *stream.Record, l *layout, row []any, ch *Change) error {
+func checkNotNull(rec *stream.Record, l *layout, row []any, ch *stream.Change) error {
 	for i, c := range l.cols {
 		if c.NotNull && row[i] == nil && !containsInt(ch.Unavailable, i) {
 			return bad(rec, c.Name, decode.KindNullValue, "the value is null or missing and the column is NOT NULL")

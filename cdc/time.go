@@ -7,9 +7,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // Dates, times, timestamps and intervals. Postgres keeps microseconds;
@@ -64,9 +63,9 @@ func decodeEpochDays(r *reader, n *node) (any, *convError) {
 func dateOfDays(d int64) (any, *convError) {
 	switch {
 	case d == datePosInf || d == datePosInfOld:
-		return pgtype.Date{InfinityModifier: pgtype.Infinity, Valid: true}, nil
+		return pgvalue.Infinity{}, nil
 	case d == dateNegInf || d == dateNegInfOld:
-		return pgtype.Date{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
+		return pgvalue.Infinity{Negative: true}, nil
 	case d < minDateDays || d > maxDateDays:
 		return nil, convErrorf(decode.KindOutOfRange, "the date %d days from 1970-01-01 is outside Postgres' dates (4714-11-24 BC to 5874897-12-31)", d)
 	}
@@ -85,7 +84,7 @@ func timeOfDayIn(unit int64) func(*reader, *node) (any, *convError) {
 		if !ok || us < 0 || us > microsPerDay {
 			return nil, convErrorf(decode.KindOutOfRange, "the time of day %d (%s) is not within 00:00:00 and 24:00:00", v, n.s.describe())
 		}
-		return pgtype.Time{Microseconds: us, Valid: true}, nil
+		return pgvalue.Time{Microseconds: us}, nil
 	}
 }
 
@@ -116,9 +115,9 @@ func timestampIn(unit int64) func(*reader, *node) (any, *convError) {
 		}
 		switch {
 		case unit > 0 && v == timestampPosInf/unit, unit < 0 && v == math.MaxInt64:
-			return pgtype.Timestamp{InfinityModifier: pgtype.Infinity, Valid: true}, nil
+			return pgvalue.Infinity{}, nil
 		case unit > 0 && v == timestampNegInf/unit, unit < 0 && v == math.MinInt64:
-			return pgtype.Timestamp{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
+			return pgvalue.Infinity{Negative: true}, nil
 		}
 		var t time.Time
 		switch unit {
@@ -147,9 +146,9 @@ func decodeZonedTimestamp(r *reader, n *node) (any, *convError) {
 	}
 	switch string(s) {
 	case "infinity":
-		return pgtype.Timestamptz{InfinityModifier: pgtype.Infinity, Valid: true}, nil
+		return pgvalue.Infinity{}, nil
 	case "-infinity":
-		return pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}, nil
+		return pgvalue.Infinity{Negative: true}, nil
 	}
 	t, hasOffset, ok := parseISOTimestamp(string(s))
 	if !ok || !hasOffset {
@@ -225,7 +224,7 @@ func decodeIsoTime(r *reader, n *node) (any, *convError) {
 	if !ok {
 		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 time of day", s)
 	}
-	return pgtype.Time{Microseconds: us, Valid: true}, nil
+	return pgvalue.Time{Microseconds: us}, nil
 }
 
 // decodeZonedTime reads io.debezium.time.ZonedTime: 10:15:30.123456Z or
@@ -243,7 +242,7 @@ func decodeZonedTime(r *reader, n *node) (any, *convError) {
 	if !ok || rest == "" {
 		return nil, convErrorf(decode.KindInvalidTimestamp, "%q is not an ISO-8601 time with an offset", s)
 	}
-	return TimeTZ{Microseconds: us, OffsetSeconds: int32(off), Valid: true}, nil
+	return pgvalue.TimeTZ{Microseconds: us, OffsetSeconds: int32(off)}, nil
 }
 
 // parseISOTimestamp reads [+-]YYYY[Y...]-MM-DDTHH:MM[:SS[.f]] and an
@@ -390,7 +389,7 @@ func durationIn(unit int64) func(*reader, *node) (any, *convError) {
 		if !ok {
 			return nil, convErrorf(decode.KindOutOfRange, "the duration %d (%s) does not fit an interval", v, n.s.describe())
 		}
-		return pgtype.Interval{Microseconds: us, Valid: true}, nil
+		return pgvalue.Interval{Microseconds: us}, nil
 	}
 }
 
@@ -411,17 +410,17 @@ func decodeISOInterval(r *reader, n *node) (any, *convError) {
 	return iv, nil
 }
 
-func parseISOInterval(s string) (pgtype.Interval, bool) {
+func parseISOInterval(s string) (pgvalue.Interval, bool) {
 	var months, days, micros big.Int
 	if len(s) < 2 || (s[0] != 'P' && s[0] != 'p') {
-		return pgtype.Interval{}, false
+		return pgvalue.Interval{}, false
 	}
 	s = s[1:]
 	inTime := false
 	for s != "" {
 		if s[0] == 'T' || s[0] == 't' {
 			if inTime {
-				return pgtype.Interval{}, false
+				return pgvalue.Interval{}, false
 			}
 			inTime, s = true, s[1:]
 			continue
@@ -434,24 +433,24 @@ func parseISOInterval(s string) (pgtype.Interval, bool) {
 			j++
 		}
 		if j == 0 || j >= len(s) {
-			return pgtype.Interval{}, false
+			return pgvalue.Interval{}, false
 		}
 		num, unit := s[:j], s[j]
 		s = s[j+1:]
 		if unit == 'S' || unit == 's' {
 			if !inTime {
-				return pgtype.Interval{}, false
+				return pgvalue.Interval{}, false
 			}
 			x, ok := decimalMicros(num)
 			if !ok {
-				return pgtype.Interval{}, false
+				return pgvalue.Interval{}, false
 			}
 			micros.Add(&micros, x)
 			continue
 		}
 		x, ok := new(big.Int).SetString(strings.TrimPrefix(num, "+"), 10)
 		if !ok {
-			return pgtype.Interval{}, false
+			return pgvalue.Interval{}, false
 		}
 		switch {
 		case !inTime && (unit == 'Y' || unit == 'y'):
@@ -467,15 +466,15 @@ func parseISOInterval(s string) (pgtype.Interval, bool) {
 		case inTime && (unit == 'M' || unit == 'm'):
 			micros.Add(&micros, x.Mul(x, big.NewInt(60000000)))
 		default:
-			return pgtype.Interval{}, false
+			return pgvalue.Interval{}, false
 		}
 	}
 	if !months.IsInt64() || !days.IsInt64() || !micros.IsInt64() ||
 		months.Int64() > math.MaxInt32 || months.Int64() < math.MinInt32 ||
 		days.Int64() > math.MaxInt32 || days.Int64() < math.MinInt32 {
-		return pgtype.Interval{}, false
+		return pgvalue.Interval{}, false
 	}
-	return pgtype.Interval{Months: int32(months.Int64()), Days: int32(days.Int64()), Microseconds: micros.Int64(), Valid: true}, true
+	return pgvalue.Interval{Months: int32(months.Int64()), Days: int32(days.Int64()), Microseconds: micros.Int64()}, true
 }
 
 // decimalMicros reads signed decimal seconds into microseconds, truncating

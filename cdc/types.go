@@ -14,7 +14,8 @@ import (
 // primitive type it belongs to, else by its primitive type. An entry gives
 // the column type (as Postgres' format_type() prints it, so that a planned
 // column and an existing one compare as strings) and the decoder of one
-// non-null value into the Go value pgx encodes for that column. Adding a
+// non-null value into that column's value (Go's types and package
+// pgvalue's, as every mapper makes them). Adding a
 // type is adding an entry here; no other file switches on type names.
 
 // connectType is one entry of the type table.

@@ -8,15 +8,13 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgtype"
-
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgvalue"
 )
 
 // The decoders of the type table's scalar entries. Each reads one non-null
-// value at r and returns the Go value pgx encodes for the entry's column
-// type, or why it cannot.
+// value at r and returns the entry's column type's value as the mappers
+// make them (Go's types and package pgvalue's), or why it cannot.
 
 func readInt(r *reader, n *node, bits int) (int64, *convError) {
 	if c := r.peek(); c != '-' && (c < '0' || c > '9') {
@@ -185,13 +183,13 @@ func decodeBytes(r *reader, n *node) (any, *convError) {
 // big-endian two's complement integer in base64 (decimal.format BASE64,
 // the default), or a JSON number (decimal.format NUMERIC).
 func decodeDecimal(r *reader, n *node) (any, *convError) {
-	var num pgtype.Numeric
+	var num pgvalue.Numeric
 	if r.peek() == '"' {
 		b, cerr := readBase64(r, n)
 		if cerr != nil {
 			return nil, cerr
 		}
-		num = pgtype.Numeric{Int: twosComplement(b), Exp: int32(-n.scale), Valid: true}
+		num = pgvalue.Numeric{Int: twosComplement(b), Exp: int32(-n.scale)}
 	} else {
 		if c := r.peek(); c != '-' && (c < '0' || c > '9') {
 			return nil, mismatch(n, what(r))
@@ -226,13 +224,13 @@ func twosComplement(b []byte) *big.Int {
 }
 
 // parseDecimal reads a JSON number exactly.
-func parseDecimal(text []byte) (pgtype.Numeric, bool) {
+func parseDecimal(text []byte) (pgvalue.Numeric, bool) {
 	s := string(text)
 	exp := 0
 	if i := strings.IndexAny(s, "eE"); i >= 0 {
 		e, err := strconv.Atoi(s[i+1:])
 		if err != nil || e > maxNumericExp || e < -maxNumericExp {
-			return pgtype.Numeric{}, false
+			return pgvalue.Numeric{}, false
 		}
 		exp, s = e, s[:i]
 	}
@@ -242,9 +240,9 @@ func parseDecimal(text []byte) (pgtype.Numeric, bool) {
 	}
 	x, ok := new(big.Int).SetString(s, 10)
 	if !ok {
-		return pgtype.Numeric{}, false
+		return pgvalue.Numeric{}, false
 	}
-	return pgtype.Numeric{Int: x, Exp: int32(exp), Valid: true}, true
+	return pgvalue.Numeric{Int: x, Exp: int32(exp)}, true
 }
 
 // maxNumericExp bounds decimal exponents far beyond what Postgres' numeric
@@ -254,7 +252,7 @@ const maxNumericExp = 200000
 
 // checkPrecision refuses a value a numeric(p,s) column would reject, so
 // that it is a bad record with a reason rather than a row Postgres refuses.
-func checkPrecision(n *node, num pgtype.Numeric) *convError {
+func checkPrecision(n *node, num pgvalue.Numeric) *convError {
 	p, s := n.precision, n.scale
 	if p == 0 || num.Int == nil || num.Int.Sign() == 0 {
 		return nil
@@ -336,7 +334,7 @@ func decodeVariableScaleDecimal(r *reader, n *node) (any, *convError) {
 	if scale > maxNumericScale || scale < -maxNumericScale {
 		return nil, convErrorf(decode.KindOutOfRange, "the scale %d is beyond Postgres' numeric (at most %d digits after the point)", scale, maxNumericScale)
 	}
-	return pgtype.Numeric{Int: twosComplement(unscaled), Exp: int32(-scale), Valid: true}, nil
+	return pgvalue.Numeric{Int: twosComplement(unscaled), Exp: int32(-scale)}, nil
 }
 
 // maxNumericScale is Postgres' limit on the digits after a numeric's point.
@@ -368,9 +366,8 @@ func decodeUUID(r *reader, n *node) (any, *convError) {
 }
 
 // parseUUID reads the hyphenated form, in either case.
-func parseUUID(s []byte) (pgtype.UUID, bool) {
-	u, ok := pgvalue.ParseUUID(s)
-	return pgtype.UUID{Bytes: u, Valid: ok}, ok
+func parseUUID(s []byte) (pgvalue.UUID, bool) {
+	return pgvalue.ParseUUID(s)
 }
 
 // decodeEnumSet reads a MySQL SET (io.debezium.data.EnumSet): its members
@@ -407,7 +404,7 @@ func decodeBits(r *reader, n *node) (any, *convError) {
 			return nil, convErrorf(decode.KindOutOfRange, "bit %d is set, and the column holds %d bits", length-1, n.bits)
 		}
 	}
-	out := pgtype.Bits{Bytes: make([]byte, (length+7)/8), Len: int32(length), Valid: true}
+	out := pgvalue.Bits{Bytes: make([]byte, (length+7)/8), Len: int32(length)}
 	for k := 0; k < 8*len(b); k++ {
 		if b[k/8]&(1<<(k%8)) == 0 {
 			continue

@@ -159,7 +159,7 @@ func (w *wireSchemas) schemaOf(rec *stream.Record, what string, b []byte) (*wire
 }
 
 // decodeWire decodes a record of format avro or protobuf.
-func (d *Decoder) decodeWire(rec *stream.Record, ch *Change) error {
+func (d *Decoder) decodeWire(rec *stream.Record, ch *stream.Change, env *envelope) error {
 	ws, payload, err := d.wire.schemaOf(rec, "value", rec.Value)
 	if err != nil {
 		return err
@@ -183,7 +183,7 @@ func (d *Decoder) decodeWire(rec *stream.Record, ch *Change) error {
 			return err
 		}
 	}
-	return d.decode(&jrec, ch, rs, v)
+	return d.decode(&jrec, ch, env, rs, v)
 }
 
 // wireKey is the record key as the JsonConverter writes it with its schema.

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -144,12 +144,12 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 		t.Fatalf("table %+v\nwant columns %+v and key [id]", tbl, wantCols)
 	}
 	uid, _ := parseUUID([]byte("6ba7b810-9dad-11d1-80b4-00c04fd430c8"))
-	wantRow := []any{int32(1), "Sally", "s@example.com", pgtype.Numeric{Int: big.NewInt(1999), Exp: -2, Valid: true},
+	wantRow := []any{int32(1), "Sally", "s@example.com", pgvalue.Numeric{Int: big.NewInt(1999), Exp: -2},
 		time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), time.UnixMicro(1709164800123456).UTC(),
 		time.Date(2024, 2, 29, 9, 0, 0, 500000000, time.UTC), int16(-7), []byte(`{"a": [1, 2]}`), uid,
-		pgtype.Numeric{Int: big.NewInt(12345), Exp: -3, Valid: true}, []any{"a", "b"}, 0.25, time.UnixMicro(1700000000000001).UTC(),
+		pgvalue.Numeric{Int: big.NewInt(12345), Exp: -3}, []any{"a", "b"}, 0.25, time.UnixMicro(1700000000000001).UTC(),
 		"public.customers", "0/16E90A0"}
-	if ch.Op != OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
+	if ch.Op != stream.OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
 		t.Fatalf("create: op %v %q key %v\nrow  %#v\nwant %#v", ch.Op, ch.Event, ch.Key, ch.Row, wantRow)
 	}
 	if ch.Source.Snapshot != "false" || ch.Source.TxID != 771 || ch.Transaction.ID != "771:24023200" || ch.TsMs != 1709164800999 {
@@ -158,19 +158,19 @@ func TestAvroEventsBecomeTheirJSONTwinsChanges(t *testing.T) {
 
 	// An update that changes the key deletes the old key first.
 	pk := stream.Record{Key: key(10), Value: avroEvent(t, "u", avroRow(1, "Sally"), avroRow(10, "Sally"))}
-	if ch, err = decodeGrowing(t, d, pk); err != nil || ch.Op != OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if ch, err = decodeGrowing(t, d, pk); err != nil || ch.Op != stream.OpUpsert || !reflect.DeepEqual(ch.OldKey, []any{int32(1)}) || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
 	del := stream.Record{Key: key(10), Value: avroEvent(t, "d", avroRow(10, "Sally"), nil)}
-	if ch, err = decodeGrowing(t, d, del); err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if ch, err = decodeGrowing(t, d, del); err != nil || ch.Op != stream.OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
 	trunc := stream.Record{Value: avroEvent(t, "t", nil, nil)}
-	if ch, err = decodeGrowing(t, d, trunc); err != nil || ch.Op != OpTruncate {
+	if ch, err = decodeGrowing(t, d, trunc); err != nil || ch.Op != stream.OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
 	tomb := stream.Record{Key: key(10)}
-	if ch, err = decodeGrowing(t, d, tomb); err != nil || ch.Op != OpNone {
+	if ch, err = decodeGrowing(t, d, tomb); err != nil || ch.Op != stream.OpNone {
 		t.Fatalf("tombstone: %v, %+v", err, ch)
 	}
 	if reg.calls != 2 {

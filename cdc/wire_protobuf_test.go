@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
@@ -137,10 +137,10 @@ func TestProtobufEventsBecomeChanges(t *testing.T) {
 	if !reflect.DeepEqual(tbl.Columns, wantCols) || !slices.Equal(tbl.PrimaryKey, []string{"id"}) {
 		t.Fatalf("table %+v\nwant columns %+v and key [id]", tbl, wantCols)
 	}
-	wantRow := []any{int32(1), "Sally", "s@example.com", pgtype.Numeric{Int: big.NewInt(1999), Exp: -2, Valid: true},
+	wantRow := []any{int32(1), "Sally", "s@example.com", pgvalue.Numeric{Int: big.NewInt(1999), Exp: -2},
 		time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC), time.UnixMicro(1709164800123456).UTC(), int16(-7), []any{"a", "b"},
-		pgtype.Numeric{Int: big.NewInt(12345), Exp: -3, Valid: true}, []byte(`{"x":3}`)}
-	if ch.Op != OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
+		pgvalue.Numeric{Int: big.NewInt(12345), Exp: -3}, []byte(`{"x":3}`)}
+	if ch.Op != stream.OpUpsert || ch.Event != 'c' || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int32(1)}) {
 		t.Fatalf("create: op %v %q key %v\nrow  %#v\nwant %#v", ch.Op, ch.Event, ch.Key, ch.Row, wantRow)
 	}
 	if ch.Source.Table != "customers" || ch.Source.TxID != 771 || ch.Source.Snapshot != "false" || ch.TsMs != 1709164800999 {
@@ -151,10 +151,10 @@ func TestProtobufEventsBecomeChanges(t *testing.T) {
 		t.Fatalf("primary key change: %v, %+v", err, ch)
 	}
 	ch, err = decodeGrowing(t, d, stream.Record{Key: keyOf("10"), Value: protoRecord(t, value, protoEvent("d", row("10"), ""))})
-	if err != nil || ch.Op != OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
+	if err != nil || ch.Op != stream.OpDelete || !reflect.DeepEqual(ch.Key, []any{int32(10)}) {
 		t.Fatalf("delete: %v, %+v", err, ch)
 	}
-	if ch, err = decodeGrowing(t, d, stream.Record{Value: protoRecord(t, value, protoEvent("t", "", ""))}); err != nil || ch.Op != OpTruncate {
+	if ch, err = decodeGrowing(t, d, stream.Record{Value: protoRecord(t, value, protoEvent("t", "", ""))}); err != nil || ch.Op != stream.OpTruncate {
 		t.Fatalf("truncate: %v, %+v", err, ch)
 	}
 	// A date Protobuf can say and a calendar cannot is a bad record.

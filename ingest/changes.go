@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -19,7 +18,7 @@ import (
 )
 
 // Change sinks (Sink.Changes, format debezium). Each record decodes into
-// a change of the sink's table (cdc.Change), applied in the batch's one
+// a change of the sink's table (stream.Change), applied in the batch's one
 // fenced transaction, so the table moves with the offsets, exactly once:
 //
 //   - the fast path TRUNCATEs the table when the batch holds a truncate,
@@ -44,7 +43,7 @@ import (
 // keyedChange is one record's change, in offset order.
 type keyedChange struct {
 	rec *stream.Record
-	ch  cdc.Change
+	ch  stream.Change
 }
 
 // decodeChanges decodes the batch's records; the records that are no
@@ -57,7 +56,7 @@ func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChang
 	bad, err := decodeRecords(records, w.cfg.MaxRecordBytes, func(r *stream.Record, _ int) error {
 		out = append(out, keyedChange{rec: r})
 		c := &out[len(out)-1]
-		if err := sink.Changes.Decode(r, &c.ch); err != nil || c.ch.Op == cdc.OpNone {
+		if err := sink.Changes.Decode(r, &c.ch); err != nil || c.ch.Op == stream.OpNone {
 			out = out[:len(out)-1]
 			return err
 		}
@@ -162,7 +161,7 @@ func encodeChanges(changes []keyedChange, st *upsertState, m *pgtype.Map, oids [
 	for _, c := range changes {
 		var err error
 		switch {
-		case c.ch.Op == cdc.OpDelete:
+		case c.ch.Op == stream.OpDelete:
 			err = cs.appendDelete(c.rec, seq, c.ch.Key)
 		case c.ch.OldKey != nil:
 			if err = cs.appendDelete(c.rec, seq, c.ch.OldKey); err == nil {
@@ -184,7 +183,7 @@ func encodeChanges(changes []keyedChange, st *upsertState, m *pgtype.Map, oids [
 // lastTruncate is the index of the last truncate of changes, or -1.
 func lastTruncate(changes []keyedChange) int {
 	for i := len(changes) - 1; i >= 0; i-- {
-		if changes[i].ch.Op == cdc.OpTruncate {
+		if changes[i].ch.Op == stream.OpTruncate {
 			return i
 		}
 	}
@@ -219,21 +218,23 @@ type changeStatements struct {
 	upserts map[string]string // by the unavailable columns
 }
 
-// apply runs the statements of one change in tx.
-func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, ch *cdc.Change) error {
+// apply runs the statements of one change in tx. The change's values are
+// package pgvalue's: pgcopy.PgxValues hands them to pgx as the pgtype
+// values pgx sends in binary.
+func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, ch *stream.Change) error {
 	var err error
 	switch {
-	case ch.Op == cdc.OpTruncate:
+	case ch.Op == stream.OpTruncate:
 		_, err = tx.Exec(ctx, truncateSQL(s.t))
-	case ch.Op == cdc.OpDelete:
-		_, err = tx.Exec(ctx, s.deleteSQL(), ch.Key...)
-	case ch.Op == cdc.OpUpsert:
+	case ch.Op == stream.OpDelete:
+		_, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(ch.Key)...)
+	case ch.Op == stream.OpUpsert:
 		if ch.OldKey != nil {
-			if _, err = tx.Exec(ctx, s.deleteSQL(), ch.OldKey...); err != nil {
+			if _, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(ch.OldKey)...); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), ch.Row...)
+		_, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...)
 	}
 	return err
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/enum"
@@ -54,7 +53,7 @@ type Sink struct {
 }
 
 // ChangeDecoder decodes change events (package cdc's Decoder) into
-// changes of one table, to apply in the batch's transaction in offset
+// stream.Changes of one table, to apply in the batch's transaction in offset
 // order, the last change of each key winning: an upsert of Change.Row by
 // KeyColumns (after deleting Change.OldKey when the key changed; the
 // Change.Unavailable columns keep their stored value), a delete by
@@ -63,7 +62,7 @@ type Sink struct {
 // decode.ErrTableChanged when Table grew for the record, which then
 // decodes once the table is evolved. Safe for concurrent use.
 type ChangeDecoder interface {
-	Decode(r *stream.Record, ch *cdc.Change) error
+	Decode(r *stream.Record, ch *stream.Change) error
 	Table() schema.Table
 	KeyColumns() []string
 }

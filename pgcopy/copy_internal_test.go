@@ -47,6 +47,12 @@ func TestTheFastEncodersWriteWhatPgxWrites(t *testing.T) {
 	}
 	timesOfDay := []any{pgvalue.Time{}, pgvalue.Time{Microseconds: 13*3600e6 + 4*60e6 + 5e6 + 250}, pgvalue.Time{Microseconds: 24 * 3600e6}, "12:00:00"}
 	uuids := []any{pgvalue.UUID{}, pgvalue.UUID{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}, "123e4567-e89b-12d3-a456-426614174000"}
+	infinities := []any{pgvalue.Infinity{}, pgvalue.Infinity{Negative: true}}
+	intervals := []any{pgvalue.Interval{}, pgvalue.Interval{Months: -14, Days: 3, Microseconds: -3723000004},
+		pgvalue.Interval{Months: math.MaxInt32, Days: math.MinInt32, Microseconds: math.MaxInt64}, "1 day"}
+	timeTZs := []any{pgvalue.TimeTZ{}, pgvalue.TimeTZ{Microseconds: 24 * 3600e6, OffsetSeconds: -(5*3600 + 30*60 + 15)},
+		pgvalue.TimeTZ{Microseconds: 37230500000, OffsetSeconds: 14 * 3600}}
+	bits := []any{pgvalue.Bits{Bytes: []byte{}, Len: 0}, pgvalue.Bits{Bytes: []byte{0b0101_0000}, Len: 4}, pgvalue.Bits{Bytes: []byte{0xff, 0x80}, Len: 9}, "101"}
 	type tc struct {
 		oid    uint32
 		values []any
@@ -63,15 +69,20 @@ func TestTheFastEncodersWriteWhatPgxWrites(t *testing.T) {
 		{pgtype.Float8OID, []any{0.1, math.Inf(-1), math.NaN(), -0.0, float32(1.5)}},
 		{pgtype.Float4OID, []any{float32(0.1), float32(math.Inf(1)), float64(2)}},
 		{pgtype.BoolOID, []any{true, false, "t"}},
-		{pgtype.TimestamptzOID, anys(times)},
-		{pgtype.TimestampOID, anys(times)},
-		{pgtype.DateOID, anys(times)},
+		{pgtype.TimestamptzOID, append(anys(times), infinities...)},
+		{pgtype.TimestampOID, append(anys(times), infinities...)},
+		{pgtype.DateOID, append(anys(times), infinities...)},
 		{pgtype.NumericOID, anys(numerics)},
 		{pgtype.NumericOID, mapped},
 		{pgtype.TimeOID, timesOfDay},
 		{pgtype.UUIDOID, uuids},
+		{pgtype.IntervalOID, intervals},
+		{pgvalue.TimeTZOID, timeTZs},
+		{pgtype.BitOID, bits},
+		{pgtype.VarbitOID, bits},
 	}
 	m := pgtype.NewMap() // pgtype's own numeric codec: an oracle independent of ours
+	RegisterTimeTZ(m)    // pgx has none; copy_test.go holds it to Postgres
 	for _, c := range cases {
 		enc := fastEncoder(c.oid)
 		if enc == nil {
@@ -220,14 +231,40 @@ func TestPgxValuesConvertsOnlyPgvalueValues(t *testing.T) {
 		t.Errorf("a row without pgvalue's values was copied")
 	}
 	n := pgvalue.Numeric{Int: big.NewInt(5), Exp: -1}
-	row := []any{[]byte("b"), n, pgvalue.UUID{1}, "s", []*pgvalue.Numeric{&n, nil}, pgvalue.Time{Microseconds: 7}}
+	row := []any{[]byte("b"), n, pgvalue.UUID{1}, "s", []*pgvalue.Numeric{&n, nil}, pgvalue.Time{Microseconds: 7},
+		pgvalue.Interval{Months: 1, Days: 2, Microseconds: 3}, pgvalue.Bits{Bytes: []byte{0x80}, Len: 1}, pgvalue.Infinity{Negative: true},
+		[]any{"x", n, nil}, []any{"plain"}, pgvalue.TimeTZ{Microseconds: 1}}
 	got := PgxValues(row)
 	want := []any{[]byte("b"), pgtype.Numeric{Int: n.Int, Exp: -1, Valid: true}, pgtype.UUID{Bytes: [16]byte{1}, Valid: true}, "s",
-		[]*pgtype.Numeric{{Int: n.Int, Exp: -1, Valid: true}, nil}, pgtype.Time{Microseconds: 7, Valid: true}}
+		[]*pgtype.Numeric{{Int: n.Int, Exp: -1, Valid: true}, nil}, pgtype.Time{Microseconds: 7, Valid: true},
+		pgtype.Interval{Months: 1, Days: 2, Microseconds: 3, Valid: true}, pgtype.Bits{Bytes: []byte{0x80}, Len: 1, Valid: true}, pgxInfinity{Negative: true},
+		[]any{"x", pgtype.Numeric{Int: n.Int, Exp: -1, Valid: true}, nil}, []any{"plain"}, pgvalue.TimeTZ{Microseconds: 1}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("PgxValues:\n got %#v\nwant %#v", got, want)
 	}
 	if _, ok := row[1].(pgvalue.Numeric); !ok {
 		t.Errorf("PgxValues changed its argument: %#v", row)
+	}
+}
+
+// TestPgvalueStringsArePgtypeJSON: package cdc writes pgvalue's numerics and
+// uuids into jsonb with their String, where it wrote pgtype's MarshalJSON.
+func TestPgvalueStringsArePgtypeJSON(t *testing.T) {
+	for _, n := range []pgvalue.Numeric{
+		{Int: big.NewInt(0), Exp: 0}, {Int: big.NewInt(0), Exp: -3}, {Int: big.NewInt(0), Exp: 2},
+		{Int: big.NewInt(-5), Exp: -3}, {Int: big.NewInt(150), Exp: -2}, {Int: big.NewInt(-150), Exp: -3},
+		{Int: big.NewInt(15), Exp: 2}, {Int: big.NewInt(-1), Exp: 0}, {Int: big.NewInt(123456), Exp: -6},
+		{Int: new(big.Int).Lsh(big.NewInt(-3), 90), Exp: -40},
+	} {
+		want, err := pgtypeNumeric(n).MarshalJSON()
+		if err != nil || n.String() != string(want) {
+			t.Errorf("numeric %v×10^%d: String %q, pgtype's JSON %s (%v)", n.Int, n.Exp, n.String(), want, err)
+		}
+	}
+	for _, u := range []pgvalue.UUID{{}, {0x0e, 0x2c, 0x74, 0xa1, 0x9b, 0x3d, 0x4c, 0x5e, 0x8f, 0, 0x12, 0x34, 0x56, 0x78, 0x9a, 0xbc}} {
+		want, err := pgtypeUUID(u).MarshalJSON()
+		if err != nil || `"`+u.String()+`"` != string(want) {
+			t.Errorf("uuid %x: String %q, pgtype's JSON %s (%v)", u, u.String(), want, err)
+		}
 	}
 }

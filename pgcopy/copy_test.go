@@ -183,3 +183,80 @@ func (s *failingSource) Err() error {
 	}
 	return nil
 }
+
+// TestTheValuesOfChangeSinksLandAsPostgresReadsThem copies pgvalue's
+// timetz, interval, bit strings and infinities (package cdc's values, also
+// as array elements) into their columns, binds them as a query's
+// arguments, and reads each back as Postgres prints it.
+func TestTheValuesOfChangeSinksLandAsPostgresReadsThem(t *testing.T) {
+	ctx := context.Background()
+	_, pool := pgtest.MigratedPool(t)
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	pgcopy.RegisterTimeTZ(conn.Conn().TypeMap()) // as every connection of kafka2pg's has it
+	cols := "ttz timetz, iv interval, bt bit(4), vb varbit, d date, ts timestamp, tz timestamptz, ttzarr timetz[], ivarr interval[], darr date[]"
+	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'; SET IntervalStyle = 'postgres'; CREATE TABLE t ("+cols+")"); err != nil {
+		t.Fatal(err)
+	}
+	row := []any{
+		pgvalue.TimeTZ{Microseconds: 10*3600e6 + 15*60e6 + 30.5e6, OffsetSeconds: -(5*3600 + 30*60 + 15)},
+		pgvalue.Interval{Months: 14, Days: -3, Microseconds: -3723000004},
+		pgvalue.Bits{Bytes: []byte{0b0101_0000}, Len: 4},
+		pgvalue.Bits{Bytes: []byte{0xff, 0x80}, Len: 9},
+		pgvalue.Infinity{}, pgvalue.Infinity{Negative: true}, pgvalue.Infinity{},
+		[]any{pgvalue.TimeTZ{OffsetSeconds: 3600}, nil},
+		[]any{pgvalue.Interval{Days: 1}},
+		[]any{pgvalue.Infinity{Negative: true}, time.Date(2024, 2, 29, 0, 0, 0, 0, time.UTC)},
+	}
+	want := []string{"10:15:30.5-05:30:15", "1 year 2 mons -3 days -01:02:03.000004", "0101", "111111111",
+		"infinity", "-infinity", "infinity", `{00:00:00+01,NULL}`, `{"1 day"}`, "{-infinity,2024-02-29}"}
+	names := []string{"ttz", "iv", "bt", "vb", "d", "ts", "tz", "ttzarr", "ivarr", "darr"}
+	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+		_, err := pgcopy.CopyFrom(ctx, tx, pgx.Identifier{"t"}, names, pgx.CopyFromRows([][]any{row}))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The same values as a query's arguments, as the change-by-change
+	// path binds them.
+	params := make([]string, len(names))
+	for i := range names {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	if _, err := conn.Exec(ctx, "INSERT INTO t VALUES ("+strings.Join(params, ", ")+")", pgcopy.PgxValues(row)...); err != nil {
+		t.Fatal(err)
+	}
+	sel := make([]string, len(names))
+	for i, n := range names {
+		sel[i] = n + "::text"
+	}
+	rows, err := conn.Query(ctx, "SELECT "+strings.Join(sel, ", ")+" FROM t")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) ([]string, error) {
+		out := make([]string, len(names))
+		ptrs := make([]any, len(names))
+		for i := range out {
+			ptrs[i] = &out[i]
+		}
+		return out, r.Scan(ptrs...)
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 2 {
+		t.Fatalf("%d rows, want 2", len(got))
+	}
+	for i, r := range got {
+		for c := range names {
+			if r[c] != want[c] {
+				t.Errorf("row %d (%s), %s: Postgres reads %q, want %q", i, []string{"COPY", "arguments"}[i], names[c], r[c], want[c])
+			}
+		}
+	}
+}

@@ -1,5 +1,6 @@
 // Package pgcopy writes Postgres' binary COPY format with pgx: the stream,
-// the tuples and their fields, and a numeric codec for pgx.
+// the tuples and their fields, and the codecs pgx needs for package
+// pgvalue's values (numeric without math/big, timetz).
 //
 // # What it owns
 //
@@ -17,6 +18,13 @@
 //   - numeric.go: NumericCodec, pgx's numeric codec with pgvalue's
 //     AppendNumeric for the values that fit 64 bits (RegisterNumericCodec
 //     installs it on a connection; every connection of kafka2pg has it).
+//   - timetz.go: TimeTZCodec, the codec of timetz and timetz[] for
+//     pgvalue.TimeTZ, which pgx lacks (RegisterTimeTZ; every connection
+//     of kafka2pg has it too).
+//
+// A query's arguments reach pgx through PgxValues, which turns pgvalue's
+// values into their pgtype twins (pgvalue.Infinity into one value that
+// pgx's date, timestamp and timestamptz codecs all take).
 //
 // # Goroutines
 //
@@ -24,7 +32,7 @@
 // return only once no read runs any more: when they return, the source is
 // the caller's again, even after a connection failed mid-COPY.
 //
-// Of ours it imports pgvalue, whose layouts package decode's mappers
-// write their rows with, and schema for quoting the column list; package
-// ingest runs the COPY.
+// Of ours it imports pgvalue, whose values the mappers of packages decode
+// and cdc make (decode's AppendRow writes them with pgvalue's layouts),
+// and schema for quoting the column list; package ingest runs the COPY.
 package pgcopy

@@ -15,7 +15,8 @@ import (
 // its type: the Go types the mappers make for that type are written by a
 // fast encoder of this file, other values (and other types) by the
 // connection's pgtype.Map, as pgx's CopyFrom writes them; a pgvalue value
-// reaches the type map as the pgtype value of the same name (PgxValue).
+// reaches the type map as the pgtype value of the same name (PgxValue),
+// but for TimeTZ, which pgx lacks and this package's codec takes as it is.
 
 // FieldEncoder appends v, a value as a mapper's Row returns it for column
 // col, as that column's whole field of a binary COPY tuple. It is
@@ -132,6 +133,12 @@ func fastEncoder(oid uint32) encodeFunc {
 		return encodeTime
 	case pgtype.UUIDOID:
 		return encodeUUID
+	case pgtype.IntervalOID:
+		return encodeInterval
+	case pgvalue.TimeTZOID:
+		return encodeTimeTZ
+	case pgtype.BitOID, pgtype.VarbitOID:
+		return encodeBits
 	}
 	return nil
 }
@@ -230,22 +237,31 @@ func encodeBool(buf []byte, v any) ([]byte, bool) {
 }
 
 func encodeTimestamptz(buf []byte, v any) ([]byte, bool) {
-	if t, ok := v.(time.Time); ok {
+	switch t := v.(type) {
+	case time.Time:
 		return pgvalue.AppendTimestamptz(buf, t), true
+	case pgvalue.Infinity:
+		return pgvalue.AppendTimestampInfinity(buf, t), true
 	}
 	return buf, false
 }
 
 func encodeTimestamp(buf []byte, v any) ([]byte, bool) {
-	if t, ok := v.(time.Time); ok {
+	switch t := v.(type) {
+	case time.Time:
 		return pgvalue.AppendTimestamp(buf, t), true
+	case pgvalue.Infinity:
+		return pgvalue.AppendTimestampInfinity(buf, t), true
 	}
 	return buf, false
 }
 
 func encodeDate(buf []byte, v any) ([]byte, bool) {
-	if t, ok := v.(time.Time); ok {
+	switch t := v.(type) {
+	case time.Time:
 		return pgvalue.AppendDate(buf, t), true
+	case pgvalue.Infinity:
+		return pgvalue.AppendDateInfinity(buf, t), true
 	}
 	return buf, false
 }
@@ -271,6 +287,27 @@ func encodeTime(buf []byte, v any) ([]byte, bool) {
 func encodeUUID(buf []byte, v any) ([]byte, bool) {
 	if u, ok := v.(pgvalue.UUID); ok {
 		return append(buf, u[:]...), true
+	}
+	return buf, false
+}
+
+func encodeInterval(buf []byte, v any) ([]byte, bool) {
+	if iv, ok := v.(pgvalue.Interval); ok {
+		return pgvalue.AppendInterval(buf, iv), true
+	}
+	return buf, false
+}
+
+func encodeTimeTZ(buf []byte, v any) ([]byte, bool) {
+	if t, ok := v.(pgvalue.TimeTZ); ok {
+		return pgvalue.AppendTimeTZ(buf, t), true
+	}
+	return buf, false
+}
+
+func encodeBits(buf []byte, v any) ([]byte, bool) {
+	if b, ok := v.(pgvalue.Bits); ok {
+		return pgvalue.AppendBits(buf, b), true
 	}
 	return buf, false
 }
@@ -317,6 +354,14 @@ func pgxValue(v any) (any, bool) {
 		return pgtypeTime(x), true
 	case pgvalue.UUID:
 		return pgtypeUUID(x), true
+	case pgvalue.Interval:
+		return pgtype.Interval{Months: x.Months, Days: x.Days, Microseconds: x.Microseconds, Valid: true}, true
+	case pgvalue.Bits:
+		return pgtype.Bits{Bytes: x.Bytes, Len: x.Len, Valid: true}, true
+	case pgvalue.Infinity:
+		return pgxInfinity(x), true
+	case []any:
+		return pgxElements(x)
 	case []pgvalue.Numeric:
 		return convertSlice(x, pgtypeNumeric), true
 	case []*pgvalue.Numeric:
@@ -331,6 +376,52 @@ func pgxValue(v any) (any, bool) {
 		return convertSlice(x, ptrOf(pgtypeUUID)), true
 	}
 	return nil, false
+}
+
+// pgxElements is PgxValue of an array's elements (package cdc's arrays
+// are []any), false when none is pgvalue's.
+func pgxElements(s []any) (any, bool) {
+	var out []any
+	for i, e := range s {
+		p, ok := pgxValue(e)
+		if ok && out == nil {
+			out = append(make([]any, 0, len(s)), s[:i]...)
+		}
+		if out != nil {
+			if !ok {
+				p = e
+			}
+			out = append(out, p)
+		}
+	}
+	return out, out != nil
+}
+
+// pgxInfinity is a pgvalue.Infinity as pgx's date, timestamp and
+// timestamptz codecs take it: one value for the three, as the column's
+// type, which PgxValue does not know, picks the codec.
+type pgxInfinity pgvalue.Infinity
+
+func (i pgxInfinity) modifier() pgtype.InfinityModifier {
+	if i.Negative {
+		return pgtype.NegativeInfinity
+	}
+	return pgtype.Infinity
+}
+
+// DateValue implements pgtype.DateValuer.
+func (i pgxInfinity) DateValue() (pgtype.Date, error) {
+	return pgtype.Date{InfinityModifier: i.modifier(), Valid: true}, nil
+}
+
+// TimestampValue implements pgtype.TimestampValuer.
+func (i pgxInfinity) TimestampValue() (pgtype.Timestamp, error) {
+	return pgtype.Timestamp{InfinityModifier: i.modifier(), Valid: true}, nil
+}
+
+// TimestamptzValue implements pgtype.TimestamptzValuer.
+func (i pgxInfinity) TimestamptzValue() (pgtype.Timestamptz, error) {
+	return pgtype.Timestamptz{InfinityModifier: i.modifier(), Valid: true}, nil
 }
 
 func pgtypeNumeric(n pgvalue.Numeric) pgtype.Numeric {

@@ -7,9 +7,10 @@ import (
 )
 
 // NumericCodec is pgx's numeric codec with a cheaper binary encoder for
-// pgtype.Numeric values (package cdc's decoders make them). pgtype's encoder divides big.Ints,
-// which allocates for every value, even the small ones nearly every numeric
-// column holds; for an Int that fits 64 bits this one computes the same
+// pgtype.Numeric values (PgxValue makes them of pgvalue's, for the
+// values no fast encoder takes: an array's elements, a query's
+// arguments). pgtype's encoder divides big.Ints, which allocates for
+// every value, even the small ones nearly every numeric column holds; for an Int that fits 64 bits this one computes the same
 // base-10000 digits with machine words and writes byte for byte what
 // pgtype writes. Other values, and scanning, are pgtype's.
 //

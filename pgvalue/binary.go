@@ -141,3 +141,43 @@ var powersOf10 = func() (t [20]uint64) {
 	}
 	return t
 }()
+
+// AppendTimeTZ appends t in timetz's binary format: the microseconds past
+// midnight, then the offset in seconds west of UTC (Postgres' sign).
+func AppendTimeTZ(buf []byte, t TimeTZ) []byte {
+	buf = binary.BigEndian.AppendUint64(buf, uint64(t.Microseconds))
+	return binary.BigEndian.AppendUint32(buf, uint32(-t.OffsetSeconds))
+}
+
+// AppendInterval appends iv in interval's binary format: microseconds,
+// days, months.
+func AppendInterval(buf []byte, iv Interval) []byte {
+	buf = binary.BigEndian.AppendUint64(buf, uint64(iv.Microseconds))
+	buf = binary.BigEndian.AppendUint32(buf, uint32(iv.Days))
+	return binary.BigEndian.AppendUint32(buf, uint32(iv.Months))
+}
+
+// AppendBits appends b in the binary format of bit and bit varying: the
+// number of bits, then the bytes that hold them.
+func AppendBits(buf []byte, b Bits) []byte {
+	return append(binary.BigEndian.AppendUint32(buf, uint32(b.Len)), b.Bytes...)
+}
+
+// AppendDateInfinity appends i in date's binary format: the largest and
+// the smallest int32 stand for infinity and -infinity.
+func AppendDateInfinity(buf []byte, i Infinity) []byte {
+	if i.Negative {
+		return binary.BigEndian.AppendUint32(buf, 1<<31) // math.MinInt32
+	}
+	return binary.BigEndian.AppendUint32(buf, math.MaxInt32)
+}
+
+// AppendTimestampInfinity appends i in the binary format of timestamp and
+// timestamptz: the largest and the smallest int64 stand for infinity and
+// -infinity.
+func AppendTimestampInfinity(buf []byte, i Infinity) []byte {
+	if i.Negative {
+		return binary.BigEndian.AppendUint64(buf, 1<<63) // math.MinInt64
+	}
+	return binary.BigEndian.AppendUint64(buf, math.MaxInt64)
+}

@@ -18,6 +18,10 @@ const (
 	TimeOID        = 1083
 	TimestampOID   = 1114
 	TimestamptzOID = 1184
+	IntervalOID    = 1186
+	TimeTZOID      = 1266
+	BitOID         = 1560
+	VarbitOID      = 1562
 	NumericOID     = 1700
 	UUIDOID        = 2950
 	JSONBOID       = 3802

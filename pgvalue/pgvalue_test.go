@@ -23,7 +23,8 @@ func TestOIDsAreThoseOfPostgres(t *testing.T) {
 		"double precision": pgvalue.Float8OID, "inet": pgvalue.InetOID, "character varying": pgvalue.VarcharOID,
 		"date": pgvalue.DateOID, "time without time zone": pgvalue.TimeOID, "timestamp without time zone": pgvalue.TimestampOID,
 		"timestamp with time zone": pgvalue.TimestamptzOID, "numeric": pgvalue.NumericOID, "uuid": pgvalue.UUIDOID,
-		"jsonb": pgvalue.JSONBOID,
+		"jsonb": pgvalue.JSONBOID, "interval": pgvalue.IntervalOID, "time with time zone": pgvalue.TimeTZOID,
+		"bit": pgvalue.BitOID, "bit varying": pgvalue.VarbitOID,
 	} {
 		var got uint32
 		if err := conn.QueryRow(ctx, "SELECT $1::regtype::oid", name).Scan(&got); err != nil {
@@ -52,6 +53,19 @@ func TestStringsReadBackInPostgres(t *testing.T) {
 		{pgvalue.Time{Microseconds: 13*3600e6 + 4*60e6 + 5e6 + 250}, "time", "13:04:05.00025"},
 		{pgvalue.Time{Microseconds: 24 * 3600e6}, "time", "24:00:00"},
 		{pgvalue.UUID{0x12, 0x3e, 0x45, 0x67, 0xe8, 0x9b, 0x12, 0xd3, 0xa4, 0x56, 0x42, 0x66, 0x14, 0x17, 0x40, 0x00}, "uuid", "123e4567-e89b-12d3-a456-426614174000"},
+		{pgvalue.TimeTZ{Microseconds: 10*3600e6 + 15*60e6 + 30.5e6, OffsetSeconds: 3600}, "timetz", "10:15:30.5+01"},
+		{pgvalue.TimeTZ{Microseconds: 24 * 3600e6, OffsetSeconds: -(5*3600 + 30*60 + 15)}, "timetz", "24:00:00-05:30:15"},
+		{pgvalue.TimeTZ{Microseconds: 1, OffsetSeconds: 14 * 3600}, "timetz", "00:00:00.000001+14"},
+		{pgvalue.Interval{Months: 14, Days: -3, Microseconds: 3723000004}, "interval", "1 year 2 mons -3 days +01:02:03.000004"},
+		{pgvalue.Interval{Microseconds: -1}, "interval", "-00:00:00.000001"},
+		{pgvalue.Interval{Months: -1, Days: 1, Microseconds: -86400e6 * 400}, "interval", "-1 mons +1 day -9600:00:00"},
+		{pgvalue.Interval{}, "interval", "00:00:00"},
+		{pgvalue.Bits{Bytes: []byte{0b0101_0000}, Len: 4}, "bit(4)", "0101"},
+		{pgvalue.Bits{Bytes: []byte{0xff, 0x80}, Len: 9}, "varbit", "111111111"},
+		{pgvalue.Bits{Bytes: []byte{}, Len: 0}, "varbit", ""},
+		{pgvalue.Infinity{}, "date", "infinity"},
+		{pgvalue.Infinity{Negative: true}, "timestamp", "-infinity"},
+		{pgvalue.Infinity{Negative: true}, "timestamptz", "-infinity"},
 	} {
 		var got string
 		if err := conn.QueryRow(ctx, "SELECT $1::"+c.typ+"::text", c.v.String()).Scan(&got); err != nil {

@@ -19,22 +19,34 @@ type Numeric struct {
 // Int 150, Exp -2; 1500 for Int 15, Exp 2.
 func (n Numeric) String() string {
 	s := n.Int.String()
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	switch {
-	case n.Exp > 0:
-		s += strings.Repeat("0", int(n.Exp))
-	case n.Exp < 0:
-		scale := int(-n.Exp)
-		if len(s) <= scale {
-			s = strings.Repeat("0", scale-len(s)+1) + s
+	if n.Exp == 0 {
+		return s
+	}
+	digits := strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	if n.Exp > 0 {
+		b.Grow(len(s) + int(n.Exp))
+		b.WriteString(s)
+		for range n.Exp {
+			b.WriteByte('0')
 		}
-		s = s[:len(s)-scale] + "." + s[len(s)-scale:]
+		return b.String()
 	}
-	if neg {
-		s = "-" + s
+	scale := int(-n.Exp)
+	b.Grow(len(s) - len(digits) + max(len(digits), scale+1) + 1)
+	b.WriteString(s[:len(s)-len(digits)]) // the sign
+	if len(digits) <= scale {             // 0.00ddd
+		b.WriteString("0.")
+		for range scale - len(digits) {
+			b.WriteByte('0')
+		}
+		b.WriteString(digits)
+		return b.String()
 	}
-	return s
+	b.WriteString(digits[:len(digits)-scale])
+	b.WriteByte('.')
+	b.WriteString(digits[len(digits)-scale:])
+	return b.String()
 }
 
 // Time is a time of day without time zone, in microseconds since
@@ -105,4 +117,86 @@ func (u UUID) String() string {
 	b[23] = '-'
 	hex.Encode(b[24:], u[10:])
 	return string(b[:])
+}
+
+// TimeTZ is a time of day with time zone (timetz): the time and the
+// offset east of UTC it was written at.
+type TimeTZ struct {
+	Microseconds  int64 // past midnight, 0 to 24h inclusive
+	OffsetSeconds int32 // east of UTC
+}
+
+// String is t as Postgres prints it, the fraction without trailing zeros:
+// 10:15:30.5+01:00.
+func (t TimeTZ) String() string {
+	us := t.Microseconds
+	s := fmt.Sprintf("%02d:%02d:%02d", us/3600e6, us/60e6%60, us/1e6%60)
+	if f := us % 1e6; f != 0 {
+		s = strings.TrimRight(s+fmt.Sprintf(".%06d", f), "0")
+	}
+	off, sign := t.OffsetSeconds, byte('+')
+	if off < 0 {
+		off, sign = -off, '-'
+	}
+	s += fmt.Sprintf("%c%02d:%02d", sign, off/3600, off/60%60)
+	if off%60 != 0 {
+		s += fmt.Sprintf(":%02d", off%60)
+	}
+	return s
+}
+
+// Interval is an interval: months, days and microseconds, kept apart as
+// Postgres keeps them (a month is not a fixed number of days, nor a day
+// of microseconds across a change of daylight saving time).
+type Interval struct {
+	Months       int32
+	Days         int32
+	Microseconds int64
+}
+
+// String is iv in ISO 8601's form with designators, each part signed and
+// the seconds exact: P14M-3DT3723.000004S.
+func (iv Interval) String() string {
+	us := iv.Microseconds
+	sign := ""
+	abs := uint64(us)
+	if us < 0 {
+		sign, abs = "-", -abs
+	}
+	s := fmt.Sprintf("P%dM%dDT%s%d", iv.Months, iv.Days, sign, abs/1e6)
+	if f := abs % 1e6; f != 0 {
+		s = strings.TrimRight(s+fmt.Sprintf(".%06d", f), "0")
+	}
+	return s + "S"
+}
+
+// Bits is a bit string (bit(n), bit varying): Len bits, the first in the
+// highest bit of Bytes[0]; the bits of the last byte past Len are zero.
+type Bits struct {
+	Bytes []byte
+	Len   int32
+}
+
+// String is b's bits, the first one first: 0101.
+func (b Bits) String() string {
+	var s strings.Builder
+	s.Grow(int(b.Len))
+	for i := range int(b.Len) {
+		s.WriteByte('0' + (b.Bytes[i/8]>>(7-i%8))&1)
+	}
+	return s.String()
+}
+
+// Infinity is Postgres' infinity, or -infinity when Negative, of a date,
+// timestamp or timestamptz column: the values time.Time has no form for.
+type Infinity struct {
+	Negative bool
+}
+
+// String is infinity or -infinity, as Postgres prints them.
+func (i Infinity) String() string {
+	if i.Negative {
+		return "-infinity"
+	}
+	return "infinity"
 }

@@ -37,5 +37,12 @@
 // the stored next offset is the bad record's offset, and the partition
 // stays stopped until an operator fixes the table or the data.
 //
+// # Changes
+//
+// A [Change] is a record decoded as a change of a table (an upsert, a
+// delete, a truncate): package cdc's decoder makes it, package ingest
+// applies it in the batch's transaction. It lives here, not in ingest,
+// because the decoder must not link ingest's driver.
+//
 // The package imports nothing of kafka2pg's and owns no goroutines.
 package stream

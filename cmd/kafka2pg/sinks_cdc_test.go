@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/hamba/avro/v2"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/sr"
 	"github.com/twmb/franz-go/pkg/sr/srfake"
@@ -26,6 +25,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -189,7 +189,7 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 	}
 	rec := fixtureRecord(t, b)
 	rec.Topic = "shop.public.customers"
-	var ch cdc.Change
+	var ch stream.Change
 	if err := customers.Changes.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 		t.Fatalf("the first event: %v, want the table to grow", err)
 	}
@@ -197,7 +197,7 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 		t.Fatal(err)
 	}
 	tbl := customers.Changes.Table()
-	if tbl.Name != "customers" || !slices.Equal(tbl.PrimaryKey, []string{"id"}) || ch.Op != cdc.OpUpsert ||
+	if tbl.Name != "customers" || !slices.Equal(tbl.PrimaryKey, []string{"id"}) || ch.Op != stream.OpUpsert ||
 		ch.Row[slices.Index(tbl.ColumnNames(), "src_table")] != "public.customers" {
 		t.Errorf("table %+v, change %+v", tbl, ch)
 	}
@@ -362,7 +362,7 @@ sinks:
 				}
 			}
 			resolve(c.rec)
-			var ch cdc.Change
+			var ch stream.Change
 			if err := d.Decode(&c.rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
 				t.Fatalf("first event: %v", err)
 			}
@@ -374,8 +374,8 @@ sinks:
 				tbl.Columns[2].Type != "timestamp without time zone" || !slices.Equal(d.KeyColumns(), []string{"id"}) {
 				t.Fatalf("table %+v, key %v", tbl, d.KeyColumns())
 			}
-			wantRow := []any{int64(7), pgtype.Numeric{Int: big.NewInt(1250), Exp: -2, Valid: true}, time.UnixMicro(1709164800123456).UTC()}
-			if ch.Op != cdc.OpUpsert || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int64(7)}) {
+			wantRow := []any{int64(7), pgvalue.Numeric{Int: big.NewInt(1250), Exp: -2}, time.UnixMicro(1709164800123456).UTC()}
+			if ch.Op != stream.OpUpsert || !reflect.DeepEqual(ch.Row, wantRow) || !reflect.DeepEqual(ch.Key, []any{int64(7)}) {
 				t.Fatalf("change %+v, want the row %v", ch, wantRow)
 			}
 			// A schema id the registry does not have is a dead letter.

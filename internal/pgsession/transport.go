@@ -9,7 +9,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 
-	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 )
@@ -79,9 +78,10 @@ func isTCP(network string) bool { return strings.HasPrefix(network, "tcp") }
 
 // RegisterCodecs is the AfterConnect of every pool that COPYs rows (run,
 // dead-letters replay): numeric values encoded without math/big, and
-// timetz, which pgx lacks, for the values of format debezium sinks.
+// timetz, which pgx lacks (pgvalue.TimeTZ, which format debezium sinks
+// decode).
 func RegisterCodecs(_ context.Context, conn *pgx.Conn) error {
 	pgcopy.RegisterNumericCodec(conn.TypeMap())
-	cdc.RegisterTimeTZ(conn.TypeMap())
+	pgcopy.RegisterTimeTZ(conn.TypeMap())
 	return nil
 }
