@@ -226,7 +226,7 @@ func (w *Writer) replayBatch(ctx context.Context, f ReplayFilter, dryRun bool, a
 				l.Outcome = KeptOutcome // never read: no value to write; read it again from Kafka
 				continue
 			}
-			sink, ok, err := w.replaySink(l.Topic, l.Table)
+			sink, ok, err := w.replaySink(ctx, l.Topic, l.Table)
 			if err != nil {
 				return outcome{}, err
 			}
@@ -265,11 +265,11 @@ var ErrChangeReplay = errors.New("dead letters of change events are not replayed
 
 // replaySink is the sink a letter of topic, filed for table, replays
 // through: the topic's sink when it writes that table; false otherwise.
-func (w *Writer) replaySink(topic, table string) (Sink, bool, error) {
+func (w *Writer) replaySink(ctx context.Context, topic, table string) (Sink, bool, error) {
 	sink, ok := w.cfg.Sinks[topic]
 	if !ok && w.cfg.Resolve != nil {
 		var err error
-		if sink, ok, err = w.cfg.Resolve(topic); err != nil {
+		if sink, ok, err = w.cfg.Resolve(ctx, topic); err != nil {
 			return Sink{}, false, fmt.Errorf("the sink of topic %q: %w", topic, err)
 		}
 	}

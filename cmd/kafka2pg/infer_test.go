@@ -121,7 +121,7 @@ func renderInfer(t testing.TB, o inferOptions, docs ...string) string {
 		inf.observe([]byte(d))
 		smp.values = append(smp.values, []byte(d))
 	}
-	out, _, err := o.render(inf, smp)
+	out, _, err := o.render(t.Context(), inf, smp)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -161,7 +161,7 @@ func TestInferPrintsAConfigThatRunLoads(t *testing.T) {
 			if err := ro.validate(); err != nil {
 				t.Fatalf("the printed config does not validate: %v\n%s", err, out)
 			}
-			sinks, err := buildSinks(&ro)
+			sinks, err := fixedSinks(t, &ro)
 			if err != nil {
 				t.Fatalf("the printed config does not build: %v\n%s", err, out)
 			}
@@ -219,7 +219,7 @@ func TestInferRefusesBadKeysAndBadFlags(t *testing.T) {
 			for _, d := range docs {
 				inf.observe([]byte(d))
 			}
-			_, _, err := o.render(inf, &samples{partitions: 1})
+			_, _, err := o.render(t.Context(), inf, &samples{partitions: 1})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want one saying %q", err, c.want)
 			}

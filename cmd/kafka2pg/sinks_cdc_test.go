@@ -103,7 +103,7 @@ func loadCheck(t *testing.T, config string, args ...string) (*runOptions, string
 	t.Helper()
 	t.Setenv("KAFKA2PG_PG_URL", "postgres://app@db/shop")
 	var stderr bytes.Buffer
-	o, _, _, ok := loadRunOptions("check", checkHelp, append([]string{"--config", writeConfig(t, config)}, args...), &stderr, &stderr)
+	o, _, ok := loadRunOptions("check", checkHelp, append([]string{"--config", writeConfig(t, config)}, args...), &stderr, &stderr)
 	return o, stderr.String(), ok
 }
 
@@ -138,7 +138,7 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 	if !ok {
 		t.Fatalf("the config is refused:\n%s", stderr)
 	}
-	sinks, err := buildSinks(o)
+	sinks, err := fixedSinks(t, o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 		t.Errorf("connect.orders: %+v, want a ConnectMapper upserting by id", orders)
 	}
 
-	resolve := sinkResolver(o)
+	resolve := resolver(t, o)
 	customers, ok, err := resolve("shop.public.customers")
 	if err != nil || !ok {
 		t.Fatalf("resolve shop.public.customers: %v, %v", ok, err)
@@ -201,6 +201,15 @@ func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
 		ch.Row[slices.Index(tbl.ColumnNames(), "src_table")] != "public.customers" {
 		t.Errorf("table %+v, change %+v", tbl, ch)
 	}
+}
+
+// resolver is the Resolve of o's sinks, built as run builds them.
+func resolver(t testing.TB, o *runOptions) func(topic string) (ingest.Sink, bool, error) {
+	set, err := o.buildSinks(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return func(topic string) (ingest.Sink, bool, error) { return set.Resolve(t.Context(), topic) }
 }
 
 // fixtureRecord reads one of cdc's fixtures: {"key": ..., "value": ...}.
@@ -257,7 +266,7 @@ func TestResolvingATopicThatTheTemplateCannotNameSaysWhich(t *testing.T) {
 	if !ok {
 		t.Fatalf("refused: %s", stderr)
 	}
-	resolve := sinkResolver(o)
+	resolve := resolver(t, o)
 	if s, _, err := resolve("shop.public.customers"); err != nil || s.Table.Name != "customers" {
 		t.Errorf("resolve shop.public.customers: %v, %v", s.Table.QualifiedName(), err)
 	}
@@ -425,7 +434,7 @@ func TestTheMappingChangeExampleIsValid(t *testing.T) {
 	if sinks["legacy.customers"].Changes == nil || sinks["connect.orders"].Upsert == nil {
 		t.Fatalf("sinks %+v", sinks)
 	}
-	s, ok, err := sinkResolver(o)("shop.billing.invoices")
+	s, ok, err := resolver(t, o)("shop.billing.invoices")
 	if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica_billing"."invoices"` {
 		t.Fatalf("shop.billing.invoices: %v %v %+v", ok, err, s.Table)
 	}
@@ -444,7 +453,7 @@ func TestTheReplicationExamplesAreValid(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s example: %s", doc.path, stderr)
 			}
-			s, ok, err := sinkResolver(o)("shop.public.customers")
+			s, ok, err := resolver(t, o)("shop.public.customers")
 			if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica"."customers"` {
 				t.Fatalf("shop.public.customers: %v %v %+v", ok, err, s.Table)
 			}
