@@ -50,7 +50,7 @@ type Sink struct {
 	TopicRegex string `yaml:"topic_regex"`
 	// Table and Schema name the sink's table. Both are templates of the
 	// topic's name (${topic}, ${topic.N}, the named groups of TopicRegex:
-	// see routing.go). Table defaults to ${topic}, Schema to
+	// see the package doc). Table defaults to ${topic}, Schema to
 	// Config.Schema.
 	Table  string `yaml:"table"`
 	Schema string `yaml:"schema"`
@@ -112,10 +112,10 @@ func (s *Sink) UnmarshalYAML(n *yaml.Node) error {
 	return nil
 }
 
-// Keys are the YAML keys of a struct type of the configuration (Sink,
+// keys are the YAML keys of a struct type of the configuration (Sink,
 // Column, decode.MetadataSpec, cdc.SourceColumns), in field order, with
 // the fields of inlined structs in their place.
-func Keys(t reflect.Type) []string {
+func keys(t reflect.Type) []string {
 	var out []string
 	for f := range fields(t) {
 		out = append(out, f.key)
@@ -169,7 +169,7 @@ func checkKeys(n *yaml.Node, t reflect.Type, at string) error {
 		ft, ok := known[k.Value]
 		if !ok {
 			errs = append(errs, &FieldError{Field: at + k.Value, Line: k.Line,
-				Err: fmt.Errorf("unknown key %q: use one of %s", k.Value, strings.Join(Keys(t), ", "))})
+				Err: fmt.Errorf("unknown key %q: use one of %s", k.Value, strings.Join(keys(t), ", "))})
 			continue
 		}
 		switch {
