@@ -72,6 +72,9 @@ func (c Config) Validate() error {
 	if c.PostgresMaxConns < 0 {
 		errs = append(errs, fmt.Errorf("bridge.Config.PostgresMaxConns is %d: use at least 1", c.PostgresMaxConns))
 	}
+	if len(c.Writer.Sinks) > 0 || c.Writer.Resolve != nil {
+		errs = append(errs, errors.New("bridge.Config.Writer.Sinks or Writer.Resolve is set: give the sinks in bridge.Config.Sinks, which the bridge hands to the writer"))
+	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
 	}

@@ -83,7 +83,7 @@ func TestReferenceTextsMatchTheFlagsAndKeys(t *testing.T) {
 		}
 	}
 	if len(configKeys(reflect.TypeFor[sinks.Sink]())) < 10 {
-		t.Error("configKeys found almost no keys of sinkConfig: the yaml tags are not read")
+		t.Error("configKeys found almost no keys of sinks.Sink: the yaml tags are not read")
 	}
 }
 
