@@ -68,7 +68,7 @@ func (c Config) build(ctx context.Context, b builder) (Set, error) {
 	var errs []error
 	for i, sc := range c.Sinks {
 		at := func(key string, err error) error {
-			return &FieldError{Field: fmt.Sprintf("sinks[%d]%s", i, key), Line: sc.Line, Err: err}
+			return fieldErrors(fmt.Sprintf("sinks[%d]%s", i, key), sc.Line, err)
 		}
 		switch {
 		case sc.Topic != "" && sc.TopicRegex != "":
@@ -115,6 +115,35 @@ func (s Set) Resolve(ctx context.Context, topic string) (ingest.Sink, bool, erro
 	return ingest.Sink{}, false, nil
 }
 
+// keyError is an error of one key of a sink (key is its path in the
+// sink: "mode", "columns[2]"), which fieldErrors makes a FieldError of.
+type keyError struct {
+	key string
+	err error
+}
+
+func keyErr(key string, err error) error { return &keyError{key, err} }
+
+func (e *keyError) Error() string { return e.err.Error() }
+func (e *keyError) Unwrap() error { return e.err }
+
+// fieldErrors is err of the sink at path (sinks[i]) and line as
+// FieldErrors, one per error it joins, each with the path of its key when
+// it names one.
+func fieldErrors(path string, line int, err error) error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, fieldErrors(path, line, e))
+		}
+		return errors.Join(out...)
+	}
+	if ke, ok := err.(*keyError); ok {
+		return &FieldError{Field: path + "." + ke.key, Line: line, Err: ke.err}
+	}
+	return &FieldError{Field: path, Line: line, Err: err}
+}
+
 // builder builds sinks: schema is the default schema; reg the registry
 // (nil: none). With check, the sinks that need a registry are checked
 // without it and not built (errRegistryLater).
@@ -140,7 +169,7 @@ func errNoRegistry(key, format string) error {
 func (b builder) pattern(ctx context.Context, sc Sink) (Pattern, error) {
 	re, err := sinkRegex(sc.TopicRegex)
 	if err != nil {
-		return Pattern{}, err
+		return Pattern{}, keyErr("topic_regex", err)
 	}
 	p := Pattern{Regex: sc.TopicRegex, Table: cmp.Or(sc.Table, "${topic}"), re: re, spec: sc, b: b}
 	probe := b
@@ -183,14 +212,14 @@ func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if sc.Schema != "" {
 		var err error
 		if schemaName, err = routeName("schema", sc.Schema, sc.Topic, re, groups); err != nil {
-			return ingest.Sink{}, err
+			return ingest.Sink{}, keyErr("schema", err)
 		}
 	} else if err := schema.ValidateIdent("schema", schemaName); err != nil {
-		return ingest.Sink{}, err
+		return ingest.Sink{}, keyErr("schema", err)
 	}
 	table, err := routeName("table", cmp.Or(sc.Table, "${topic}"), sc.Topic, re, groups)
 	if err != nil {
-		return ingest.Sink{}, err
+		return ingest.Sink{}, keyErr("table", err)
 	}
 	if changeFormat(sc.Format) {
 		return b.changeSink(sc, schemaName, table)
@@ -200,7 +229,7 @@ func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	}
 	mode := cmp.Or(sc.Mode, "append")
 	if mode != "append" && mode != "upsert" {
-		return ingest.Sink{}, fmt.Errorf("mode %q is not append or upsert", mode)
+		return ingest.Sink{}, keyErr("mode", fmt.Errorf("mode %q is not append or upsert", mode))
 	}
 	noCreate := sc.Create != nil && !*sc.Create
 	if registryFormat(sc.Format) {
@@ -211,30 +240,30 @@ func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	typed := len(sc.Columns) > 0 || !metadataEmpty(sc.Metadata)
 	if !typed {
 		if mode == "upsert" || len(sc.Key) > 0 || sc.DeleteOnTombstone {
-			return ingest.Sink{}, errors.New("mode upsert, key and delete_on_tombstone need columns: declare the columns the key is made of")
+			return ingest.Sink{}, keyErr("columns", errors.New("mode upsert, key and delete_on_tombstone need columns: declare the columns the key is made of"))
 		}
 		format, err := decode.ParseValueFormat(sc.Format)
 		if err != nil {
-			return ingest.Sink{}, fmt.Errorf("format: %w", err)
+			return ingest.Sink{}, keyErr("format", fmt.Errorf("format: %w", err))
 		}
 		return ingest.Sink{Table: decode.RawTable(schemaName, table, format), Mapper: decode.RawMapper{Format: format},
 			NoCreate: noCreate, Evolve: sc.Evolve}, nil
 	}
 	if sc.Format != "" && sc.Format != "json" {
-		return ingest.Sink{}, fmt.Errorf("format %q with columns: typed columns are read from JSON; use format: json, or drop the columns", sc.Format)
+		return ingest.Sink{}, keyErr("format", fmt.Errorf("format %q with columns: typed columns are read from JSON; use format: json, or drop the columns", sc.Format))
 	}
 	spec := decode.MappingSpec{Schema: schemaName, Table: table, DeleteOnTombstone: sc.DeleteOnTombstone, Metadata: sc.Metadata}
 	if mode == "upsert" {
 		if len(sc.Key) == 0 {
-			return ingest.Sink{}, errors.New("mode upsert needs key: the columns that identify a row")
+			return ingest.Sink{}, keyErr("key", errors.New("mode upsert needs key: the columns that identify a row"))
 		}
 		spec.Key = sc.Key
 	} else if len(sc.Key) > 0 || sc.DeleteOnTombstone {
-		return ingest.Sink{}, errors.New("key and delete_on_tombstone need mode: upsert")
+		return ingest.Sink{}, keyErr("mode", errors.New("key and delete_on_tombstone need mode: upsert"))
 	}
-	for _, c := range sc.Columns {
+	for j, c := range sc.Columns {
 		if c.Connect != "" {
-			return ingest.Sink{}, fmt.Errorf("column %q: connect is for format debezium and connect_json: remove it (type alone types a JSON column)", c.Name)
+			return ingest.Sink{}, keyErr(fmt.Sprintf("columns[%d].connect", j), fmt.Errorf("column %q: connect is for format debezium and connect_json: remove it (type alone types a JSON column)", c.Name))
 		}
 		spec.Columns = append(spec.Columns, c.ColumnSpec)
 	}

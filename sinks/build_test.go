@@ -163,22 +163,34 @@ func TestErrorsNameTheFieldAndTheLine(t *testing.T) {
 	}
 	_, err = cfg.Build(t.Context(), nil)
 	var got []string
-	for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+	for _, e := range leaves(err) {
 		if !errors.As(e, &fe) {
 			t.Fatalf("%v is not a *FieldError", e)
 		}
 		got = append(got, fe.Error())
 	}
 	want := []string{
-		`sinks[1] (line 3): mode "sideways" is not append or upsert`,
+		`sinks[1].mode (line 3): mode "sideways" is not append or upsert`,
 		`sinks[2].topic (line 4): topic "a" has two sinks: one sink per topic`,
-		`sinks[3] (line 5): format avro needs a schema registry: give Build a registry client`,
+		`sinks[3].format (line 5): format avro needs a schema registry: give Build a registry client`,
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("errors\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if strings.Contains(err.Error(), "--") {
 		t.Errorf("a library error names a flag: %v", err)
+	}
+
+	// Each key at fault is an error of its own, with its path.
+	err = load(t, "sinks:\n  - topic: t\n    format: debezium\n    mode: append\n    columns: [{name: a}, {name: b, path: x, type: text}]\n").Validate()
+	got = nil
+	for _, e := range leaves(err) {
+		if errors.As(e, &fe) {
+			got = append(got, fe.Field)
+		}
+	}
+	if want := []string{"sinks[0].columns[0]", "sinks[0].columns[1]", "sinks[0].mode"}; !slices.Equal(got, want) {
+		t.Errorf("fields %v, want %v (%v)", got, want, err)
 	}
 }
 
@@ -193,4 +205,17 @@ func TestTopicsAreAllPatternsOnceOneIs(t *testing.T) {
 	if !regex || !slices.Equal(topics, []string{`^a\.b$`, `^(?:shop\..+)$`}) {
 		t.Errorf("topics %v, regex %v", topics, regex)
 	}
+}
+
+// leaves are the errors err joins, at any depth.
+func leaves(err error) []error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return []error{err}
+	}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, leaves(e)...)
+	}
+	return out
 }

@@ -40,28 +40,28 @@ func (b builder) versions(ctx context.Context, subject, key string) ([]decode.Re
 func (b builder) registrySink(ctx context.Context, sc Sink, schemaName, table, mode string, noCreate bool) (ingest.Sink, error) {
 	switch {
 	case len(sc.Columns) > 0:
-		return ingest.Sink{}, fmt.Errorf("columns with format %s: the columns come from the registry's schema; drop columns (metadata columns stay allowed)", sc.Format)
+		return ingest.Sink{}, keyErr("columns", fmt.Errorf("columns with format %s: the columns come from the registry's schema; drop columns (metadata columns stay allowed)", sc.Format))
 	case mode == "upsert" && len(sc.Key) == 0:
-		return ingest.Sink{}, errors.New("mode upsert needs key: the columns that identify a row (the key's fields are key_<field>, or key)")
+		return ingest.Sink{}, keyErr("key", errors.New("mode upsert needs key: the columns that identify a row (the key's fields are key_<field>, or key)"))
 	case mode != "upsert" && (len(sc.Key) > 0 || sc.DeleteOnTombstone):
-		return ingest.Sink{}, errors.New("key and delete_on_tombstone need mode: upsert")
+		return ingest.Sink{}, keyErr("mode", errors.New("key and delete_on_tombstone need mode: upsert"))
 	}
 	format, _ := decode.ParseFormat(sc.Format) // a registry format: the caller asked registryFormat
 	var nested decode.Nested
 	if sc.Nested != "" {
 		var err error
 		if nested, err = decode.ParseNested(sc.Nested); err != nil {
-			return ingest.Sink{}, fmt.Errorf("nested %q is not flatten or jsonb", sc.Nested)
+			return ingest.Sink{}, keyErr("nested", fmt.Errorf("nested %q is not flatten or jsonb", sc.Nested))
 		}
 	}
 	if sc.Message != "" && format != decode.FormatProtobuf {
-		return ingest.Sink{}, fmt.Errorf("message %q is for format protobuf: remove it", sc.Message)
+		return ingest.Sink{}, keyErr("message", fmt.Errorf("message %q is for format protobuf: remove it", sc.Message))
 	}
 	switch {
 	case b.check:
 		return ingest.Sink{}, errRegistryLater
 	case b.reg == nil:
-		return ingest.Sink{}, errNoRegistry("format", sc.Format)
+		return ingest.Sink{}, keyErr("format", errNoRegistry("format", sc.Format))
 	}
 	subject := sc.Subject
 	if subject == "" {
@@ -69,7 +69,7 @@ func (b builder) registrySink(ctx context.Context, sc Sink, schemaName, table, m
 	}
 	value, err := b.versions(ctx, subject, "subject")
 	if err != nil {
-		return ingest.Sink{}, err
+		return ingest.Sink{}, keyErr("subject", err)
 	}
 	var key []decode.RegisteredSchema
 	if mode == "upsert" || sc.KeySubject != "" {
@@ -78,7 +78,7 @@ func (b builder) registrySink(ctx context.Context, sc Sink, schemaName, table, m
 			ks = sc.Topic + "-key"
 		}
 		if key, err = b.versions(ctx, ks, "key_subject"); err != nil {
-			return ingest.Sink{}, err
+			return ingest.Sink{}, keyErr("key_subject", err)
 		}
 	}
 	m, err := decode.NewRegistryMapper(decode.RegistryMappingSpec{Format: format, Schema: schemaName, Table: table,

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/sinks"
@@ -38,15 +40,32 @@ func (o *runOptions) checkSinks() error {
 				if s.Format == "debezium" {
 					what = "value_format " + s.ValueFormat
 				}
-				errs = append(errs, o.sinkError(&sinks.FieldError{Field: fmt.Sprintf("sinks[%d]", i), Line: s.Line,
-					Err: fmt.Errorf("%s needs a Schema Registry: set --schema-registry-url (or schema-registry-url in the config file)", what)}))
+				errs = append(errs, &sinks.FieldError{Field: fmt.Sprintf("sinks[%d]", i), Line: s.Line,
+					Err: fmt.Errorf("%s needs a Schema Registry: set --schema-registry-url (or schema-registry-url in the config file)", what)})
 			}
 		} else if _, err := o.registry.config(); err != nil {
 			errs = append(errs, err)
 		}
 	}
-	errs = append(errs, o.sinkError(cfg.Validate()))
-	return errors.Join(errs...)
+	if err := cfg.Validate(); err != nil {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = append(errs, j.Unwrap()...)
+		} else {
+			errs = append(errs, err)
+		}
+	}
+	// In the order of the file, each sink's errors together.
+	slices.SortStableFunc(errs, func(a, b error) int { return cmp.Compare(errorLine(a), errorLine(b)) })
+	return o.sinkError(errors.Join(errs...))
+}
+
+// errorLine is the line a *sinks.FieldError names, 0 for another error.
+func errorLine(err error) int {
+	var fe *sinks.FieldError
+	if errors.As(err, &fe) {
+		return fe.Line
+	}
+	return 0
 }
 
 // buildSinks builds the sinks, reading the schema registry with ctx for
