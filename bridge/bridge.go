@@ -64,8 +64,8 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Bridge, erro
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if len(cfg.Writer.Sinks) == 0 && cfg.Writer.Resolve == nil {
-		return nil, errors.New("bridge.Config.Writer.Sinks is empty: give every topic a sink, or a Resolve for the topics a pattern matches")
+	if len(cfg.Sinks.Fixed) == 0 && len(cfg.Sinks.Patterns) == 0 {
+		return nil, errors.New("bridge.Config.Sinks is empty: give every topic a sink, or a pattern for the topics it matches")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -246,12 +246,8 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	if err != nil {
 		return err
 	}
-	probes := make([]pgsession.Probe, 0, len(cfg.PatternSinks))
-	for _, p := range cfg.PatternSinks {
-		probes = append(probes, pgsession.Probe{Regex: p.Pattern, Table: p.Table, Sink: p.Sink})
-	}
 	if err := st.retry(ctx, "check the database's encoding", func() error {
-		return pgsession.CheckEncoding(ctx, pool, log, cfg.Kafka.Group, sinks, probes)
+		return pgsession.CheckEncoding(ctx, pool, log, cfg.Kafka.Group, cfg.Sinks)
 	}); err != nil {
 		return err
 	}
@@ -421,7 +417,7 @@ func literalTopics(cfg Config) []string {
 		return nil
 	}
 	var out []string
-	for t := range cfg.Writer.Sinks {
+	for t := range cfg.Sinks.Fixed {
 		out = append(out, t)
 	}
 	return out

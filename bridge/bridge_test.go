@@ -18,6 +18,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // fixture is a topic with records, a database, and the configuration of
@@ -44,7 +45,7 @@ func newFixture(t *testing.T, records int) *fixture {
 	cfg := bridge.Config{
 		Kafka: reader.Config{Brokers: strings.Split(k.Brokers(), ","), Group: "g-" + topic, Topics: []string{topic},
 			HeartbeatInterval: 500 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond},
-		Writer:      ingest.Config{Sinks: map[string]ingest.Sink{topic: sink}},
+		Sinks:       sinks.Set{Fixed: map[string]ingest.Sink{topic: sink}},
 		PostgresURL: url,
 	}
 	return &fixture{k: k, topic: topic, url: url, records: records, cfg: cfg}
@@ -203,10 +204,25 @@ func TestCloseStopsAtOnceAndAStoppedBridgeDoesNotRun(t *testing.T) {
 	}
 }
 
+// The sinks are given once, in Config.Sinks: sinks set on the writer's
+// config, which the bridge would overwrite, are refused.
+func TestSinksOnTheWriterConfigAreRefused(t *testing.T) {
+	sink := ingest.Sink{Table: decode.RawTable("public", "t", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}
+	cfg := bridge.Config{Kafka: reader.Config{Brokers: []string{"127.0.0.1:9"}, Group: "g", Topics: []string{"t"}},
+		Writer: ingest.Config{Sinks: map[string]ingest.Sink{"t": sink}}, PostgresURL: "postgres://u@127.0.0.1:9/db"}
+	if _, err := bridge.New(cfg, nil, nil); err == nil || !strings.Contains(err.Error(), "give the sinks in bridge.Config.Sinks") {
+		t.Errorf("New with Writer.Sinks: %v", err)
+	}
+	cfg.Writer, cfg.Sinks = ingest.Config{}, sinks.Set{Fixed: map[string]ingest.Sink{"t": sink}}
+	if _, err := bridge.New(cfg, nil, nil); err != nil {
+		t.Errorf("New with Sinks: %v", err)
+	}
+}
+
 // Two bridges cannot share a registry: their metrics would collide.
 func TestTwoBridgesOnOneRegistryAreRefused(t *testing.T) {
 	cfg := bridge.Config{Kafka: reader.Config{Brokers: []string{"127.0.0.1:9"}, Group: "g", Topics: []string{"t"}},
-		Writer: ingest.Config{Sinks: map[string]ingest.Sink{"t": {Table: decode.RawTable("public", "t", decode.ValueJSON),
+		Sinks: sinks.Set{Fixed: map[string]ingest.Sink{"t": {Table: decode.RawTable("public", "t", decode.ValueJSON),
 			Mapper: decode.RawMapper{Format: decode.ValueJSON}}}}, PostgresURL: "postgres://u@127.0.0.1:9/db"}
 	reg := prometheus.NewRegistry()
 	if _, err := bridge.New(cfg, nil, reg); err != nil {

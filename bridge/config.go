@@ -7,11 +7,12 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // Config configures a Bridge. The zero value of every field but
-// Kafka.Brokers, Kafka.Group, Kafka.Topics, Writer.Sinks (or
-// Writer.Resolve) and PostgresURL is its default.
+// Kafka.Brokers, Kafka.Group, Kafka.Topics, Sinks and PostgresURL is its
+// default.
 type Config struct {
 	// Kafka is the reader's configuration: the brokers, the consumer
 	// group, the topics, how batches are cut, the memory budget, and the
@@ -21,16 +22,15 @@ type Config struct {
 	// KafkaSecurity is TLS and SASL to the brokers. Zero: plain text,
 	// unauthenticated.
 	KafkaSecurity reader.Security
-	// Writer is the writer's configuration: the sinks (Sinks, and Resolve
-	// for the topics a pattern matches), what a bad record does, the write
-	// deadline, cross-partition batches. Its Group is Kafka.Group; the
-	// bridge sets its Logger and Tracer.
+	// Sinks are the topics' tables and mappings: a sinks.Config built
+	// (sinks.Config.Build), or a Set of ingest sinks made by hand.
+	// Required.
+	Sinks sinks.Set
+	// Writer is the writer's configuration: what a bad record does, the
+	// write deadline, cross-partition batches. The bridge sets its Sinks
+	// and Resolve from Sinks, its Group from Kafka.Group, its Logger and
+	// Tracer.
 	Writer ingest.Config
-	// PatternSinks are the sinks Writer.Resolve builds, each built for a
-	// sample topic, so that the bridge can check at start that the
-	// database's encoding holds their names as it checks Writer.Sinks'.
-	// Optional.
-	PatternSinks []PatternSink
 
 	// PostgresURL is the database: a URL or a key=value connection
 	// string, as pgx takes it. Required.
@@ -66,14 +66,6 @@ type Config struct {
 	ProgressInterval time.Duration
 }
 
-// PatternSink is a sink that Writer.Resolve builds for the topics that
-// match a pattern, as built for a sample topic.
-type PatternSink struct {
-	Pattern string      // the topic pattern, for messages
-	Table   string      // the table's name as configured (a template), for messages
-	Sink    ingest.Sink // the sink built for a sample topic
-}
-
 // Validate checks the configuration, the sinks aside (New checks them):
 // every message names the field and says what to do.
 func (c Config) Validate() error {
@@ -83,6 +75,9 @@ func (c Config) Validate() error {
 	}
 	if c.PostgresMaxConns < 0 {
 		errs = append(errs, fmt.Errorf("bridge.Config.PostgresMaxConns is %d: use at least 1", c.PostgresMaxConns))
+	}
+	if len(c.Writer.Sinks) > 0 || c.Writer.Resolve != nil {
+		errs = append(errs, errors.New("bridge.Config.Writer.Sinks or Writer.Resolve is set: give the sinks in bridge.Config.Sinks, which the bridge hands to the writer"))
 	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)
@@ -125,6 +120,10 @@ func (c Config) withDefaults() Config {
 	orDefault(&c.Kafka.BatchMaxRows, def.Kafka.BatchMaxRows)
 	orDefault(&c.Kafka.FlushTimeout, def.Kafka.FlushTimeout)
 	c.Writer.Group = c.Kafka.Group
+	c.Writer.Sinks, c.Writer.Resolve = c.Sinks.Fixed, nil
+	if len(c.Sinks.Patterns) > 0 {
+		c.Writer.Resolve = c.Sinks.Resolve
+	}
 	orDefault(&c.Writer.WriteTimeoutRows, c.Kafka.BatchMaxRows)
 	return c
 }

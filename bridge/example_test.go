@@ -17,6 +17,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // A program that embeds a bridge: the topic orders into the table
@@ -29,7 +30,7 @@ func Example() {
 	orders := ingest.Sink{Table: decode.RawTable("public", "orders", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}
 	b, err := bridge.New(bridge.Config{
 		Kafka:       reader.Config{Brokers: []string{"localhost:9092"}, Group: "orders-pg", Topics: []string{"orders"}},
-		Writer:      ingest.Config{Sinks: map[string]ingest.Sink{"orders": orders}},
+		Sinks:       sinks.Set{Fixed: map[string]ingest.Sink{"orders": orders}},
 		PostgresURL: "postgres://app@localhost:5432/app",
 	}, log, reg)
 	if err != nil {

@@ -62,11 +62,11 @@ type Column struct {
 // SourceColumns names the columns that receive the envelope's source
 // metadata; "" leaves a column out.
 type SourceColumns struct {
-	Table     string // text: schema.table (Postgres) or db.table (MySQL)
-	Position  string // text: the LSN as pg_lsn prints it, or binlog file:pos
-	TxID      string // text: Postgres' txId, else the GTID, else transaction.id
-	Timestamp string // timestamptz: source.ts_ms, when the source made the change
-	Op        string // text: the op letter (c, r, u, d)
+	Table     string `yaml:"table"`     // text: schema.table (Postgres) or db.table (MySQL)
+	Position  string `yaml:"position"`  // text: the LSN as pg_lsn prints it, or binlog file:pos
+	TxID      string `yaml:"txid"`      // text: Postgres' txId, else the GTID, else transaction.id
+	Timestamp string `yaml:"timestamp"` // timestamptz: source.ts_ms, when the source made the change
+	Op        string `yaml:"op"`        // text: the op letter (c, r, u, d)
 }
 
 // connectOf derives a schemaless column's Connect type from its SQL type,

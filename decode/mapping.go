@@ -21,53 +21,53 @@ import (
 // ColumnSpec maps one JSON value to one typed column.
 type ColumnSpec struct {
 	// Name is the column name. Required.
-	Name string
+	Name string `yaml:"name"`
 	// Path picks the value (see jsonpath.go for the syntax). "" means the
 	// member named like the column; "$" is the whole document.
-	Path string
+	Path string `yaml:"path"`
 	// Type is the SQL type: text, varchar(n), smallint, integer, bigint,
 	// numeric, numeric(p,s), real, double precision, boolean, timestamptz,
 	// timestamp, date, time, uuid, jsonb, bytea, inet, or type[] for an
 	// array of any of them but jsonb. Aliases such as int8 or float8 are
 	// accepted. Required.
-	Type string
+	Type string `yaml:"type"`
 	// From is "value" (default) or "key": the path applies to the Kafka
 	// key, read as JSON.
-	From string
+	From string `yaml:"from"`
 	// TimeUnit is s, ms, us or ns: a JSON number in a time column
 	// (timestamptz, timestamp, date, time) is an epoch (or, for time, a
 	// time since midnight) in that unit. "" means numbers are refused.
-	TimeUnit string
+	TimeUnit string `yaml:"time_unit"`
 	// NotNull makes a null that no default replaces a bad record, and the
 	// column NOT NULL in the planned DDL.
-	NotNull bool
+	NotNull bool `yaml:"not_null"`
 	// Default is a JSON literal ("0", "\"n/a\"", "false") used when the
 	// value is null, or missing (unless OnMissing is "error"). It is
 	// converted like a value when the mapper is built; nil means none.
-	Default *string
+	Default *string `yaml:"default"`
 	// OnMissing says what a missing path means: "null" (default) is the
 	// same as a JSON null; "default" is the same but requires Default;
 	// "error" makes the record a bad record of kind missing_value.
-	OnMissing string
+	OnMissing string `yaml:"on_missing"`
 }
 
 // MetadataSpec names the columns that receive the record's Kafka metadata;
 // "" leaves a column out.
 type MetadataSpec struct {
-	Topic         string // text NOT NULL
-	Partition     string // integer NOT NULL
-	Offset        string // bigint NOT NULL
-	Timestamp     string // timestamptz
-	TimestampType string // text: stream.Record.TimestampType, NULL when unknown
-	Key           string // text, bytea or jsonb after KeyFormat; NULL without key
-	Headers       string // jsonb as HeadersJSON writes it; NULL without headers
+	Topic         string `yaml:"topic"`          // text NOT NULL
+	Partition     string `yaml:"partition"`      // integer NOT NULL
+	Offset        string `yaml:"offset"`         // bigint NOT NULL
+	Timestamp     string `yaml:"timestamp"`      // timestamptz
+	TimestampType string `yaml:"timestamp_type"` // text: stream.Record.TimestampType, NULL when unknown
+	Key           string `yaml:"key"`            // text, bytea or jsonb after KeyFormat; NULL without key
 	// KeyFormat is text (UTF-8 without NUL), bytes (default, any key) or
 	// json (a JSON document jsonb accepts). A key that does not fit is a bad
 	// record.
-	KeyFormat string
+	KeyFormat string `yaml:"key_format"`
+	Headers   string `yaml:"headers"` // jsonb as HeadersJSON writes it; NULL without headers
 	// Header maps a column name to a header name: the column (text) gets
 	// the value of the last header with that name, NULL when absent.
-	Header map[string]string
+	Header map[string]string `yaml:"header"`
 }
 
 // MappingSpec is a complete typed mapping of one topic to one table.

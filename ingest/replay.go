@@ -131,7 +131,7 @@ func (w *Writer) replayBatch(ctx context.Context, f deadletters.Filter, dryRun b
 				l.Result = deadletters.Kept // never read: no value to write; read it again from Kafka
 				continue
 			}
-			sink, ok, err := w.replaySink(l.rec.Topic, l.Letter.Table)
+			sink, ok, err := w.replaySink(ctx, l.rec.Topic, l.Letter.Table)
 			if err != nil {
 				return outcome{}, err
 			}
@@ -170,11 +170,11 @@ var ErrChangeReplay = errors.New("dead letters of change events are not replayed
 
 // replaySink is the sink a letter of topic, filed for table, replays
 // through: the topic's sink when it writes that table; false otherwise.
-func (w *Writer) replaySink(topic, table string) (Sink, bool, error) {
+func (w *Writer) replaySink(ctx context.Context, topic, table string) (Sink, bool, error) {
 	sink, ok := w.cfg.Sinks[topic]
 	if !ok && w.cfg.Resolve != nil {
 		var err error
-		if sink, ok, err = w.cfg.Resolve(topic); err != nil {
+		if sink, ok, err = w.cfg.Resolve(ctx, topic); err != nil {
 			return Sink{}, false, fmt.Errorf("the sink of topic %q: %w", topic, err)
 		}
 	}

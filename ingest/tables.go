@@ -200,7 +200,7 @@ func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
 	if w.cfg.Resolve == nil {
 		return Sink{}, fmt.Errorf("no table is configured for topic %q", topic)
 	}
-	s, ok, err := w.cfg.Resolve(topic)
+	s, ok, err := w.cfg.Resolve(ctx, topic)
 	if err != nil {
 		return Sink{}, fmt.Errorf("sink for topic %q: %w", topic, err)
 	}

@@ -127,8 +127,9 @@ type Config struct {
 	Sinks map[string]Sink
 	// Resolve returns the sink of a topic that is not in Sinks (a topic a
 	// regex subscription matched); its table is prepared on first use.
-	// Optional.
-	Resolve func(topic string) (Sink, bool, error)
+	// ctx is the caller's (a batch's write, a replay): building a sink
+	// may read a schema registry. Optional.
+	Resolve func(ctx context.Context, topic string) (Sink, bool, error)
 	// ClaimLockTimeout is how long a claim waits for a writer's open
 	// transaction on the offsets row before terminating its backend.
 	// Default 10s.

@@ -15,7 +15,7 @@ func TestOldFlagNamesStillWork(t *testing.T) {
 	load := func(t *testing.T, args ...string) *runOptions {
 		t.Helper()
 		var stdout, stderr strings.Builder
-		o, _, code, ok := loadRunOptions("run", runHelp, append(append([]string{}, base...), args...), &stdout, &stderr)
+		o, code, ok := loadRunOptions("run", runHelp, append(append([]string{}, base...), args...), &stdout, &stderr)
 		if !ok {
 			t.Fatalf("run %s: exit %d: %s", strings.Join(args, " "), code, stderr.String())
 		}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // kafka2pg check takes run's flags and config, checks them against the
@@ -33,7 +35,7 @@ import (
 const checkTimeout = 30 * time.Second
 
 func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, sinks, code, ok := loadRunOptions("check", checkHelp, args, stdout, stderr)
+	o, code, ok := loadRunOptions("check", checkHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -41,12 +43,13 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	for _, n := range o.oldNames {
 		r.line("note", "%s", n)
 	}
-	if n := checkRegistry(ctx, r, o, sinks); n > 0 {
+	set, n := checkSinks(ctx, r, o)
+	if n > 0 {
 		r.line("ok", "schema registry: the subjects of %d avro/protobuf sink(s) fold into tables", n)
 	}
-	r.line("ok", "configuration: %d sink(s), group %q", len(sinks), o.cfg.Kafka.Group)
+	r.line("ok", "configuration: %d sink(s), group %q", len(set.Fixed), o.cfg.Kafka.Group)
 	checkKafka(ctx, r, o)
-	checkPostgres(ctx, r, o, sinks)
+	checkPostgres(ctx, r, o, set)
 	if r.failed > 0 {
 		fmt.Fprintf(stdout, "\ncheck FAILED: %d problem(s); run would not start or would not write as configured\n", r.failed)
 		return exitError
@@ -146,7 +149,7 @@ func checkKafka(ctx context.Context, r *checkReport, o *runOptions) {
 
 // checkPostgres reads, in one READ ONLY transaction, the migration state and
 // each sink's table, and prints what run would do to them.
-func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map[string]ingest.Sink) {
+func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, set sinks.Set) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
 	cc, err := pgx.ParseConfig(o.cfg.PostgresURL)
@@ -164,7 +167,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := pgsession.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, sinks, regexProbes(o))
+	warn, err := pgsession.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, set)
 	var nameErr *pgsession.NameError
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
 	case errors.As(err, &nameErr):
@@ -188,18 +191,14 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, sinks map
 		r.line("FAIL", "postgres: %v", redact.Err(err))
 		return
 	}
-	topics := make([]string, 0, len(sinks))
-	for t := range sinks {
-		topics = append(topics, t)
-	}
-	slices.Sort(topics)
-	for _, topic := range topics {
-		if sinks[topic].Changes != nil {
-			r.line("note", "table %s for topic %q: created, and evolved, from the schema of the events as they come", sinks[topic].Table.QualifiedName(), topic)
+	fixed := set.Fixed
+	for _, topic := range slices.Sorted(maps.Keys(fixed)) {
+		if fixed[topic].Changes != nil {
+			r.line("note", "table %s for topic %q: created, and evolved, from the schema of the events as they come", fixed[topic].Table.QualifiedName(), topic)
 			continue
 		}
-		if err := checkSinkTable(ctx, r, tx, topic, sinks[topic], !o.cfg.SkipCreateTables); err != nil {
-			r.line("FAIL", "table %s for topic %q: %v", sinks[topic].Table.QualifiedName(), topic, redact.Err(err))
+		if err := checkSinkTable(ctx, r, tx, topic, fixed[topic], !o.cfg.SkipCreateTables); err != nil {
+			r.line("FAIL", "table %s for topic %q: %v", fixed[topic].Table.QualifiedName(), topic, redact.Err(err))
 		}
 	}
 }
@@ -316,29 +315,22 @@ func hasUniqueKey(ctx context.Context, tx pgx.Tx, t schema.Table, key []string) 
 	return ok, nil
 }
 
-// checkRegistry builds the sinks of format avro and protobuf, which need
-// the registry (their table is the fold of the subject's versions), into
-// sinks, and reports any it cannot build. It returns how many it built.
-func checkRegistry(ctx context.Context, r *checkReport, o *runOptions, sinks map[string]ingest.Sink) int {
+// checkSinks builds the sinks, reading the schema registry for those of
+// formats avro, protobuf and json_schema (their table is the fold of the
+// subject's versions), and reports those it cannot build. It returns the
+// set and how many of the registry's sinks it built.
+func checkSinks(ctx context.Context, r *checkReport, o *runOptions) (sinks.Set, int) {
 	ctx, cancel := context.WithTimeout(ctx, checkTimeout)
 	defer cancel()
-	if err := o.connectRegistry(ctx); err != nil {
-		r.line("FAIL", "schema registry: %v", redact.Err(err))
-		return 0
-	}
-	if o.registry.schemas == nil {
-		return 0
-	}
-	all, err := buildSinks(o)
+	set, err := o.buildSinks(ctx)
 	if err != nil {
 		r.line("FAIL", "schema registry: %v", redact.Err(err))
 	}
 	n := 0
-	for topic, s := range all {
-		if _, ok := sinks[topic]; !ok {
-			sinks[topic] = s
+	for _, s := range o.sinks {
+		if _, ok := set.Fixed[s.Topic]; ok && s.NeedsRegistry() {
 			n++
 		}
 	}
-	return n
+	return set, n
 }

@@ -148,7 +148,7 @@ func TestEveryFieldOfARunFlagHasItsCLIName(t *testing.T) {
 		"reader.Config.ExtraOpts": true, "reader.Config.OnOwned": true, "reader.Config.Principal": true, // from reader.Security
 		"ingest.Config.Sinks": true, "ingest.Config.Resolve": true, "ingest.Config.WriteTimeoutRows": true,
 		"ingest.Config.CombineMaxRows": true, "ingest.Config.Logger": true, "ingest.Config.Tracer": true,
-		"bridge.Config.Kafka": true, "bridge.Config.KafkaSecurity": true, "bridge.Config.Writer": true, "bridge.Config.PatternSinks": true,
+		"bridge.Config.Kafka": true, "bridge.Config.KafkaSecurity": true, "bridge.Config.Writer": true, "bridge.Config.Sinks": true,
 	}
 	for prefix, v := range map[string]any{"reader.Config.": reader.Config{}, "reader.Security.": reader.Security{},
 		"ingest.Config.": ingest.Config{}, "bridge.Config.": bridge.Config{}} {

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
+
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // The YAML config file (--config): every run flag is also a top-level key
@@ -21,81 +22,19 @@ import (
 // value may say ${NAME} to take the environment variable NAME (secrets stay
 // out of the file); in a sink's table and schema, `${topic}`, `${topic.N}`
 // and the topic_regex's named groups are parts of the topic instead
-// (routing.go).
+// (package sinks).
 // Unknown keys are errors with their line number.
 
 // fileConfig is the parsed file.
 type fileConfig struct {
 	path  string
 	flags map[string]flagValue // flag name → value, with its line
-	sinks []sinkConfig
+	sinks []sinks.Sink
 }
 
 type flagValue struct {
 	line   int
 	values []string // one for scalars, several for lists
-}
-
-// sinkConfig is one entry of `sinks`.
-type sinkConfig struct {
-	Line              int            `yaml:"-"`
-	Topic             string         `yaml:"topic"`
-	TopicRegex        string         `yaml:"topic_regex"`
-	Table             string         `yaml:"table"`
-	Schema            string         `yaml:"schema"`
-	Format            string         `yaml:"format"`
-	Mode              string         `yaml:"mode"`
-	Key               []string       `yaml:"key"`
-	DeleteOnTombstone bool           `yaml:"delete_on_tombstone"`
-	Create            *bool          `yaml:"create"`
-	Evolve            bool           `yaml:"evolve"`
-	Columns           []columnConfig `yaml:"columns"`
-	Metadata          metadataConfig `yaml:"metadata"`
-	// Formats avro, protobuf and json_schema only (registry_flags.go).
-	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value
-	KeySubject string `yaml:"key_subject"` // the key's subject; default <topic>-key in upsert mode
-	Nested     string `yaml:"nested"`      // flatten (default) or jsonb
-	Message    string `yaml:"message"`     // the Protobuf message; default the first
-	// Formats debezium and connect_json only (sinks_cdc.go).
-	ValueFormat      string       `yaml:"value_format"`      // debezium: json (default), avro or protobuf
-	Source           sourceConfig `yaml:"source"`            // debezium: columns of the envelope's source block
-	UnavailableValue string       `yaml:"unavailable_value"` // the connector's unavailable.value.placeholder
-}
-
-// sourceConfig names the columns of a debezium sink that receive the
-// envelope's source metadata; each key left out is no column.
-type sourceConfig struct {
-	Table     string `yaml:"table"`
-	Position  string `yaml:"position"`
-	TxID      string `yaml:"txid"`
-	Timestamp string `yaml:"timestamp"`
-	Op        string `yaml:"op"`
-}
-
-type columnConfig struct {
-	Name      string  `yaml:"name"`
-	Path      string  `yaml:"path"`
-	Type      string  `yaml:"type"`
-	From      string  `yaml:"from"`
-	TimeUnit  string  `yaml:"time_unit"`
-	NotNull   bool    `yaml:"not_null"`
-	Default   *string `yaml:"default"`
-	OnMissing string  `yaml:"on_missing"`
-	// Connect is the Connect type of a debezium or connect_json column's
-	// values in records without a schema (io.debezium.time.MicroTimestamp).
-	Connect string `yaml:"connect"`
-}
-
-type metadataConfig struct {
-	Topic         string            `yaml:"topic"`
-	Partition     string            `yaml:"partition"`
-	Offset        string            `yaml:"offset"`
-	Timestamp     string            `yaml:"timestamp"`
-	TimestampType string            `yaml:"timestamp_type"`
-	Key           string            `yaml:"key"`
-	KeyFormat     string            `yaml:"key_format"`
-	Headers       string            `yaml:"headers"`
-	Header        map[string]string `yaml:"header"`
 }
 
 var envRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
@@ -146,11 +85,11 @@ func loadConfig(path string, fs *pflag.FlagSet) (*fileConfig, error) {
 		at := fmt.Sprintf("%s:%d: %s", path, k.Line, k.Value)
 		switch {
 		case k.Value == "sinks":
-			sinks, err := decodeSinks(v, path)
+			list, err := decodeSinks(v, path)
 			if err != nil {
 				errs = append(errs, err)
 			}
-			cfg.sinks = sinks
+			cfg.sinks = list
 		case k.Value == "config" || fs.Lookup(k.Value) == nil:
 			errs = append(errs, fmt.Errorf("%s: unknown key: use a run flag's name (see kafka2pg run --help) or sinks", at))
 		default:
@@ -183,23 +122,18 @@ func loadConfig(path string, fs *pflag.FlagSet) (*fileConfig, error) {
 	return cfg, errors.Join(errs...)
 }
 
-func decodeSinks(v *yaml.Node, path string) ([]sinkConfig, error) {
+func decodeSinks(v *yaml.Node, path string) ([]sinks.Sink, error) {
 	if v.Kind != yaml.SequenceNode {
 		return nil, fmt.Errorf("%s:%d: sinks must be a list", path, v.Line)
 	}
-	var out []sinkConfig
+	var out []sinks.Sink
 	var errs []error
 	for _, item := range v.Content {
-		if err := checkKeys(item, reflect.TypeOf(sinkConfig{}), path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		var s sinkConfig
+		var s sinks.Sink
 		if err := item.Decode(&s); err != nil {
-			errs = append(errs, fmt.Errorf("%s: sink at line %d: %w", path, item.Line, err))
+			errs = append(errs, fileErrors(path, err))
 			continue
 		}
-		s.Line = item.Line
 		for _, f := range []*string{&s.Topic, &s.TopicRegex, &s.Format, &s.Mode, &s.Subject, &s.KeySubject, &s.ValueFormat} {
 			x, err := expandEnv(*f, fmt.Sprintf("%s:%d", path, item.Line))
 			if err != nil {
@@ -209,7 +143,7 @@ func decodeSinks(v *yaml.Node, path string) ([]sinkConfig, error) {
 		}
 		// In the name templates, the topic_regex's named groups are
 		// the topic's parts, not environment variables.
-		groups := groupNames(s.TopicRegex)
+		groups := s.Groups()
 		for _, f := range []*string{&s.Table, &s.Schema} {
 			x, err := expandEnv(*f, fmt.Sprintf("%s:%d", path, item.Line), groups...)
 			if err != nil && s.TopicRegex != "" {
@@ -225,41 +159,30 @@ func decodeSinks(v *yaml.Node, path string) ([]sinkConfig, error) {
 	return out, errors.Join(errs...)
 }
 
-// checkKeys refuses keys of a mapping node that the struct type does not
-// know, naming the line, and recurses into nested structs and lists of
-// structs.
-func checkKeys(n *yaml.Node, t reflect.Type, path string) error {
-	if n.Kind != yaml.MappingNode {
-		return fmt.Errorf("%s:%d: a mapping (key: value) is expected", path, n.Line)
-	}
-	fields := map[string]reflect.Type{}
-	var known []string
-	for i := range t.NumField() {
-		tag := strings.Split(t.Field(i).Tag.Get("yaml"), ",")[0]
-		if tag == "" || tag == "-" {
-			continue
+// fileErrors are the errors of decoding a sink of the file at path, each
+// naming the file and its line.
+func fileErrors(path string, err error) error {
+	return mapErrors(err, func(err error) error {
+		var fe *sinks.FieldError
+		if errors.As(err, &fe) && fe.Line > 0 {
+			return fmt.Errorf("%s:%d: %w", path, fe.Line, fe.Err)
 		}
-		fields[tag] = t.Field(i).Type
-		known = append(known, tag)
+		return fmt.Errorf("%s: %w", path, err)
+	})
+}
+
+// mapErrors applies f to each error that err joins (to err itself when it
+// joins none).
+func mapErrors(err error, f func(error) error) error {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return f(err)
 	}
-	var errs []error
-	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
-		ft, ok := fields[k.Value]
-		if !ok {
-			errs = append(errs, fmt.Errorf("%s:%d: unknown key %q: use one of %s", path, k.Line, k.Value, strings.Join(known, ", ")))
-			continue
-		}
-		switch {
-		case ft.Kind() == reflect.Struct:
-			errs = append(errs, checkKeys(v, ft, path))
-		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && v.Kind == yaml.SequenceNode:
-			for _, item := range v.Content {
-				errs = append(errs, checkKeys(item, ft.Elem(), path))
-			}
-		}
+	var out []error
+	for _, e := range j.Unwrap() {
+		out = append(out, mapErrors(e, f))
 	}
-	return errors.Join(errs...)
+	return errors.Join(out...)
 }
 
 // apply sets every flag that neither the command line nor the environment

@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/ingest"
 )
 
 func writeConfig(t *testing.T, text string) string {
@@ -105,11 +107,18 @@ func TestTheMappingConfigExampleIsValid(t *testing.T) {
 	if err := o.validate(); err != nil {
 		t.Fatalf("MAPPING.md example: %v", err)
 	}
-	sinks, err := buildSinks(&o)
+	sinks, err := fixedSinks(t, &o)
 	if err != nil {
 		t.Fatalf("MAPPING.md example: %v", err)
 	}
 	if len(sinks) != 3 || sinks["accounts"].Upsert == nil || sinks["orders"].Table.Name != "orders_orders" {
 		t.Errorf("MAPPING.md example built %d sinks: %+v", len(sinks), sinks)
 	}
+}
+
+// fixedSinks builds o's sinks as run does, and returns those of the
+// topics it names.
+func fixedSinks(t testing.TB, o *runOptions) (map[string]ingest.Sink, error) {
+	set, err := o.buildSinks(t.Context())
+	return set.Fixed, err
 }

@@ -3,7 +3,8 @@
 //
 // This package is the command line around package bridge: flags (pflag,
 // each bound to one field of bridge.Config and mirrored by a KAFKA2PG_
-// environment variable), the YAML config file and the sinks it describes,
+// environment variable), the YAML config file (its sinks are package
+// sinks' Config, built once per command and handed to the bridge),
 // signals, the process's memory limit, the HTTP endpoints (/metrics,
 // /healthz, /readyz: bound before anything connects, served until the
 // bridge has stopped), and printing. The libraries name their settings as

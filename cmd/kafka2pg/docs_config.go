@@ -3,9 +3,14 @@ package main
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // configurationReference renders docs/CONFIGURATION.md: every command's
@@ -121,18 +126,23 @@ var configKeyGroups = []struct {
 	prefix, title string
 	typ           reflect.Type
 }{
-	{"", "A sink (an item of `sinks`)", reflect.TypeFor[sinkConfig]()},
-	{"columns.", "A column (an item of a sink's `columns`)", reflect.TypeFor[columnConfig]()},
-	{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[metadataConfig]()},
-	{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[sourceConfig]()},
+	{"", "A sink (an item of `sinks`)", reflect.TypeFor[sinks.Sink]()},
+	{"columns.", "A column (an item of a sink's `columns`)", reflect.TypeFor[sinks.Column]()},
+	{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[decode.MetadataSpec]()},
+	{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[cdc.SourceColumns]()},
 }
 
-// configKeys lists the yaml keys of a config struct, in field order.
+// configKeys lists the yaml keys of a config struct, in field order, with
+// the fields of an inlined struct in its place.
 func configKeys(t reflect.Type) []reflect.StructField {
 	var out []reflect.StructField
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if tag := strings.Split(f.Tag.Get("yaml"), ",")[0]; tag != "" && tag != "-" {
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		switch {
+		case f.Anonymous && slices.Contains(tag[1:], "inline"):
+			out = append(out, configKeys(f.Type)...)
+		case tag[0] != "" && tag[0] != "-":
 			out = append(out, f)
 		}
 	}

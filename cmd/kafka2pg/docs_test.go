@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // The reference pages in docs/ are what kafka2pg docs writes now: a flag,
@@ -80,8 +82,8 @@ func TestReferenceTextsMatchTheFlagsAndKeys(t *testing.T) {
 			t.Errorf("sinkKeyDocs[%q]: no such config key", key)
 		}
 	}
-	if len(configKeys(reflect.TypeFor[sinkConfig]())) < 10 {
-		t.Error("configKeys found almost no keys of sinkConfig: the yaml tags are not read")
+	if len(configKeys(reflect.TypeFor[sinks.Sink]())) < 10 {
+		t.Error("configKeys found almost no keys of sinks.Sink: the yaml tags are not read")
 	}
 }
 

@@ -205,7 +205,7 @@ var flagDetails = map[string]string{
 }
 
 // sinkKeyDocs are the keys of a sink in the config file, with their
-// meaning; the reference test fails when a key of sinkConfig is missing.
+// meaning; the reference test fails when a key of sinks.Sink is missing.
 var sinkKeyDocs = map[string]string{
 	"topic":               "the topic this sink reads",
 	"topic_regex":         "instead of topic: every topic the pattern matches (anchored), including topics created later",

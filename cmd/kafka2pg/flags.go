@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"math"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // runOptions is everything `kafka2pg run` is told: the bridge's
@@ -30,9 +30,9 @@ type runOptions struct {
 	cfg bridge.Config
 
 	configPath      string          // --config
-	sinks           []sinkConfig    // from the config file
+	sinks           []sinks.Sink    // from the config file
 	pgURLFile       string          // --pg-url-file, read by resolvePGURL
-	registry        registryOptions // --schema-registry-*, and the client connectRegistry makes
+	registry        registryOptions // --schema-registry-*
 	pgSchema        string
 	table           string
 	valueFormat     decode.ValueFormat
@@ -190,25 +190,10 @@ func (o *runOptions) validate() error {
 		if len(o.cfg.Kafka.Topics) > 0 || o.table != "" {
 			errs = append(errs, errors.New("--topic and --pg-table cannot be combined with sinks in --config: name the topics in the sinks"))
 		}
-		for _, sc := range o.sinks {
-			switch {
-			case sc.TopicRegex != "" && sc.Topic != "":
-				errs = append(errs, fmt.Errorf("--config line %d: a sink has topic or topic_regex, not both", sc.Line))
-			case sc.TopicRegex != "":
-				o.cfg.Kafka.TopicsAreRegex = true
-			}
-		}
-		// With a regex sink every subscription is a regex: literal topics
-		// are quoted, and every pattern is anchored.
-		for _, sc := range o.sinks {
-			t := sc.Topic
-			switch {
-			case sc.TopicRegex != "":
-				t = "^(?:" + sc.TopicRegex + ")$"
-			case o.cfg.Kafka.TopicsAreRegex && t != "":
-				t = "^" + regexp.QuoteMeta(t) + "$"
-			}
-			if t != "" && !slices.Contains(o.cfg.Kafka.Topics, t) {
+		topics, regex := o.sinkConfig().Topics()
+		o.cfg.Kafka.TopicsAreRegex = o.cfg.Kafka.TopicsAreRegex || regex
+		for _, t := range topics {
+			if !slices.Contains(o.cfg.Kafka.Topics, t) {
 				o.cfg.Kafka.Topics = append(o.cfg.Kafka.Topics, t)
 			}
 		}

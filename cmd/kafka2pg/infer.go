@@ -22,6 +22,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/registry"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // kafka2pg infer samples a topic and prints a sink config that `run
@@ -104,7 +105,7 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		for _, v := range smp.values {
 			inf.Observe(v)
 		}
-		render = func() (string, ingest.Sink, error) { return o.render(inf, smp) }
+		render = func() (string, ingest.Sink, error) { return o.render(ctx, inf, smp) }
 	}
 	if o.pgURL == "" {
 		out, _, err = render()
@@ -294,39 +295,39 @@ type inferredColumnYAML struct {
 
 // sink turns the inference into the config's sink, with the key column for
 // upsert.
-func (o *inferOptions) sink(inf *infer.Inference) (sinkConfig, error) {
+func (o *inferOptions) sink(inf *infer.Inference) (sinks.Sink, error) {
 	nested, err := decode.ParseNested(o.nested)
 	if err != nil {
-		return sinkConfig{}, fmt.Errorf("--nested: %w", err)
+		return sinks.Sink{}, fmt.Errorf("--nested: %w", err)
 	}
 	cols := inf.Columns(nested)
 	if len(cols) == 0 {
-		return sinkConfig{}, fmt.Errorf("the %d sampled values have no members to map: a raw sink (kafka2pg run --topic %s) stores them as they are", inf.Docs, o.topic)
+		return sinks.Sink{}, fmt.Errorf("the %d sampled values have no members to map: a raw sink (kafka2pg run --topic %s) stores them as they are", inf.Docs, o.topic)
 	}
-	sc := sinkConfig{Topic: o.topic, Table: o.table, Mode: o.mode}
+	sc := sinks.Sink{Topic: o.topic, Table: o.table, Mode: o.mode}
 	keyFound := false
 	for _, c := range cols {
 		if o.keyPath != "" && (o.keyPath == c.Path || o.keyPath == strings.Join(c.Steps, ".")) {
 			keyFound = true
 			if !c.NotNull {
-				return sinkConfig{}, fmt.Errorf("--key-path %s is null or missing in some of the %d samples: choose a path every record has", o.keyPath, inf.Docs)
+				return sinks.Sink{}, fmt.Errorf("--key-path %s is null or missing in some of the %d samples: choose a path every record has", o.keyPath, inf.Docs)
 			}
 			if c.Type == "jsonb" {
-				return sinkConfig{}, fmt.Errorf("--key-path %s holds objects, arrays or mixed kinds (jsonb): choose a path of scalar values", o.keyPath)
+				return sinks.Sink{}, fmt.Errorf("--key-path %s holds objects, arrays or mixed kinds (jsonb): choose a path of scalar values", o.keyPath)
 			}
 			sc.Key = []string{c.Name}
 		}
-		sc.Columns = append(sc.Columns, columnConfig{Name: c.Name, Path: c.Path, Type: c.Type, NotNull: c.NotNull})
+		sc.Columns = append(sc.Columns, sinks.Column{ColumnSpec: decode.ColumnSpec{Name: c.Name, Path: c.Path, Type: c.Type, NotNull: c.NotNull}})
 	}
 	if o.keyPath != "" && !keyFound {
-		return sinkConfig{}, fmt.Errorf("--key-path %s is not a column of the inferred sink: use one of the paths printed without it", o.keyPath)
+		return sinks.Sink{}, fmt.Errorf("--key-path %s is not a column of the inferred sink: use one of the paths printed without it", o.keyPath)
 	}
 	return sc, nil
 }
 
 // render prints the config with a header comment holding the CREATE TABLE
 // that `run` would plan for it.
-func (o *inferOptions) render(inf *infer.Inference, smp *samples) (string, ingest.Sink, error) {
+func (o *inferOptions) render(ctx context.Context, inf *infer.Inference, smp *samples) (string, ingest.Sink, error) {
 	if inf.Docs == 0 {
 		return "", ingest.Sink{}, fmt.Errorf("none of the %d sampled values is a JSON object: typed columns need JSON objects; a raw sink (kafka2pg run --topic %s) stores any value", inf.Skipped, o.topic)
 	}
@@ -334,7 +335,7 @@ func (o *inferOptions) render(inf *infer.Inference, smp *samples) (string, inges
 	if err != nil {
 		return "", ingest.Sink{}, err
 	}
-	sink, err := buildSink(&runOptions{pgSchema: "public"}, sc)
+	sink, err := buildSink(ctx, sc, nil)
 	if err != nil {
 		return "", ingest.Sink{}, fmt.Errorf("the inferred sink does not build (a bug in infer): %w", err)
 	}
@@ -438,10 +439,10 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	if format == "json" {
 		format = decode.FormatJSONSchema.String()
 	}
-	if !registryFormat(format) {
+	if !(sinks.Sink{Format: format}).NeedsRegistry() {
 		return "", ingest.Sink{}, fmt.Errorf("the values of %q carry schema id %d, a %s schema: kafka2pg reads avro, protobuf and json (json_schema)", o.topic, id, rs.Type)
 	}
-	sc := sinkConfig{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
+	sc := sinks.Sink{Topic: o.topic, Table: o.table, Format: format, Mode: "append"}
 	if format == decode.FormatProtobuf.String() {
 		// The sampled records name their message by its indexes; the
 		// config names it by its full name when it is not the first.
@@ -458,11 +459,11 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 	if o.nested != "flatten" {
 		sc.Nested = o.nested
 	}
-	ro := &runOptions{pgSchema: "public", registry: o.registry, sinks: []sinkConfig{sc}}
-	if err := ro.connectRegistry(ctx); err != nil {
+	reg, err := (&runOptions{registry: o.registry, sinks: []sinks.Sink{sc}}).connectRegistry()
+	if err != nil {
 		return "", ingest.Sink{}, err
 	}
-	sink, err := buildSink(ro, sc)
+	sink, err := buildSink(ctx, sc, reg)
 	if err != nil {
 		return "", ingest.Sink{}, err
 	}
@@ -474,4 +475,17 @@ func (o *inferOptions) renderRegistry(ctx context.Context, smp *samples) (string
 		"# Add pg-url (or set KAFKA2PG_PG_URL), the registry's credentials and any Kafka TLS/SASL settings.\n"
 	text, err := o.configText(head, sink.Table, cfgOut)
 	return text, sink, err
+}
+
+// buildSink builds the one sink sc as run would (in schema public), its
+// error that of the sink.
+func buildSink(ctx context.Context, sc sinks.Sink, reg *registry.Client) (ingest.Sink, error) {
+	set, err := sinks.Config{Sinks: []sinks.Sink{sc}}.Build(ctx, reg)
+	if fe := (*sinks.FieldError)(nil); errors.As(err, &fe) {
+		return ingest.Sink{}, fe.Err
+	}
+	if err != nil {
+		return ingest.Sink{}, err
+	}
+	return set.Fixed[sc.Topic], nil
 }

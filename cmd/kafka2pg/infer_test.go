@@ -25,7 +25,7 @@ func renderInfer(t testing.TB, o inferOptions, docs ...string) string {
 		inf.Observe([]byte(d))
 		smp.values = append(smp.values, []byte(d))
 	}
-	out, _, err := o.render(inf, smp)
+	out, _, err := o.render(t.Context(), inf, smp)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -65,7 +65,7 @@ func TestInferPrintsAConfigThatRunLoads(t *testing.T) {
 			if err := ro.validate(); err != nil {
 				t.Fatalf("the printed config does not validate: %v\n%s", err, out)
 			}
-			sinks, err := buildSinks(&ro)
+			sinks, err := fixedSinks(t, &ro)
 			if err != nil {
 				t.Fatalf("the printed config does not build: %v\n%s", err, out)
 			}
@@ -123,7 +123,7 @@ func TestInferRefusesBadKeysAndBadFlags(t *testing.T) {
 			for _, d := range docs {
 				inf.Observe([]byte(d))
 			}
-			_, _, err := o.render(inf, &samples{partitions: 1})
+			_, _, err := o.render(t.Context(), inf, &samples{partitions: 1})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("err = %v, want one saying %q", err, c.want)
 			}

@@ -12,6 +12,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // The migrate and check commands on a database that an earlier release
@@ -54,7 +55,7 @@ func TestMigrateCommandOnAnEarlierReleasesInstall(t *testing.T) {
 		return *table
 	}
 	var report bytes.Buffer
-	checkPostgres(ctx, &checkReport{w: &report}, &runOptions{cfg: bridge.Config{PostgresURL: url}}, nil)
+	checkPostgres(ctx, &checkReport{w: &report}, &runOptions{cfg: bridge.Config{PostgresURL: url}}, sinks.Set{})
 	for _, line := range []string{
 		`note  kafka2pg schema: the migration history is in "public"."kafka2pg_schema_migrations", where earlier releases kept it`,
 		fmt.Sprintf("ok    kafka2pg schema: version %d\n", migrations.Latest),

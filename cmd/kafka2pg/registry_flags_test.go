@@ -43,7 +43,7 @@ func loadRegistryConfig(t *testing.T, config string, args ...string) (*runOption
 	t.Setenv("KAFKA2PG_PG_URL", "postgres://app@db/shop")
 	path := writeConfig(t, config)
 	var stderr bytes.Buffer
-	o, _, _, ok := loadRunOptions("run", runHelp, append([]string{"--config", path}, args...), &stderr, &stderr)
+	o, _, ok := loadRunOptions("run", runHelp, append([]string{"--config", path}, args...), &stderr, &stderr)
 	return o, stderr.String(), ok
 }
 
@@ -106,10 +106,7 @@ func TestTheMappingRegistryExampleIsValid(t *testing.T) {
 // names them in a failure.
 func registrySinks(t *testing.T, o *runOptions, what string) map[string]ingest.Sink {
 	t.Helper()
-	if err := o.connectRegistry(t.Context()); err != nil {
-		t.Fatalf("%s: %v", what, err)
-	}
-	sinks, err := buildSinks(o)
+	sinks, err := fixedSinks(t, o)
 	if err != nil {
 		t.Fatalf("%s: %v", what, err)
 	}
@@ -159,10 +156,7 @@ func TestBadRegistrySinksStopBeforeAnythingIsWritten(t *testing.T) {
 		if !ok {
 			t.Fatal(stderr)
 		}
-		if err := o.connectRegistry(t.Context()); err != nil {
-			t.Fatal(err)
-		}
-		_, err := buildSinks(o)
+		_, err := o.buildSinks(t.Context())
 		if err == nil || !strings.Contains(err.Error(), `subject "refunds-value" is not in the schema registry`) || !strings.Contains(err.Error(), "line 4") {
 			t.Fatalf("got %v", err)
 		}

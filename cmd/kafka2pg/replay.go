@@ -44,7 +44,7 @@ const replayLetterLines = 20
 
 func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var rf replayFlags
-	o, _, code, ok := loadCommandOptions("dead-letters replay", deadLettersReplayHelp, args, stdout, stderr,
+	o, code, ok := loadCommandOptions("dead-letters replay", deadLettersReplayHelp, args, stdout, stderr,
 		runLoad{flags: func(fs *pflag.FlagSet) { defineReplayFlags(fs, &rf) }, offline: true})
 	if !ok {
 		return code
@@ -95,26 +95,22 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 		fmt.Fprintln(stdout, "no dead letters match")
 		return exitOK
 	}
-	all, err := offlineSinks(ctx, o, slices.Sorted(maps.Keys(selected)))
+	set, err := offlineSinks(ctx, o, slices.Sorted(maps.Keys(selected)))
 	if err != nil {
 		return fail(exitError, "%v", redact.Err(err))
 	}
 	// Only the sinks whose tables have letters to replay are prepared
 	// (evolved, when the sink says so): the others are none of replay's
 	// business.
-	sinks := map[string]ingest.Sink{}
-	for topic, s := range all {
+	// When no sink writes the letters' tables, the writer still reads
+	// them, to keep them and say so: Resolve is always set.
+	fixed := map[string]ingest.Sink{}
+	for topic, s := range set.Fixed {
 		if slices.Contains(selected[topic], s.Table.QualifiedName()) {
-			sinks[topic] = s
+			fixed[topic] = s
 		}
 	}
-	resolve := sinkResolver(o)
-	if resolve == nil && len(sinks) == 0 {
-		// No sink writes the letters' tables: the writer still reads
-		// them, to keep them and say so.
-		resolve = func(string) (ingest.Sink, bool, error) { return ingest.Sink{}, false, nil }
-	}
-	wcfg.Sinks, wcfg.Resolve = sinks, resolve
+	wcfg.Sinks, wcfg.Resolve = fixed, set.Resolve
 	w, err := ingest.New(pool, wcfg)
 	if err != nil {
 		return fail(exitUsage, "%v", err)

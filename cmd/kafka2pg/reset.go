@@ -60,7 +60,7 @@ func defineResetFlags(fs *pflag.FlagSet, f *resetFlags) {
 
 func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	var rf resetFlags
-	o, _, code, ok := loadCommandOptions("offsets reset", resetHelp, args, stdout, stderr,
+	o, code, ok := loadCommandOptions("offsets reset", resetHelp, args, stdout, stderr,
 		runLoad{flags: func(fs *pflag.FlagSet) { defineResetFlags(fs, &rf) }, offline: true})
 	if !ok {
 		return code
@@ -310,19 +310,15 @@ func planRewinds(ctx context.Context, pool *pgxpool.Pool, o *runOptions, plan []
 			topics = append(topics, p.topic)
 		}
 	}
-	sinks, err := offlineSinks(ctx, o, topics)
+	set, err := offlineSinks(ctx, o, topics)
 	if err != nil {
 		return nil, err
 	}
-	resolve := sinkResolver(o)
 	sinkOf := func(topic string) (ingest.Sink, bool, error) {
-		if s, ok := sinks[topic]; ok {
+		if s, ok := set.Fixed[topic]; ok {
 			return s, true, nil
 		}
-		if resolve != nil {
-			return resolve(topic)
-		}
-		return ingest.Sink{}, false, nil
+		return set.Resolve(ctx, topic)
 	}
 	targets := map[string]rewindTarget{}
 	out := map[string]*rewind{}
@@ -338,8 +334,8 @@ func planRewinds(ctx context.Context, pool *pgxpool.Pool, o *runOptions, plan []
 				return nil, err
 			}
 			var gathered []string // other topics into the same table
-			for other := range sinks {
-				if other != p.topic && found && sinks[other].Table.QualifiedName() == sink.Table.QualifiedName() {
+			for other, s := range set.Fixed {
+				if other != p.topic && found && s.Table.QualifiedName() == sink.Table.QualifiedName() {
 					gathered = append(gathered, other)
 				}
 			}

@@ -4,25 +4,27 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates checks every
 // way a reset can treat a table it moves back, against real tables.
 func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 	_, pool := pgtest.MigratedPool(t)
-	col := columnConfig{Name: "id", Path: "id", Type: "bigint", NotNull: true}
-	meta := metadataConfig{Partition: "kafka_partition", Offset: "kafka_offset"}
-	o := &runOptions{pgSchema: "public", sinks: []sinkConfig{
+	col := sinks.Column{ColumnSpec: decode.ColumnSpec{Name: "id", Path: "id", Type: "bigint", NotNull: true}}
+	meta := decode.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}
+	o := &runOptions{pgSchema: "public", sinks: []sinks.Sink{
 		{Topic: "zero", Table: "zero"},
-		{Topic: "typed", Table: "typed", Columns: []columnConfig{col}, Metadata: meta},
-		{Topic: "evolved", Table: "evolved", Columns: []columnConfig{col}, Metadata: meta},
-		{Topic: "bare", Table: "bare", Columns: []columnConfig{col}},
-		{Topic: "keyed", Table: "keyed", Columns: []columnConfig{col}},
-		{Topic: "upsert", Table: "upserted", Mode: "upsert", Key: []string{"id"}, Columns: []columnConfig{col}},
-		{Topic: "missing", Table: "missing", Columns: []columnConfig{col}},
-		{Topic: "a", Table: "shared", Columns: []columnConfig{col}, Metadata: meta},
-		{Topic: "b", Table: "shared", Columns: []columnConfig{col}, Metadata: meta},
+		{Topic: "typed", Table: "typed", Columns: []sinks.Column{col}, Metadata: meta},
+		{Topic: "evolved", Table: "evolved", Columns: []sinks.Column{col}, Metadata: meta},
+		{Topic: "bare", Table: "bare", Columns: []sinks.Column{col}},
+		{Topic: "keyed", Table: "keyed", Columns: []sinks.Column{col}},
+		{Topic: "upsert", Table: "upserted", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{col}},
+		{Topic: "missing", Table: "missing", Columns: []sinks.Column{col}},
+		{Topic: "a", Table: "shared", Columns: []sinks.Column{col}, Metadata: meta},
+		{Topic: "b", Table: "shared", Columns: []sinks.Column{col}, Metadata: meta},
 	}}
 	for _, q := range []string{
 		`CREATE TABLE zero (kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, kafka_timestamp timestamptz,
@@ -39,7 +41,7 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	sinks, err := buildSinks(o)
+	sinks, err := fixedSinks(t, o)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,12 +15,11 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
-	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
 func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	o, _, code, ok := loadRunOptions("run", runHelp, args, stdout, stderr)
+	o, code, ok := loadRunOptions("run", runHelp, args, stdout, stderr)
 	if !ok {
 		return code
 	}
@@ -60,7 +59,7 @@ func (e *badRecordsError) Error() string {
 // that order of precedence, and checks all of it, mappings included, before
 // anything connects; `run` and `check` share it. On failure it has printed
 // why (naming the command) and returns the exit code.
-func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+func loadRunOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer) (o *runOptions, code int, ok bool) {
 	return loadCommandOptions(command, help, args, stdout, stderr, runLoad{})
 }
 
@@ -80,7 +79,7 @@ type runLoad struct {
 
 // loadCommandOptions is loadRunOptions for a command that adds load to
 // run's flags.
-func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, sinks map[string]ingest.Sink, code int, ok bool) {
+func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, code int, ok bool) {
 	stderr = cliStderr(stderr) // the bridge's checks name its fields
 	fs := newFlagSet(command)
 	o = &runOptions{offline: load.offline}
@@ -93,15 +92,15 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 		load.flags(fs)
 	}
 	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
-		return nil, nil, code, false
+		return nil, code, false
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
-		return nil, nil, exitUsage, false
+		return nil, exitUsage, false
 	}
-	invalid := func(err error) (*runOptions, map[string]ingest.Sink, int, bool) {
+	invalid := func(err error) (*runOptions, int, bool) {
 		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
-		return nil, nil, exitUsage, false
+		return nil, exitUsage, false
 	}
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, keys)
@@ -126,11 +125,10 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 	if err := o.validate(); err != nil {
 		return invalid(err)
 	}
-	sinks, err := buildSinks(o)
-	if err != nil {
+	if err := o.checkSinks(); err != nil {
 		return invalid(err)
 	}
-	return o, sinks, exitOK, true
+	return o, exitOK, true
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -190,10 +188,7 @@ func serveBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 // bridgeConfig is the bridge's configuration from the flags, with the
 // sinks built (those of the schema registry read from it, with ctx).
 func (o *runOptions) bridgeConfig(ctx context.Context) (bridge.Config, error) {
-	if err := o.connectRegistry(ctx); err != nil {
-		return bridge.Config{}, err
-	}
-	sinks, err := buildSinks(o)
+	set, err := o.buildSinks(ctx)
 	if err != nil {
 		return bridge.Config{}, err
 	}
@@ -201,9 +196,6 @@ func (o *runOptions) bridgeConfig(ctx context.Context) (bridge.Config, error) {
 	if o.memoryLimitAuto {
 		cfg.Kafka.OnOwned = func(n int) { debug.SetMemoryLimit(autoMemoryLimit(o.cfg.Kafka.MaxBufferedBytes, n)) }
 	}
-	cfg.Writer.Sinks, cfg.Writer.Resolve = sinks, sinkResolver(o)
-	for _, p := range regexProbes(o) {
-		cfg.PatternSinks = append(cfg.PatternSinks, bridge.PatternSink{Pattern: p.Regex, Table: p.Table, Sink: p.Sink})
-	}
+	cfg.Sinks = set
 	return cfg, nil
 }

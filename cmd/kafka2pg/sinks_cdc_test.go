@@ -21,7 +21,6 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/dynamicpb"
 
-	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
@@ -103,104 +102,17 @@ func loadCheck(t *testing.T, config string, args ...string) (*runOptions, string
 	t.Helper()
 	t.Setenv("KAFKA2PG_PG_URL", "postgres://app@db/shop")
 	var stderr bytes.Buffer
-	o, _, _, ok := loadRunOptions("check", checkHelp, append([]string{"--config", writeConfig(t, config)}, args...), &stderr, &stderr)
+	o, _, ok := loadRunOptions("check", checkHelp, append([]string{"--config", writeConfig(t, config)}, args...), &stderr, &stderr)
 	return o, stderr.String(), ok
 }
 
-const replicaConfig = `kafka-brokers: [h:1]
-kafka-group: shop-replica
-sinks:
-  - topic_regex: 'shop\.(?P<schema>[^.]+)\.(?P<table>[^.]+)'
-    format: debezium
-    schema: 'replica_${schema}'
-    table: '${table}'
-    source: {table: src_table, position: src_lsn, txid: src_txid, timestamp: src_ts, op: src_op}
-    metadata: {offset: kafka_offset}
-  - topic: legacy.customers
-    format: debezium
-    table: customers_legacy
-    key: [id]
-    columns:
-      - {name: id, type: integer, not_null: true}
-      - {name: balance, type: "numeric(12,2)"}
-      - {name: seen_at, connect: io.debezium.time.MicroTimestamp}
-  - topic: connect.orders
-    format: connect_json
-    mode: upsert
-    key: [id]
-    delete_on_tombstone: true
-    columns:
-      - {name: id, type: bigint, not_null: true}
-`
-
-func TestAReplicaConfigRoutesEachTopicToADecoderOfItsOwnTable(t *testing.T) {
-	o, stderr, ok := loadCheck(t, replicaConfig)
-	if !ok {
-		t.Fatalf("the config is refused:\n%s", stderr)
-	}
-	sinks, err := buildSinks(o)
+// resolver is the Resolve of o's sinks, built as run builds them.
+func resolver(t testing.TB, o *runOptions) func(topic string) (ingest.Sink, bool, error) {
+	set, err := o.buildSinks(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	legacy := sinks["legacy.customers"]
-	if legacy.Changes == nil || legacy.Mapper != nil {
-		t.Fatalf("legacy.customers: %+v, want a change decoder", legacy)
-	}
-	if got := legacy.Table; got.Name != "customers_legacy" || got.Schema != "public" ||
-		!slices.Equal(got.ColumnNames(), []string{"id", "balance", "seen_at"}) || !slices.Equal(got.PrimaryKey, []string{"id"}) {
-		t.Errorf("legacy.customers table %+v", got)
-	}
-	if typ := legacy.Table.Columns[1].Type; typ != "numeric(12,2)" {
-		t.Errorf("balance is %s, want numeric(12,2) from its type", typ)
-	}
-	orders := sinks["connect.orders"]
-	if _, ok := orders.Mapper.(*cdc.ConnectMapper); !ok || orders.Upsert == nil || !orders.Upsert.DeleteOnTombstone ||
-		!slices.Equal(orders.Upsert.Key, []string{"id"}) {
-		t.Errorf("connect.orders: %+v, want a ConnectMapper upserting by id", orders)
-	}
-
-	resolve := sinkResolver(o)
-	customers, ok, err := resolve("shop.public.customers")
-	if err != nil || !ok {
-		t.Fatalf("resolve shop.public.customers: %v, %v", ok, err)
-	}
-	products, _, err := resolve("shop.inventory.products")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c, p := customers.Table, products.Table; c.Schema != "replica_public" || c.Name != "customers" ||
-		p.Schema != "replica_inventory" || p.Name != "products" {
-		t.Errorf("tables %s and %s, want replica_public.customers and replica_inventory.products", c.QualifiedName(), p.QualifiedName())
-	}
-	if customers.Changes == products.Changes {
-		t.Error("two topics share one decoder: each table must fold its own schema")
-	}
-	if want := []string{"src_table", "src_lsn", "src_txid", "src_ts", "src_op", "kafka_offset"}; !slices.Equal(customers.Table.ColumnNames(), want) {
-		t.Errorf("before its first event the table has %v, want the metadata columns %v", customers.Table.ColumnNames(), want)
-	}
-	if _, ok, _ := resolve("shop.public.customers.extra"); ok {
-		t.Error("a topic the regex does not match was resolved")
-	}
-
-	// The decoder a topic's sink carries is the one its events go through.
-	b, err := os.ReadFile(filepath.Join("..", "..", "cdc", "testdata", "pg_customers_create.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rec := fixtureRecord(t, b)
-	rec.Topic = "shop.public.customers"
-	var ch stream.Change
-	if err := customers.Changes.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) {
-		t.Fatalf("the first event: %v, want the table to grow", err)
-	}
-	if err := customers.Changes.Decode(&rec, &ch); err != nil {
-		t.Fatal(err)
-	}
-	tbl := customers.Changes.Table()
-	if tbl.Name != "customers" || !slices.Equal(tbl.PrimaryKey, []string{"id"}) || ch.Op != stream.OpUpsert ||
-		ch.Row[slices.Index(tbl.ColumnNames(), "src_table")] != "public.customers" {
-		t.Errorf("table %+v, change %+v", tbl, ch)
-	}
+	return func(topic string) (ingest.Sink, bool, error) { return set.Resolve(t.Context(), topic) }
 }
 
 // fixtureRecord reads one of cdc's fixtures: {"key": ..., "value": ...}.
@@ -246,28 +158,6 @@ func TestRunOfDebeziumSinksStopsWhenPostgresIsUnreachable(t *testing.T) {
 	}
 	if code != exitError || !strings.Contains(stderr, "127.0.0.1") {
 		t.Errorf("exit %d after %s, stderr:\n%s", code, time.Since(start), stderr)
-	}
-}
-
-// A template that fits some of a regex's topics and not others is an
-// error of the topic that does not fit it, when it comes: the sample
-// topic the start checks with is a guess.
-func TestResolvingATopicThatTheTemplateCannotNameSaysWhich(t *testing.T) {
-	o, stderr, ok := loadCheck(t, cdcConfigHead+"  - {topic_regex: 'shop\\..*', format: debezium, table: '${topic.3}'}\n")
-	if !ok {
-		t.Fatalf("refused: %s", stderr)
-	}
-	resolve := sinkResolver(o)
-	if s, _, err := resolve("shop.public.customers"); err != nil || s.Table.Name != "customers" {
-		t.Errorf("resolve shop.public.customers: %v, %v", s.Table.QualifiedName(), err)
-	}
-	_, _, err := resolve("shop.customers")
-	if err == nil || !strings.Contains(err.Error(), `topic "shop.customers" has 2 dot-separated part(s), so ${topic.3} names none`) {
-		t.Errorf("resolve shop.customers: %v", err)
-	}
-	_, _, err = resolve("shop.public." + strings.Repeat("t", 64))
-	if err == nil || !strings.Contains(err.Error(), `table template "${topic.3}" gives "tttt`) || !strings.Contains(err.Error(), "64 bytes long") {
-		t.Errorf("resolve a topic of a long table name: %v", err)
 	}
 }
 
@@ -425,7 +315,7 @@ func TestTheMappingChangeExampleIsValid(t *testing.T) {
 	if sinks["legacy.customers"].Changes == nil || sinks["connect.orders"].Upsert == nil {
 		t.Fatalf("sinks %+v", sinks)
 	}
-	s, ok, err := sinkResolver(o)("shop.billing.invoices")
+	s, ok, err := resolver(t, o)("shop.billing.invoices")
 	if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica_billing"."invoices"` {
 		t.Fatalf("shop.billing.invoices: %v %v %+v", ok, err, s.Table)
 	}
@@ -444,7 +334,7 @@ func TestTheReplicationExamplesAreValid(t *testing.T) {
 			if !ok {
 				t.Fatalf("%s example: %s", doc.path, stderr)
 			}
-			s, ok, err := sinkResolver(o)("shop.public.customers")
+			s, ok, err := resolver(t, o)("shop.public.customers")
 			if err != nil || !ok || s.Changes == nil || s.Table.QualifiedName() != `"replica"."customers"` {
 				t.Fatalf("shop.public.customers: %v %v %+v", ok, err, s.Table)
 			}

@@ -7,13 +7,14 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 func TestFitTableFindsWhatWouldRefuseEveryRow(t *testing.T) {
-	sink, err := buildSink(&runOptions{pgSchema: "public"}, sinkConfig{Topic: "orders", Table: "orders", Columns: []columnConfig{
-		{Name: "id", Path: "id", Type: "bigint", NotNull: true},
-		{Name: "note", Path: "note", Type: "text"},
-	}})
+	sink, err := buildSink(t.Context(), sinks.Sink{Topic: "orders", Table: "orders", Columns: []sinks.Column{
+		{ColumnSpec: decode.ColumnSpec{Name: "id", Path: "id", Type: "bigint", NotNull: true}},
+		{ColumnSpec: decode.ColumnSpec{Name: "note", Path: "note", Type: "text"}},
+	}}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

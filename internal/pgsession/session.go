@@ -24,6 +24,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
 // Params sets the session parameters of kafka2pg's connections to
@@ -102,20 +103,20 @@ func NewPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
 // the consumer group's (kafka2pg.offsets keys the offsets by it, and every
 // claim would fail with SQLSTATE 22P05 and be retried), and the configured
 // sinks' schema, table and column names (their DDL would fail with
-// Postgres' message alone), those of topic_regex sinks as built for a
-// sample topic (probes). On SQL_ASCII it warns: text is stored there as
+// Postgres' message alone), those of pattern sinks as built for a sample
+// topic (sinks.Pattern.Sample). On SQL_ASCII it warns: text is stored there as
 // the UTF-8 bytes it came as, but jsonb cannot store a \u escape of a
 // character beyond ASCII (Postgres fails the row with SQLSTATE 0A000, which
 // the writer makes a dead letter of kind untranslatable_character). Only
 // names beyond ASCII cost a round trip (ingest.Holds). Connection trouble
 // is returned as it is, for the caller's retry.
-func CheckEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, sinks map[string]ingest.Sink, probes []Probe) error {
+func CheckEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, group string, set sinks.Set) error {
 	c, err := pool.Acquire(ctx)
 	if err != nil {
 		return err
 	}
 	defer c.Release()
-	warn, err := EncodingProblems(ctx, c.Conn(), group, sinks, probes)
+	warn, err := EncodingProblems(ctx, c.Conn(), group, set)
 	if warn != "" {
 		log.Warn(warn, "server_encoding", c.Conn().PgConn().ParameterStatus("server_encoding"))
 	}
@@ -125,12 +126,12 @@ func CheckEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 // EncodingProblems is CheckEncoding's judgement on conn, for run and
 // check: a warning to give (empty: none), and an error when run must not
 // start (a *NameError) or the question failed.
-func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks map[string]ingest.Sink, probes []Probe) (warn string, err error) {
+func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sinks.Set) (warn string, err error) {
 	enc := conn.PgConn().ParameterStatus("server_encoding")
 	if enc == "SQL_ASCII" {
 		return "the database's encoding is SQL_ASCII: text is stored as the UTF-8 it came as, but jsonb cannot store a \\u escape of a character beyond ASCII, and a record with one becomes a dead letter (untranslatable_character); a UTF8 database has neither problem", nil
 	}
-	for _, n := range namesToHold(group, sinks, probes) {
+	for _, n := range namesToHold(group, set) {
 		ok, err := ingest.Holds(ctx, conn, n.name)
 		if err != nil {
 			return "", err
@@ -146,16 +147,19 @@ func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, sinks m
 // namesToHold are the names the database must be able to store: the
 // group's, then each sink's (by topic, then topic_regex sinks as built for
 // a sample topic) schema, table and column names.
-func namesToHold(group string, sinks map[string]ingest.Sink, probes []Probe) []NameError {
+func namesToHold(group string, set sinks.Set) []NameError {
 	out := []NameError{{subject: fmt.Sprintf("reader.Config.Group %q", group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
-	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
-		t := sinks[topic].Table
+	for _, topic := range slices.Sorted(maps.Keys(set.Fixed)) {
+		t := set.Fixed[topic].Table
 		out = append(out, namesOfTable(t, fmt.Sprintf("table %s for topic %q", t.QualifiedName(), topic),
 			"(ingest.Sink.Table)")...)
 	}
-	for _, p := range probes {
-		out = append(out, namesOfTable(p.Sink.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.Table, p.Regex),
+	for _, p := range set.Patterns {
+		if p.Sample.Table.Name == "" {
+			continue // its columns come from the registry: no sample
+		}
+		out = append(out, namesOfTable(p.Sample.Table, fmt.Sprintf("the table %q of the sink of topic_regex %q", p.Table, p.Regex),
 			"(the sink's table in the config; ${topic} is always ASCII)")...)
 	}
 	return out
@@ -176,15 +180,6 @@ func namesOfTable(t schema.Table, subject, where string) []NameError {
 			fix: "name the column with characters %[1]s has (the sink's columns in the config), or use a UTF8 database"})
 	}
 	return out
-}
-
-// Probe is a sink of a topic pattern built for a sample topic: the names
-// of the sinks that the pattern's topics get differ from its in ASCII
-// only (Kafka names topics in [a-zA-Z0-9._-]), so a character the
-// database's encoding lacks is in the probe's names too.
-type Probe struct {
-	Regex, Table string // the pattern and the table's name as configured (a template)
-	Sink         ingest.Sink
 }
 
 // NameError is a name the database's encoding cannot hold.

@@ -55,31 +55,59 @@ func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''
 func newDatabase(t testing.TB, options string) string {
 	t.Helper()
 	admin := AdminURL(t)
-	name := DatabasePrefix + randomHex(8)
-	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + options
-	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
-
 	ctx, cancel := context.WithTimeout(t.Context(), sqlTimeout)
 	defer cancel()
-	if err := execAdmin(ctx, admin, create); err != nil {
+	u, drop, err := createDatabase(ctx, admin, options)
+	if err != nil {
 		t.Fatalf("pgtest: %v", err)
 	}
 	t.Cleanup(func() {
 		// t.Context is already cancelled when cleanups run.
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), sqlTimeout)
 		defer cancel()
-		if err := execAdmin(ctx, admin, drop); err != nil {
+		if err := drop(ctx); err != nil {
 			t.Errorf("pgtest: %v", err)
 		}
 	})
+	return u
+}
 
+// Database is URL for code that has no testing.TB, such as a TestMain
+// that prepares an Example: it finds the cluster as AdminURL does and
+// returns the URL of a new, empty database and the function that drops
+// it. An error says why there is none; the caller skips (naming EnvURL)
+// or fails.
+func Database(ctx context.Context) (url string, drop func(context.Context) error, err error) {
+	admin := os.Getenv(EnvURL)
+	if admin != "" {
+		err = checkURL(admin)
+	} else {
+		admin, err = discoveredURL(ctx)
+	}
+	if err != nil {
+		return "", nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, sqlTimeout)
+	defer cancel()
+	return createDatabase(ctx, admin, "")
+}
+
+// createDatabase creates a database named k2p_test_<random> on the
+// cluster of admin, and returns its URL and the function that drops it.
+func createDatabase(ctx context.Context, admin, options string) (string, func(context.Context) error, error) {
 	u, err := url.Parse(admin)
 	if err != nil {
-		t.Fatalf("pgtest: parse admin URL: %v", err) // checked by AdminURL
+		return "", nil, fmt.Errorf("parse admin URL: %w", err)
+	}
+	name := DatabasePrefix + randomHex(8)
+	create := "CREATE DATABASE " + pgx.Identifier{name}.Sanitize() + options
+	drop := "DROP DATABASE IF EXISTS " + pgx.Identifier{name}.Sanitize() + " WITH (FORCE)"
+	if err := execAdmin(ctx, admin, create); err != nil {
+		return "", nil, err
 	}
 	u.Path = "/" + name
 	u.RawPath = ""
-	return u.String()
+	return u.String(), func(ctx context.Context) error { return execAdmin(ctx, admin, drop) }, nil
 }
 
 // AdminURL returns the URL of the test cluster's administrative database,

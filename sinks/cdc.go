@@ -1,4 +1,4 @@
-package main
+package sinks
 
 import (
 	"context"
@@ -37,20 +37,14 @@ func changeFormat(format string) bool {
 	return format == formatDebezium || format == formatConnectJSON
 }
 
-func (s sourceConfig) empty() bool {
-	return s == sourceConfig{}
-}
-
-// buildChangeSink builds a debezium or connect_json sink for the table
+// changeSink builds a debezium or connect_json sink for the table
 // (schema-qualified by schemaName) routing gave its topic.
-func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (ingest.Sink, error) {
+func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, error) {
 	if err := checkChangeSink(sc); err != nil {
 		return ingest.Sink{}, err
 	}
 	cfg := cdc.Config{Schema: schemaName, Table: table, Key: sc.Key, UnavailableValue: sc.UnavailableValue,
-		Source: cdc.SourceColumns{Table: sc.Source.Table, Position: sc.Source.Position, TxID: sc.Source.TxID,
-			Timestamp: sc.Source.Timestamp, Op: sc.Source.Op},
-		Kafka: metadataSpec(sc.Metadata)}
+		Source: sc.Source, Kafka: sc.Metadata}
 	for _, c := range sc.Columns {
 		cfg.Columns = append(cfg.Columns, cdc.Column{Name: c.Name, Type: c.Type, Connect: c.Connect, NotNull: c.NotNull})
 	}
@@ -70,25 +64,21 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 	switch sc.ValueFormat {
 	case "", "json":
 	case decode.FormatAvro.String(), decode.FormatProtobuf.String():
-		if len(o.registry.urls) == 0 {
-			return ingest.Sink{}, fmt.Errorf("value_format %s needs a Schema Registry: set --schema-registry-url (or schema-registry-url in the config file)", sc.ValueFormat)
-		}
-		if _, err := o.registry.config(); err != nil {
-			return ingest.Sink{}, err
-		}
 		cfg.Format = sc.ValueFormat
-		if o.registry.schemas == nil {
-			// Checked with a lookup that is never called; built for use
-			// once the registry client exists.
+		switch {
+		case b.check:
+			// Checked with a lookup that is never called.
 			later = true
 			cfg.Lookup = func(context.Context, int) (decode.RegisteredSchema, error) {
 				return decode.RegisteredSchema{}, errRegistryLater
 			}
-		} else {
-			cfg.Lookup = o.registry.schemas.client.Lookup()
+		case b.reg == nil:
+			return ingest.Sink{}, keyErr("value_format", errNoRegistry("value_format", sc.ValueFormat))
+		default:
+			cfg.Lookup = b.reg.Lookup()
 		}
 	default:
-		return ingest.Sink{}, fmt.Errorf("value_format %q is not json, avro or protobuf: the converter that wrote the events (JsonConverter, AvroConverter, ProtobufConverter)", sc.ValueFormat)
+		return ingest.Sink{}, keyErr("value_format", fmt.Errorf("value_format %q is not json, avro or protobuf: the converter that wrote the events (JsonConverter, AvroConverter, ProtobufConverter)", sc.ValueFormat))
 	}
 	d, err := cdc.NewDecoder(cfg)
 	if err != nil {
@@ -102,66 +92,61 @@ func buildChangeSink(o *runOptions, sc sinkConfig, schemaName, table string) (in
 
 // checkChangeSink refuses the keys a debezium or connect_json sink does
 // not take, saying what the format does instead.
-func checkChangeSink(sc sinkConfig) error {
+func checkChangeSink(sc Sink) error {
 	var errs []error
 	if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
 		errs = append(errs, fmt.Errorf("subject, key_subject, nested and message are for formats avro, protobuf and json_schema: format %s finds each record's schema by its id, and maps nested structs to jsonb; remove them", sc.Format))
 	}
-	for _, c := range sc.Columns {
+	for j, c := range sc.Columns {
+		col := fmt.Sprintf("columns[%d]", j)
 		if c.Path != "" || c.From != "" || c.TimeUnit != "" || c.Default != nil || c.OnMissing != "" {
-			errs = append(errs, fmt.Errorf("column %q: format %s columns take name, type, connect and not_null: the field of the same name fills each (path, from, time_unit, default and on_missing are for format json)", c.Name, sc.Format))
+			errs = append(errs, keyErr(col, fmt.Errorf("column %q: format %s columns take name, type, connect and not_null: the field of the same name fills each (path, from, time_unit, default and on_missing are for format json)", c.Name, sc.Format)))
 		}
 		if c.Type == "" && c.Connect == "" {
-			errs = append(errs, fmt.Errorf("column %q: give its type (an SQL type) or connect (the Connect type of its values, e.g. io.debezium.time.MicroTimestamp), or both", c.Name))
+			errs = append(errs, keyErr(col, fmt.Errorf("column %q: give its type (an SQL type) or connect (the Connect type of its values, e.g. io.debezium.time.MicroTimestamp), or both", c.Name)))
 		}
 	}
 	switch sc.Format {
 	case formatDebezium:
 		if sc.Mode != "" && sc.Mode != "upsert" {
-			errs = append(errs, fmt.Errorf("mode %q: format debezium applies each event as its op says (c, r and u upsert by key, d deletes, t truncates): remove mode", sc.Mode))
+			errs = append(errs, keyErr("mode", fmt.Errorf("mode %q: format debezium applies each event as its op says (c, r and u upsert by key, d deletes, t truncates): remove mode", sc.Mode)))
 		}
 		if sc.DeleteOnTombstone {
-			errs = append(errs, errors.New("delete_on_tombstone: format debezium deletes on d events, and the tombstone after one changes nothing: remove it"))
+			errs = append(errs, keyErr("delete_on_tombstone", errors.New("delete_on_tombstone: format debezium deletes on d events, and the tombstone after one changes nothing: remove it")))
 		}
 	case formatConnectJSON:
 		if sc.ValueFormat != "" && sc.ValueFormat != "json" {
-			errs = append(errs, fmt.Errorf("value_format %q: format connect_json reads the JsonConverter's JSON; records of the AvroConverter or ProtobufConverter are format avro or protobuf", sc.ValueFormat))
+			errs = append(errs, keyErr("value_format", fmt.Errorf("value_format %q: format connect_json reads the JsonConverter's JSON; records of the AvroConverter or ProtobufConverter are format avro or protobuf", sc.ValueFormat)))
 		}
-		if !sc.Source.empty() {
-			errs = append(errs, errors.New("source: format connect_json has no envelope and no source block; a Debezium envelope is format debezium"))
+		if sc.Source != (cdc.SourceColumns{}) {
+			errs = append(errs, keyErr("source", errors.New("source: format connect_json has no envelope and no source block; a Debezium envelope is format debezium")))
 		}
 		switch sc.Mode {
 		case "", "append":
 			if len(sc.Key) > 0 || sc.DeleteOnTombstone {
-				errs = append(errs, errors.New("key and delete_on_tombstone need mode: upsert"))
+				errs = append(errs, keyErr("mode", errors.New("key and delete_on_tombstone need mode: upsert")))
 			}
 		case "upsert":
 			if len(sc.Key) == 0 {
-				errs = append(errs, errors.New("mode upsert needs key: the columns that identify a row"))
+				errs = append(errs, keyErr("key", errors.New("mode upsert needs key: the columns that identify a row")))
 			}
 			for _, k := range sc.Key {
 				if !hasColumn(sc.Columns, k) {
-					errs = append(errs, fmt.Errorf("key column %q is not in columns: mode upsert of format connect_json creates the table and its key before the first record, so type the key columns in columns", k))
+					errs = append(errs, keyErr("key", fmt.Errorf("key column %q is not in columns: mode upsert of format connect_json creates the table and its key before the first record, so type the key columns in columns", k)))
 				}
 			}
 		default:
-			errs = append(errs, fmt.Errorf("mode %q is not append or upsert", sc.Mode))
+			errs = append(errs, keyErr("mode", fmt.Errorf("mode %q is not append or upsert", sc.Mode)))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func hasColumn(cols []columnConfig, name string) bool {
+func hasColumn(cols []Column, name string) bool {
 	for _, c := range cols {
 		if c.Name == name {
 			return true
 		}
 	}
 	return false
-}
-
-// metadataSpec is the Kafka metadata columns of a sink.
-func metadataSpec(md metadataConfig) decode.MetadataSpec {
-	return decode.MetadataSpec{Topic: md.Topic, Partition: md.Partition, Offset: md.Offset, Timestamp: md.Timestamp,
-		TimestampType: md.TimestampType, Key: md.Key, KeyFormat: md.KeyFormat, Headers: md.Headers, Header: md.Header}
 }

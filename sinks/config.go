@@ -1,0 +1,252 @@
+package sinks
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
+)
+
+// Config is a set of sinks as YAML writes it:
+//
+//	sinks:
+//	  - topic: orders
+//	    mode: upsert
+//	    key: [id]
+//	    columns:
+//	      - {name: id, type: bigint, not_null: true}
+//	      - {name: total, type: numeric}
+//	  - topic_regex: 'shop\.public\..+'
+//	    format: debezium
+//	    table: ${topic.-1}
+type Config struct {
+	// Sinks are the topics' sinks: one per topic, and one per topic
+	// pattern, the first pattern that matches a topic winning.
+	Sinks []Sink `yaml:"sinks"`
+	// Schema is the Postgres schema of the tables of the sinks that name
+	// none. Default public.
+	Schema string `yaml:"schema"`
+}
+
+// Sink is one topic's (or one topic pattern's) table and mapping. The
+// zero-config sink, a topic and nothing else, writes the record's
+// coordinates, key, headers and value (jsonb) into a table named after
+// the topic.
+type Sink struct {
+	// Line is the line of the sink in the YAML it was decoded from, for
+	// messages; 0 when it was not decoded.
+	Line int `yaml:"-"`
+	// Topic is the topic the sink reads; TopicRegex instead is a pattern
+	// (Go's RE2 syntax, anchored) of the topics it reads, each into the
+	// table its templates name. One of the two.
+	Topic      string `yaml:"topic"`
+	TopicRegex string `yaml:"topic_regex"`
+	// Table and Schema name the sink's table. Both are templates of the
+	// topic's name (${topic}, ${topic.N}, the named groups of TopicRegex:
+	// see the package doc). Table defaults to ${topic}, Schema to
+	// Config.Schema.
+	Table  string `yaml:"table"`
+	Schema string `yaml:"schema"`
+	// Format is how the values are written: json (default), text or
+	// bytes; avro, protobuf or json_schema (the Confluent wire format,
+	// columns from a schema registry); debezium or connect_json (Kafka
+	// Connect records, package cdc).
+	Format string `yaml:"format"`
+	// Mode is append (default) or upsert (by Key).
+	Mode string `yaml:"mode"`
+	// Key names the primary key's columns in upsert mode.
+	Key []string `yaml:"key"`
+	// DeleteOnTombstone makes a record without a value delete its key's row.
+	DeleteOnTombstone bool `yaml:"delete_on_tombstone"`
+	// Create false refuses to create a missing table. Default true.
+	Create *bool `yaml:"create"`
+	// Evolve adds the columns a record brings that the table lacks.
+	Evolve bool `yaml:"evolve"`
+	// Columns are a typed sink's data columns, in row order.
+	Columns []Column `yaml:"columns"`
+	// Metadata names the columns that receive the record's Kafka metadata.
+	Metadata decode.MetadataSpec `yaml:"metadata"`
+
+	// Formats avro, protobuf and json_schema only.
+	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value
+	KeySubject string `yaml:"key_subject"` // the key's subject; default <topic>-key in upsert mode
+	Nested     string `yaml:"nested"`      // flatten (default) or jsonb
+	Message    string `yaml:"message"`     // the Protobuf message; default the first
+
+	// Formats debezium and connect_json only.
+	ValueFormat      string            `yaml:"value_format"`      // debezium: json (default), avro or protobuf
+	Source           cdc.SourceColumns `yaml:"source"`            // debezium: columns of the envelope's source block
+	UnavailableValue string            `yaml:"unavailable_value"` // the connector's unavailable.value.placeholder
+}
+
+// Column is a column of a typed sink: a JSON column (decode.ColumnSpec),
+// or, for formats debezium and connect_json, a column of records without
+// a Connect schema (name, type, connect and not_null).
+type Column struct {
+	decode.ColumnSpec `yaml:",inline"`
+	// Connect is the Connect type of a debezium or connect_json column's
+	// values in records without a schema (io.debezium.time.MicroTimestamp).
+	Connect string `yaml:"connect"`
+}
+
+// UnmarshalYAML decodes a sink, refusing the keys it does not know (at
+// any depth) with their line, and records the sink's Line.
+func (s *Sink) UnmarshalYAML(n *yaml.Node) error {
+	if err := checkKeys(n, reflect.TypeFor[Sink](), ""); err != nil {
+		return err
+	}
+	type plain Sink // without this method
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return fmt.Errorf("sink at line %d: %w", n.Line, err)
+	}
+	*s = Sink(p)
+	s.Line = n.Line
+	return nil
+}
+
+// keys are the YAML keys of a struct type of the configuration (Sink,
+// Column, decode.MetadataSpec, cdc.SourceColumns), in field order, with
+// the fields of inlined structs in their place.
+func keys(t reflect.Type) []string {
+	var out []string
+	for f := range fields(t) {
+		out = append(out, f.key)
+	}
+	return out
+}
+
+type field struct {
+	key string
+	reflect.StructField
+}
+
+// fields are the yaml-tagged fields of t, inlined ones flattened.
+func fields(t reflect.Type) func(yield func(field) bool) {
+	return func(yield func(field) bool) {
+		for i := range t.NumField() {
+			f := t.Field(i)
+			tag := strings.Split(f.Tag.Get("yaml"), ",")
+			if f.Anonymous && slices.Contains(tag[1:], "inline") {
+				for g := range fields(f.Type) {
+					if !yield(g) {
+						return
+					}
+				}
+				continue
+			}
+			if tag[0] == "" || tag[0] == "-" {
+				continue
+			}
+			if !yield(field{tag[0], f}) {
+				return
+			}
+		}
+	}
+}
+
+// checkKeys refuses keys of a mapping node that the struct type does not
+// know, naming the line, and recurses into nested structs and lists of
+// structs; at is the path of n's keys ("", or "columns[2].").
+func checkKeys(n *yaml.Node, t reflect.Type, at string) error {
+	if n.Kind != yaml.MappingNode {
+		return &FieldError{Field: strings.TrimSuffix(at, "."), Line: n.Line, Err: errors.New("a mapping (key: value) is expected")}
+	}
+	known := map[string]reflect.Type{}
+	for f := range fields(t) {
+		known[f.key] = f.Type
+	}
+	var errs []error
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, v := n.Content[i], n.Content[i+1]
+		ft, ok := known[k.Value]
+		if !ok {
+			errs = append(errs, &FieldError{Field: at + k.Value, Line: k.Line,
+				Err: fmt.Errorf("unknown key %q: use one of %s", k.Value, strings.Join(keys(t), ", "))})
+			continue
+		}
+		switch {
+		case ft.Kind() == reflect.Struct:
+			errs = append(errs, checkKeys(v, ft, at+k.Value+"."))
+		case ft.Kind() == reflect.Slice && ft.Elem().Kind() == reflect.Struct && v.Kind == yaml.SequenceNode:
+			for j, item := range v.Content {
+				errs = append(errs, checkKeys(item, ft.Elem(), fmt.Sprintf("%s%s[%d].", at, k.Value, j)))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// FieldError is a configuration error: Field is the path of what is
+// wrong ("sinks[2]", "sinks[2].columns[0].nullable"), Line the line of the
+// sink or key in the YAML it was decoded from (0: it was not), and Err
+// says what is wrong and what to do.
+type FieldError struct {
+	Field string
+	Line  int
+	Err   error
+}
+
+func (e *FieldError) Error() string {
+	switch {
+	case e.Line > 0 && e.Field != "":
+		return fmt.Sprintf("%s (line %d): %v", e.Field, e.Line, e.Err)
+	case e.Line > 0:
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	case e.Field != "":
+		return fmt.Sprintf("%s: %v", e.Field, e.Err)
+	}
+	return e.Err.Error()
+}
+
+func (e *FieldError) Unwrap() error { return e.Err }
+
+// Topics are the subscription of c's sinks, as reader.Config.Topics
+// takes it: with no TopicRegex, the topics; with one, every topic a
+// pattern (regex true): literal topics quoted, every pattern anchored.
+func (c Config) Topics() (topics []string, regex bool) {
+	for _, s := range c.Sinks {
+		regex = regex || s.TopicRegex != ""
+	}
+	for _, s := range c.Sinks {
+		t := s.Topic
+		switch {
+		case s.TopicRegex != "":
+			t = "^(?:" + s.TopicRegex + ")$"
+		case regex && t != "":
+			t = "^" + regexp.QuoteMeta(t) + "$"
+		}
+		if t != "" && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	return topics, regex
+}
+
+// Groups are the named groups of the sink's TopicRegex: the names its
+// Table and Schema templates may use besides topic.
+func (s Sink) Groups() []string { return groupNames(s.TopicRegex) }
+
+// NeedsRegistry reports whether building the sink reads a schema
+// registry: formats avro, protobuf and json_schema, and debezium's
+// value_format avro and protobuf.
+func (s Sink) NeedsRegistry() bool {
+	return registryFormat(s.Format) || (changeFormat(s.Format) && registryFormat(s.ValueFormat))
+}
+
+// NeedsRegistry reports whether any of c's sinks needs a registry.
+func (c Config) NeedsRegistry() bool {
+	return slices.ContainsFunc(c.Sinks, Sink.NeedsRegistry)
+}
+
+func metadataEmpty(m decode.MetadataSpec) bool {
+	return m.Topic == "" && m.Partition == "" && m.Offset == "" && m.Timestamp == "" && m.TimestampType == "" &&
+		m.Key == "" && m.KeyFormat == "" && m.Headers == "" && len(m.Header) == 0
+}
