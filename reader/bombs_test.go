@@ -1,0 +1,172 @@
+package reader
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// bombBatch compresses values records of valueBytes zeros each with codec
+// (zstd or gzip), as a stream that does not declare its size, as Java's
+// producer writes them.
+func bombBatch(t *testing.T, codec kgo.CompressionCodecType, values, valueBytes int) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	var w io.WriteCloser
+	switch codec {
+	case kgo.CodecZstd:
+		enc, err := zstd.NewWriter(&out, zstd.WithEncoderLevel(zstd.SpeedFastest))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = enc
+	case kgo.CodecGzip:
+		enc, err := gzip.NewWriterLevel(&out, gzip.BestCompression)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w = enc
+	default:
+		t.Fatalf("bombBatch: codec %d", codec)
+	}
+	zeros := make([]byte, 1<<20)
+	for i := range values {
+		if err := kafkatest.WriteRecord(w, i, nil, zeros, valueBytes, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+// unreadCounting is the test store, counting the offsets each partition
+// wrote as unreadable.
+type unreadCounting struct {
+	*store
+	mu     sync.Mutex
+	unread map[int32][]int64
+}
+
+func (s *unreadCounting) Write(ctx context.Context, b *stream.Batch) error {
+	if err := s.store.Write(ctx, b); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range b.Records {
+		if r.Unreadable != nil {
+			s.unread[b.Partition] = append(s.unread[b.Partition], r.Offset)
+		}
+	}
+	return nil
+}
+
+// produceTo writes n small records to partition.
+func produceTo(t *testing.T, cl *kgo.Client, partition int32, n int) {
+	t.Helper()
+	rs := make([]*kgo.Record, n)
+	for i := range rs {
+		rs[i] = &kgo.Record{Topic: topic, Partition: partition, Value: fmt.Appendf(nil, `{"i":%d}`, i)}
+	}
+	if err := cl.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
+	// A bomb decodes to 24 MiB, over the 16 MiB a batch may when the
+	// budget is 1 MiB; partition 0 has none and keeps flowing.
+	const values, valueBytes, around = 3, 8 << 20, 5
+	for _, tc := range []struct {
+		name  string
+		codec kgo.CompressionCodecType
+		bombs int32
+		// before(p) says whether partition p has records before its
+		// bomb: a fetch meets the bomb of a partition without in its first
+		// response, of one with in its second.
+		before func(p int32) bool
+		// pollRows is how many records a poll takes at most
+		// (BatchMaxRows): a fetch that a poll does not drain holds the
+		// bombs of the partitions after the last taken.
+		pollRows int
+	}{
+		{"2 zstd bombs after records", kgo.CodecZstd, 2, always, 300},
+		{"2 zstd bombs first", kgo.CodecZstd, 2, never, 300},
+		{"2 zstd bombs, one first, one after records", kgo.CodecZstd, 2, even, 300},
+		{"2 zstd bombs, polls of 3 records", kgo.CodecZstd, 2, always, 3},
+		{"8 zstd bombs, half first", kgo.CodecZstd, 8, even, 300},
+		{"8 zstd bombs, polls of 3 records", kgo.CodecZstd, 8, odd, 3},
+		{"8 gzip bombs, half first", kgo.CodecGzip, 8, odd, 300},
+		{"8 gzip bombs, polls of 3 records", kgo.CodecGzip, 8, never, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, tc.bombs+1)
+			adm := admin(t, c)
+			cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Close()
+			bomb := bombBatch(t, tc.codec, values, valueBytes)
+			firsts := map[int32]int64{}
+			for p := int32(1); p <= tc.bombs; p++ {
+				if tc.before(p) {
+					produceTo(t, cl, p, around)
+				}
+				firsts[p], _ = kafkatest.ProduceRawBatch(t, cl, topic, p, tc.codec, values, bomb)
+				produceTo(t, cl, p, around)
+			}
+			produceTo(t, cl, 0, 500)
+			ends := endOffsets(t, adm)
+
+			s := &unreadCounting{store: newStore(), unread: map[int32][]int64{}}
+			x := start(t, c, "g", s, func(c *Config) { c.MaxBufferedBytes, c.BatchMaxRows = 1<<20, tc.pollRows })
+			deadline := time.Now().Add(30 * time.Second)
+			for !s.caughtUp(ends) {
+				if time.Now().After(deadline) {
+					s.store.mu.Lock()
+					next := fmt.Sprint(s.next)
+					s.store.mu.Unlock()
+					s.mu.Lock()
+					unread := fmt.Sprint(s.unread)
+					s.mu.Unlock()
+					t.Fatalf("after 30 s, next offsets %s of ends %v; unreadable offsets %s", next, ends, unread)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			x.stop()
+			s.checkExactlyOnce(t, map[int32]int64{}, ends)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for p := int32(0); p <= tc.bombs; p++ {
+				var want []int64
+				if p > 0 {
+					for o := firsts[p]; o < firsts[p]+values; o++ {
+						want = append(want, o)
+					}
+				}
+				if fmt.Sprint(s.unread[p]) != fmt.Sprint(want) {
+					t.Errorf("partition %d: offsets %v written as unreadable, want %v", p, s.unread[p], want)
+				}
+			}
+		})
+	}
+}
+
+func always(int32) bool { return true }
+func never(int32) bool  { return false }
+func even(p int32) bool { return p%2 == 0 }
+func odd(p int32) bool  { return p%2 == 1 }
