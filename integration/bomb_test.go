@@ -328,30 +328,44 @@ func TestBombsOnManyPartitionsAtOnceAllBecomeDeadLetters(t *testing.T) {
 	for _, tc := range []struct {
 		bombs int32
 		codec kgo.CompressionCodecType
+		live  bool   // the bombs come while the bridge runs, one partition after another
 		num   string // in the fault report
-	}{{2, kgo.CodecZstd, "20d"}, {2, kgo.CodecGzip, "20e"}, {8, kgo.CodecZstd, "20f"}, {8, kgo.CodecGzip, "20g"}} {
-		t.Run(fmt.Sprintf("%d partitions, %s", tc.bombs, codecName(tc.codec)), func(t *testing.T) {
-			testBombs(t, tc.bombs, tc.codec, tc.num)
-		})
+	}{
+		{2, kgo.CodecZstd, false, "20d"}, {2, kgo.CodecGzip, false, "20e"},
+		{8, kgo.CodecZstd, false, "20f"}, {8, kgo.CodecGzip, false, "20g"},
+		{2, kgo.CodecZstd, true, "20h"}, {8, kgo.CodecGzip, true, "20i"},
+	} {
+		name := fmt.Sprintf("%d partitions, %s", tc.bombs, codecName(tc.codec))
+		if tc.live {
+			name += ", while the bridge runs"
+		}
+		t.Run(name, func(t *testing.T) { testBombs(t, tc.bombs, tc.codec, tc.live, tc.num) })
 	}
 }
 
 // testBombs feeds the bridge a bomb on each of partitions 1 to bombs, the
 // first batch of the odd ones and after readable records on the even ones
-// (so that the bridge meets them in fetches of its own), readable records
-// after each, and ordinary records on partition 0, which has no bomb.
-func testBombs(t *testing.T, bombs int32, codec kgo.CompressionCodecType, num string) {
+// (so that the bridge meets them in fetches of their own), readable records
+// after each, and ordinary records on partition 0, which has no bomb. With
+// live, the bridge runs first and writes what is there; the bombs and the
+// records after them come then, partition after partition; num is the case
+// in the fault report.
+func testBombs(t *testing.T, bombs int32, codec kgo.CompressionCodecType, live bool, num string) {
 	const around, ordinary = 10, 25000
 	s := newScenario(t, bombs+1)
 	readable := int64(ordinary + around*bombs + around*(bombs/2)) // rows wanted
 	var wire int
 	var notes []string
 	reportCase(t, s, readable, func() testreport.FaultResult {
+		when := "before the bridge starts (--until-caught-up)"
+		if live {
+			when = "while the bridge runs, partition after partition, once it has written the records before them"
+		}
 		return testreport.FaultResult{Case: num, Name: fmt.Sprintf("decompression bombs on %d partitions at once, %s", bombs, codecName(codec)), Trials: 1,
 			Notes: strings.Join(notes, "; "),
 			Injection: fmt.Sprintf("on each of %d partitions one %s record batch of %d values of %d MiB of zeros (%d MiB decompressed, %d KB on the wire, its stream not declaring its size), "+
-				"the first batch of half of them and after %d readable records on the others, %d readable records after each; %d ordinary records on a partition without a bomb; default flags (--max-buffered-bytes 64 MiB)",
-				bombs, codecName(codec), multiBombValues, bombValueBytes>>20, multiBombValues*bombValueBytes>>20, wire/1000, around, around, ordinary)}
+				"the first batch of half of them and after %d readable records on the others, %d readable records after each, %s; %d ordinary records on a partition without a bomb; default flags (--max-buffered-bytes 64 MiB)",
+				bombs, codecName(codec), multiBombValues, bombValueBytes>>20, multiBombValues*bombValueBytes>>20, wire/1000, around, around, when, ordinary)}
 	})
 	cl := s.kafka.NewClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	produceTo := func(partition int32, n int) {
@@ -369,25 +383,48 @@ func testBombs(t *testing.T, bombs int32, codec kgo.CompressionCodecType, num st
 	}
 	bomb := compressBomb(t, codec, multiBombValues)
 	want := make(map[int32]int64) // each bomb's first offset
-	for p := int32(1); p <= bombs; p++ {
-		if p%2 == 0 {
+	produceBombs := func() {
+		t.Helper()
+		for p := int32(1); p <= bombs; p++ {
+			want[p], wire = kafkatest.ProduceRawBatch(t, cl, s.topic, p, codec, multiBombValues, bomb)
 			produceTo(p, around)
 		}
-		want[p], wire = kafkatest.ProduceRawBatch(t, cl, s.topic, p, codec, multiBombValues, bomb)
+	}
+	for p := int32(2); p <= bombs; p += 2 {
 		produceTo(p, around)
 	}
 	produceTo(0, ordinary)
-	ends := s.kafka.EndOffsets(t, s.topic)
 
-	b := s.start(t, fmt.Sprintf("bombs-%d-%s", bombs, codecName(codec)), "--until-caught-up")
+	name := fmt.Sprintf("bombs-%d-%s", bombs, codecName(codec))
+	var b *bridge
+	var ends map[int32]int64
+	if live {
+		b = s.start(t, name+"-live")
+	} else {
+		produceBombs()
+		ends = s.kafka.EndOffsets(t, s.topic)
+		b = s.start(t, name, "--until-caught-up")
+	}
 	peak := watchPeakRSS(b)
-	requireExit(t, b, 3, 3*time.Minute) // 3: caught up, with dead letters
+	if live {
+		waitDurable(t, s, b, s.kafka.EndOffsets(t, s.topic))
+		produceBombs()
+		ends = s.kafka.EndOffsets(t, s.topic)
+		waitDurable(t, s, b, ends)
+		b.signal(t, syscall.SIGTERM)
+		if !b.wait(time.Minute) {
+			b.kill(t)
+			t.Fatalf("bridge %s still running a minute after SIGTERM", b.name)
+		}
+	} else {
+		requireExit(t, b, 3, 3*time.Minute) // 3: caught up, with dead letters
+	}
 	<-peak.done
 	maxrss := b.state.SysUsage().(*syscall.Rusage).Maxrss << 10
 	took := b.ended.Sub(b.started).Round(100 * time.Millisecond)
-	t.Logf("peak RSS of the bridge (%d %s bombs of %d MB): VmHWM %d MiB (last read), getrusage %d MiB; exit 3 after %v", bombs, codecName(codec),
-		multiBombValues*bombValueBytes>>20, peak.bytes.Load()>>20, maxrss>>20, took)
-	notes = append(notes, fmt.Sprintf("peak RSS of the bridge %d MiB (getrusage; at most 256 MB wanted), exit 3 after %v", maxrss>>20, took))
+	t.Logf("peak RSS of the bridge (%d %s bombs of %d MB): VmHWM %d MiB (last read), getrusage %d MiB; %s after %v", bombs, codecName(codec),
+		multiBombValues*bombValueBytes>>20, peak.bytes.Load()>>20, maxrss>>20, b.status(), took)
+	notes = append(notes, fmt.Sprintf("peak RSS of the bridge %d MiB (getrusage; at most 256 MB wanted), %s after %v", maxrss>>20, b.status(), took))
 	if maxrss > 256<<20 || peak.bytes.Load() > 256<<20 {
 		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for %d bombs of %d MB", maxrss>>20, peak.bytes.Load()>>20, bombs, multiBombValues*bombValueBytes>>20)
 	}
@@ -462,4 +499,23 @@ FROM offs LEFT JOIN r USING (p, o) LEFT JOIN d USING (p, o)`
 			missing, twice, strayRows, strayDead, q)
 	}
 	return rows, dead
+}
+
+// waitDurable waits until the durable next_offset of every partition is its
+// end in ends, failing if the bridge b ends first.
+func waitDurable(t *testing.T, s *scenario, b *bridge, ends map[int32]int64) {
+	t.Helper()
+	pollUntil(t, time.Minute, "every partition's next_offset at its end "+formatOffsets(ends), func() (bool, string) {
+		requireRunning(t, b)
+		got, err := queryDurableOffsets(t, s.db, s.group, s.topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		for p, end := range ends {
+			if got[p] != end {
+				return false, "next_offset " + formatOffsets(got)
+			}
+		}
+		return true, ""
+	})
 }
