@@ -170,3 +170,39 @@ func always(int32) bool { return true }
 func never(int32) bool  { return false }
 func even(p int32) bool { return p%2 == 0 }
 func odd(p int32) bool  { return p%2 == 1 }
+
+func TestARefusalNoPollReportsIsDueAfterAGraceThatDoubles(t *testing.T) {
+	var rs refusals
+	tp := TopicPartition{topic, 3}
+	refused := kgo.FetchBatchMetrics{CompressedBytes: 4096, UncompressedBytes: 4096, CompressionType: uint8(kgo.CodecZstd)}
+	// A batch that read as no records without a refusal of its size is
+	// one the client skipped.
+	rs.refused(4096, kgo.CodecZstd)
+	rs.batchRead(tp, kgo.FetchBatchMetrics{CompressedBytes: 4097, UncompressedBytes: 4097, CompressionType: uint8(kgo.CodecZstd)})
+	rs.batchRead(tp, kgo.FetchBatchMetrics{NumRecords: 5, CompressedBytes: 4096, UncompressedBytes: 9000, CompressionType: uint8(kgo.CodecZstd)})
+	if due := rs.due(time.Now().Add(time.Hour)); len(due) != 0 {
+		t.Fatalf("due %v before the refused batch was read", due)
+	}
+	rs.batchRead(tp, refused)
+	now := time.Now()
+	for _, tc := range []struct {
+		after time.Duration
+		due   bool
+	}{
+		{refusalQuiet / 2, false}, // the client may still be decoding the response
+		{refusalGrace / 2, false}, // a poll may still report it
+		{refusalGrace, true},      // dropped: fetched again
+		{refusalGrace * 2, false}, // the grace doubled
+		{refusalGrace * 3, true},  // the doubled grace after the first attempt
+		{refusalGrace * 4, false},
+	} {
+		due := rs.due(now.Add(tc.after))
+		if got := len(due) == 1 && due[0] == tp; got != tc.due || len(due) > 1 {
+			t.Errorf("%v after the refusal: due %v, want due %v", tc.after, due, tc.due)
+		}
+	}
+	rs.reported(tp)
+	if due := rs.due(now.Add(time.Hour)); len(due) != 0 {
+		t.Errorf("due %v after a poll reported the refusal", due)
+	}
+}

@@ -21,7 +21,12 @@ import (
 // larger one with *kgo.ErrDecompressTooLarge, naming its offsets, and the
 // reader hands those offsets on as unreadable (Batch.Unreadable), so that
 // the writer accounts for each of them in the fenced transaction, and moves
-// the client past the batch (SetOffsets).
+// the client past the batch (SetOffsets). The client reports a refusal only
+// once, and drops it with a fetch no poll has taken when its fetch session
+// ends (a SetOffsets, a rebalance); the reader follows each refusal until a
+// poll reports it, and fetches the partition again if none does
+// (refused.go), so that bombs on any number of partitions all become
+// unreadable spans.
 //
 // The batches of one fetch response are all decompressed before the poll
 // loop sees any of them; what they decompress to together is bounded by
