@@ -157,7 +157,9 @@ func (h refusedBatches) OnFetchBatchRead(_ kgo.BrokerMetadata, topic string, par
 // rearmRefused moves the partitions whose refusal the client dropped to
 // where they stand, so that the client fetches them again. The poll loop
 // calls it after a poll (SetOffsets is safe there); it does nothing while
-// the client holds fetched records, which may still hold the refusals.
+// the client holds fetched records, which may still hold the refusals. For
+// a partition that has read and stored nothing it asks the brokers where
+// the partition starts, which holds the poll loop up to 10 s at worst.
 func (r *Reader) rearmRefused(ctx context.Context) {
 	if r.cl.BufferedFetchRecords() > 0 {
 		return
@@ -176,12 +178,15 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 			continue
 		}
 		p.mu.Lock()
-		at, logEnd, claimedAt := p.pos, p.logEnd, p.lastCommit
+		at, logEnd, claimedAt, paused := p.pos, p.logEnd, p.lastCommit, p.paused
 		moving := p.halted || p.closing || p.stoppedWhy != "" // its seek or its end starts the cursor again
 		p.mu.Unlock()
 		if moving {
 			r.dec.refusals.reported(tp)
 			continue
+		}
+		if paused {
+			continue // not fetched anyway: due again once the grace has passed
 		}
 		if at < 0 {
 			// Nothing read or stored yet: the client stands where the start
