@@ -5,13 +5,18 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -102,15 +107,20 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 		// (BatchMaxRows): a fetch that a poll does not drain holds the
 		// bombs of the partitions after the last taken.
 		pollRows int
+		// latest starts the reader at the latest offsets (Config.Start),
+		// past records produced before, and produces the bombs only then.
+		latest bool
 	}{
-		{"2 zstd bombs after records", kgo.CodecZstd, 2, always, 300},
-		{"2 zstd bombs first", kgo.CodecZstd, 2, never, 300},
-		{"2 zstd bombs, one first, one after records", kgo.CodecZstd, 2, even, 300},
-		{"2 zstd bombs, polls of 3 records", kgo.CodecZstd, 2, always, 3},
-		{"8 zstd bombs, half first", kgo.CodecZstd, 8, even, 300},
-		{"8 zstd bombs, polls of 3 records", kgo.CodecZstd, 8, odd, 3},
-		{"8 gzip bombs, half first", kgo.CodecGzip, 8, odd, 300},
-		{"8 gzip bombs, polls of 3 records", kgo.CodecGzip, 8, never, 3},
+		{"2 zstd bombs after records", kgo.CodecZstd, 2, always, 300, false},
+		{"2 zstd bombs first", kgo.CodecZstd, 2, never, 300, false},
+		{"2 zstd bombs, one first, one after records", kgo.CodecZstd, 2, even, 300, false},
+		{"2 zstd bombs, polls of 3 records", kgo.CodecZstd, 2, always, 3, false},
+		{"8 zstd bombs, half first", kgo.CodecZstd, 8, even, 300, false},
+		{"8 zstd bombs, polls of 3 records", kgo.CodecZstd, 8, odd, 3, false},
+		{"8 gzip bombs, half first", kgo.CodecGzip, 8, odd, 300, false},
+		{"8 gzip bombs, polls of 3 records", kgo.CodecGzip, 8, never, 3, false},
+		{"8 zstd bombs first, polls of 3 records, from the latest offsets", kgo.CodecZstd, 8, never, 3, true},
+		{"2 gzip bombs first, polls of 3 records, from the latest offsets", kgo.CodecGzip, 2, never, 3, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCluster(t, tc.bombs+1)
@@ -121,6 +131,50 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 			}
 			defer cl.Close()
 			bomb := bombBatch(t, tc.codec, values, valueBytes)
+			s := &unreadCounting{store: newStore(), unread: map[int32][]int64{}}
+			tweak := func(c *Config) { c.MaxBufferedBytes, c.BatchMaxRows = 1<<20, tc.pollRows }
+			starts := map[int32]int64{}
+			var x *running
+			var logs logBuffer
+			var positioned, holding atomic.Bool
+			release := make(chan struct{})
+			if tc.latest {
+				for p := int32(0); p <= tc.bombs; p++ {
+					produceTo(t, cl, p, around)
+				}
+				starts = endOffsets(t, adm)
+				// The client is at the latest offsets once a fetch asks for
+				// every partition from there; the bombs come only then, and
+				// the fetches wait while they come, so that the next
+				// response holds most of them.
+				c.ControlKey(int16(kmsg.Fetch), func(kreq kmsg.Request) (kmsg.Response, error, bool) {
+					c.KeepControl()
+					if holding.Load() {
+						c.SleepControl(func() { <-release })
+						return nil, nil, false
+					}
+					n := 0
+					for _, ft := range kreq.(*kmsg.FetchRequest).Topics {
+						for _, fp := range ft.Partitions {
+							if fp.FetchOffset == starts[fp.Partition] {
+								n++
+							}
+						}
+					}
+					if n == int(tc.bombs)+1 {
+						positioned.Store(true)
+					}
+					return nil, nil, false
+				})
+				x = start(t, c, "g", s, func(c *Config) { tweak(c); c.Start = StartPolicy{Kind: StartLatest}; c.Logger = logs.logger() })
+				waitFor(t, 10*time.Second, "a fetch of every partition from its latest offset", positioned.Load)
+				holding.Store(true)
+				defer func() {
+					if holding.Swap(false) {
+						close(release) // the test failed before the bombs were all produced
+					}
+				}()
+			}
 			firsts := map[int32]int64{}
 			for p := int32(1); p <= tc.bombs; p++ {
 				if tc.before(p) {
@@ -131,9 +185,13 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 			}
 			produceTo(t, cl, 0, 500)
 			ends := endOffsets(t, adm)
-
-			s := &unreadCounting{store: newStore(), unread: map[int32][]int64{}}
-			x := start(t, c, "g", s, func(c *Config) { c.MaxBufferedBytes, c.BatchMaxRows = 1<<20, tc.pollRows })
+			if tc.latest {
+				if holding.Swap(false) {
+					close(release)
+				}
+			} else {
+				x = start(t, c, "g", s, func(c *Config) { tweak(c); c.Logger = logs.logger() })
+			}
 			deadline := time.Now().Add(30 * time.Second)
 			for !s.caughtUp(ends) {
 				if time.Now().After(deadline) {
@@ -148,7 +206,8 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			x.stop()
-			s.checkExactlyOnce(t, map[int32]int64{}, ends)
+			t.Logf("fetched a partition again %d times after the client dropped its refusal", logs.count("dropped the report of a record batch too large"))
+			s.checkExactlyOnce(t, starts, ends)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for p := int32(0); p <= tc.bombs; p++ {
@@ -204,5 +263,66 @@ func TestARefusalNoPollReportsIsDueAfterAGraceThatDoubles(t *testing.T) {
 	rs.reported(tp)
 	if due := rs.due(now.Add(time.Hour)); len(due) != 0 {
 		t.Errorf("due %v after a poll reported the refusal", due)
+	}
+}
+
+// logBuffer keeps what a reader logs, for a test to look into.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
+
+func (b *logBuffer) count(substr string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), substr)
+}
+
+func TestAPartitionThatReadNothingIsFetchedAgainWhereTheStartPolicyPutIt(t *testing.T) {
+	c := newCluster(t, 1)
+	adm := admin(t, c)
+	ctx := t.Context()
+	produce(t, c, 10) // offsets 0-9
+	before := time.Now().UnixMilli()
+	waitFor(t, time.Second, "a millisecond after the first records", func() bool { return time.Now().UnixMilli() > before })
+	claimedAt := time.Now()
+	produce(t, c, 5) // offsets 10-14, stamped at or after the claim
+	var cut, commit kadm.Offsets
+	cut.AddOffset(topic, 0, 3, -1)
+	commit.AddOffset(topic, 0, 7, -1)
+	if _, err := adm.DeleteRecords(ctx, cut); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := adm.CommitOffsets(ctx, "committed", commit); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		start StartPolicy
+		group string
+		want  int64
+	}{
+		{StartPolicy{Kind: StartEarliest}, "earliest", 3}, // the log start, past what retention deleted
+		{StartPolicy{Kind: StartLatest}, "latest", 10},    // the first record since the claim
+		{StartPolicy{Kind: StartAtTime, At: claimedAt}, "at-time", 10},
+		{StartPolicy{Kind: StartCommitted}, "committed", 7},
+		{StartPolicy{Kind: StartCommitted}, "nothing-committed", 3},
+	} {
+		r, err := New(Config{Brokers: c.ListenAddrs(), Group: tc.group, Topics: []string{topic}, Start: tc.start}, newStore())
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := r.startOffset(ctx, TopicPartition{topic, 0}, claimedAt)
+		r.Close()
+		if err != nil || got != tc.want {
+			t.Errorf("start %s, group %s: offset %d (%v), want %d", tc.start, tc.group, got, err, tc.want)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -178,7 +179,7 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 			continue
 		}
 		p.mu.Lock()
-		at, logEnd, claimedAt, paused := p.pos, p.logEnd, p.lastCommit, p.paused
+		at, claimedAt, paused := p.pos, p.lastCommit, p.paused
 		moving := p.halted || p.closing || p.stoppedWhy != "" // its seek or its end starts the cursor again
 		p.mu.Unlock()
 		if moving {
@@ -192,7 +193,7 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 			// Nothing read or stored yet: the client stands where the start
 			// policy put it.
 			var err error
-			if at, err = r.startOffset(ctx, tp, logEnd, claimedAt); err != nil {
+			if at, err = r.startOffset(ctx, tp, claimedAt); err != nil {
 				r.log.Warn("look up where a partition starts, to fetch it again after the client dropped the report of a record batch too large; retrying",
 					"topic", tp.Topic, "partition", tp.Partition, "error", err.Error())
 				continue
@@ -212,9 +213,11 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 
 // startOffset is where the client started a partition that has nothing
 // stored and has read nothing: where reader.Config.Start puts it. For
-// latest that is the end the partition's fetches reported before the
-// batch came, else the first offset written since the claim.
-func (r *Reader) startOffset(ctx context.Context, tp TopicPartition, logEnd int64, claimedAt time.Time) (int64, error) {
+// latest, which the client resolved at the claim, it is the first offset
+// whose timestamp is not before the claim: exact when producers' clocks
+// agree with the bridge's; a producer clock that lags by more than the
+// time between the claim and the batch moves it past the batch.
+func (r *Reader) startOffset(ctx context.Context, tp TopicPartition, claimedAt time.Time) (int64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	adm := kadm.NewClient(r.cl)
@@ -222,15 +225,12 @@ func (r *Reader) startOffset(ctx context.Context, tp TopicPartition, logEnd int6
 	var err error
 	switch r.cfg.Start.Kind {
 	case StartLatest:
-		if logEnd >= 0 {
-			return logEnd, nil
-		}
 		listed, err = adm.ListOffsetsAfterMilli(ctx, claimedAt.UnixMilli(), tp.Topic)
 	case StartAtTime:
 		listed, err = adm.ListOffsetsAfterMilli(ctx, r.cfg.Start.At.UnixMilli(), tp.Topic)
 	case StartCommitted:
 		committed, ferr := adm.FetchOffsets(ctx, r.cfg.Group)
-		if ferr != nil {
+		if ferr != nil && !errors.Is(ferr, kerr.GroupIDNotFound) { // no group: nothing committed
 			return 0, ferr
 		}
 		if o, ok := committed.Lookup(tp.Topic, tp.Partition); ok && o.Err == nil && o.At >= 0 {
