@@ -135,7 +135,7 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 			tweak := func(c *Config) { c.MaxBufferedBytes, c.BatchMaxRows = 1<<20, tc.pollRows }
 			starts := map[int32]int64{}
 			var x *running
-			var logs logBuffer
+			var logs lockedBuffer
 			var positioned, holding atomic.Bool
 			release := make(chan struct{})
 			if tc.latest {
@@ -166,7 +166,11 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 					}
 					return nil, nil, false
 				})
-				x = start(t, c, "g", s, func(c *Config) { tweak(c); c.Start = StartPolicy{Kind: StartLatest}; c.Logger = logs.logger() })
+				x = start(t, c, "g", s, func(c *Config) {
+					tweak(c)
+					c.Start = StartPolicy{Kind: StartLatest}
+					c.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+				})
 				waitFor(t, 10*time.Second, "a fetch of every partition from its latest offset", positioned.Load)
 				holding.Store(true)
 				defer func() {
@@ -190,7 +194,7 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 					close(release)
 				}
 			} else {
-				x = start(t, c, "g", s, func(c *Config) { tweak(c); c.Logger = logs.logger() })
+				x = start(t, c, "g", s, func(c *Config) { tweak(c); c.Logger = slog.New(slog.NewTextHandler(&logs, nil)) })
 			}
 			deadline := time.Now().Add(30 * time.Second)
 			for !s.caughtUp(ends) {
@@ -206,7 +210,7 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 				time.Sleep(10 * time.Millisecond)
 			}
 			x.stop()
-			t.Logf("fetched a partition again %d times after the client dropped its refusal", logs.count("dropped the report of a record batch too large"))
+			t.Logf("fetched a partition again %d times after the client dropped its refusal", strings.Count(logs.String(), "dropped the report of a record batch too large"))
 			s.checkExactlyOnce(t, starts, ends)
 			s.mu.Lock()
 			defer s.mu.Unlock()
@@ -264,26 +268,6 @@ func TestARefusalNoPollReportsIsDueAfterAGraceThatDoubles(t *testing.T) {
 	if due := rs.due(now.Add(time.Hour)); len(due) != 0 {
 		t.Errorf("due %v after a poll reported the refusal", due)
 	}
-}
-
-// logBuffer keeps what a reader logs, for a test to look into.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) logger() *slog.Logger { return slog.New(slog.NewTextHandler(b, nil)) }
-
-func (b *logBuffer) count(substr string) int {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Count(b.buf.String(), substr)
 }
 
 func TestAPartitionThatReadNothingIsFetchedAgainWhereTheStartPolicyPutIt(t *testing.T) {
