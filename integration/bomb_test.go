@@ -361,7 +361,11 @@ func testBombs(t *testing.T, bombs int32, codec kgo.CompressionCodecType, live b
 		if live {
 			when = "while the bridge runs, partition after partition, once it has written the records before them"
 		}
-		return testreport.FaultResult{Case: num, Name: fmt.Sprintf("decompression bombs on %d partitions at once, %s", bombs, codecName(codec)), Trials: 1,
+		name := fmt.Sprintf("decompression bombs on %d partitions at once, %s", bombs, codecName(codec))
+		if live {
+			name += ", while the bridge runs"
+		}
+		return testreport.FaultResult{Case: num, Name: name, Trials: 1,
 			Notes: strings.Join(notes, "; "),
 			Injection: fmt.Sprintf("on each of %d partitions one %s record batch of %d values of %d MiB of zeros (%d MiB decompressed, %d KB on the wire, its stream not declaring its size), "+
 				"the first batch of half of them and after %d readable records on the others, %d readable records after each, %s; %d ordinary records on a partition without a bomb; default flags (--max-buffered-bytes 64 MiB)",
