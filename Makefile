@@ -292,9 +292,9 @@ faults: build
 	. .tmp/kafka/env
 	kafka_version=$$KAFKA_VERSION
 	scripts/kafka-down.sh
-	echo "==> cases 20-22: decompression bombs and an unanswered leave (kfake), denied ACLs (scripts/kafka-up-sasl.sh)"
+	echo "==> cases 20-22: decompression bombs, on one partition and on many at once, and an unanswered leave (kfake), denied ACLs (scripts/kafka-up-sasl.sh)"
 	KAFKA2PG_TEST_SASL=1 faults "$$logs/more.log" \
-		-run '^(TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget|TestAnAbandonedLeaveExitsZeroWithOneWarning|TestDeniedACLsOnARealBroker)$$'
+		-run '^(TestADecompressionBombBecomesDeadLettersWithinTheMemoryBudget|TestBombsOnManyPartitionsAtOnceAllBecomeDeadLetters|TestAnAbandonedLeaveExitsZeroWithOneWarning|TestDeniedACLsOnARealBroker)$$'
 	scripts/kafka-up-sasl.sh down >/dev/null 2>&1 || true
 	pg_version=$$(psql "$$KAFKA2PG_TEST_PG_URL" -Atc 'SHOW server_version' 2>/dev/null || echo unknown)
 	echo "==> docs/RELIABILITY.md"

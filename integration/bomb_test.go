@@ -60,11 +60,9 @@ func bombWriter(t testing.TB, w io.Writer, codec kgo.CompressionCodecType) io.Wr
 	return nil
 }
 
-// produceBomb appends a bomb of values records, compressed with codec, to
-// partition 0 of topic with a raw produce request (a client's producer
-// would build the whole batch in memory) and returns the batch's first
-// offset and its size on the wire.
-func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, values int) (first int64, wire int) {
+// compressBomb returns a bomb of values records, compressed with codec as
+// a stream: the records of one batch.
+func compressBomb(t testing.TB, codec kgo.CompressionCodecType, values int) []byte {
 	t.Helper()
 	var compressed bytes.Buffer
 	enc := bombWriter(t, &compressed, codec)
@@ -77,7 +75,16 @@ func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, valu
 	if err := enc.Close(); err != nil {
 		t.Fatal(err)
 	}
-	first, wire = kafkatest.ProduceRawBatch(t, s.kafka.NewClient(t), s.topic, 0, codec, values, compressed.Bytes())
+	return compressed.Bytes()
+}
+
+// produceBomb appends a bomb of values records, compressed with codec, to
+// partition 0 of topic with a raw produce request (a client's producer
+// would build the whole batch in memory) and returns the batch's first
+// offset and its size on the wire.
+func produceBomb(t testing.TB, s *scenario, codec kgo.CompressionCodecType, values int) (first int64, wire int) {
+	t.Helper()
+	first, wire = kafkatest.ProduceRawBatch(t, s.kafka.NewClient(t), s.topic, 0, codec, values, compressBomb(t, codec, values))
 	t.Logf("the bomb: %d values of %d MiB in one %s batch of %d bytes", values, bombValueBytes>>20, codecName(codec), wire)
 	return first, wire
 }
@@ -308,4 +315,217 @@ sinks:
 		t.Errorf("%s = %d rows, %d distinct, %d not at their offset; want %d, %d, 0", q, rows, distinct, misplaced, want, want)
 	}
 	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
+}
+
+// Bombs on many partitions at once, as in issue 35: each a batch of
+// multiBombValues values of bombValueBytes.
+const multiBombValues = 6
+
+func TestBombsOnManyPartitionsAtOnceAllBecomeDeadLetters(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skipf("needs /proc to measure the bridge's peak memory: %v", err)
+	}
+	for _, tc := range []struct {
+		bombs int32
+		codec kgo.CompressionCodecType
+		live  bool   // the bombs come while the bridge runs, one partition after another
+		num   string // in the fault report
+	}{
+		{2, kgo.CodecZstd, false, "20d"}, {2, kgo.CodecGzip, false, "20e"},
+		{8, kgo.CodecZstd, false, "20f"}, {8, kgo.CodecGzip, false, "20g"},
+		{2, kgo.CodecZstd, true, "20h"}, {8, kgo.CodecGzip, true, "20i"},
+	} {
+		name := fmt.Sprintf("%d partitions, %s", tc.bombs, codecName(tc.codec))
+		if tc.live {
+			name += ", while the bridge runs"
+		}
+		t.Run(name, func(t *testing.T) { testBombs(t, tc.bombs, tc.codec, tc.live, tc.num) })
+	}
+}
+
+// testBombs feeds the bridge a bomb on each of partitions 1 to bombs, the
+// first batch of the odd ones and after readable records on the even ones
+// (so that the bridge meets them in fetches of their own), readable records
+// after each, and ordinary records on partition 0, which has no bomb. With
+// live, the bridge runs first and writes what is there; the bombs and the
+// records after them come then, partition after partition; num is the case
+// in the fault report.
+func testBombs(t *testing.T, bombs int32, codec kgo.CompressionCodecType, live bool, num string) {
+	const around, ordinary = 10, 25000
+	s := newScenario(t, bombs+1)
+	readable := int64(ordinary + around*bombs + around*(bombs/2)) // rows wanted
+	var wire int
+	var notes []string
+	reportCase(t, s, readable, func() testreport.FaultResult {
+		when := "before the bridge starts (--until-caught-up)"
+		if live {
+			when = "while the bridge runs, partition after partition, once it has written the records before them"
+		}
+		name := fmt.Sprintf("decompression bombs on %d partitions at once, %s", bombs, codecName(codec))
+		if live {
+			name += ", while the bridge runs"
+		}
+		return testreport.FaultResult{Case: num, Name: name, Trials: 1,
+			Notes: strings.Join(notes, "; "),
+			Injection: fmt.Sprintf("on each of %d partitions one %s record batch of %d values of %d MiB of zeros (%d MiB decompressed, %d KB on the wire, its stream not declaring its size), "+
+				"the first batch of half of them and after %d readable records on the others, %d readable records after each, %s; %d ordinary records on a partition without a bomb; default flags (--max-buffered-bytes 64 MiB)",
+				bombs, codecName(codec), multiBombValues, bombValueBytes>>20, multiBombValues*bombValueBytes>>20, wire/1000, around, around, when, ordinary)}
+	})
+	cl := s.kafka.NewClient(t, kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	produceTo := func(partition int32, n int) {
+		t.Helper()
+		rs, ids := s.ledger.newRecords(s.topic, n)
+		for _, r := range rs {
+			r.Partition = partition
+		}
+		if err := cl.ProduceSync(t.Context(), rs...).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.ledger.record(rs, ids); err != nil {
+			t.Fatal(err)
+		}
+	}
+	bomb := compressBomb(t, codec, multiBombValues)
+	want := make(map[int32]int64) // each bomb's first offset
+	produceBombs := func() {
+		t.Helper()
+		for p := int32(1); p <= bombs; p++ {
+			want[p], wire = kafkatest.ProduceRawBatch(t, cl, s.topic, p, codec, multiBombValues, bomb)
+			produceTo(p, around)
+		}
+	}
+	for p := int32(2); p <= bombs; p += 2 {
+		produceTo(p, around)
+	}
+	produceTo(0, ordinary)
+
+	name := fmt.Sprintf("bombs-%d-%s", bombs, codecName(codec))
+	var b *bridge
+	var ends map[int32]int64
+	if live {
+		b = s.start(t, name+"-live")
+	} else {
+		produceBombs()
+		ends = s.kafka.EndOffsets(t, s.topic)
+		b = s.start(t, name, "--until-caught-up")
+	}
+	peak := watchPeakRSS(b)
+	if live {
+		waitDurable(t, s, b, s.kafka.EndOffsets(t, s.topic))
+		produceBombs()
+		ends = s.kafka.EndOffsets(t, s.topic)
+		waitDurable(t, s, b, ends)
+		b.signal(t, syscall.SIGTERM)
+		if !b.wait(time.Minute) {
+			b.kill(t)
+			t.Fatalf("bridge %s still running a minute after SIGTERM", b.name)
+		}
+	} else {
+		requireExit(t, b, 3, 3*time.Minute) // 3: caught up, with dead letters
+	}
+	<-peak.done
+	maxrss := b.state.SysUsage().(*syscall.Rusage).Maxrss << 10
+	took := b.ended.Sub(b.started).Round(100 * time.Millisecond)
+	t.Logf("peak RSS of the bridge (%d %s bombs of %d MB): VmHWM %d MiB (last read), getrusage %d MiB; %s after %v", bombs, codecName(codec),
+		multiBombValues*bombValueBytes>>20, peak.bytes.Load()>>20, maxrss>>20, b.status(), took)
+	notes = append(notes, fmt.Sprintf("peak RSS of the bridge %d MiB (getrusage; at most 256 MB wanted), %s after %v", maxrss>>20, b.status(), took))
+	if refetched := strings.Count(logOf(t, b), "dropped the report of a record batch too large"); refetched > 0 {
+		// The client dropped refusals with their fetches; the reader
+		// fetched those partitions again (reader/refused.go).
+		t.Logf("the bridge fetched a partition again %d times after the client dropped its refusal", refetched)
+		notes = append(notes, fmt.Sprintf("%d refusals dropped by the client with their fetch, fetched again", refetched))
+	}
+	if maxrss > 256<<20 || peak.bytes.Load() > 256<<20 {
+		t.Errorf("peak RSS %d MiB (VmHWM %d MiB), want at most 256 MB for %d bombs of %d MB", maxrss>>20, peak.bytes.Load()>>20, bombs, multiBombValues*bombValueBytes>>20)
+	}
+	rows, dead := assertRowOrDeadLetter(t, s, ends)
+	notes = append(notes, fmt.Sprintf("%d rows and %d dead letters for %d offsets: each a row or a dead letter, once", rows, dead, rows+dead))
+	if rows != readable {
+		t.Errorf("%d rows, want the %d readable records", rows, readable)
+	}
+
+	// The dead letters are the bombs' offsets, of kind batch_too_large.
+	q := `SELECT partition, kafka_offset, error_kind FROM kafka2pg.dead_letters WHERE consumer_group = $1 AND topic = $2 ORDER BY 1, 2`
+	res, err := s.db.Query(t.Context(), q, s.group, s.topic)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	got := make(map[int32][]int64)
+	for res.Next() {
+		var p int32
+		var off int64
+		var kind string
+		if err := res.Scan(&p, &off, &kind); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		if kind != "batch_too_large" {
+			t.Errorf("dead letter %d/%d of kind %q, want batch_too_large", p, off, kind)
+		}
+		got[p] = append(got[p], off)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	for p := int32(0); p <= bombs; p++ {
+		var span []int64
+		if first, ok := want[p]; ok {
+			for off := first; off < first+multiBombValues; off++ {
+				span = append(span, off)
+			}
+		}
+		if fmt.Sprint(got[p]) != fmt.Sprint(span) {
+			t.Errorf("partition %d: dead letters at offsets %v, want %v (%s)", p, got[p], span, q)
+		}
+	}
+	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
+}
+
+// assertRowOrDeadLetter checks by SQL that every offset below ends is a
+// row of the scenario's table or a dead letter of its group, and only
+// one of them, once; it returns how many are rows and dead letters.
+func assertRowOrDeadLetter(t testing.TB, s *scenario, ends map[int32]int64) (rows, dead int64) {
+	t.Helper()
+	var parts []int32
+	var offs []int64
+	for p, end := range ends {
+		parts, offs = append(parts, p), append(offs, end)
+	}
+	q := `WITH ends(p, e) AS (SELECT * FROM unnest($1::int[], $2::bigint[])),
+	offs AS (SELECT p, generate_series(0, e - 1) AS o FROM ends),
+	r AS (SELECT kafka_partition AS p, kafka_offset AS o, count(*) AS n FROM ` + tableName(s.table) + ` GROUP BY 1, 2),
+	d AS (SELECT partition AS p, kafka_offset AS o, count(*) AS n FROM kafka2pg.dead_letters WHERE consumer_group = $3 AND topic = $4 GROUP BY 1, 2)
+SELECT count(*) FILTER (WHERE r.n IS NULL AND d.n IS NULL),
+       count(*) FILTER (WHERE r.n > 1 OR d.n > 1 OR (r.n IS NOT NULL AND d.n IS NOT NULL)),
+       count(*) FILTER (WHERE r.n IS NOT NULL), count(*) FILTER (WHERE d.n IS NOT NULL),
+       (SELECT count(*) FROM r WHERE NOT EXISTS (SELECT FROM offs WHERE offs.p = r.p AND offs.o = r.o)),
+       (SELECT count(*) FROM d WHERE NOT EXISTS (SELECT FROM offs WHERE offs.p = d.p AND offs.o = d.o))
+FROM offs LEFT JOIN r USING (p, o) LEFT JOIN d USING (p, o)`
+	var missing, twice, strayRows, strayDead int64
+	if err := s.db.QueryRow(t.Context(), q, parts, offs, s.group, s.topic).Scan(&missing, &twice, &rows, &dead, &strayRows, &strayDead); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if missing != 0 || twice != 0 || strayRows != 0 || strayDead != 0 {
+		t.Errorf("%d offsets neither a row nor a dead letter, %d more than once, %d rows and %d dead letters at no offset produced; query:\n%s",
+			missing, twice, strayRows, strayDead, q)
+	}
+	return rows, dead
+}
+
+// waitDurable waits until the durable next_offset of every partition is its
+// end in ends, failing if the bridge b ends first.
+func waitDurable(t *testing.T, s *scenario, b *bridge, ends map[int32]int64) {
+	t.Helper()
+	pollUntil(t, time.Minute, "every partition's next_offset at its end "+formatOffsets(ends), func() (bool, string) {
+		requireRunning(t, b)
+		got, err := queryDurableOffsets(t, s.db, s.group, s.topic)
+		if err != nil {
+			return false, err.Error()
+		}
+		for p, end := range ends {
+			if got[p] != end {
+				return false, "next_offset " + formatOffsets(got)
+			}
+		}
+		return true, ""
+	})
 }

@@ -21,7 +21,12 @@ import (
 // larger one with *kgo.ErrDecompressTooLarge, naming its offsets, and the
 // reader hands those offsets on as unreadable (Batch.Unreadable), so that
 // the writer accounts for each of them in the fenced transaction, and moves
-// the client past the batch (SetOffsets).
+// the client past the batch (SetOffsets). The client reports a refusal only
+// once, and drops it with a fetch no poll has taken when its fetch session
+// ends (a SetOffsets, a rebalance); the reader follows each refusal until a
+// poll reports it, and fetches the partition again if none does
+// (refused.go), so that bombs on any number of partitions all become
+// unreadable spans.
 //
 // The batches of one fetch response are all decompressed before the poll
 // loop sees any of them; what they decompress to together is bounded by
@@ -47,12 +52,17 @@ type unreadSpan struct {
 
 // unreadableBatch turns the client's refusal of a batch into a span of
 // offsets for the partition to write as unreadable, and moves the client
-// past the batch. The poll loop calls it (SetOffsets is safe there).
+// past the batch. The poll loop calls it (SetOffsets is safe there). A
+// refusal it does not act on (the partition still holds an unreadable span
+// to write) stays marked, and the client is moved to fetch it again later
+// (refused.go).
 func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
+	tp := TopicPartition{e.Topic, e.Partition}
 	r.mu.Lock()
-	p := r.parts[TopicPartition{e.Topic, e.Partition}]
+	p := r.parts[tp]
 	r.mu.Unlock()
 	if p == nil {
+		r.dec.refusals.reported(tp)
 		return
 	}
 	err := fmt.Errorf("the record batch of offsets %d to %d decompresses to more than %d bytes (reader.Config.MaxBufferedBytes, at least 16 MiB), more than kafka2pg may hold; "+
@@ -60,6 +70,7 @@ func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
 	if !p.noteUnreadable(unreadSpan{first: e.Offset, next: e.NextOffset, leaderEpoch: e.Epoch, err: err}) {
 		return
 	}
+	r.dec.refusals.reported(tp)
 	r.log.Warn("record batch too large to read; its offsets go to the dead letters (or stop the partition with ingest.Config.OnError=stop)",
 		"topic", e.Topic, "partition", e.Partition, "first_offset", e.Offset, "next_offset", e.NextOffset,
 		"max_batch_bytes", maxBatchBytes(&r.cfg))

@@ -55,7 +55,8 @@
 // offsets to the group and leaves it, every step within ctx; Close
 // abandons what is in flight (shutdown.go). A record batch that
 // decompresses past the limit is refused by the client and handed on as a
-// span of unreadable records (decompress.go).
+// span of unreadable records (decompress.go); a refusal the client drops
+// with its fetch is fetched again (refused.go).
 //
 // # Memory
 //

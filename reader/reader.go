@@ -234,7 +234,7 @@ func New(cfg Config, store Store) (*Reader, error) {
 		// partition and the order is ours (see fair.go).
 		kgo.ConsumePreferringLagFn(r.leastRecentlyServedFirst),
 		kgo.DisableFetchSessions(),
-		kgo.WithHooks(batchSizes{r}, kafkaHealth{r}),
+		kgo.WithHooks(batchSizes{r}, kafkaHealth{r}, refusedBatches{r}),
 		// Memory is counted after decompression (decompress.go).
 		kgo.WithDecompressor(dec),
 	}
@@ -483,6 +483,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		if fs != nil {
 			r.pollLimit.Store(r.dec.hold.pollLimit(deferred && !others && fs.NumRecords() == 0))
+			r.rearmRefused(ctx)
 		}
 		r.applySeeks()
 		if r.pausesDirty.Swap(false) {

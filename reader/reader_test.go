@@ -237,7 +237,7 @@ type running struct {
 	stop func()
 }
 
-func start(t *testing.T, c *kfake.Cluster, group string, s *store, tweak func(*Config)) *running {
+func start(t *testing.T, c *kfake.Cluster, group string, s Store, tweak func(*Config)) *running {
 	t.Helper()
 	cfg := Config{
 		Brokers: c.ListenAddrs(), Group: group, Topics: []string{topic},

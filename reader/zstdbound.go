@@ -37,6 +37,9 @@ type boundedDecompressor struct {
 	// hold bounds what the batches of a fetch decompress to together
 	// (fetchbound.go); its budget is unbounded until New sets it.
 	hold fetchHold
+	// refusals follows the batches refused as too large until a poll
+	// reports them (refused.go).
+	refusals refusals
 }
 
 // newBoundedDecompressor takes franz-go's decompressor from a client that
@@ -65,6 +68,9 @@ func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
 func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
 	out, err := d.decode(src, codec)
 	if err != nil {
+		if errors.Is(err, kgo.ErrMaxDecompress) {
+			d.refusals.refused(len(src), codec)
+		}
 		return nil, err
 	}
 	d.hold.decoded(int64(len(out)))
