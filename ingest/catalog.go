@@ -3,7 +3,6 @@ package ingest
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -129,19 +128,6 @@ func PlanTable(ctx context.Context, q Querier, topic string, sink Sink, create b
 		}
 	}
 	return p, nil
-}
-
-// PlanTables plans the table of each of sinks, by topic in order.
-func PlanTables(ctx context.Context, q Querier, sinks map[string]Sink, create bool) ([]TablePlan, error) {
-	var plans []TablePlan
-	for _, topic := range slices.Sorted(maps.Keys(sinks)) {
-		p, err := PlanTable(ctx, q, topic, sinks[topic], create)
-		if err != nil {
-			return nil, err
-		}
-		plans = append(plans, p)
-	}
-	return plans, nil
 }
 
 // Statements are what applying the plan runs, in order: Create, or Evolve
