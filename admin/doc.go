@@ -53,6 +53,6 @@
 // The caller opens the pool (kafka2pg's session settings come with the
 // command's pool); the functions are safe for concurrent use and start no
 // goroutine. Package admin imports ingest (the table plan and catalog),
-// offsets, deadletters, sinks, migrations, reader (Security) and
-// franz-go's kadm.
+// offsets, deadletters, sinks, migrations, reader (Security), franz-go's
+// kadm, pgx, and internal/pgsession for the database's encoding check.
 package admin
