@@ -156,7 +156,7 @@ func TestJSONMapperRowsCopyIntoPostgresExactly(t *testing.T) {
 	}
 	have, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (schema.ExistingColumn, error) {
 		var c schema.ExistingColumn
-		err := row.Scan(&c.Name, &c.Type, &c.NotNull)
+		err := row.Scan(&c.Name, &c.Type, &c.NotNull, &c.Filled, &c.Generated)
 		return c, err
 	})
 	if err != nil {

@@ -51,6 +51,16 @@
 // A failed COMMIT is ambiguous (it may have committed). Write never retries:
 // the caller claims again, which re-reads the durable position.
 //
+// # Tables
+//
+// A sink's table is planned once, for two callers: PlanTable reads it
+// through ReadCatalog (its columns and unique indexes, the only catalog
+// queries) and returns a TablePlan without changing anything. EnsureTables
+// (and a topic that a pattern resolves, or a schema that changes) applies
+// it under a DDL advisory lock, then refuses to start on what
+// TablePlan.Err names; package admin reports the same plan in a READ ONLY
+// transaction, as `kafka2pg check` prints it.
+//
 // # Deadlines
 //
 // A Postgres that stops answering without closing the connection (a hung

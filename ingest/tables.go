@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
 
@@ -37,7 +36,8 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 	return nil
 }
 
-// ensureTable prepares one sink's table: create, evolve, then check.
+// ensureTable prepares one sink's table: plans it (PlanTable) under the DDL
+// lock, runs the plan, then checks the table as it is now.
 func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, create bool) error {
 	t := sink.Table
 	if sink.Changes != nil && sink.Changes.KeyColumns() == nil {
@@ -45,83 +45,37 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 		// prepared then (writeChanging).
 		return nil
 	}
-	{
-		create := create && !sink.NoCreate
-		if create || sink.Evolve {
-			err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
-					return err
-				}
-				var plan []string
-				if create {
-					plan = schema.PlanCreate(t)
-				}
-				for _, stmt := range plan {
-					if strings.HasPrefix(stmt, "CREATE SCHEMA") {
-						// Skip it when the schema exists: CREATE SCHEMA IF
-						// NOT EXISTS still needs CREATE on the database,
-						// which a least-privilege role lacks.
-						var exists bool
-						if err := tx.QueryRow(ctx, "SELECT to_regnamespace($1) IS NOT NULL", pgx.Identifier{t.Schema}.Sanitize()).Scan(&exists); err != nil {
-							return err
-						}
-						if exists {
-							continue
-						}
-					}
-					if _, err := tx.Exec(ctx, stmt); err != nil {
-						return fmt.Errorf("%s: %w", stmt, err)
-					}
-				}
-				if !sink.Evolve {
-					return nil
-				}
-				rows, err := tx.Query(ctx, schema.ExistingColumnsSQL, t.QualifiedName())
-				if err != nil {
-					return err
-				}
-				have, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (schema.ExistingColumn, error) {
-					var c schema.ExistingColumn
-					err := r.Scan(&c.Name, &c.Type, &c.NotNull)
-					return c, err
-				})
-				if err != nil {
-					return err
-				}
-				if len(have) == 0 {
-					return nil // no table: checkColumns says what to do
-				}
-				evolve, err := schema.PlanEvolve(t, have)
-				if err != nil {
-					return err
-				}
-				for _, stmt := range evolve {
-					w.log.Info("evolving table", "table", t.QualifiedName(), "statement", stmt)
-					if _, err := tx.Exec(ctx, stmt); err != nil {
-						return fmt.Errorf("%s: %w", stmt, err)
-					}
-				}
-				return nil
-			})
+	if create && !sink.NoCreate || sink.Evolve {
+		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
+				return err
+			}
+			p, err := PlanTable(ctx, tx, topic, sink, create)
 			if err != nil {
-				return fmt.Errorf("prepare table %s for topic %q: %w", t.QualifiedName(), topic, err)
-			}
-		}
-		if err := w.checkColumns(ctx, topic, t); err != nil {
-			return err
-		}
-		if sink.Upsert != nil {
-			if err := w.checkUniqueKey(ctx, topic, t, sink.Upsert.Key); err != nil {
 				return err
 			}
-		}
-		if sink.Changes != nil && len(t.PrimaryKey) > 0 {
-			if err := w.checkUniqueKey(ctx, topic, t, t.PrimaryKey); err != nil {
-				return err
+			if sink.Evolve && p.EvolveErr != nil {
+				return p.EvolveErr
 			}
+			for _, stmt := range p.Statements() {
+				if len(p.Create) == 0 {
+					w.log.Info("evolving table", "table", t.QualifiedName(), "statement", stmt)
+				}
+				if _, err := tx.Exec(ctx, stmt); err != nil {
+					return fmt.Errorf("%s: %w", stmt, err)
+				}
+			}
+			return nil
+		})
+		if err != nil {
+			return fmt.Errorf("prepare table %s for topic %q: %w", t.QualifiedName(), topic, err)
 		}
 	}
-	return nil
+	p, err := PlanTable(ctx, w.pool, topic, sink, false)
+	if err != nil {
+		return fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
+	}
+	return p.Err()
 }
 
 // TableMapper is a RowMapper whose table follows a schema that changes while
@@ -232,64 +186,4 @@ func (w *Writer) TableName(topic string) string {
 		return s.Table.QualifiedName()
 	}
 	return ""
-}
-
-func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table) error {
-	var exists bool
-	if err := w.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.QualifiedName()).Scan(&exists); err != nil {
-		return fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
-	}
-	if !exists {
-		return fmt.Errorf("table %s for topic %q does not exist: create it, or let EnsureTables create it", t.QualifiedName(), topic)
-	}
-	rows, err := w.pool.Query(ctx, `SELECT attname FROM pg_attribute
-		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, t.QualifiedName())
-	if err != nil {
-		return fmt.Errorf("check columns of %s: %w", t.QualifiedName(), err)
-	}
-	have, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return fmt.Errorf("check columns of %s: %w", t.QualifiedName(), err)
-	}
-	set := make(map[string]bool, len(have))
-	for _, c := range have {
-		set[c] = true
-	}
-	var missing []string
-	for _, c := range t.Columns {
-		if !set[c.Name] {
-			missing = append(missing, fmt.Sprintf("%q", c.Name))
-		}
-	}
-	if len(missing) > 0 {
-		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with ingest.Sink.Table",
-			t.QualifiedName(), topic, strings.Join(missing, ", "))
-	}
-	return nil
-}
-
-// UniqueKeySQL answers whether the table $1 (a qualified name) has a
-// unique index on exactly the columns $2 (text[]), which INSERT ... ON
-// CONFLICT needs for an upsert sink. `kafka2pg check` runs it too.
-const UniqueKeySQL = `
-SELECT EXISTS (
-  SELECT 1 FROM pg_index i
-  WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
-    AND (SELECT array_agg(a.attname::text ORDER BY a.attname)
-         FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k)
-        = (SELECT array_agg(c ORDER BY c) FROM unnest($2::text[]) c))`
-
-// checkUniqueKey makes sure INSERT ... ON CONFLICT (key) can work: a unique
-// index (or primary key) on exactly the key columns.
-func (w *Writer) checkUniqueKey(ctx context.Context, topic string, t schema.Table, key []string) error {
-	var ok bool
-	err := w.pool.QueryRow(ctx, UniqueKeySQL, t.QualifiedName(), key).Scan(&ok)
-	if err != nil {
-		return fmt.Errorf("check the key of %s: %w", t.QualifiedName(), err)
-	}
-	if !ok {
-		return fmt.Errorf("table %s for topic %q has no unique index on the upsert key (%s): create one, e.g. CREATE UNIQUE INDEX ON %s (%s)",
-			t.QualifiedName(), topic, strings.Join(key, ", "), t.QualifiedName(), schema.QuoteIdentList(key))
-	}
-	return nil
 }

@@ -3,6 +3,7 @@ package integration_test
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -193,6 +194,27 @@ func TestKafkaSASLAndTLSOnKfake(t *testing.T) {
 		b.requireExitZero(t, 2*time.Minute)
 		if n := countRows(t, db, table); n != k.records {
 			t.Fatalf("%d rows in %s, want %d", n, table, k.records)
+		}
+	})
+	t.Run("status reads the lag over SCRAM-SHA-512 and TLS", func(t *testing.T) {
+		table := randomTable()
+		b := startBridge(t, "status-scram512-tls", append(bridgeArgs(k.broker, k.topic, table, "--pg-url", pgURL, "--until-caught-up"), secure...)...)
+		b.requireExitZero(t, 2*time.Minute)
+		group := "kafka2pg-sec-" + table
+		code, out := cli(t, append([]string{"status", "--json", "--pg-url", pgURL, "--kafka-brokers", k.broker, "--kafka-group", group}, secure...)...)
+		var rows []statusRow
+		if code != 0 || json.Unmarshal([]byte(out), &rows) != nil || len(rows) != 2 {
+			t.Fatalf("status over SASL_SSL: exit %d, want two partitions:\n%s", code, out)
+		}
+		var end int64
+		for _, r := range rows {
+			if r.EndOffset == nil || r.Lag == nil || *r.Lag != 0 {
+				t.Fatalf("status over SASL_SSL has no end offset or a lag: %+v\n%s", r, out)
+			}
+			end += *r.EndOffset
+		}
+		if end != int64(k.records) {
+			t.Errorf("status over SASL_SSL: end offsets sum to %d, want %d", end, k.records)
 		}
 	})
 	t.Run("a wrong password fails fast and says so", func(t *testing.T) {

@@ -264,7 +264,7 @@ func catalogColumns(t *testing.T, pool *pgxpool.Pool) string {
 	var parts []string
 	for rows.Next() {
 		var c schema.ExistingColumn
-		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull); err != nil {
+		if err := rows.Scan(&c.Name, &c.Type, &c.NotNull, &c.Filled, &c.Generated); err != nil {
 			t.Fatal(err)
 		}
 		s := fmt.Sprintf("%s %s", c.Name, c.Type)

@@ -15,15 +15,36 @@ type ExistingColumn struct {
 	Name    string
 	Type    string // format_type(atttypid, atttypmod), e.g. "character varying(20)"
 	NotNull bool
+	// Filled says an INSERT that leaves the column out still gives it a
+	// value: it has a default, is an identity or is generated.
+	Filled bool
+	// Generated is GENERATED ALWAYS AS (...) STORED: no row can give it
+	// a value.
+	Generated bool
 }
 
-// ExistingColumnsSQL reads the ExistingColumns of a table, in column order.
-// Its one parameter is the table's QualifiedName (a quoted name as text);
-// it returns no rows when the table does not exist.
-const ExistingColumnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull
+// ExistingColumnsSQL reads the ExistingColumns of a table, in column order:
+// name, type, not null, filled, generated. Its one parameter is the
+// table's QualifiedName (a quoted name as text); it returns no rows when
+// the table does not exist. It is the one query of a table's columns.
+const ExistingColumnsSQL = `SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.attnotnull,
+       a.atthasdef OR a.attidentity <> '' OR a.attgenerated <> '', a.attgenerated <> ''
 FROM pg_attribute a
 WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped
 ORDER BY a.attnum`
+
+// UniqueKeysSQL reads the unique, non-partial indexes of a table (its
+// primary key among them): one row per index, the names of its columns
+// sorted (an index on expressions alone has none). Its one parameter is
+// the table's QualifiedName; no rows when the table has no such index or
+// does not exist. INSERT ... ON CONFLICT (key) needs one on exactly the
+// key's columns. It is the one query of a table's unique indexes.
+const UniqueKeysSQL = `SELECT ARRAY(SELECT a.attname::text
+             FROM unnest(i.indkey) k JOIN pg_attribute a ON a.attrelid = i.indrelid AND a.attnum = k
+             ORDER BY a.attname)
+FROM pg_index i
+WHERE i.indrelid = to_regclass($1) AND i.indisunique AND i.indpred IS NULL
+ORDER BY i.indexrelid`
 
 // PlanCreate plans the creation of t when it is missing: the schema (when
 // t names one) and the table with its primary key.

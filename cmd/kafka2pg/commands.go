@@ -203,7 +203,8 @@ func statusHelp(name string) *commandHelp {
 	return &commandHelp{
 		usage: []string{name + " --pg-url URL [--kafka-brokers H:P] [--kafka-group G] [--topic T] [--json]"},
 		about: `Lists the partitions in kafka2pg.offsets: the offset durable in Postgres, its epoch and last commit;
-with --kafka-brokers also the end offset, the lag, the group's Kafka offset and the owner.`,
+with --kafka-brokers also the end offset, the lag, the group's Kafka offset and the owner, reaching
+the brokers with the same TLS and SASL flags as run.`,
 		examples: []helpExample{
 			{"Every group's partitions with their lag",
 				"kafka2pg " + name + " --pg-url postgres://app@db:5432/app --kafka-brokers kafka:9092"},
@@ -211,6 +212,7 @@ with --kafka-brokers also the end offset, the lag, the group's Kafka offset and 
 		sections: []helpSection{
 			pgURLSection,
 			{"Kafka", []string{"kafka-brokers"}},
+			kafkaSecuritySection,
 			{"Filters", []string{"kafka-group", "topic", "partition"}},
 			{"Output", []string{"json"}},
 		},

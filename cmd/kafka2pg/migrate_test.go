@@ -9,7 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/admin"
+	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/sinks"
@@ -55,7 +56,12 @@ func TestMigrateCommandOnAnEarlierReleasesInstall(t *testing.T) {
 		return *table
 	}
 	var report bytes.Buffer
-	checkPostgres(ctx, &checkReport{w: &report}, &runOptions{cfg: bridge.Config{PostgresURL: url}}, sinks.Set{})
+	pool, err := pgsession.NewPool(ctx, url, "kafka2pg-check")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	(&checkReport{w: &report}).lines(admin.CheckPostgres(ctx, pool, admin.PostgresCheck{Migrate: true, CreateTables: true}, sinks.Set{}))
 	for _, line := range []string{
 		`note  kafka2pg schema: the migration history is in "public"."kafka2pg_schema_migrations", where earlier releases kept it`,
 		fmt.Sprintf("ok    kafka2pg schema: version %d\n", migrations.Latest),

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"strings"
@@ -15,7 +15,7 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 	_, pool := pgtest.MigratedPool(t)
 	col := sinks.Column{ColumnSpec: decode.ColumnSpec{Name: "id", Path: "id", Type: "bigint", NotNull: true}}
 	meta := decode.MetadataSpec{Partition: "kafka_partition", Offset: "kafka_offset"}
-	o := &runOptions{pgSchema: "public", sinks: []sinks.Sink{
+	specs := []sinks.Sink{
 		{Topic: "zero", Table: "zero"},
 		{Topic: "typed", Table: "typed", Columns: []sinks.Column{col}, Metadata: meta},
 		{Topic: "evolved", Table: "evolved", Columns: []sinks.Column{col}, Metadata: meta},
@@ -25,7 +25,7 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 		{Topic: "missing", Table: "missing", Columns: []sinks.Column{col}},
 		{Topic: "a", Table: "shared", Columns: []sinks.Column{col}, Metadata: meta},
 		{Topic: "b", Table: "shared", Columns: []sinks.Column{col}, Metadata: meta},
-	}}
+	}
 	for _, q := range []string{
 		`CREATE TABLE zero (kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, kafka_timestamp timestamptz,
 			kafka_key bytea, kafka_headers jsonb, value jsonb, PRIMARY KEY (kafka_partition, kafka_offset, kafka_topic))`,
@@ -41,38 +41,39 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 			t.Fatalf("%s: %v", q, err)
 		}
 	}
-	sinks, err := fixedSinks(t, o)
+	set, err := sinks.Config{Sinks: specs, Schema: "public"}.Build(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
+	fixed := set.Fixed
 	cases := []struct {
 		topic      string
 		deleteRows bool
 		gathered   []string
-		want       rewindMode
+		want       RewindMode
 		why        string // a substring of why
 	}{
-		{"zero", true, nil, rewindDelete, "deleted in the reset's transaction"},
-		{"zero", false, nil, rewindUnique, "unique_violation"},
-		{"typed", true, nil, rewindDelete, "deleted"},
-		{"typed", false, nil, rewindRefused, "--delete-rewound-rows=false"},
-		{"evolved", true, nil, rewindRefused, "1 of its rows have no partition or offset"},
-		{"bare", true, nil, rewindRefused, "metadata: {partition: kafka_partition, offset: kafka_offset}"},
-		{"keyed", true, nil, rewindUnique, "unique_violation"},
-		{"upsert", true, nil, rewindUpsert, "upsert"},
-		{"missing", true, nil, rewindNoTable, "does not exist"},
-		{"a", true, []string{"b"}, rewindRefused, "gathers topics a and b and has no topic column"},
+		{"zero", true, nil, RewindDelete, "deleted in the reset's transaction"},
+		{"zero", false, nil, RewindUnique, "unique_violation"},
+		{"typed", true, nil, RewindDelete, "deleted"},
+		{"typed", false, nil, RewindRefused, "--delete-rewound-rows=false"},
+		{"evolved", true, nil, RewindRefused, "1 of its rows have no partition or offset"},
+		{"bare", true, nil, RewindRefused, "metadata: {partition: kafka_partition, offset: kafka_offset}"},
+		{"keyed", true, nil, RewindUnique, "unique_violation"},
+		{"upsert", true, nil, RewindUpsert, "upsert"},
+		{"missing", true, nil, RewindNoTable, "does not exist"},
+		{"a", true, []string{"b"}, RewindRefused, "gathers topics a and b and has no topic column"},
 	}
 	for _, c := range cases {
-		got, err := planRewind(t.Context(), pool, o, c.topic, sinks[c.topic], true, c.deleteRows, c.gathered)
+		got, err := planRewind(t.Context(), pool, specs, c.topic, fixed[c.topic], true, c.deleteRows, c.gathered)
 		if err != nil {
 			t.Fatalf("topic %s: %v", c.topic, err)
 		}
-		if got.mode != c.want || !strings.Contains(got.why, c.why) {
-			t.Errorf("topic %s (delete rows %v): mode %d, %q; want mode %d saying %q", c.topic, c.deleteRows, got.mode, got.why, c.want, c.why)
+		if got.Mode != c.want || !strings.Contains(got.Why, c.why) {
+			t.Errorf("topic %s (delete rows %v): mode %d, %q; want mode %d saying %q", c.topic, c.deleteRows, got.Mode, got.Why, c.want, c.why)
 		}
 	}
-	if got, _ := planRewind(t.Context(), pool, o, "unknown", sinks["unknown"], false, true, nil); got.mode != rewindRefused || !strings.Contains(got.why, "--config") {
+	if got, _ := planRewind(t.Context(), pool, specs, "unknown", fixed["unknown"], false, true, nil); got.Mode != RewindRefused || !strings.Contains(got.Why, "--config") {
 		t.Errorf("a topic without a sink: %+v, want refused, naming --config", got)
 	}
 	// The rows each table would lose: the zero-config table's by topic,
@@ -85,7 +86,7 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 			INSERT INTO zero (kafka_topic, kafka_partition, kafka_offset) VALUES ('zero', 0, 7), ('zero', 0, 8), ('other', 0, 9), ('zero', 1, 9)`); err != nil {
 			t.Fatal(err)
 		}
-		target, err := planRewind(t.Context(), pool, o, c.topic, sinks[c.topic], true, true, nil)
+		target, err := planRewind(t.Context(), pool, specs, c.topic, fixed[c.topic], true, true, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package main
+package admin
 
 import (
 	"slices"
@@ -11,23 +11,24 @@ import (
 )
 
 func TestFitTableFindsWhatWouldRefuseEveryRow(t *testing.T) {
-	sink, err := buildSink(t.Context(), sinks.Sink{Topic: "orders", Table: "orders", Columns: []sinks.Column{
+	set, err := sinks.Config{Sinks: []sinks.Sink{{Topic: "orders", Table: "orders", Columns: []sinks.Column{
 		{ColumnSpec: decode.ColumnSpec{Name: "id", Path: "id", Type: "bigint", NotNull: true}},
 		{ColumnSpec: decode.ColumnSpec{Name: "note", Path: "note", Type: "text"}},
-	}}, nil)
+	}}}}.Build(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	col := func(name, typ string, notNull, filled, generated bool) catalogColumn {
-		return catalogColumn{ExistingColumn: schema.ExistingColumn{Name: name, Type: typ, NotNull: notNull}, Filled: filled, Generated: generated}
+	sink := set.Fixed["orders"]
+	col := func(name, typ string, notNull, filled, generated bool) schema.ExistingColumn {
+		return schema.ExistingColumn{Name: name, Type: typ, NotNull: notNull, Filled: filled, Generated: generated}
 	}
-	var zeroConfig []catalogColumn
+	var zeroConfig []schema.ExistingColumn
 	for _, c := range decode.RawTable("public", "orders", decode.ValueJSON).Columns {
 		zeroConfig = append(zeroConfig, col(c.Name, c.Type, c.NotNull, false, false))
 	}
 	cases := []struct {
 		name                      string
-		have                      []catalogColumn
+		have                      []schema.ExistingColumn
 		fits                      bool
 		problems                  []string // substrings, one per problem
 		missing, narrow, nullable []string
@@ -40,59 +41,59 @@ func TestFitTableFindsWhatWouldRefuseEveryRow(t *testing.T) {
 		},
 		{
 			name: "the table the mapping creates",
-			have: []catalogColumn{col("id", "bigint", true, false, false), col("note", "text", false, false, false)},
+			have: []schema.ExistingColumn{col("id", "bigint", true, false, false), col("note", "text", false, false, false)},
 			fits: true,
 		},
 		{
 			name: "more NOT NULL columns, each with a default, an identity or a generation",
-			have: []catalogColumn{col("id", "bigint", true, false, false), col("note", "text", false, false, false),
+			have: []schema.ExistingColumn{col("id", "bigint", true, false, false), col("note", "text", false, false, false),
 				col("seq", "bigint", true, true, false), col("at", "timestamp with time zone", true, true, false), col("len", "integer", true, true, true)},
 			fits: true,
 		},
 		{
 			name:   "an integer column for the mapping's bigint",
-			have:   []catalogColumn{col("id", "integer", true, false, false), col("note", "text", false, false, false)},
+			have:   []schema.ExistingColumn{col("id", "integer", true, false, false), col("note", "text", false, false, false)},
 			narrow: []string{`"id"`},
 		},
 		{
 			name:     "a NOT NULL column the mapping may leave null",
-			have:     []catalogColumn{col("id", "bigint", true, false, false), col("note", "text", true, false, false)},
+			have:     []schema.ExistingColumn{col("id", "bigint", true, false, false), col("note", "text", true, false, false)},
 			fits:     true,
 			nullable: []string{`"note"`},
 		},
 		{
 			name:     "a generated column the mapping writes",
-			have:     []catalogColumn{col("id", "bigint", true, false, false), col("note", "text", false, true, true)},
+			have:     []schema.ExistingColumn{col("id", "bigint", true, false, false), col("note", "text", false, true, true)},
 			fits:     false,
 			problems: []string{`"note" is generated`},
 		},
 		{
 			name:     "a type the mapping's cannot become",
-			have:     []catalogColumn{col("id", "text", true, false, false), col("note", "text", false, false, false)},
+			have:     []schema.ExistingColumn{col("id", "text", true, false, false), col("note", "text", false, false, false)},
 			problems: []string{`"id" has type text and the mapping wants bigint`},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			f := fitTable(sink, tc.have, "orders_typed")
-			if f.fits() != tc.fits {
-				t.Errorf("fits() = %v, want %v: %+v", f.fits(), tc.fits, f)
+			f := Fit(sink, tc.have, "orders_typed")
+			if f.Fits() != tc.fits {
+				t.Errorf("fits() = %v, want %v: %+v", f.Fits(), tc.fits, f)
 			}
-			if len(f.problems) != len(tc.problems) {
-				t.Fatalf("problems = %q, want %d naming %q", f.problems, len(tc.problems), tc.problems)
+			if len(f.Problems) != len(tc.problems) {
+				t.Fatalf("problems = %q, want %d naming %q", f.Problems, len(tc.problems), tc.problems)
 			}
 			for i, want := range tc.problems {
-				if !strings.Contains(f.problems[i], want) {
-					t.Errorf("problem %q does not say %q", f.problems[i], want)
+				if !strings.Contains(f.Problems[i], want) {
+					t.Errorf("problem %q does not say %q", f.Problems[i], want)
 				}
 			}
-			if strings.Contains(tc.name, "zero-config") && !strings.Contains(f.problems[0], "table: orders_typed") {
-				t.Errorf("the fix does not offer another table: %q", f.problems[0])
+			if strings.Contains(tc.name, "zero-config") && !strings.Contains(f.Problems[0], "table: orders_typed") {
+				t.Errorf("the fix does not offer another table: %q", f.Problems[0])
 			}
 			for _, c := range []struct {
 				what      string
 				got, want []string
-			}{{"missing", f.missing, tc.missing}, {"narrow", f.narrow, tc.narrow}, {"nullable", f.nullable, tc.nullable}} {
+			}{{"missing", f.Missing, tc.missing}, {"narrow", f.Narrow, tc.narrow}, {"nullable", f.Nullable, tc.nullable}} {
 				if !slices.Equal(c.got, c.want) {
 					t.Errorf("%s = %q, want %q", c.what, c.got, c.want)
 				}
