@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -157,7 +157,7 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, set sinks
 		r.line("FAIL", "postgres: --pg-url: %v", redact.Err(err))
 		return
 	}
-	if err := pgsession.Configure(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
+	if err := bridge.ConfigureSession(&cc.Config, "kafka2pg-check", o.writerConfig().StatementTimeout()); err != nil {
 		r.line("FAIL", "postgres: --pg-url: %v", err)
 		return
 	}
@@ -167,11 +167,10 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, set sinks
 		return
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	warn, err := pgsession.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, set)
-	var nameErr *pgsession.NameError
+	warn, refuse, err := bridge.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, set)
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
-	case errors.As(err, &nameErr):
-		r.line("FAIL", "postgres: %v", err)
+	case refuse != "":
+		r.line("FAIL", "postgres: %s", refuse)
 	case err != nil:
 		r.line("FAIL", "postgres: check the database's encoding: %v", redact.Err(err))
 		return

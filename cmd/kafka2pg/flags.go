@@ -17,7 +17,6 @@ import (
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
@@ -142,7 +141,7 @@ func (o *runOptions) validate() error {
 	if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); o.cfg.PostgresURL != "" && err == nil {
 		// (A URL that does not parse is reported, redacted, where run
 		// connects.)
-		if err := pgsession.Params(cc, ""); err != nil {
+		if err := bridge.ConfigureSession(cc, "", 0); err != nil {
 			errs = append(errs, fmt.Errorf("--pg-url: %w", err))
 		}
 	}

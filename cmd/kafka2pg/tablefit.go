@@ -9,9 +9,9 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -154,7 +154,7 @@ func (o *inferOptions) renderAvoidingTakenTables(ctx context.Context, render fun
 	if err != nil {
 		return "", fmt.Errorf("--pg-url: %w", redact.Err(err))
 	}
-	if err := pgsession.Configure(&cc.Config, "kafka2pg-infer", ingest.Config{}.StatementTimeout()); err != nil {
+	if err := bridge.ConfigureSession(&cc.Config, "kafka2pg-infer", ingest.Config{}.StatementTimeout()); err != nil {
 		return "", fmt.Errorf("--pg-url: %w", err)
 	}
 	conn, err := pgx.ConnectConfig(ctx, cc)

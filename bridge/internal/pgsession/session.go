@@ -4,8 +4,9 @@
 // (connect timeout, keepalives, TCP_USER_TIMEOUT, discarding sessions that
 // can no longer write), the numeric codec of the pools that COPY, and the
 // start-time check that the database's encoding holds the names the bridge
-// keys rows and creates tables by. The bridge and the kafka2pg command's
-// subcommands share it; it has no goroutines.
+// keys rows and creates tables by. The bridge uses it, and exports what
+// tools beside a bridge need of it (bridge.OpenPool, ConfigureSession,
+// RegisterCodecs, EncodingProblems); it has no goroutines.
 package pgsession
 
 import (
