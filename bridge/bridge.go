@@ -252,7 +252,14 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	if err := st.retry(ctx, "prepare the target tables", func() error { return w.EnsureTables(ctx, !cfg.SkipCreateTables) }); err != nil {
+	if err := st.retry(ctx, "prepare the target tables", func() error {
+		err := w.EnsureTables(ctx, !cfg.SkipCreateTables)
+		if missing, ok := errors.AsType[*ingest.MissingTableError](err); ok {
+			// The bridge's own field decides whether it creates tables.
+			return stream.FieldErrorf("bridge.Config.SkipCreateTables", "table %s for topic %q does not exist: create it, or let the bridge create it", missing.Table, missing.Topic)
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 

@@ -48,13 +48,14 @@ func RegisterCodecs(ctx context.Context, conn *pgx.Conn) error {
 
 // EncodingProblems is the judgement Run makes at start on the database's
 // encoding, for a check that runs no bridge: warn is a warning to give
-// (empty: none); refuse says why Run would not start (empty: it would):
-// a name of the group or of a sink's table that the encoding cannot hold.
-// err is the question failing, connection trouble included.
-func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sinks.Set) (warn, refuse string, err error) {
+// (empty: none); refuse says why Run would not start (nil: it would): a
+// name of the group (a *stream.FieldError on reader.Config.Group) or of a
+// sink's table that the encoding cannot hold. err is the question
+// failing, connection trouble included.
+func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sinks.Set) (warn string, refuse, err error) {
 	warn, err = pgsession.EncodingProblems(ctx, conn, group, set)
-	if nameErr, ok := errors.AsType[*pgsession.NameError](err); ok {
-		return warn, nameErr.Error(), nil
+	if _, ok := errors.AsType[*pgsession.NameError](err); ok {
+		return warn, err, nil
 	}
-	return warn, "", err
+	return warn, nil, err
 }

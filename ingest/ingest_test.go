@@ -287,6 +287,9 @@ func TestEnsureTablesNamesAMissingColumn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "let EnsureTables create it") {
 		t.Fatalf("EnsureTables(create=false) on a missing table = %v, want an error saying EnsureTables may create it", err)
 	}
+	if missing, ok := errors.AsType[*ingest.MissingTableError](err); !ok || missing.Topic != "orders" {
+		t.Fatalf("EnsureTables(create=false) on a missing table = %v, want a *ingest.MissingTableError for topic orders", err)
+	}
 }
 
 func TestRetryableSeparatesServerTroubleFromData(t *testing.T) {

@@ -234,13 +234,24 @@ func (w *Writer) TableName(topic string) string {
 	return ""
 }
 
+// MissingTableError is EnsureTables' error, without create, for a sink's
+// table that does not exist.
+type MissingTableError struct {
+	Table string // as a query names it, quoted where it must be
+	Topic string
+}
+
+func (e *MissingTableError) Error() string {
+	return fmt.Sprintf("table %s for topic %q does not exist: create it, or let EnsureTables create it", e.Table, e.Topic)
+}
+
 func (w *Writer) checkColumns(ctx context.Context, topic string, t schema.Table) error {
 	var exists bool
 	if err := w.pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", t.QualifiedName()).Scan(&exists); err != nil {
 		return fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
 	}
 	if !exists {
-		return fmt.Errorf("table %s for topic %q does not exist: create it, or let EnsureTables create it", t.QualifiedName(), topic)
+		return &MissingTableError{Table: t.QualifiedName(), Topic: topic}
 	}
 	rows, err := w.pool.Query(ctx, `SELECT attname FROM pg_attribute
 		WHERE attrelid = to_regclass($1) AND attnum > 0 AND NOT attisdropped`, t.QualifiedName())

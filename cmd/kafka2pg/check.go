@@ -75,7 +75,8 @@ func (r *checkReport) line(status, format string, args ...any) {
 	if status == "FAIL" {
 		r.failed++
 	}
-	fmt.Fprintf(r.w, "%-4s  %s\n", status, cliText(fmt.Sprintf(format, args...)))
+	line := fmt.Sprintf(format, args...)
+	fmt.Fprintf(r.w, "%-4s  %s%s\n", status, line, flagHint(line))
 }
 
 // statements prints planned DDL, indented, each ending with a semicolon.
@@ -169,8 +170,8 @@ func checkPostgres(ctx context.Context, r *checkReport, o *runOptions, set sinks
 	defer conn.Close(context.WithoutCancel(ctx))
 	warn, refuse, err := bridge.EncodingProblems(ctx, conn, o.cfg.Kafka.Group, set)
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
-	case refuse != "":
-		r.line("FAIL", "postgres: %s", refuse)
+	case refuse != nil:
+		r.line("FAIL", "postgres: %s", cliMessage(refuse))
 	case err != nil:
 		r.line("FAIL", "postgres: check the database's encoding: %v", redact.Err(err))
 		return

@@ -135,7 +135,7 @@ func (o *runOptions) writerConfig() ingest.Config {
 
 // validate checks the flags: what the command owns here, naming the
 // flags, then the bridge's configuration (bridge.Config.Validate), whose
-// messages name its fields and reach the user as flags (cliNames).
+// errors carry their fields, which cliMessage prints as flags.
 func (o *runOptions) validate() error {
 	var errs []error
 	if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); o.cfg.PostgresURL != "" && err == nil {
