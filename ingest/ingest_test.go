@@ -381,3 +381,19 @@ func connectRefused(t *testing.T) error {
 	}
 	return err
 }
+
+// New's errors in the configuration name their field.
+func TestNewNamesTheFieldAtFault(t *testing.T) {
+	sinks := map[string]ingest.Sink{"orders": {Table: decode.RawTable("public", "orders", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
+	for field, cfg := range map[string]ingest.Config{
+		"ingest.Config.Group":        {Sinks: sinks},
+		"ingest.Config.Sinks":        {Group: "g"},
+		"ingest.Config.OnError":      {Group: "g", Sinks: sinks, OnError: 9},
+		"ingest.Config.WriteTimeout": {Group: "g", Sinks: sinks, WriteTimeout: -time.Second},
+	} {
+		_, err := ingest.New(nil, cfg)
+		if fe, ok := errors.AsType[*stream.FieldError](err); !ok || fe.Field != field {
+			t.Errorf("New with a bad %s: %v, want a *stream.FieldError on it", field, err)
+		}
+	}
+}
