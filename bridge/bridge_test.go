@@ -263,3 +263,19 @@ func TestConfigErrorsNameTheirFields(t *testing.T) {
 		t.Errorf("fields %v, want %v", fields, want)
 	}
 }
+
+// With SkipCreateTables a missing table ends Run with an error on that
+// field, which says the bridge may create it.
+func TestAMissingTableTheBridgeMayNotCreateNamesSkipCreateTables(t *testing.T) {
+	f := newFixture(t, 1)
+	f.cfg.SkipCreateTables = true
+	b, err := bridge.New(f.cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait(t, run(t.Context(), b), time.Minute)
+	fe, ok := errors.AsType[*stream.FieldError](err)
+	if !ok || fe.Field != "bridge.Config.SkipCreateTables" || !strings.Contains(err.Error(), `table "public"."events" for topic`) {
+		t.Errorf("Run = %v, want a *stream.FieldError on bridge.Config.SkipCreateTables naming the table", err)
+	}
+}
