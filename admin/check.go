@@ -14,8 +14,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/twmb/franz-go/pkg/kerr"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -168,11 +168,10 @@ func CheckPostgres(ctx context.Context, pool *pgxpool.Pool, pc PostgresCheck, se
 	defer c.Release()
 	conn := c.Conn()
 	var out []Finding
-	warn, err := pgsession.EncodingProblems(ctx, conn, pc.Group, set)
-	var nameErr *pgsession.NameError
+	warn, refuse, err := bridge.EncodingProblems(ctx, conn, pc.Group, set)
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
-	case errors.As(err, &nameErr):
-		out = append(out, fail("%v", err))
+	case refuse != nil:
+		out = append(out, fail("%v", refuse))
 	case err != nil:
 		return append(out, fail("check the database's encoding: %v", redact.Err(err)))
 	case warn != "":

@@ -54,5 +54,6 @@
 // command's pool); the functions are safe for concurrent use and start no
 // goroutine. Package admin imports ingest (the table plan and catalog),
 // offsets, deadletters, sinks, migrations, reader (Security), franz-go's
-// kadm, pgx, and internal/pgsession for the database's encoding check.
+// kadm, pgx, and bridge for the database's encoding check (bridge.EncodingProblems,
+// the check Run makes before it starts).
 package admin

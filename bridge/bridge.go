@@ -15,11 +15,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kafka2pg/kafka2pg/bridge/internal/metrics"
+	"github.com/kafka2pg/kafka2pg/bridge/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/metrics"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // caughtUpPoll is how often UntilCaughtUp asks Postgres whether the
@@ -65,7 +66,7 @@ func New(cfg Config, log *slog.Logger, reg prometheus.Registerer) (*Bridge, erro
 		return nil, err
 	}
 	if len(cfg.Sinks.Fixed) == 0 && len(cfg.Sinks.Patterns) == 0 {
-		return nil, errors.New("bridge.Config.Sinks is empty: give every topic a sink, or a pattern for the topics it matches")
+		return nil, stream.FieldErrorf("bridge.Config.Sinks", "empty: give every topic a sink, or a pattern for the topics it matches")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -251,7 +252,14 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	}); err != nil {
 		return err
 	}
-	if err := st.retry(ctx, "prepare the target tables", func() error { return w.EnsureTables(ctx, !cfg.SkipCreateTables) }); err != nil {
+	if err := st.retry(ctx, "prepare the target tables", func() error {
+		err := w.EnsureTables(ctx, !cfg.SkipCreateTables)
+		if missing, ok := errors.AsType[*ingest.MissingTableError](err); ok {
+			// The bridge's own field decides whether it creates tables.
+			return stream.FieldErrorf("bridge.Config.SkipCreateTables", "table %s for topic %q does not exist: create it, or let the bridge create it", missing.Table, missing.Topic)
+		}
+		return err
+	}); err != nil {
 		return err
 	}
 
@@ -332,7 +340,7 @@ const migrateOp = "migrate the kafka2pg schema"
 func newPool(ctx context.Context, url string, maxConns int32, statementTimeout time.Duration, server *serverWatch) (*pgxpool.Pool, error) {
 	pcfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, fmt.Errorf("bridge.Config.PostgresURL: %w", err)
+		return nil, &stream.FieldError{Field: "bridge.Config.PostgresURL", Err: err}
 	}
 	pcfg.MaxConns = maxConns
 	// A connection that sat idle is pinged before use; one on a path that
@@ -341,7 +349,7 @@ func newPool(ctx context.Context, url string, maxConns int32, statementTimeout t
 	// least.
 	pcfg.PingTimeout = ingest.DeadlineFloor
 	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg", statementTimeout); err != nil {
-		return nil, fmt.Errorf("bridge.Config.PostgresURL: %w", err)
+		return nil, &stream.FieldError{Field: "bridge.Config.PostgresURL", Err: err}
 	}
 	pcfg.AfterConnect = func(ctx context.Context, conn *pgx.Conn) error {
 		if err := pgsession.RegisterCodecs(ctx, conn); err != nil {

@@ -1,6 +1,8 @@
 package bridge_test
 
 import (
+	"slices"
+
 	"context"
 	"errors"
 	"fmt"
@@ -19,6 +21,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // fixture is a topic with records, a database, and the configuration of
@@ -231,5 +234,48 @@ func TestTwoBridgesOnOneRegistryAreRefused(t *testing.T) {
 	var already prometheus.AlreadyRegisteredError
 	if _, err := bridge.New(cfg, nil, reg); !errors.As(err, &already) {
 		t.Errorf("a second bridge on the registry: %v, want an AlreadyRegisteredError", err)
+	}
+}
+
+// Each configuration error names its field, the reader's included, so
+// that a program setting them from flags can name the flag.
+func TestConfigErrorsNameTheirFields(t *testing.T) {
+	cfg := bridge.Config{Kafka: reader.Config{Brokers: []string{"kafka"}, Group: "g", Topics: []string{"t"}},
+		KafkaSecurity: reader.Security{TLSCertFile: "c"}, PostgresMaxConns: -1}
+	var fields []string
+	var walk func(error)
+	walk = func(err error) {
+		if fe, ok := err.(*stream.FieldError); ok {
+			fields = append(fields, fe.Field)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+			return
+		}
+		t.Errorf("%v: not a *stream.FieldError", err)
+	}
+	walk(cfg.Validate())
+	want := []string{"bridge.Config.PostgresURL", "bridge.Config.PostgresMaxConns", "reader.Config.Brokers", "reader.Security.TLSCertFile"}
+	if !slices.Equal(fields, want) {
+		t.Errorf("fields %v, want %v", fields, want)
+	}
+}
+
+// With SkipCreateTables a missing table ends Run with an error on that
+// field, which says the bridge may create it.
+func TestAMissingTableTheBridgeMayNotCreateNamesSkipCreateTables(t *testing.T) {
+	f := newFixture(t, 1)
+	f.cfg.SkipCreateTables = true
+	b, err := bridge.New(f.cfg, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = wait(t, run(t.Context(), b), time.Minute)
+	fe, ok := errors.AsType[*stream.FieldError](err)
+	if !ok || fe.Field != "bridge.Config.SkipCreateTables" || !strings.Contains(err.Error(), `table "public"."events" for topic`) {
+		t.Errorf("Run = %v, want a *stream.FieldError on bridge.Config.SkipCreateTables naming the table", err)
 	}
 }

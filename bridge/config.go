@@ -2,12 +2,12 @@ package bridge
 
 import (
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Config configures a Bridge. The zero value of every field but
@@ -66,18 +66,20 @@ type Config struct {
 	ProgressInterval time.Duration
 }
 
-// Validate checks the configuration, the sinks aside (New checks them):
-// every message names the field and says what to do.
+// Validate checks the configuration, the sinks aside (New checks them).
+// Each error is a *stream.FieldError naming the field at fault
+// (bridge.Config.PostgresURL, reader.Config.Brokers) and saying what to
+// do; they are joined.
 func (c Config) Validate() error {
 	var errs []error
 	if c.PostgresURL == "" {
-		errs = append(errs, errors.New("bridge.Config.PostgresURL is empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db"))
+		errs = append(errs, stream.FieldErrorf("bridge.Config.PostgresURL", "empty: give the PostgreSQL URL, e.g. postgres://user@host:5432/db"))
 	}
 	if c.PostgresMaxConns < 0 {
-		errs = append(errs, fmt.Errorf("bridge.Config.PostgresMaxConns is %d: use at least 1", c.PostgresMaxConns))
+		errs = append(errs, stream.FieldErrorf("bridge.Config.PostgresMaxConns", "%d: use at least 1", c.PostgresMaxConns))
 	}
 	if len(c.Writer.Sinks) > 0 || c.Writer.Resolve != nil {
-		errs = append(errs, errors.New("bridge.Config.Writer.Sinks or Writer.Resolve is set: give the sinks in bridge.Config.Sinks, which the bridge hands to the writer"))
+		errs = append(errs, stream.FieldErrorf("bridge.Config.Writer", "Sinks or Resolve is set: give the sinks in bridge.Config.Sinks, which the bridge hands to the writer"))
 	}
 	if err := c.Kafka.Validate(); err != nil {
 		errs = append(errs, err)

@@ -8,8 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kafka2pg/kafka2pg/bridge/internal/metrics"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/metrics"
 	"github.com/kafka2pg/kafka2pg/reader"
 )
 

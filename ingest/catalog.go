@@ -176,7 +176,7 @@ func (p TablePlan) Err() error {
 	}
 	t := p.Sink.Table
 	if !p.Catalog.Exists() {
-		return fmt.Errorf("table %s for topic %q does not exist: create it, or let EnsureTables create it", t.QualifiedName(), p.Topic)
+		return &MissingTableError{Table: t.QualifiedName(), Topic: p.Topic}
 	}
 	if missing := p.Missing(); len(missing) > 0 {
 		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with ingest.Sink.Table",

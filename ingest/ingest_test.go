@@ -287,6 +287,9 @@ func TestEnsureTablesNamesAMissingColumn(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "let EnsureTables create it") {
 		t.Fatalf("EnsureTables(create=false) on a missing table = %v, want an error saying EnsureTables may create it", err)
 	}
+	if missing, ok := errors.AsType[*ingest.MissingTableError](err); !ok || missing.Topic != "orders" {
+		t.Fatalf("EnsureTables(create=false) on a missing table = %v, want a *ingest.MissingTableError for topic orders", err)
+	}
 }
 
 func TestRetryableSeparatesServerTroubleFromData(t *testing.T) {
@@ -377,4 +380,20 @@ func connectRefused(t *testing.T) error {
 		t.Fatal("connected to a closed port")
 	}
 	return err
+}
+
+// New's errors in the configuration name their field.
+func TestNewNamesTheFieldAtFault(t *testing.T) {
+	sinks := map[string]ingest.Sink{"orders": {Table: decode.RawTable("public", "orders", decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}
+	for field, cfg := range map[string]ingest.Config{
+		"ingest.Config.Group":        {Sinks: sinks},
+		"ingest.Config.Sinks":        {Group: "g"},
+		"ingest.Config.OnError":      {Group: "g", Sinks: sinks, OnError: 9},
+		"ingest.Config.WriteTimeout": {Group: "g", Sinks: sinks, WriteTimeout: -time.Second},
+	} {
+		_, err := ingest.New(nil, cfg)
+		if fe, ok := errors.AsType[*stream.FieldError](err); !ok || fe.Field != field {
+			t.Errorf("New with a bad %s: %v, want a *stream.FieldError on it", field, err)
+		}
+	}
 }

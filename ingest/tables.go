@@ -187,3 +187,14 @@ func (w *Writer) TableName(topic string) string {
 	}
 	return ""
 }
+
+// MissingTableError is EnsureTables' error, without create, for a sink's
+// table that does not exist.
+type MissingTableError struct {
+	Table string // as a query names it, quoted where it must be
+	Topic string
+}
+
+func (e *MissingTableError) Error() string {
+	return fmt.Sprintf("table %s for topic %q does not exist: create it, or let EnsureTables create it", e.Table, e.Topic)
+}

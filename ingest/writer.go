@@ -243,13 +243,14 @@ type Writer struct {
 }
 
 // New returns a Writer on pool. It does not touch the database; call
-// EnsureTables before the first Write.
+// EnsureTables before the first Write. An error in cfg's fields is a
+// *stream.FieldError naming the field (ingest.Config.OnError).
 func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if cfg.Group == "" {
-		return nil, errors.New("ingest.Config.Group is empty")
+		return nil, stream.FieldErrorf("ingest.Config.Group", "empty: name the consumer group the offsets are kept for")
 	}
 	if len(cfg.Sinks) == 0 && cfg.Resolve == nil {
-		return nil, errors.New("ingest.Config.Sinks is empty: give every topic a sink, or a Resolve")
+		return nil, stream.FieldErrorf("ingest.Config.Sinks", "empty: give every topic a sink, or a Resolve")
 	}
 	for topic, sink := range cfg.Sinks {
 		if err := validateSink(topic, sink); err != nil {
@@ -257,11 +258,20 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		}
 	}
 	if !onErrorNames.Valid(int(cfg.OnError)) {
-		return nil, fmt.Errorf("ingest.Config.OnError: %s is not %s", cfg.OnError, onErrorNames.List())
+		return nil, stream.FieldErrorf("ingest.Config.OnError", "%s is not %s", cfg.OnError, onErrorNames.List())
 	}
-	if cfg.WriteTimeout < 0 || cfg.WriteTimeoutRows < 0 || cfg.ClaimLockTimeout < 0 {
-		return nil, fmt.Errorf("ingest.Config.WriteTimeout (%s), WriteTimeoutRows (%d) and ClaimLockTimeout (%s) must not be negative: use 0 for the default",
-			cfg.WriteTimeout, cfg.WriteTimeoutRows, cfg.ClaimLockTimeout)
+	for _, f := range []struct {
+		field string
+		v     any
+		neg   bool
+	}{
+		{"WriteTimeout", cfg.WriteTimeout, cfg.WriteTimeout < 0},
+		{"WriteTimeoutRows", cfg.WriteTimeoutRows, cfg.WriteTimeoutRows < 0},
+		{"ClaimLockTimeout", cfg.ClaimLockTimeout, cfg.ClaimLockTimeout < 0},
+	} {
+		if f.neg {
+			return nil, stream.FieldErrorf("ingest.Config."+f.field, "%v: must not be negative: use 0 for the default", f.v)
+		}
 	}
 	cfg = cfg.withDefaults()
 	log := cfg.Logger

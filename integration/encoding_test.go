@@ -246,12 +246,12 @@ func TestAGroupNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
 		b.kill(t)
 		t.Fatal("still running after a minute, want it stopped at start")
 	}
-	if b.state.ExitCode() == 0 || !b.logged(`--kafka-group \"`+s.group+`\": the database's encoding, LATIN1, lacks a character of it`) {
+	if b.state.ExitCode() == 0 || !b.logged(`--kafka-group: \"`+s.group+`\": the database's encoding, LATIN1, lacks a character of it`) {
 		t.Errorf("%s, want a failure naming --kafka-group", b.status())
 	}
 	// check says so too, and goes on with its other checks.
 	code, out := cli(t, append([]string{"check"}, s.args()[1:]...)...)
-	if code != 1 || !strings.Contains(out, `FAIL  postgres: --kafka-group "`+s.group+`": the database's encoding, LATIN1, lacks a character of it`) ||
+	if code != 1 || !strings.Contains(out, `FAIL  postgres: --kafka-group: "`+s.group+`": the database's encoding, LATIN1, lacks a character of it`) ||
 		!strings.Contains(out, "kafka2pg schema:") {
 		t.Errorf("kafka2pg check: exit %d, want 1 with the group's FAIL and the checks after it:\n%s", code, out)
 	}

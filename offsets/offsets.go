@@ -63,7 +63,7 @@ type Store struct {
 // New returns a Store on pool. It does not touch the database.
 func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if cfg.Group == "" {
-		return nil, errors.New("offsets.Config.Group is empty")
+		return nil, stream.FieldErrorf("offsets.Config.Group", "empty: name the consumer group the offsets are kept for")
 	}
 	if cfg.ClaimLockTimeout <= 0 {
 		cfg.ClaimLockTimeout = defaultClaimLockTimeout

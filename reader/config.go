@@ -2,13 +2,14 @@ package reader
 
 import (
 	"errors"
-	"fmt"
 	"log/slog"
 	"regexp"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Config configures a Reader. Where a field corresponds to a setting of
@@ -258,75 +259,81 @@ func (cfg Config) withDefaults() Config {
 	return cfg
 }
 
-// Validate checks the configuration after defaults; every message names the
-// field (reader.Config.BatchMaxRows) and says what to do.
+// Validate checks the configuration after defaults. Each error is a
+// *stream.FieldError naming the field at fault (reader.Config.BatchMaxRows)
+// and saying what to do; they are joined.
 func (cfg Config) Validate() error {
 	cfg = cfg.withDefaults()
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(field, format string, args ...any) {
+		errs = append(errs, stream.FieldErrorf("reader.Config."+field, format, args...))
+	}
 	if len(cfg.Brokers) == 0 {
-		add("reader.Config.Brokers is empty: give at least one host:port of a Kafka broker")
+		add("Brokers", "empty: give at least one host:port of a Kafka broker")
 	}
 	for _, b := range cfg.Brokers {
 		if !strings.Contains(b, ":") || strings.HasPrefix(b, ":") || strings.HasSuffix(b, ":") {
-			add("reader.Config.Brokers: %q is not host:port (for example 127.0.0.1:9092)", b)
+			add("Brokers", "%q is not host:port (for example 127.0.0.1:9092)", b)
 		}
 	}
 	if cfg.Group == "" {
-		add("reader.Config.Group is empty: name the consumer group (it also keys the offsets in Postgres)")
+		add("Group", "empty: name the consumer group (it also keys the offsets in Postgres)")
 	}
 	if len(cfg.Topics) == 0 {
-		add("reader.Config.Topics is empty: name at least one topic to consume")
+		add("Topics", "empty: name at least one topic to consume")
 	}
 	for _, t := range cfg.Topics {
 		if cfg.TopicsAreRegex {
 			if _, err := regexp.Compile(t); err != nil {
-				add("reader.Config.Topics pattern %q: %v", t, err)
+				add("Topics", "pattern %q: %v", t, err)
 			}
 			continue
 		}
 		if t == "" || len(t) > 249 {
-			add("reader.Config.Topics: %q is not a valid Kafka topic name (1 to 249 characters)", t)
+			add("Topics", "%q is not a valid Kafka topic name (1 to 249 characters)", t)
 		}
 	}
 	for _, b := range cfg.Balancers {
 		if !balancerNames.Valid(int(b)) {
-			add("reader.Config.Balancers: %s is not %s", b, balancerNames.List())
+			add("Balancers", "%s is not %s", b, balancerNames.List())
 		}
 	}
 	if len(cfg.Balancers) > 1 && cfg.Balancers[0] == CooperativeSticky {
 		for _, b := range cfg.Balancers[1:] {
 			if b != CooperativeSticky {
-				add("reader.Config.Balancers: cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
+				add("Balancers", "cooperative-sticky mixed with %q downgrades the group to eager rebalances; use cooperative-sticky alone", b)
 			}
 		}
 	}
 	if !isolationNames.Valid(int(cfg.IsolationLevel)) {
-		add("reader.Config.IsolationLevel: %s is not %s", cfg.IsolationLevel, isolationNames.List())
+		add("IsolationLevel", "%s is not %s", cfg.IsolationLevel, isolationNames.List())
 	}
 	if !groupProtocolNames.Valid(int(cfg.GroupProtocol)) {
-		add("reader.Config.GroupProtocol: %s is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
+		add("GroupProtocol", "%s is not classic or consumer (KIP-848, Kafka 4.0 or newer)", cfg.GroupProtocol)
 	}
 	if cfg.GroupProtocol == GroupProtocolConsumer && cfg.Balancers[0] != CooperativeSticky && cfg.Balancers[0] != Sticky && cfg.Balancers[0] != Range {
-		add("reader.Config.GroupProtocol consumer: the broker assigns with uniform (sticky) or range, not %q: set reader.Config.Balancers sticky or range", cfg.Balancers[0])
+		add("Balancers", "%q with reader.Config.GroupProtocol consumer: the broker assigns with uniform (sticky) or range: set sticky or range", cfg.Balancers[0])
 	}
 	if len(cfg.InstanceID) > 249 || strings.ContainsAny(cfg.InstanceID, "\x00\n") {
-		add("reader.Config.InstanceID %q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
+		add("InstanceID", "%q: use up to 249 printable characters, unique per running instance (e.g. the host or pod name)", cfg.InstanceID)
 	}
 	if cfg.MaxBufferedBytes < 0 {
-		add("reader.Config.MaxBufferedBytes is %d: use a positive number of bytes", cfg.MaxBufferedBytes)
+		add("MaxBufferedBytes", "%d: use a positive number of bytes", cfg.MaxBufferedBytes)
 	}
 	if !onDataLossNames.Valid(int(cfg.OnDataLoss)) {
-		add("reader.Config.OnDataLoss: %s is not %s", cfg.OnDataLoss, onDataLossNames.List())
+		add("OnDataLoss", "%s is not %s", cfg.OnDataLoss, onDataLossNames.List())
 	}
 	if cfg.FetchMinBytes < 0 {
-		add("reader.Config.FetchMinBytes is %d: use a positive number of bytes", cfg.FetchMinBytes)
+		add("FetchMinBytes", "%d: use a positive number of bytes", cfg.FetchMinBytes)
 	}
-	if cfg.FetchMaxBytes < 0 || cfg.FetchMaxPartitionBytes < 0 {
-		add("reader.Config.FetchMaxBytes and reader.Config.FetchMaxPartitionBytes must be positive")
+	if cfg.FetchMaxBytes < 0 {
+		add("FetchMaxBytes", "%d: use a positive number of bytes", cfg.FetchMaxBytes)
+	}
+	if cfg.FetchMaxPartitionBytes < 0 {
+		add("FetchMaxPartitionBytes", "%d: use a positive number of bytes", cfg.FetchMaxPartitionBytes)
 	}
 	if cfg.FetchMaxPartitionBytes > cfg.FetchMaxBytes {
-		add("reader.Config.FetchMaxPartitionBytes (%d) is larger than reader.Config.FetchMaxBytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
+		add("FetchMaxPartitionBytes", "%d is larger than reader.Config.FetchMaxBytes (%d): lower it or raise the other", cfg.FetchMaxPartitionBytes, cfg.FetchMaxBytes)
 	}
 	positive := []struct {
 		field string
@@ -341,20 +348,20 @@ func (cfg Config) Validate() error {
 	}
 	for _, p := range positive {
 		if p.d < 0 {
-			add("reader.Config.%s is %s: use a positive duration such as 500ms or 10s", p.field, p.d)
+			add(p.field, "%s: use a positive duration such as 500ms or 10s", p.d)
 		}
 	}
 	if cfg.HeartbeatInterval >= cfg.SessionTimeout {
-		add("reader.Config.HeartbeatInterval (%s) must be shorter than reader.Config.SessionTimeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
+		add("HeartbeatInterval", "%s must be shorter than reader.Config.SessionTimeout (%s); a third of it is usual", cfg.HeartbeatInterval, cfg.SessionTimeout)
 	}
 	if cfg.BatchMaxRows < 0 {
-		add("reader.Config.BatchMaxRows is %d: use a positive number of rows", cfg.BatchMaxRows)
+		add("BatchMaxRows", "%d: use a positive number of rows", cfg.BatchMaxRows)
 	}
 	if cfg.BatchMaxBytes < 0 {
-		add("reader.Config.BatchMaxBytes is %d: use a positive number of bytes", cfg.BatchMaxBytes)
+		add("BatchMaxBytes", "%d: use a positive number of bytes", cfg.BatchMaxBytes)
 	}
 	if cfg.QueueCapacity < 0 || (cfg.QueueCapacity > 0 && cfg.QueueCapacity < cfg.BatchMaxRows) {
-		add("reader.Config.QueueCapacity is %d: use at least reader.Config.BatchMaxRows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
+		add("QueueCapacity", "%d: use at least reader.Config.BatchMaxRows (%d), or a batch can never fill", cfg.QueueCapacity, cfg.BatchMaxRows)
 	}
 	if err := cfg.Start.validate(); err != nil {
 		errs = append(errs, err)

@@ -166,9 +166,9 @@ func TestGroupProtocolAndInstanceIDAreValidated(t *testing.T) {
 		want  string
 	}{
 		{"an unknown protocol", func(c *Config) { c.GroupProtocol = 7 }, "reader.Config.GroupProtocol: GroupProtocol(7) is not"},
-		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = GroupProtocolConsumer, []Balancer{RoundRobin} }, "reader.Config.Balancers sticky or range"},
-		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "reader.Config.InstanceID"},
-		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "reader.Config.MaxBufferedBytes"},
+		{"consumer with round-robin", func(c *Config) { c.GroupProtocol, c.Balancers = GroupProtocolConsumer, []Balancer{RoundRobin} }, "reader.Config.Balancers: \"round-robin\" with reader.Config.GroupProtocol consumer"},
+		{"an instance id with a newline", func(c *Config) { c.InstanceID = "a\nb" }, "reader.Config.InstanceID: "},
+		{"a negative budget", func(c *Config) { c.MaxBufferedBytes = -1 }, "reader.Config.MaxBufferedBytes: -1: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := base

@@ -22,6 +22,8 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/oauth"
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // SASL mechanisms that Security accepts (sasl.mechanism).
@@ -99,47 +101,50 @@ func (s Security) tlsOn() bool {
 }
 
 // Validate checks the combination of settings, without reading any file.
-// Every message names the flag and says what to do.
+// Each error is a *stream.FieldError naming the field at fault and saying
+// what to do; they are joined.
 func (s Security) Validate() error {
 	var errs []error
-	add := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	add := func(field, format string, args ...any) {
+		errs = append(errs, stream.FieldErrorf("reader.Security."+field, format, args...))
+	}
 	if (s.TLSCertFile == "") != (s.TLSKeyFile == "") {
-		add("reader.Security.TLSCertFile and reader.Security.TLSKeyFile go together: give both for mutual TLS, or neither")
+		add("TLSCertFile", "goes with reader.Security.TLSKeyFile: give both for mutual TLS, or neither")
 	}
 	if _, err := tlsVersion(s.TLSMinVersion); err != nil {
 		errs = append(errs, err)
 	}
 	if !s.tlsOn() && s.TLSMinVersion == "1.3" {
-		add("reader.Security.TLSMinVersion is set but TLS is off: set reader.Security.TLS (or reader.Security.TLSCAFile)")
+		add("TLSMinVersion", "set but TLS is off: set reader.Security.TLS (or reader.Security.TLSCAFile)")
 	}
 	hasPassword := s.SASLPassword != "" || s.SASLPasswordFile != ""
 	switch strings.ToUpper(s.SASLMechanism) {
 	case "":
 		if s.SASLUser != "" || hasPassword || s.SASLTokenFile != "" {
-			add("reader.Security.SASLUser, reader.Security.SASLPassword(File) and reader.Security.SASLTokenFile need reader.Security.SASLMechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER)")
+			add("SASLMechanism", "empty, but a SASL user, password or token file is set: give PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER")
 		}
 	case SASLPlain, SASLScramSHA256, SASLScramSHA512:
 		if s.SASLUser == "" {
-			add("reader.Security.SASLMechanism %s needs reader.Security.SASLUser", s.SASLMechanism)
+			add("SASLUser", "empty: SASL %s needs a user", s.SASLMechanism)
 		}
 		switch {
 		case !hasPassword:
-			add("reader.Security.SASLMechanism %s needs a password: set reader.Security.SASLPassword or reader.Security.SASLPasswordFile", s.SASLMechanism)
+			add("SASLPassword", "empty: SASL %s needs a password: set it or reader.Security.SASLPasswordFile", s.SASLMechanism)
 		case s.SASLPassword != "" && s.SASLPasswordFile != "":
-			add("reader.Security.SASLPassword and reader.Security.SASLPasswordFile are both set: give one")
+			add("SASLPasswordFile", "set with reader.Security.SASLPassword: give one")
 		}
 		if s.SASLTokenFile != "" {
-			add("reader.Security.SASLTokenFile is for OAUTHBEARER, not %s", s.SASLMechanism)
+			add("SASLTokenFile", "is for OAUTHBEARER, not %s", s.SASLMechanism)
 		}
 	case SASLOAuthBearer:
 		if s.SASLTokenFile == "" {
-			add("reader.Security.SASLMechanism OAUTHBEARER needs reader.Security.SASLTokenFile")
+			add("SASLTokenFile", "empty: SASL OAUTHBEARER needs a token file")
 		}
 		if s.SASLUser != "" || hasPassword {
-			add("reader.Security.SASLUser and reader.Security.SASLPassword(File) are not used by OAUTHBEARER: remove them")
+			add("SASLUser", "OAUTHBEARER uses no user or password: remove them")
 		}
 	default:
-		add("reader.Security.SASLMechanism %q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SASLMechanism)
+		add("SASLMechanism", "%q is not PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 or OAUTHBEARER", s.SASLMechanism)
 	}
 	return errors.Join(errs...)
 }
@@ -175,11 +180,11 @@ func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
 	if s.TLSCAFile != "" {
 		pem, err := os.ReadFile(s.TLSCAFile)
 		if err != nil {
-			return nil, fmt.Errorf("reader.Security.TLSCAFile: %w", err)
+			return nil, &stream.FieldError{Field: "reader.Security.TLSCAFile", Err: err}
 		}
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("reader.Security.TLSCAFile %s: no PEM certificate in it", s.TLSCAFile)
+			return nil, stream.FieldErrorf("reader.Security.TLSCAFile", "%s: no PEM certificate in it", s.TLSCAFile)
 		}
 		cfg.RootCAs = pool
 	}
@@ -187,17 +192,17 @@ func (s Security) tlsConfig(now time.Time) (*tls.Config, error) {
 		pair, err := tls.LoadX509KeyPair(s.TLSCertFile, s.TLSKeyFile)
 		if err != nil {
 			// The error names the files, never their content.
-			return nil, fmt.Errorf("reader.Security.TLSCertFile and reader.Security.TLSKeyFile: %w", err)
+			return nil, stream.FieldErrorf("reader.Security.TLSCertFile", "with reader.Security.TLSKeyFile: %w", err)
 		}
 		// An expired client certificate would only show up as a vague
 		// handshake failure on the broker's side: say it here.
 		if leaf := pair.Leaf; leaf != nil {
 			if now.After(leaf.NotAfter) {
-				return nil, fmt.Errorf("reader.Security.TLSCertFile %s: the client certificate %q expired at %s: renew it",
+				return nil, stream.FieldErrorf("reader.Security.TLSCertFile", "%s: the client certificate %q expired at %s: renew it",
 					s.TLSCertFile, leaf.Subject.CommonName, leaf.NotAfter.UTC().Format(time.RFC3339))
 			}
 			if now.Before(leaf.NotBefore) {
-				return nil, fmt.Errorf("reader.Security.TLSCertFile %s: the client certificate %q is not valid before %s: check the clock",
+				return nil, stream.FieldErrorf("reader.Security.TLSCertFile", "%s: the client certificate %q is not valid before %s: check the clock",
 					s.TLSCertFile, leaf.Subject.CommonName, leaf.NotBefore.UTC().Format(time.RFC3339))
 			}
 		}
@@ -213,7 +218,7 @@ func tlsVersion(v string) (uint16, error) {
 	case "1.3":
 		return tls.VersionTLS13, nil
 	}
-	return 0, fmt.Errorf("reader.Security.TLSMinVersion %q is not 1.2 or 1.3", v)
+	return 0, stream.FieldErrorf("reader.Security.TLSMinVersion", "%q is not 1.2 or 1.3", v)
 }
 
 func (s Security) mechanism() (sasl.Mechanism, error) {
@@ -221,12 +226,12 @@ func (s Security) mechanism() (sasl.Mechanism, error) {
 	case SASLOAuthBearer:
 		path := s.SASLTokenFile
 		if _, err := readSecretFile(path); err != nil {
-			return nil, fmt.Errorf("reader.Security.SASLTokenFile: %w", err)
+			return nil, &stream.FieldError{Field: "reader.Security.SASLTokenFile", Err: err}
 		}
 		return oauth.Oauth(func(context.Context) (oauth.Auth, error) {
 			token, err := readSecretFile(path)
 			if err != nil {
-				return oauth.Auth{}, fmt.Errorf("reader.Security.SASLTokenFile: %w", err)
+				return oauth.Auth{}, &stream.FieldError{Field: "reader.Security.SASLTokenFile", Err: err}
 			}
 			return oauth.Auth{Token: token}, nil
 		}), nil
@@ -235,7 +240,7 @@ func (s Security) mechanism() (sasl.Mechanism, error) {
 	if s.SASLPasswordFile != "" {
 		p, err := readSecretFile(s.SASLPasswordFile)
 		if err != nil {
-			return nil, fmt.Errorf("reader.Security.SASLPasswordFile: %w", err)
+			return nil, &stream.FieldError{Field: "reader.Security.SASLPasswordFile", Err: err}
 		}
 		pass = p
 	}

@@ -2,6 +2,7 @@ package reader
 
 import (
 	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kafka2pg/kafka2pg/internal/tlstest"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 const testSecret = "s3cret-Pa55word"
@@ -27,15 +29,15 @@ func TestSecurityValidate(t *testing.T) {
 		{"a lower-case mechanism is fine", Security{SASLMechanism: "scram-sha-256", SASLUser: "u", SASLPasswordFile: "/f"}, ""},
 		{"OAUTHBEARER with a token file is fine", Security{SASLMechanism: "OAUTHBEARER", SASLTokenFile: "/t"}, ""},
 		{"mTLS with a cert and a key is fine", Security{TLSCertFile: "c", TLSKeyFile: "k", TLSMinVersion: "1.3"}, ""},
-		{"a cert without its key names both flags", Security{TLSCertFile: "c"}, "reader.Security.TLSCertFile and reader.Security.TLSKeyFile go together"},
-		{"an unknown TLS version names the flag", Security{TLS: true, TLSMinVersion: "1.1"}, `reader.Security.TLSMinVersion "1.1" is not 1.2 or 1.3`},
-		{"a TLS version without TLS says to turn it on", Security{TLSMinVersion: "1.3"}, "TLS is off"},
-		{"an unknown mechanism names the flag", Security{SASLMechanism: "GSSAPI"}, `reader.Security.SASLMechanism "GSSAPI" is not`},
-		{"PLAIN without a user asks for one", Security{SASLMechanism: "PLAIN", SASLPassword: "p"}, "needs reader.Security.SASLUser"},
-		{"SCRAM without a password says where to put it", Security{SASLMechanism: "SCRAM-SHA-256", SASLUser: "u"}, "reader.Security.SASLPassword or reader.Security.SASLPasswordFile"},
-		{"a password and a password file are one too many", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPassword: "p", SASLPasswordFile: "f"}, "both set"},
-		{"OAUTHBEARER without a token file asks for one", Security{SASLMechanism: "OAUTHBEARER"}, "needs reader.Security.SASLTokenFile"},
-		{"a user without a mechanism asks for the mechanism", Security{SASLUser: "u"}, "need reader.Security.SASLMechanism"},
+		{"a cert without its key names both flags", Security{TLSCertFile: "c"}, "reader.Security.TLSCertFile: goes with reader.Security.TLSKeyFile"},
+		{"an unknown TLS version names the flag", Security{TLS: true, TLSMinVersion: "1.1"}, `reader.Security.TLSMinVersion: "1.1" is not 1.2 or 1.3`},
+		{"a TLS version without TLS says to turn it on", Security{TLSMinVersion: "1.3"}, "reader.Security.TLSMinVersion: set but TLS is off"},
+		{"an unknown mechanism names the flag", Security{SASLMechanism: "GSSAPI"}, `reader.Security.SASLMechanism: "GSSAPI" is not`},
+		{"PLAIN without a user asks for one", Security{SASLMechanism: "PLAIN", SASLPassword: "p"}, "reader.Security.SASLUser: empty: SASL PLAIN needs a user"},
+		{"SCRAM without a password says where to put it", Security{SASLMechanism: "SCRAM-SHA-256", SASLUser: "u"}, "reader.Security.SASLPassword: empty: SASL SCRAM-SHA-256 needs a password: set it or reader.Security.SASLPasswordFile"},
+		{"a password and a password file are one too many", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPassword: "p", SASLPasswordFile: "f"}, "reader.Security.SASLPasswordFile: set with reader.Security.SASLPassword"},
+		{"OAUTHBEARER without a token file asks for one", Security{SASLMechanism: "OAUTHBEARER"}, "reader.Security.SASLTokenFile: empty: SASL OAUTHBEARER needs a token file"},
+		{"a user without a mechanism asks for the mechanism", Security{SASLUser: "u"}, "reader.Security.SASLMechanism: empty, but a SASL user"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.sec.Validate()
@@ -46,6 +48,10 @@ func TestSecurityValidate(t *testing.T) {
 				t.Fatalf("Validate(%#v) = nil, want an error with %q", tc.sec, tc.want)
 			case tc.want != "" && !strings.Contains(err.Error(), tc.want):
 				t.Fatalf("Validate(%#v) = %q, want it to contain %q", tc.sec, err, tc.want)
+			case tc.want != "":
+				if fe, ok := errors.AsType[*stream.FieldError](err); !ok || !strings.HasPrefix(tc.want, fe.Field+":") {
+					t.Fatalf("Validate(%#v) = %q, want a *stream.FieldError on the field %q begins with", tc.sec, err, tc.want)
+				}
 			}
 		})
 	}
@@ -84,7 +90,7 @@ func TestSecurityOptionsReadFiles(t *testing.T) {
 		{"a missing CA file names the flag", Security{TLSCAFile: missing}, "reader.Security.TLSCAFile: open " + missing},
 		{"a CA file without PEM says so", Security{TLSCAFile: notPEM}, "no PEM certificate in it"},
 		{"an expired client certificate fails before any connection", Security{TLSCAFile: caFile, TLSCertFile: expiredCert, TLSKeyFile: expiredKey}, `the client certificate "old-client" expired at`},
-		{"a key that is not PEM names the flags", Security{TLSCertFile: expiredCert, TLSKeyFile: notPEM}, "reader.Security.TLSCertFile and reader.Security.TLSKeyFile"},
+		{"a key that is not PEM names the flags", Security{TLSCertFile: expiredCert, TLSKeyFile: notPEM}, "reader.Security.TLSCertFile: with reader.Security.TLSKeyFile: "},
 		{"a missing password file names the flag", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPasswordFile: missing}, "reader.Security.SASLPasswordFile: open " + missing},
 		{"an empty password file is an error", Security{SASLMechanism: "PLAIN", SASLUser: "u", SASLPasswordFile: empty}, "is empty"},
 		{"an empty token file is an error", Security{SASLMechanism: "OAUTHBEARER", SASLTokenFile: empty}, "reader.Security.SASLTokenFile: " + empty + " is empty"},
@@ -93,6 +99,9 @@ func TestSecurityOptionsReadFiles(t *testing.T) {
 			_, err := tc.sec.Options()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("Options() error = %v, want it to contain %q", err, tc.want)
+			}
+			if _, ok := errors.AsType[*stream.FieldError](err); !ok {
+				t.Fatalf("Options() error = %v, want a *stream.FieldError", err)
 			}
 			if strings.Contains(err.Error(), testSecret) {
 				t.Fatalf("Options() error shows the content of a file: %v", err)

@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // StartPolicy says where a partition begins when Postgres holds no position
@@ -63,7 +65,7 @@ func (p *StartPolicy) UnmarshalText(b []byte) (err error) {
 
 func (p StartPolicy) validate() error {
 	if p.Kind < StartEarliest || p.Kind > StartAtTime {
-		return fmt.Errorf("reader.Config.Start: unknown policy %d", p.Kind)
+		return stream.FieldErrorf("reader.Config.Start", "unknown policy %d", p.Kind)
 	}
 	return nil
 }

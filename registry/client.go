@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sr"
 
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Config says how to reach the registry. The zero value of each optional
@@ -34,25 +35,27 @@ type Config struct {
 	Timeout time.Duration
 }
 
-// Validate checks the config without touching the network or files.
+// Validate checks the config without touching the network or files. Each
+// error is a *stream.FieldError naming the field at fault
+// (registry.Config.URLs); they are joined.
 func (c Config) Validate() error {
 	var errs []error
 	if len(c.URLs) == 0 {
-		errs = append(errs, errors.New("registry.Config.URLs is empty: give the registry's URL, e.g. http://localhost:8081"))
+		errs = append(errs, stream.FieldErrorf("registry.Config.URLs", "empty: give the registry's URL, e.g. http://localhost:8081"))
 	}
 	for _, u := range c.URLs {
 		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") {
-			errs = append(errs, fmt.Errorf("registry.Config.URLs: %q: the URL must start with http:// or https://", u))
+			errs = append(errs, stream.FieldErrorf("registry.Config.URLs", "%q: the URL must start with http:// or https://", u))
 		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		errs = append(errs, errors.New("registry.Config.TLSCert and registry.Config.TLSKey go together: give both, or neither"))
+		errs = append(errs, stream.FieldErrorf("registry.Config.TLSCert", "goes with registry.Config.TLSKey: give both, or neither"))
 	}
 	if c.Password != "" && c.User == "" {
-		errs = append(errs, errors.New("registry.Config.Password is set without registry.Config.User: give the user too"))
+		errs = append(errs, stream.FieldErrorf("registry.Config.Password", "set without registry.Config.User: give the user too"))
 	}
 	if c.Timeout < 0 {
-		errs = append(errs, fmt.Errorf("registry.Config.Timeout is %s: use a positive duration", c.Timeout))
+		errs = append(errs, stream.FieldErrorf("registry.Config.Timeout", "%s: use a positive duration", c.Timeout))
 	}
 	return errors.Join(errs...)
 }
@@ -81,18 +84,18 @@ func New(cfg Config) (*Client, error) {
 		if cfg.TLSCA != "" {
 			pem, err := os.ReadFile(cfg.TLSCA)
 			if err != nil {
-				return nil, fmt.Errorf("registry.Config.TLSCA: %w", err)
+				return nil, &stream.FieldError{Field: "registry.Config.TLSCA", Err: err}
 			}
 			pool := x509.NewCertPool()
 			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("registry.Config.TLSCA %s: no PEM certificate in the file", cfg.TLSCA)
+				return nil, stream.FieldErrorf("registry.Config.TLSCA", "%s: no PEM certificate in the file", cfg.TLSCA)
 			}
 			tc.RootCAs = pool
 		}
 		if cfg.TLSCert != "" {
 			cert, err := tls.LoadX509KeyPair(cfg.TLSCert, cfg.TLSKey)
 			if err != nil {
-				return nil, fmt.Errorf("registry.Config.TLSCert/registry.Config.TLSKey: %w", err)
+				return nil, stream.FieldErrorf("registry.Config.TLSCert", "with registry.Config.TLSKey: %w", err)
 			}
 			tc.Certificates = []tls.Certificate{cert}
 		}

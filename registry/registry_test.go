@@ -79,18 +79,22 @@ func TestSchemasAreFetchedOnceWithTheirReferences(t *testing.T) {
 	}
 }
 
-func TestConfigErrorsNameTheFlag(t *testing.T) {
+func TestConfigErrorsNameTheField(t *testing.T) {
 	for _, c := range []struct {
 		cfg  registry.Config
 		says string
 	}{
-		{registry.Config{}, "registry.Config.URLs is empty"},
+		{registry.Config{}, "registry.Config.URLs: empty"},
 		{registry.Config{URLs: []string{"localhost:8081"}}, "must start with http://"},
-		{registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}, "registry.Config.TLSKey go together"},
-		{registry.Config{URLs: []string{"http://x"}, Password: "p"}, "without registry.Config.User"},
+		{registry.Config{URLs: []string{"http://x"}, TLSCert: "c"}, "registry.Config.TLSCert: goes with registry.Config.TLSKey"},
+		{registry.Config{URLs: []string{"http://x"}, Password: "p"}, "registry.Config.Password: set without registry.Config.User"},
 	} {
-		if err := c.cfg.Validate(); err == nil || !strings.Contains(err.Error(), c.says) {
+		err := c.cfg.Validate()
+		if err == nil || !strings.Contains(err.Error(), c.says) {
 			t.Errorf("%+v: got %v, want %q", c.cfg, err, c.says)
+		}
+		if fe, ok := errors.AsType[*stream.FieldError](err); !ok || !strings.HasPrefix(fe.Field, "registry.Config.") {
+			t.Errorf("%+v: got %v, want a *stream.FieldError on a field of registry.Config", c.cfg, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Config is a set of sinks as YAML writes it:
@@ -187,26 +188,9 @@ func checkKeys(n *yaml.Node, t reflect.Type, at string) error {
 // FieldError is a configuration error: Field is the path of what is
 // wrong ("sinks[2]", "sinks[2].columns[0].nullable"), Line the line of the
 // sink or key in the YAML it was decoded from (0: it was not), and Err
-// says what is wrong and what to do.
-type FieldError struct {
-	Field string
-	Line  int
-	Err   error
-}
-
-func (e *FieldError) Error() string {
-	switch {
-	case e.Line > 0 && e.Field != "":
-		return fmt.Sprintf("%s (line %d): %v", e.Field, e.Line, e.Err)
-	case e.Line > 0:
-		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
-	case e.Field != "":
-		return fmt.Sprintf("%s: %v", e.Field, e.Err)
-	}
-	return e.Err.Error()
-}
-
-func (e *FieldError) Unwrap() error { return e.Err }
+// says what is wrong and what to do. It is the error every package
+// validating a configuration returns (stream.FieldError).
+type FieldError = stream.FieldError
 
 // Topics are the subscription of c's sinks, as reader.Config.Topics
 // takes it: with no TopicRegex, the topics; with one, every topic a

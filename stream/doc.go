@@ -37,6 +37,13 @@
 // the stored next offset is the bad record's offset, and the partition
 // stays stopped until an operator fixes the table or the data.
 //
+// # Configuration errors
+//
+// A [*FieldError] names the configuration field at fault by its path
+// ("reader.Config.Brokers"), so that a program which sets the fields from
+// flags or a file can speak of it in its own terms. Every package that
+// validates a configuration returns them.
+//
 // # Changes
 //
 // A [Change] is a record decoded as a change of a table (an upsert, a

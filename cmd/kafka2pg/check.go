@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/kafka2pg/kafka2pg/admin"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
@@ -35,7 +35,7 @@ func checkCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	r.line(admin.Finding{Message: fmt.Sprintf("configuration: %d sink(s), group %q", len(set.Fixed), o.cfg.Kafka.Group)})
 	k := admin.Kafka{Brokers: o.cfg.Kafka.Brokers, Security: o.cfg.KafkaSecurity, ClientID: o.cfg.Kafka.ClientID}
 	r.lines(admin.CheckKafka(ctx, k, o.cfg.Kafka.Topics, o.cfg.Kafka.TopicsAreRegex))
-	if pool, err := pgsession.NewPool(ctx, o.cfg.PostgresURL, "kafka2pg-check"); err != nil {
+	if pool, err := bridge.OpenPool(ctx, o.cfg.PostgresURL, "kafka2pg-check"); err != nil {
 		r.line(admin.Finding{Level: admin.Fail, Message: fmt.Sprintf("postgres: --pg-url: %v", redact.Err(err))})
 	} else {
 		defer pool.Close()
@@ -73,7 +73,7 @@ func (r *checkReport) line(f admin.Finding) {
 	if f.Level == admin.Fail {
 		r.failed++
 	}
-	fmt.Fprintf(r.w, "%-4s  %s\n", f.Level, cliText(f.Message))
+	fmt.Fprintf(r.w, "%-4s  %s%s\n", f.Level, f.Message, flagHint(f.Message))
 	r.ddl += len(f.DDL)
 	for _, s := range f.DDL {
 		for _, l := range strings.Split(s+";", "\n") {

@@ -12,8 +12,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/deadletters"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
@@ -67,7 +67,7 @@ func deadLettersCommand(ctx context.Context, args []string, stdout, stderr io.Wr
 		}
 		f.Since = t
 	}
-	pool, err := pgsession.NewPool(ctx, fl.pgURL, "kafka2pg-dead-letters")
+	pool, err := bridge.OpenPool(ctx, fl.pgURL, "kafka2pg-dead-letters")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg dead-letters: --pg-url: %v\n", redact.Err(err))
 		return exitUsage

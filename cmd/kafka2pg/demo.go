@@ -61,7 +61,7 @@ func demoCommand(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		return exitUsage
 	}
 	if err := runDemo(ctx, stdout, stderr, *pgURL, *topic, *partitions, *duration, *rate); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg demo: %v\n", redact.Err(err))
+		fmt.Fprintf(stderr, "kafka2pg demo: %s\n", cliMessage(redact.Err(err)))
 		return exitError
 	}
 	return exitOK

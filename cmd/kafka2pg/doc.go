@@ -8,8 +8,9 @@
 // signals, the process's memory limit, the HTTP endpoints (/metrics,
 // /healthz, /readyz: bound before anything connects, served until the
 // bridge has stopped), and printing. The libraries name their settings as
-// fields; cliNames (clinames.go) turns those names into the flags a user
-// types, once, on everything written to stderr.
+// fields; a configuration error carries its field (stream.FieldError),
+// which the command prints under its flag, and advice that mentions a
+// field gets the field's flag beside it (cliFields, clinames.go).
 //
 // Goroutines: run's work is bridge.Run's; SIGINT or SIGTERM cancels its
 // context, which stops it gracefully within --shutdown-timeout, and a

@@ -2,22 +2,13 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/kafka2pg/kafka2pg/internal/metrics"
+	"github.com/kafka2pg/kafka2pg/bridge"
 )
-
-// metricFamily is one metric of the reference page.
-type metricFamily struct {
-	name, typ, help string
-	labels          []string
-}
 
 // renamedMetrics are the metric names this version changed, old → new; the
 // reference lists them, and a test checks that no old name is exported.
@@ -28,82 +19,11 @@ var renamedMetrics = []struct{ old, new, why string }{
 	{"kafka2pg_kafka_buffered_produce_bytes", "", "a producer's; kafka2pg only consumes, it was always 0"},
 }
 
-// bridgeMetricFamilies lists every metric a running bridge exports, from
-// a registry as run has it (metrics.Sample and the process's): the
-// descriptors of every registered collector, typed by what the registry
-// gathers, or by the vector's type.
-func bridgeMetricFamilies(ctx context.Context) ([]metricFamily, error) {
+// bridgeMetricFamilies lists every metric kafka2pg run exports: the
+// bridge's and the process's (registerProcessMetrics).
+func bridgeMetricFamilies(ctx context.Context) ([]bridge.MetricFamily, error) {
 	reg := prometheus.NewRegistry()
-	m, closeAll, err := metrics.Sample(ctx, reg)
-	if err != nil {
-		return nil, err
-	}
-	defer closeAll()
-	registered := append(m.Registered(), registerProcessMetrics(reg)...)
-	gathered, err := reg.Gather()
-	if err != nil {
-		return nil, fmt.Errorf("gather the metrics: %w", err)
-	}
-	types := map[string]string{}
-	for _, mf := range gathered {
-		types[mf.GetName()] = strings.ToLower(mf.GetType().String())
-	}
-	var out []metricFamily
-	var errs []error
-	seen := map[string]bool{}
-	for _, c := range registered {
-		for _, d := range metrics.Describe(c) {
-			name, help := metrics.DescNameHelp(d)
-			if name == "" || seen[name] || strings.HasPrefix(name, "go_") || strings.HasPrefix(name, "process_") {
-				continue
-			}
-			seen[name] = true
-			typ := cmpOr(types[name], vecType(c))
-			if typ == "" {
-				errs = append(errs, fmt.Errorf("metric %s: no type: it exports no series here and its collector (%T) is not a vector", name, c))
-			}
-			out = append(out, metricFamily{name: name, typ: typ, help: help, labels: descLabels(d)})
-		}
-	}
-	slices.SortFunc(out, func(a, b metricFamily) int { return strings.Compare(a.name, b.name) })
-	return out, errors.Join(errs...)
-}
-
-// vecType is the type of a vector's metrics.
-func vecType(c prometheus.Collector) string {
-	switch c.(type) {
-	case *prometheus.CounterVec:
-		return "counter"
-	case *prometheus.GaugeVec:
-		return "gauge"
-	case *prometheus.HistogramVec:
-		return "histogram"
-	case *prometheus.SummaryVec:
-		return "summary"
-	}
-	return ""
-}
-
-// descLabelLists reads the label lists of prometheus.Desc's String:
-// constLabels: {a="x",b="y"}, variableLabels: {c,d}.
-var descLabelLists = regexp.MustCompile(`constLabels: \{(.*)\}, variableLabels: \{(.*)\}\}$`)
-
-// descLabels lists a descriptor's label names, constant ones first.
-func descLabels(d *prometheus.Desc) []string {
-	m := descLabelLists.FindStringSubmatch(d.String())
-	if m == nil {
-		return nil
-	}
-	var out []string
-	for _, pair := range regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="`).FindAllStringSubmatch(m[1], -1) {
-		out = append(out, pair[1])
-	}
-	for _, l := range strings.Split(m[2], ",") {
-		if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
-			out = append(out, l)
-		}
-	}
-	return out
+	return bridge.MetricFamilies(ctx, reg, registerProcessMetrics(reg)...)
 }
 
 // metricSubsystems are the sections of the reference, by name prefix.
@@ -125,7 +45,7 @@ func metricsReference(ctx context.Context) (string, error) {
 	}
 	var b strings.Builder
 	b.WriteString("# Metrics reference\n\n")
-	fmt.Fprintf(&b, generatedNote, "the bridge's metrics registry", "the metrics in internal/metrics and cmd/kafka2pg/metrics.go")
+	fmt.Fprintf(&b, generatedNote, "the bridge's metrics registry", "the metrics in bridge/internal/metrics and cmd/kafka2pg/metrics.go")
 	b.WriteString(`
 ` + "`kafka2pg run`" + ` serves these at ` + "`/metrics`" + ` on ` + "`--metrics-addr`" + ` (127.0.0.1:9187 by default), with
 the Go runtime's (` + "`go_*`" + `) and the process's (` + "`process_*`" + `) of client_golang's standard collectors.
@@ -150,11 +70,11 @@ A dashboard or an alert that uses an old name or label value needs the new one.
 	b.WriteString("| label `cause=\"postgres_unavailable\"` of `kafka2pg_ingest_write_errors_total` | `connection`, `timeout`, `read_only`, `refused` or `data` | what went wrong, not only that Postgres could not take the write (`other` and `stopped` stay) |\n")
 	placed := map[string]bool{}
 	for _, s := range metricSubsystems {
-		var rows []metricFamily
+		var rows []bridge.MetricFamily
 		for _, f := range families {
-			if !placed[f.name] && strings.HasPrefix(f.name, s.prefix) {
+			if !placed[f.Name] && strings.HasPrefix(f.Name, s.prefix) {
 				rows = append(rows, f)
-				placed[f.name] = true
+				placed[f.Name] = true
 			}
 		}
 		if len(rows) == 0 {
@@ -167,10 +87,10 @@ A dashboard or an alert that uses an old name or label value needs the new one.
 		b.WriteString("| metric | type | labels | meaning |\n|---|---|---|---|\n")
 		for _, f := range rows {
 			labels := ""
-			if len(f.labels) > 0 {
-				labels = "`" + strings.Join(f.labels, "`, `") + "`"
+			if len(f.Labels) > 0 {
+				labels = "`" + strings.Join(f.Labels, "`, `") + "`"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", f.name, f.typ, labels, mdCell(f.help))
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", f.Name, f.Type, labels, mdCell(f.Help))
 		}
 	}
 	return b.String(), nil

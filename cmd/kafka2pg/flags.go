@@ -17,7 +17,6 @@ import (
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
@@ -136,13 +135,13 @@ func (o *runOptions) writerConfig() ingest.Config {
 
 // validate checks the flags: what the command owns here, naming the
 // flags, then the bridge's configuration (bridge.Config.Validate), whose
-// messages name its fields and reach the user as flags (cliNames).
+// errors carry their fields, which cliMessage prints as flags.
 func (o *runOptions) validate() error {
 	var errs []error
 	if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); o.cfg.PostgresURL != "" && err == nil {
 		// (A URL that does not parse is reported, redacted, where run
 		// connects.)
-		if err := pgsession.Params(cc, ""); err != nil {
+		if err := bridge.ConfigureSession(cc, "", 0); err != nil {
 			errs = append(errs, fmt.Errorf("--pg-url: %w", err))
 		}
 	}

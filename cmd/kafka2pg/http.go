@@ -55,7 +55,7 @@ func listenHTTP(addr string, reg *prometheus.Registry, ready func(context.Contex
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
 		if err := ready(r.Context()); err != nil {
-			http.Error(w, "not ready: "+cliText(err.Error()), http.StatusServiceUnavailable)
+			http.Error(w, "not ready: "+cliMessage(err), http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ready")

@@ -80,22 +80,22 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return exitUsage
 	}
 	if err := readPGURLFile(&o.pgURL, o.pgURLFile); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		fmt.Fprintf(stderr, "kafka2pg infer: %s\n", cliMessage(err))
 		return exitUsage
 	}
 	o.tableGiven, o.groupGiven = given(fs, "pg-table"), given(fs, "kafka-group")
 	if err := o.validate(); err != nil {
-		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		fmt.Fprintf(stderr, "kafka2pg infer: %s\n", cliMessage(err))
 		return exitUsage
 	}
 	opts, err := o.security.Options()
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		fmt.Fprintf(stderr, "kafka2pg infer: %s\n", cliMessage(err))
 		return exitUsage
 	}
 	smp, err := sampleTopic(ctx, append(opts, kgo.SeedBrokers(o.brokers...)), o.topic, o.sample, o.timeout)
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		fmt.Fprintf(stderr, "kafka2pg infer: %s\n", cliMessage(err))
 		return exitError
 	}
 	var out string
@@ -114,7 +114,7 @@ func inferCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		out, err = o.renderAvoidingTakenTables(ctx, render, stderr)
 	}
 	if err != nil {
-		fmt.Fprintf(stderr, "kafka2pg infer: %v\n", err)
+		fmt.Fprintf(stderr, "kafka2pg infer: %s\n", cliMessage(err))
 		return exitError
 	}
 	if _, err := io.WriteString(stdout, out); err != nil {

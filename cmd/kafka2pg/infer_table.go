@@ -8,9 +8,9 @@ import (
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/admin"
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
@@ -24,7 +24,7 @@ import (
 // --pg-table given, or when <table>_typed is taken too, it fails naming a name
 // to choose. What it found goes into the header (o.tableNote) and stderr.
 func (o *inferOptions) renderAvoidingTakenTables(ctx context.Context, render func() (string, ingest.Sink, error), stderr io.Writer) (string, error) {
-	pool, err := pgsession.NewPool(ctx, o.pgURL, "kafka2pg-infer")
+	pool, err := bridge.OpenPool(ctx, o.pgURL, "kafka2pg-infer")
 	if err != nil {
 		return "", fmt.Errorf("--pg-url: %w", redact.Err(err))
 	}

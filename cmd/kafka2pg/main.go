@@ -83,8 +83,6 @@ func hardStop(sigs <-chan os.Signal, graceful context.CancelFunc, stderr io.Writ
 }
 
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int {
-	// The libraries name their settings as fields; the user reads flags.
-	stderr = cliStderr(stderr)
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return exitUsage

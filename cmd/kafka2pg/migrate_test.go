@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/admin"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 	"github.com/kafka2pg/kafka2pg/sinks"
@@ -56,7 +56,7 @@ func TestMigrateCommandOnAnEarlierReleasesInstall(t *testing.T) {
 		return *table
 	}
 	var report bytes.Buffer
-	pool, err := pgsession.NewPool(ctx, url, "kafka2pg-check")
+	pool, err := bridge.OpenPool(ctx, url, "kafka2pg-check")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/admin"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 	"github.com/kafka2pg/kafka2pg/reader"
 )
@@ -77,7 +77,7 @@ func statusCommand(ctx context.Context, name string, args []string, stdout, stde
 	if code, ok := parsePGCommand(name, statusHelp(name), fs, args, stdout, stderr, &f.pgURL, &f.pgURLFile); !ok {
 		return code
 	}
-	pool, err := pgsession.NewPool(ctx, f.pgURL, "kafka2pg-offsets")
+	pool, err := bridge.OpenPool(ctx, f.pgURL, "kafka2pg-offsets")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg %s: --pg-url: %v\n", name, redact.Err(err))
 		return exitUsage

@@ -140,7 +140,7 @@ func TestBadRegistrySinksStopBeforeAnythingIsWritten(t *testing.T) {
 		{"a registry key on a json sink", head + "sinks:\n  - {topic: payments, subject: x, columns: [{name: a, type: text}]}\n", nil,
 			"subject, key_subject, nested and message are for format avro, protobuf or json_schema"},
 		{"a registry URL without a scheme", head + "schema-registry-url: registry:8081\nsinks:\n  - {topic: payments, format: protobuf}\n", nil,
-			`--schema-registry-url "registry:8081": the URL must start with http://`},
+			`--schema-registry-url: "registry:8081": the URL must start with http://`},
 		{"an unknown nested mode", head + "sinks:\n  - {topic: payments, format: avro, nested: deep}\n", []string{"--schema-registry-url", fake.URL()},
 			`nested "deep" is not flatten or jsonb`},
 	} {

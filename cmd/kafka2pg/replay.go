@@ -14,9 +14,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
@@ -77,10 +77,10 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	// TableWriters).
 	wcfg := ingest.Config{Group: cmpOr(o.cfg.Kafka.Group, "replay"), MaxRecordBytes: o.cfg.Writer.MaxRecordBytes,
 		WriteTimeout: o.cfg.Writer.WriteTimeout, WriteTimeoutRows: max(o.cfg.Kafka.BatchMaxRows, rf.batchSize), TableWriters: -1}
-	if err := pgsession.Configure(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
+	if err := bridge.ConfigureSession(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
 		return fail(exitUsage, "--pg-url: %v", err)
 	}
-	pcfg.AfterConnect = pgsession.RegisterCodecs // replay copies like run does
+	pcfg.AfterConnect = bridge.RegisterCodecs // replay copies like run does
 	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
 	if err != nil {
 		return fail(exitUsage, "--pg-url: %v", redact.Err(err))

@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/admin"
-	"github.com/kafka2pg/kafka2pg/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
 )
 
@@ -77,7 +77,7 @@ func resetCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		}
 		return exitUsage
 	}
-	pool, err := pgsession.NewPool(ctx, o.cfg.PostgresURL, "kafka2pg-offsets")
+	pool, err := bridge.OpenPool(ctx, o.cfg.PostgresURL, "kafka2pg-offsets")
 	if err != nil {
 		fmt.Fprintf(stderr, "kafka2pg offsets reset: --pg-url: %v\n", redact.Err(err))
 		return exitUsage

@@ -36,7 +36,7 @@ func runCommand(ctx context.Context, args []string, stdout, stderr io.Writer) in
 			"fix", "kafka2pg dead-letters list shows why; fix the table or the mapping, then kafka2pg dead-letters replay --config ...")
 		return exitBadRecords
 	case err != nil:
-		log.Error("kafka2pg stopped", "error", redact.Err(explainPrivilege(err, o.cfg.PostgresURL)).Error())
+		log.Error("kafka2pg stopped", "error", cliMessage(redact.Err(explainPrivilege(err, o.cfg.PostgresURL))))
 		if errors.As(err, new(*bindError)) {
 			return exitUsage
 		}
@@ -80,7 +80,6 @@ type runLoad struct {
 // loadCommandOptions is loadRunOptions for a command that adds load to
 // run's flags.
 func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, code int, ok bool) {
-	stderr = cliStderr(stderr) // the bridge's checks name its fields
 	fs := newFlagSet(command)
 	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
@@ -99,7 +98,7 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 		return nil, exitUsage, false
 	}
 	invalid := func(err error) (*runOptions, int, bool) {
-		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%v\n", command, err)
+		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%s\n", command, cliMessage(err))
 		return nil, exitUsage, false
 	}
 	if o.configPath != "" {
@@ -135,9 +134,9 @@ func newLogger(w io.Writer, format, level string) *slog.Logger {
 	lvl, _ := parseLevel(level)
 	hopts := &slog.HandlerOptions{Level: lvl}
 	if format == "json" {
-		return slog.New(slog.NewJSONHandler(w, hopts))
+		return slog.New(cliLogHandler{slog.NewJSONHandler(w, hopts)})
 	}
-	return slog.New(slog.NewTextHandler(w, hopts))
+	return slog.New(cliLogHandler{slog.NewTextHandler(w, hopts)})
 }
 
 // serveBridge runs the bridge that o describes until it stops: it serves

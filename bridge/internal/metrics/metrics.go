@@ -3,8 +3,8 @@
 // at each scrape), the Kafka client's (franz-go's kprom, with cheaper
 // fetch counters), the Postgres pool's and the end-to-end latency. The
 // bridge registers them on the registry its caller passes, never the
-// default one; the kafka2pg command's reference page (docs/METRICS.md)
-// reads them through Sample. Names follow kafka2pg_<subsystem>_<name>_<unit>.
+// default one; bridge.MetricFamilies lists them through Sample, for the
+// kafka2pg command's reference page (docs/METRICS.md). Names follow kafka2pg_<subsystem>_<name>_<unit>.
 // No goroutines of its own: collectors run on the scraper's.
 package metrics
 

@@ -4,8 +4,9 @@
 // (connect timeout, keepalives, TCP_USER_TIMEOUT, discarding sessions that
 // can no longer write), the numeric codec of the pools that COPY, and the
 // start-time check that the database's encoding holds the names the bridge
-// keys rows and creates tables by. The bridge and the kafka2pg command's
-// subcommands share it; it has no goroutines.
+// keys rows and creates tables by. The bridge uses it, and exports what
+// tools beside a bridge need of it (bridge.OpenPool, ConfigureSession,
+// RegisterCodecs, EncodingProblems); it has no goroutines.
 package pgsession
 
 import (
@@ -25,6 +26,7 @@ import (
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Params sets the session parameters of kafka2pg's connections to
@@ -125,7 +127,8 @@ func CheckEncoding(ctx context.Context, pool *pgxpool.Pool, log *slog.Logger, gr
 
 // EncodingProblems is CheckEncoding's judgement on conn, for run and
 // check: a warning to give (empty: none), and an error when run must not
-// start (a *NameError) or the question failed.
+// start (a *NameError, in a *stream.FieldError when a configuration field
+// holds the name) or the question failed.
 func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sinks.Set) (warn string, err error) {
 	enc := conn.PgConn().ParameterStatus("server_encoding")
 	if enc == "SQL_ASCII" {
@@ -138,6 +141,9 @@ func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sin
 		}
 		if !ok {
 			n.encoding = enc
+			if n.field != "" {
+				return "", &stream.FieldError{Field: n.field, Err: &n}
+			}
 			return "", &n
 		}
 	}
@@ -148,7 +154,7 @@ func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sin
 // group's, then each sink's (by topic, then topic_regex sinks as built for
 // a sample topic) schema, table and column names.
 func namesToHold(group string, set sinks.Set) []NameError {
-	out := []NameError{{subject: fmt.Sprintf("reader.Config.Group %q", group), of: "it", name: group,
+	out := []NameError{{field: "reader.Config.Group", subject: strconv.Quote(group), of: "it", name: group,
 		fix: "choose a group name %[1]s can hold, or use a UTF8 database (kafka2pg.offsets keys the offsets by the group)"}}
 	for _, topic := range slices.Sorted(maps.Keys(set.Fixed)) {
 		t := set.Fixed[topic].Table
@@ -184,6 +190,7 @@ func namesOfTable(t schema.Table, subject, where string) []NameError {
 
 // NameError is a name the database's encoding cannot hold.
 type NameError struct {
+	field    string // the configuration field that holds the name, if one does
 	subject  string // what the name is named as, to begin the message
 	of       string // what lacks the character: "it" (the subject), "its name"
 	name     string

@@ -1,0 +1,61 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/bridge/internal/pgsession"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/sinks"
+)
+
+// The sessions of tools beside a bridge (checks, offsets, dead letters)
+// are the bridge's own: client_encoding UTF8, an application_name,
+// statement_timeout and lock_timeout that outlast a write's deadline, and
+// a transport that fails a connection which stops answering instead of
+// hanging on it.
+
+// ConfigureSession gives cc the session parameters and transport of a
+// bridge's connections, with application_name app unless the URL names
+// one, and statement_timeout and lock_timeout statementTimeout unless the
+// URL sets them (0: those of a writer with the default configuration,
+// ingest.Config.StatementTimeout). It fails when the URL sets a
+// client_encoding other than UTF8.
+func ConfigureSession(cc *pgconn.Config, app string, statementTimeout time.Duration) error {
+	if statementTimeout == 0 {
+		statementTimeout = ingest.Config{}.StatementTimeout()
+	}
+	return pgsession.Configure(cc, app, statementTimeout)
+}
+
+// OpenPool is pgxpool.New with a bridge's sessions (ConfigureSession with
+// the default timeouts).
+func OpenPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {
+	return pgsession.NewPool(ctx, url, app)
+}
+
+// RegisterCodecs is the AfterConnect of a pool that COPYs rows as a
+// bridge does: the codecs of the values the decoders produce that pgx
+// lacks or encodes slowly (numeric, timetz).
+func RegisterCodecs(ctx context.Context, conn *pgx.Conn) error {
+	return pgsession.RegisterCodecs(ctx, conn)
+}
+
+// EncodingProblems is the judgement Run makes at start on the database's
+// encoding, for a check that runs no bridge: warn is a warning to give
+// (empty: none); refuse says why Run would not start (nil: it would): a
+// name of the group (a *stream.FieldError on reader.Config.Group) or of a
+// sink's table that the encoding cannot hold. err is the question
+// failing, connection trouble included.
+func EncodingProblems(ctx context.Context, conn *pgx.Conn, group string, set sinks.Set) (warn string, refuse, err error) {
+	warn, err = pgsession.EncodingProblems(ctx, conn, group, set)
+	if _, ok := errors.AsType[*pgsession.NameError](err); ok {
+		return warn, err, nil
+	}
+	return warn, nil, err
+}
