@@ -274,9 +274,10 @@ func (r *Reader) Stats() Stats {
 	halted := 0
 	for _, p := range r.parts {
 		p.mu.Lock()
-		if p.stoppedWhy != "" {
-			stopped = append(stopped, p.stoppedWhy)
-		} else if p.halted {
+		switch p.life.phase {
+		case phaseStopped:
+			stopped = append(stopped, p.life.why)
+		case phaseHalted:
 			halted++
 		}
 		p.mu.Unlock()

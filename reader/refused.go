@@ -141,7 +141,7 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 		}
 		p.mu.Lock()
 		at, claimedAt, paused := p.pos, p.lastCommit, p.paused
-		moving := p.halted || p.closing || p.stoppedWhy != "" // its seek or its end starts the cursor again
+		moving := p.life.halted() || p.life.ending() // its seek or its end starts the cursor again
 		p.mu.Unlock()
 		if moving {
 			r.refusals.reported(tp)
