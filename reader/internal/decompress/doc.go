@@ -25,8 +25,9 @@
 // After each poll the caller ignores ErrDeferred in the fetch errors, calls
 // Release once a poll has drained a fetch and the client buffers no
 // record, and holds no more than PollLimit before it polls again. Its
-// kgo.HookFetchBatchRead hook asks Refused which partition a refusal
-// belongs to.
+// kgo.HookFetchBatchRead hook asks Refused whether the batch it sees is one
+// Decompress refused: the hook knows the batch's partition, Decompress
+// does not.
 //
 // # What it relies on in franz-go
 //
