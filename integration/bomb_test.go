@@ -209,7 +209,7 @@ func testBomb(t *testing.T, codec kgo.CompressionCodecType, values int, num stri
 
 // A fetch response of many batches, each under the limit a batch may
 // decompress to: without a bound on what the client holds decompressed,
-// franz-go decodes them all before the bridge takes any (fetchbound.go).
+// franz-go decodes them all before the bridge takes any (reader/internal/decompress).
 const (
 	manyBatches      = 34          // 34 x 30 MiB: 1020 MiB decompressed, in one fetch response
 	manyBatchRecords = 480         // records a batch

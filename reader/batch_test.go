@@ -171,7 +171,7 @@ func recordsAt(from, to int64) []*kgo.Record {
 func TestNextWaitsForBatchMaxWaitWhenTheBatchIsNotFull(t *testing.T) {
 	p := queued(t, Config{BatchMaxRows: 100, BatchMaxWait: 150 * time.Millisecond}, 1, offsets(0, 3), nil)
 	start := time.Now()
-	b, ok := p.next()
+	b, _, ok := p.next()
 	if !ok || len(b.Records) != 3 {
 		t.Fatalf("next = %v, %v", b, ok)
 	}
@@ -190,7 +190,7 @@ func TestAtTheEndABatchIsTakenAtOnceButOncePerLinger(t *testing.T) {
 		take := func() (int, time.Duration) {
 			t.Helper()
 			start := time.Now()
-			b, ok := p.next()
+			b, _, ok := p.next()
 			if !ok || b == nil {
 				t.Fatalf("linger %v: next = %v, %v", linger, b, ok)
 			}

@@ -120,7 +120,7 @@ type Config struct {
 	// thousands of partitions this, not QueueCapacity, bounds memory. The
 	// record batches the client decompressed and the reader has not taken
 	// yet have a budget of their own of this size: one that does not fit
-	// is not decompressed but fetched again later (fetchbound.go). One record batch may
+	// is not decompressed but fetched again later. One record batch may
 	// decompress to this much, or 16 MiB if that is more.
 	MaxBufferedBytes int
 	// QueueCapacity is how many records one partition may buffer before its

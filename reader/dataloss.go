@@ -58,7 +58,7 @@ func (p *partition) checkDataLoss() bool {
 	}
 	log.Error(why)
 	p.mu.Lock()
-	p.stoppedWhy = why
+	p.life.stopFor(why)
 	p.mu.Unlock()
 	for p.sleep(time.Hour) { // stay registered (and paused) until revoked, lost or closed
 	}

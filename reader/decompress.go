@@ -3,6 +3,7 @@ package reader
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -10,28 +11,24 @@ import (
 // Memory is counted after decompression. A compressed record batch can
 // hold a thousand times its size (16 values of 50 MB of zeros take a few
 // KB with zstd), and franz-go decompresses a fetch's batches in its own
-// goroutines before any record reaches the reader's budget. So one batch
-// may decompress to at most MaxBufferedBytes, but never less than
-// minBatchLimit (maxBatchBytes; boundedDecompressor:
-// franz-go's own decompressor bounded as kgo.MaxDecompressBatchBytes
-// bounds it, a zstd batch that may be larger counted before it is
-// decoded, in constant memory, and gzip and lz4 batches decoded in steps
-// that hold at most keepFirst bytes of one that is too large): the client
-// refuses a
-// larger one with *kgo.ErrDecompressTooLarge, naming its offsets, and the
-// reader hands those offsets on as unreadable (Batch.Unreadable), so that
-// the writer accounts for each of them in the fenced transaction, and moves
-// the client past the batch (SetOffsets). The client reports a refusal only
+// goroutines before any record reaches the reader's budget. So the
+// client's decompressor (package reader/internal/decompress) bounds one
+// batch at maxBatchBytes: MaxBufferedBytes, but never less than
+// minBatchLimit. The client refuses a larger one with
+// *kgo.ErrDecompressTooLarge, naming its offsets, and the reader hands
+// those offsets on as unreadable (Batch.Unreadable), so that the writer
+// accounts for each of them in the fenced transaction, and moves the
+// client past the batch (SetOffsets). The client reports a refusal only
 // once, and drops it with a fetch no poll has taken when its fetch session
-// ends (a SetOffsets, a rebalance); the reader follows each refusal until a
-// poll reports it, and fetches the partition again if none does
+// ends (a SetOffsets, a rebalance); the reader follows each refusal until
+// a poll reports it, and fetches the partition again if none does
 // (refused.go), so that bombs on any number of partitions all become
 // unreadable spans.
 //
 // The batches of one fetch response are all decompressed before the poll
-// loop sees any of them; what they decompress to together is bounded by
-// a budget of the same size (fetchbound.go): a batch that does not fit
-// next to what the client holds is deferred and fetched again later.
+// loop sees any of them; the decompressor bounds what they decompress to
+// together by a budget of MaxBufferedBytes: a batch that does not fit next
+// to what the client holds is deferred and fetched again later.
 
 // minBatchLimit is the least a record batch may decompress to whatever
 // MaxBufferedBytes says: a small budget (tests use 64 KiB) must not make
@@ -62,7 +59,7 @@ func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
 	p := r.parts[tp]
 	r.mu.Unlock()
 	if p == nil {
-		r.dec.refusals.reported(tp)
+		r.refusals.reported(tp)
 		return
 	}
 	err := fmt.Errorf("the record batch of offsets %d to %d decompresses to more than %d bytes (reader.Config.MaxBufferedBytes, at least 16 MiB), more than kafka2pg may hold; "+
@@ -70,9 +67,25 @@ func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
 	if !p.noteUnreadable(unreadSpan{first: e.Offset, next: e.NextOffset, leaderEpoch: e.Epoch, err: err}) {
 		return
 	}
-	r.dec.refusals.reported(tp)
+	r.refusals.reported(tp)
 	r.log.Warn("record batch too large to read; its offsets go to the dead letters (or stop the partition with ingest.Config.OnError=stop)",
 		"topic", e.Topic, "partition", e.Partition, "first_offset", e.Offset, "next_offset", e.NextOffset,
 		"max_batch_bytes", maxBatchBytes(&r.cfg))
 	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{e.Topic: {e.Partition: {Epoch: e.Epoch, Offset: e.NextOffset}}})
+}
+
+// deferredLogEvery is how often at most a deferral is logged.
+const deferredLogEvery = 10 * time.Second
+
+// noteDeferred logs, at DEBUG and at most every deferredLogEvery, that a
+// partition's batch was deferred: it is flow control, not trouble (the
+// count is Stats.DeferredBatches).
+func (r *Reader) noteDeferred(topic string, partition int32, err error) {
+	now := time.Now().UnixNano()
+	last := r.deferredLogged.Load()
+	if now-last < int64(deferredLogEvery) || !r.deferredLogged.CompareAndSwap(last, now) {
+		return
+	}
+	r.log.Debug("record batch decompression deferred until the reader takes what the client holds; fetched again",
+		"topic", topic, "partition", partition, "deferred_batches", r.dec.Deferred(), "error", err.Error())
 }

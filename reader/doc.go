@@ -67,7 +67,7 @@
 // holds at most one fetch a broker, and keeps it). The client's
 // decompressed batches, not yet taken, have a budget of their own of the
 // same size: a batch that does not fit is deferred and fetched again once
-// the reader has taken the rest (fetchbound.go). When a batch is cut, its
+// the reader has taken the rest. When a batch is cut, its
 // records are copied once into stream.Records, in slices the reader reuses;
 // their keys and values stay in the client's fetch buffers. Partitions only
 // flip their own paused flag; the poll loop alone calls the client's

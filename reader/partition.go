@@ -35,21 +35,13 @@ type partition struct {
 	held       int // what accountLocked last added to r.buffered
 	firstAt    time.Time
 	lastTake   time.Time // when the last batch was taken (BatchLinger)
-	claimed    bool
+	life       lifecycle // the phase, the end asked for, the events to look at (lifecycle.go)
 	epoch      int64
-	pos        int64 // next offset to accept; -1 accepts any
-	durable    int64 // the stored next_offset this owner left (claimed or committed); -1: none stored
-	halted     bool  // a write failed; waiting to re-claim and seek
-	paused     bool  // fetching is paused for backpressure or while halted
-	closing    bool
-	flush      bool             // with closing: write what is queued first
-	logEnd     int64            // the highest end offset seen in a fetch; -1 until one arrives
-	lossCheck  bool             // the fetch position fell out of range: check for data loss once the queue is written
-	fenceSeen  bool             // the fence check saw a newer epoch in Postgres
-	movedSeen  bool             // the fence check saw the stored position move under this owner
-	truncation *kgo.ErrDataLoss // the client found the log truncated below what was read
-	stoppedWhy string           // set when data loss or a bad record stopped the partition
-	unread     *unreadSpan      // offsets whose batch could not be read, to write after the queue
+	pos        int64       // next offset to accept; -1 accepts any
+	durable    int64       // the stored next_offset this owner left (claimed or committed); -1: none stored
+	paused     bool        // fetching is paused: for backpressure while reading, always while halted or stopped
+	logEnd     int64       // the highest end offset seen in a fetch; -1 until one arrives
+	unread     *unreadSpan // offsets whose batch could not be read, to write after the queue
 
 	// For backoff and readiness: the failed writes and claims since the
 	// last committed write (the failure streak), when a write last
@@ -108,7 +100,8 @@ func (p *partition) accountLocked() {
 
 func (p *partition) setClaim(c stream.Position) {
 	p.mu.Lock()
-	p.claimed, p.epoch, p.pos, p.durable = true, c.Epoch, c.NextOffset, c.NextOffset
+	p.life.claim()
+	p.epoch, p.pos, p.durable = c.Epoch, c.NextOffset, c.NextOffset
 	p.lastCommit = time.Now() // the stall clock starts at the claim
 	p.mu.Unlock()
 	p.signal()
@@ -128,19 +121,21 @@ func (p *partition) setClaim(c stream.Position) {
 func (p *partition) staleBy(stored stream.Position, ok bool) (fenced, moved bool, expected int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.claimed || p.halted || p.closing || p.stoppedWhy != "" || p.fenceSeen || p.movedSeen {
+	if !p.life.checksFence() {
 		return false, false, p.durable
 	}
 	switch {
 	case ok && stored.Epoch > p.epoch:
-		p.fenceSeen = true
+		p.life.note(evFenced)
+		fenced = true
 	case !ok || stored.Epoch < p.epoch || (p.durable >= 0 && stored.NextOffset < p.durable):
-		p.movedSeen = true
+		p.life.note(evMoved)
+		moved = true
 	default:
 		return false, false, p.durable
 	}
 	p.signal()
-	return p.fenceSeen, p.movedSeen, p.durable
+	return fenced, moved, p.durable
 }
 
 // noteLogEnd records the end offset a fetch reported.
@@ -159,7 +154,7 @@ func (p *partition) noteLogEnd(end int64) {
 func (p *partition) enqueue(rs []*kgo.Record) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.claimed || p.halted || p.closing {
+	if !p.life.takesRecords() {
 		return
 	}
 	added := false
@@ -209,10 +204,8 @@ func (p *partition) setPausedLocked(v bool) {
 // Without, the in-flight write is cancelled.
 func (p *partition) stop(flush bool) {
 	p.mu.Lock()
-	p.closing = true
-	p.flush = p.flush || flush
+	p.life.ask(flush)
 	if !flush {
-		p.flush = false
 		p.queue, p.queueRows, p.queueBytes, p.unread = nil, 0, 0, nil
 		p.accountLocked()
 		p.cancel()
@@ -223,12 +216,13 @@ func (p *partition) stop(flush bool) {
 
 // resumeAt is called by the poll loop after it seeked to at, with durable
 // the stored position the owner expects from now on. The partition was
-// halted (paused), so clearing the flag marks the pauses dirty and the
-// poll loop's reconciliation resumes it.
+// halted (paused), so resuming marks the pauses dirty and the poll loop's
+// reconciliation resumes its fetching.
 func (p *partition) resumeAt(epoch, at, durable int64) {
 	p.mu.Lock()
-	p.epoch, p.pos, p.durable, p.halted = epoch, at, durable, false
-	p.setPausedLocked(false)
+	p.epoch, p.pos, p.durable = epoch, at, durable
+	p.life.resume()
+	p.setPausedLocked(p.life.phase == phaseStopped)
 	p.queue, p.queueRows, p.queueBytes, p.unread = nil, 0, 0, nil
 	p.accountLocked()
 	p.mu.Unlock()
@@ -240,10 +234,10 @@ func (p *partition) resumeAt(epoch, at, durable int64) {
 func (p *partition) outOfRange() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.lossCheck || p.stoppedWhy != "" || p.halted {
+	if p.life.events&evLossCheck != 0 || p.life.halted() {
 		return false
 	}
-	p.lossCheck = true
+	p.life.note(evLossCheck)
 	p.signal()
 	return true
 }
@@ -259,34 +253,12 @@ func (p *partition) run() {
 		p.mu.Unlock()
 	}()
 	for {
-		b, ok := p.next()
+		b, look, ok := p.next()
 		if !ok {
 			return
 		}
 		if b == nil {
-			p.mu.Lock()
-			fenced, moved, from, lost := p.fenceSeen, p.movedSeen, p.pos, p.truncation
-			p.fenceSeen, p.movedSeen, p.truncation = false, false, nil
-			p.mu.Unlock()
-			if lost != nil {
-				if !p.handleTruncation(lost) {
-					return
-				}
-				continue
-			}
-			if fenced || moved {
-				if fenced {
-					p.r.stats.fenced.Add(1)
-					p.noteFailure()
-				}
-				p.halt()
-				if !p.reclaim(fenced, from) {
-					return
-				}
-				continue
-			}
-			// The queue is written and the position is out of range.
-			if !p.checkDataLoss() {
+			if !p.lookAgain(look) {
 				return
 			}
 			continue
@@ -305,7 +277,7 @@ func (p *partition) run() {
 			return
 		}
 		p.mu.Lock()
-		closing := p.closing
+		closing := p.life.ending()
 		p.mu.Unlock()
 		// A position that moved under this owner is no other owner's:
 		// re-claim at once, with no zombie's wait (reclaim says how it
@@ -337,9 +309,31 @@ func (p *partition) run() {
 	}
 }
 
-// next waits until a batch is due and takes it from the queue; false means
-// run must return. A nil batch means: check for data loss now.
-func (p *partition) next() (*stream.Batch, bool) {
+// lookAgain handles the events next drained (lifecycle.go): a truncation
+// first, then a fence or a move, else the loss check. It returns false
+// when run must return.
+func (p *partition) lookAgain(look lookAgain) bool {
+	fenced, moved := look.events&evFenced != 0, look.events&evMoved != 0
+	switch {
+	case look.events&evTruncated != 0:
+		return p.handleTruncation(look.truncation)
+	case fenced || moved:
+		if fenced {
+			p.r.stats.fenced.Add(1)
+			p.noteFailure()
+		}
+		p.halt()
+		return p.reclaim(fenced, look.pos)
+	default:
+		// The queue is written and the position is out of range.
+		return p.checkDataLoss()
+	}
+}
+
+// next waits until a batch is due and takes it from the queue, or until
+// events are due (lifecycle.drain), which it takes for run to handle; false
+// means run must return.
+func (p *partition) next() (*stream.Batch, lookAgain, bool) {
 	cfg := &p.r.cfg
 	var timer *time.Timer
 	defer func() {
@@ -349,36 +343,32 @@ func (p *partition) next() (*stream.Batch, bool) {
 	}()
 	for {
 		p.mu.Lock()
-		if p.closing && (!p.flush || p.halted || (len(p.queue) == 0 && p.unread == nil)) {
+		if p.life.returns(len(p.queue) == 0 && p.unread == nil) {
 			p.mu.Unlock()
-			return nil, false
+			return nil, lookAgain{}, false
 		}
-		if (p.fenceSeen || p.movedSeen || p.truncation != nil) && !p.halted {
+		if look := p.life.drain(len(p.queue) == 0, p.pos); look.events != 0 {
 			p.mu.Unlock()
-			return nil, true
+			return nil, look, true
 		}
-		if p.lossCheck && !p.halted && len(p.queue) == 0 {
-			p.lossCheck = false
-			p.mu.Unlock()
-			return nil, true
-		}
-		if p.claimed && !p.halted && p.unread != nil && (len(p.queue) == 0 || p.queue[0].Offset >= p.unread.first) {
+		reading := p.life.phase == phaseReading
+		if reading && p.unread != nil && (len(p.queue) == 0 || p.queue[0].Offset >= p.unread.first) {
 			b := p.takeUnreadLocked()
 			p.mu.Unlock()
-			return b, true
+			return b, lookAgain{}, true
 		}
 		var wait time.Duration = -1
-		if p.claimed && !p.halted && len(p.queue) > 0 {
+		if reading && len(p.queue) > 0 {
 			now := time.Now()
 			age := now.Sub(p.firstAt)
 			atEnd := !cfg.WaitAtEnd && p.logEnd >= 0 && p.pos >= p.logEnd
 			lingerLeft := cfg.BatchLinger - now.Sub(p.lastTake)
-			if p.closing || (atEnd && lingerLeft <= 0) || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
+			if p.life.ending() || (atEnd && lingerLeft <= 0) || p.queueRows >= cfg.BatchMaxRows || p.queueBytes >= cfg.BatchMaxBytes || age >= cfg.BatchMaxWait {
 				b, taken, rows := p.takeLocked()
 				p.lastTake = now
 				p.mu.Unlock()
 				p.fill(b, taken, rows)
-				return b, true
+				return b, lookAgain{}, true
 			}
 			wait = cfg.BatchMaxWait - age
 			if atEnd {
@@ -399,7 +389,7 @@ func (p *partition) next() (*stream.Batch, bool) {
 		case <-p.notify:
 		case <-tc:
 		case <-p.ctx.Done():
-			return nil, false
+			return nil, lookAgain{}, false
 		}
 	}
 }
@@ -508,7 +498,7 @@ func (p *partition) written(b *stream.Batch) {
 	p.inflight = 0
 	p.durable = b.NextOffset
 	p.accountLocked()
-	resume := p.paused && !p.halted && p.queueSmallLocked()
+	resume := p.paused && !p.life.halted() && p.queueSmallLocked()
 	if resume {
 		p.setPausedLocked(false)
 	}
@@ -531,7 +521,7 @@ func (p *partition) stopAt(stop *stream.StopError) {
 	p.halt()
 	why := stop.Error()
 	p.mu.Lock()
-	p.stoppedWhy = why
+	p.life.stopFor(why)
 	p.durable = stop.Offset
 	p.mu.Unlock()
 	p.r.log.Error("partition stopped", "topic", p.tp.Topic, "partition", p.tp.Partition, "next_offset", stop.Offset, "reason", why)
@@ -544,7 +534,7 @@ func (p *partition) stopAt(stop *stream.StopError) {
 // loop pauses it in the client are dropped by enqueue (halted).
 func (p *partition) halt() {
 	p.mu.Lock()
-	p.halted = true
+	p.life.halt()
 	p.queue, p.queueRows, p.queueBytes, p.inflight, p.unread = nil, 0, 0, 0, nil
 	p.accountLocked()
 	p.setPausedLocked(true)
@@ -634,7 +624,7 @@ func (p *partition) sleep(d time.Duration) bool {
 			return false
 		case <-p.notify:
 			p.mu.Lock()
-			closing := p.closing
+			closing := p.life.ending()
 			p.mu.Unlock()
 			if closing {
 				return false

@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kafka2pg/kafka2pg/internal/trouble"
+	"github.com/kafka2pg/kafka2pg/reader/internal/decompress"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -41,7 +42,7 @@ type Stats struct {
 	Truncations int64
 	// DeferredBatches counts compressed record batches the client
 	// fetched but did not decompress, because it already held its budget
-	// of decompressed batches (fetchbound.go): each is fetched again.
+	// of decompressed batches: each is fetched again.
 	DeferredBatches int64
 	Partitions      int
 	// Halted counts partitions waiting to re-claim after a failed write
@@ -64,7 +65,10 @@ type Reader struct {
 	positions PositionReader // nil: no fence check
 	checkNow  chan struct{}  // cap 1: CheckPositions
 	cl        *kgo.Client
-	dec       *boundedDecompressor
+	dec       *decompress.Decompressor
+	// refusals follows the batches dec refuses as too large until a poll
+	// reports them (refused.go).
+	refusals refusals
 
 	// recs holds the []stream.Record of written batches for the next ones
 	// (fill): under a backlog the memory limit paces the collector, so
@@ -124,7 +128,7 @@ type Reader struct {
 	overBudget atomic.Bool
 	// pollLimit is how much the partitions may hold for the poll loop to
 	// poll: MaxBufferedBytes, or less after a poll that brought only
-	// batches deferred for want of room (fetchHold.pollLimit).
+	// batches deferred for want of room (decompress.Decompressor.PollLimit).
 	pollLimit atomic.Int64
 	// deferredLogged is when noteDeferred last logged (Unix nanoseconds).
 	deferredLogged atomic.Int64
@@ -175,11 +179,10 @@ func New(cfg Config, store Store) (*Reader, error) {
 		fetchTrouble:   trouble.New(cfg.Logger, "kafka fetch failed; retrying", 0),
 		refusedTrouble: trouble.New(cfg.Logger, "kafka refuses the bridge; retrying until reader.Config.FatalRetryTimeout, then stopping", 0),
 	}
-	dec, err := newBoundedDecompressor(maxBatchBytes(&cfg))
+	dec, err := decompress.New(maxBatchBytes(&cfg), int64(cfg.MaxBufferedBytes))
 	if err != nil {
 		return nil, err
 	}
-	dec.hold.budget = int64(cfg.MaxBufferedBytes)
 	r.pollLimit.Store(int64(cfg.MaxBufferedBytes))
 	r.dec = dec
 	wanted := cfg.Balancers
@@ -271,9 +274,10 @@ func (r *Reader) Stats() Stats {
 	halted := 0
 	for _, p := range r.parts {
 		p.mu.Lock()
-		if p.stoppedWhy != "" {
-			stopped = append(stopped, p.stoppedWhy)
-		} else if p.halted {
+		switch p.life.phase {
+		case phaseStopped:
+			stopped = append(stopped, p.life.why)
+		case phaseHalted:
 			halted++
 		}
 		p.mu.Unlock()
@@ -283,7 +287,7 @@ func (r *Reader) Stats() Stats {
 		Records: r.stats.records.Load(), Bytes: r.stats.bytes.Load(), Batches: r.stats.batches.Load(),
 		Fenced: r.stats.fenced.Load(), WriteErrors: r.stats.writeErrors.Load(),
 		Rebalances: r.stats.rebalances.Load(), FetchErrors: r.stats.fetchErrors.Load(),
-		SkippedRecords: r.stats.skipped.Load(), DeferredBatches: r.dec.hold.deferred.Load(),
+		SkippedRecords: r.stats.skipped.Load(), DeferredBatches: r.dec.Deferred(),
 		PositionsMovedBack: r.stats.movedBack.Load(), Truncations: r.stats.truncations.Load(),
 		Partitions: n, Stopped: stopped, Halted: halted,
 		BufferedBytes: r.buffered.Load(),
@@ -428,7 +432,7 @@ func (r *Reader) Run(ctx context.Context) error {
 				return // our own wake-up
 			}
 			drained = true
-			if errors.Is(err, errDeferred) {
+			if errors.Is(err, decompress.ErrDeferred) {
 				// The partition's first batch in the response did not
 				// fit in the budget; the client fetches it again.
 				deferred = true
@@ -478,11 +482,11 @@ func (r *Reader) Run(ctx context.Context) error {
 		r.mu.Unlock()
 		if drained && r.cl.BufferedFetchRecords() == 0 {
 			// What the client held is the reader's now, counted in
-			// r.buffered, or was dropped (fetchbound.go).
-			r.dec.hold.release()
+			// r.buffered, or was dropped (decompress.Decompressor.Release).
+			r.dec.Release()
 		}
 		if fs != nil {
-			r.pollLimit.Store(r.dec.hold.pollLimit(deferred && !others && fs.NumRecords() == 0))
+			r.pollLimit.Store(r.dec.PollLimit(deferred && !others && fs.NumRecords() == 0))
 			r.rearmRefused(ctx)
 		}
 		r.applySeeks()

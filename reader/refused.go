@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -32,8 +31,8 @@ import (
 // refusals follows each refusal from the decompressor to the poll loop.
 // The decompressor counts the batches it refuses by size and codec; the
 // client's hook, which it calls right after each batch with the batch's
-// partition, matches them (a refused batch reads as no records) and marks
-// the partition; the poll loop clears the mark when it handles the
+// partition, matches them (decompress.Decompressor.Refused) and marks the
+// partition; the poll loop clears the mark when it handles the
 // partition's *kgo.ErrDecompressTooLarge (unreadableBatch). A mark that no
 // poll clears within refusalGrace, once the client holds no fetched
 // records and has refused nothing for refusalQuiet (a response still being
@@ -44,17 +43,9 @@ import (
 // grace doubles with each attempt on a partition, so that responses that
 // take longer than it to decode do not keep being dropped.
 type refusals struct {
-	unmatched atomic.Int64 // refused batches the hook has not matched yet: its fast path
-
-	mu      sync.Mutex
-	batches map[refusedBatch]int // refused, not matched to a partition yet
-	parts   map[TopicPartition]*refusal
-	last    time.Time // the latest refusal matched
-}
-
-type refusedBatch struct {
-	size  int // compressed
-	codec kgo.CompressionCodecType
+	mu    sync.Mutex
+	parts map[TopicPartition]*refusal
+	last  time.Time // the latest refusal matched
 }
 
 type refusal struct {
@@ -71,44 +62,12 @@ const (
 	// refusalQuiet is how long the client must have refused nothing: a
 	// response of many bombs is buffered only once all are decoded.
 	refusalQuiet = time.Second
-	// maxUnmatched bounds the refusals kept for the hook: a batch the hook
-	// never matches (a message set of the old formats, counted otherwise)
-	// must not stay forever.
-	maxUnmatched = 1024
 )
 
-// refused counts a batch of size compressed bytes that Decompress refuses
-// as too large; the client's fetch goroutines call it.
-func (rs *refusals) refused(size int, codec kgo.CompressionCodecType) {
+// matched marks tp refused: the hook matched a batch of tp to a refusal.
+func (rs *refusals) matched(tp TopicPartition) {
 	rs.mu.Lock()
 	defer rs.mu.Unlock()
-	if rs.batches == nil || len(rs.batches) >= maxUnmatched {
-		rs.batches = make(map[refusedBatch]int)
-		rs.unmatched.Store(0)
-	}
-	rs.batches[refusedBatch{size, codec}]++
-	rs.unmatched.Add(1)
-}
-
-// batchRead is the hook's part: a batch of tp that read as no records and
-// matches a refusal marks tp refused.
-func (rs *refusals) batchRead(tp TopicPartition, m kgo.FetchBatchMetrics) {
-	if rs.unmatched.Load() == 0 || m.NumRecords != 0 || m.CompressionType == 0 {
-		return
-	}
-	b := refusedBatch{m.CompressedBytes, kgo.CompressionCodecType(m.CompressionType)}
-	rs.mu.Lock()
-	defer rs.mu.Unlock()
-	n := rs.batches[b]
-	if n == 0 {
-		return // a batch the client skipped: not a refusal
-	}
-	if n == 1 {
-		delete(rs.batches, b)
-	} else {
-		rs.batches[b] = n - 1
-	}
-	rs.unmatched.Add(-1)
 	now := time.Now()
 	rs.last = now
 	if rs.parts == nil {
@@ -152,7 +111,9 @@ func (rs *refusals) due(now time.Time) []TopicPartition {
 type refusedBatches struct{ r *Reader }
 
 func (h refusedBatches) OnFetchBatchRead(_ kgo.BrokerMetadata, topic string, partition int32, m kgo.FetchBatchMetrics) {
-	h.r.dec.refusals.batchRead(TopicPartition{topic, partition}, m)
+	if h.r.dec.Refused(m) {
+		h.r.refusals.matched(TopicPartition{topic, partition})
+	}
 }
 
 // rearmRefused moves the partitions whose refusal the client dropped to
@@ -165,7 +126,7 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 	if r.cl.BufferedFetchRecords() > 0 {
 		return
 	}
-	due := r.dec.refusals.due(time.Now())
+	due := r.refusals.due(time.Now())
 	if len(due) == 0 {
 		return
 	}
@@ -175,15 +136,15 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 		p := r.parts[tp]
 		r.mu.Unlock()
 		if p == nil {
-			r.dec.refusals.reported(tp)
+			r.refusals.reported(tp)
 			continue
 		}
 		p.mu.Lock()
 		at, claimedAt, paused := p.pos, p.lastCommit, p.paused
-		moving := p.halted || p.closing || p.stoppedWhy != "" // its seek or its end starts the cursor again
+		moving := p.life.halted() || p.life.ending() // its seek or its end starts the cursor again
 		p.mu.Unlock()
 		if moving {
-			r.dec.refusals.reported(tp)
+			r.refusals.reported(tp)
 			continue
 		}
 		if paused {

@@ -76,7 +76,7 @@ func (p *partition) endWrite() {
 func (p *partition) noteUnreadable(s unreadSpan) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if !p.claimed || p.halted || p.closing || p.unread != nil {
+	if !p.life.takesRecords() || p.unread != nil {
 		return false
 	}
 	if p.pos >= 0 {

@@ -31,7 +31,7 @@ func (r *Reader) truncated(lost *kgo.ErrDataLoss) {
 		return
 	}
 	p.mu.Lock()
-	p.truncation = lost
+	p.life.truncated(lost)
 	p.mu.Unlock()
 	p.signal()
 }
@@ -76,7 +76,7 @@ func (p *partition) handleTruncation(lost *kgo.ErrDataLoss) bool {
 		"or move the stored position (offsets reset)", gone, resume)
 	err := &FatalError{What: "kafka's log of " + tp, Err: errors.New(what + "; the bridge stops (reader.Config.OnDataLoss=stop)"), Fix: fix}
 	p.mu.Lock()
-	p.stoppedWhy = err.Error()
+	p.life.stopFor(err.Error())
 	p.mu.Unlock()
 	p.r.fatal.stop(err)
 	p.r.wake()

@@ -1,8 +1,9 @@
-package reader
+package decompress
 
 import (
 	"bytes"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -79,7 +80,7 @@ func TestTheZstdBoundIsAtLeastWhatAFrameDecodesTo(t *testing.T) {
 
 func TestABombIsRefusedWithoutDecodingItIntoMemory(t *testing.T) {
 	const limit = 8 << 20
-	d, err := newBoundedDecompressor(limit)
+	d, err := New(limit, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}

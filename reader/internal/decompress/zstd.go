@@ -1,4 +1,4 @@
-package reader
+package decompress
 
 import (
 	"bytes"
@@ -12,98 +12,12 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// boundedDecompressor is franz-go's own decompressor, bounded at
-// maxBatchBytes, with one thing more for zstd: a frame that does not
-// declare its size (Java's producer streams zstd that way) was decoded
-// into a slice that grew to the bound before the decoder gave up, twice
-// the bound live while it grew, and the bridge's peak memory jumped by
-// that much for every bomb it met. A batch whose frames do not declare
-// their size, and which its block headers say could be larger than
-// keepFirst (or than the fetch budget has room for: fetchbound.go), is now
-// first decoded without keeping anything, counting, in the decoder's
-// window; only if it fits is it decoded for real, into one slice of its
-// size. Batches of normal size never take that path: the bound is at most
-// about twice what a batch decodes to (a stream's blocks hold 64 KiB,
-// counted as the 128 KiB a block may hold), so only batches over about
-// 4 MiB are counted first, which costs their decoding twice.
-//
-// gzip and lz4 are decoded by streamDecoder (streambound.go), which holds
-// at most a few MiB of a batch that turns out to be over the bound. snappy
-// is franz-go's: it checks the size each block declares before decoding.
-type boundedDecompressor struct {
-	inner         kgo.Decompressor // franz-go's, bounded at maxBatchBytes
-	stream        streamDecoder    // gzip and lz4
-	maxBatchBytes int
-	// hold bounds what the batches of a fetch decompress to together
-	// (fetchbound.go); its budget is unbounded until New sets it.
-	hold fetchHold
-	// refusals follows the batches refused as too large until a poll
-	// reports them (refused.go).
-	refusals refusals
-}
-
-// newBoundedDecompressor takes franz-go's decompressor from a client that
-// is never used (kgo.Client.OptValue): franz-go bounds its own at
-// MaxDecompressBatchBytes, but does not bound one it is given.
-func newBoundedDecompressor(maxBatchBytes int) (*boundedDecompressor, error) {
-	probe, err := kgo.NewClient(kgo.MaxDecompressBatchBytes(maxBatchBytes))
-	if err != nil {
-		return nil, fmt.Errorf("create Kafka decompressor: %w", err)
-	}
-	defer probe.Close()
-	inner, ok := probe.OptValue(kgo.WithDecompressor).(kgo.Decompressor)
-	if !ok || inner == nil {
-		return nil, errors.New("create Kafka decompressor: the client has none")
-	}
-	return &boundedDecompressor{inner: inner, maxBatchBytes: maxBatchBytes, hold: fetchHold{budget: math.MaxInt64}}, nil
-}
-
-// Decompress is called by the client's fetch goroutines, concurrently. It
-// returns kgo.ErrMaxDecompress for a batch over maxBatchBytes, and a
-// *deferredError for one that does not fit in the fetch budget now
-// (fetchbound.go): refused before it is decoded when its size is known
-// first (zstd frames or a gzip trailer that say it, a batch counted before
-// it is decoded), else decoded and dropped. A batch over the limit is
-// refused whatever the budget.
-func (d *boundedDecompressor) Decompress(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
-	out, err := d.decode(src, codec)
-	if err != nil {
-		if errors.Is(err, kgo.ErrMaxDecompress) {
-			d.refusals.refused(len(src), codec)
-		}
-		return nil, err
-	}
-	d.hold.decoded(int64(len(out)))
-	if err := d.hold.admit(int64(len(out))); err != nil {
-		return nil, err
-	}
-	return out, nil
-}
-
-// decode decodes src, refusing with kgo.ErrMaxDecompress what decodes to
-// more than maxBatchBytes, and deferring what it counts before decoding
-// and does not fit in the fetch budget.
-func (d *boundedDecompressor) decode(src []byte, codec kgo.CompressionCodecType) ([]byte, error) {
-	switch codec {
-	case kgo.CodecGzip, kgo.CodecLz4:
-		if n, ok := gzipFloor(src); ok && codec == kgo.CodecGzip && n <= int64(d.maxBatchBytes) {
-			if err := d.hold.room(n); err != nil {
-				return nil, err
-			}
-		}
-		return d.stream.decode(src, codec, d.maxBatchBytes, d.hold.room)
-	case kgo.CodecZstd:
-		return d.decodeZstd(src)
-	}
-	return d.inner.Decompress(src, codec)
-}
-
 // decodeZstd decodes src, zstd frames. Its size is known before it is
 // decoded when its frames declare it; else a batch that may be over the
 // limit, over what the budget has room for, or over keepFirst, is counted
 // first, in constant memory. A batch of known size over keepFirst is
 // decoded by a decoder of its own into one slice of that size (zstdDecode).
-func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
+func (d *Decompressor) decodeZstd(src []byte) ([]byte, error) {
 	bound, declared, ok := zstdSizes(src)
 	n := int64(-1)
 	switch {
@@ -133,8 +47,8 @@ func (d *boundedDecompressor) decodeZstd(src []byte) ([]byte, error) {
 
 // zstdDecode decodes src, known to decode to n bytes, into one slice of n
 // bytes, with a decoder of its own: franz-go's pooled decoders keep their
-// last outputs reachable (seen: three batches of 60 MiB live after the
-// reader had written them), and decoding a stream without a slice of the
+// last outputs reachable, so a large batch would stay live after the
+// caller is done with it, and decoding a stream without a slice of the
 // right size grows one step by step, garbage of about its size again.
 func zstdDecode(src []byte, n int64, max int) ([]byte, error) {
 	dec, err := zstd.NewReader(nil, zstd.WithDecoderLowmem(true), zstd.WithDecoderConcurrency(1),

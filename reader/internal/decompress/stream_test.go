@@ -1,10 +1,11 @@
-package reader
+package decompress
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"testing"
 
@@ -49,7 +50,7 @@ var streamCodecs = []struct {
 
 func TestGzipAndLz4BatchesDecodeAsFranzGoDecodesThem(t *testing.T) {
 	const limit = 32 << 20
-	d, err := newBoundedDecompressor(limit)
+	d, err := New(limit, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestGzipAndLz4BatchesDecodeAsFranzGoDecodesThem(t *testing.T) {
 
 func TestAGzipOrLz4BombIsRefusedHoldingAFewMiB(t *testing.T) {
 	const limit = 64 << 20 // the default --max-buffered-bytes
-	d, err := newBoundedDecompressor(limit)
+	d, err := New(limit, math.MaxInt64)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +137,7 @@ func TestAGzipOrLz4BombIsRefusedHoldingAFewMiB(t *testing.T) {
 // BenchmarkDecodeABatch compares franz-go's decoder with streamDecoder on
 // batches of ordinary sizes.
 func BenchmarkDecodeABatch(b *testing.B) {
-	d, err := newBoundedDecompressor(64 << 20)
+	d, err := New(64<<20, math.MaxInt64)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package reader
+package decompress
 
 import (
 	"bytes"
@@ -16,10 +16,10 @@ import (
 // gzip and lz4 streams say nothing of what they decode to (gzip's trailer
 // holds the size of its last member only, modulo 4 GiB; the lz4 frames
 // Kafka's producers write leave the content size out). franz-go decodes
-// them into a pooled bytes.Buffer that doubles until it holds the bound,
-// so refusing a bomb cost three times the bound at once (the old buffer,
-// the new one, and the pool kept the largest), 270 MiB of peak RSS with
-// default flags. streamDecoder decodes them in steps instead:
+// them into a pooled bytes.Buffer that doubles until it holds the limit,
+// so refusing a bomb costs three times the limit at once (the old buffer,
+// the new one, and the pool keeps the largest). streamDecoder decodes them
+// in steps instead:
 //
 //   - up to keepFirst bytes are kept, in one buffer sized by a guess
 //     (sizeHint: exact for gzip as producers write it) that doubles when
