@@ -4,7 +4,7 @@
 //
 // # One Write, one transaction
 //
-// Every write transaction goes through one helper (inBatchTx, tx.go), which
+// Every write transaction goes through one helper (inBatchTx), which
 // runs, under the transaction's deadline:
 //
 //  1. BEGIN, on a connection of the pool;
@@ -26,13 +26,13 @@
 //     straight into the COPY stream, others return values that the column
 //     encoders write. A mapper that is an UncheckedAppender leaves to
 //     Postgres the checks its column types make anyway (jsonb's), until
-//     Postgres refuses a row (unchecked.go). The isolating path finds the
+//     Postgres refuses a row. The isolating path finds the
 //     rows Postgres refuses (SQLSTATE 22, 23, 54000) under savepoints
-//     (isolate.go); upserts keep the last operation of each key, sorted
-//     by key (changeset.go), then COPY a batch of new keys into the table,
+//    ; upserts keep the last operation of each key, sorted
+//     by key, then COPY a batch of new keys into the table,
 //     or apply the batch through the session's staging table in one
-//     statement, or one operation at a time (upsert.go); several
-//     partitions' batches may share one transaction (combine.go);
+//     statement, or one operation at a time; several
+//     partitions' batches may share one transaction;
 //  4. COPY of the dead letters: the records the mapping or Postgres
 //     refused, through package deadletters (deadletters.Insert), which
 //     owns kafka2pg.dead_letters;
@@ -72,7 +72,7 @@
 // combined transaction), twice that when it isolates bad rows. Within it,
 // each step has a deadline of its own, from what that step took in the
 // writes that succeeded before, the way TCP derives its retransmission
-// timeout (RFC 6298, rto.go):
+// timeout (RFC 6298):
 //
 //   - BEGIN, the fence and COMMIT, each a round trip: SRTT + 4·RTTVAR of
 //     that step's latency (SRTT, RTTVAR smoothed with gains 1/8 and 1/4);

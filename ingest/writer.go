@@ -47,7 +47,7 @@ type Sink struct {
 	// be a KeyMapper, and Table must have a unique index on Upsert.Key.
 	Upsert *Upsert
 	// Changes, instead of Mapper, decodes each record into a change of
-	// Table (format debezium): see ChangeDecoder and changes.go. The
+	// Table (format debezium): see ChangeDecoder. The
 	// table is created once the first event has told its columns and key.
 	Changes ChangeDecoder
 }
@@ -167,7 +167,7 @@ type Config struct {
 	// see yet.
 	Notify bool
 	// TableWriters bounds the transactions writing one append table at
-	// once and turns on cross-partition batches (see combine.go): batches
+	// once and turns on cross-partition batches: batches
 	// of the table's partitions that find every writer busy wait, and the
 	// next free writer takes all of them in one transaction. Default 2; a
 	// negative number turns it off: every batch is written in a
@@ -179,7 +179,7 @@ type Config struct {
 	// Logger receives warnings about zombies and dead letters. Default: discard.
 	Logger *slog.Logger
 	// BadRecordLogInterval is how often, at most, the log gets a line about
-	// one table's bad records (badlog.go). Default 10s.
+	// one table's bad records. Default 10s.
 	BadRecordLogInterval time.Duration
 	// Tracer, when set, is told what every Write did (rows, dead letters,
 	// durations), for metrics and progress. Optional.

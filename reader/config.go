@@ -83,7 +83,7 @@ type Config struct {
 	// stored position promises: retention deleted them before they were
 	// read (the position is below the log start), or the log was
 	// truncated below what was read (an unclean leader election, a broker
-	// restored from an old disk; see truncation.go). OnDataLossStop
+	// restored from an old disk). OnDataLossStop
 	// (default) stops: the partition, for retention, or Run with a
 	// *FatalError, for a truncation; each names the offsets.
 	// OnDataLossSkip logs and counts them and goes on: at the log start,

@@ -39,7 +39,7 @@
 // A failed write halts the partition: its queue is dropped, fetching
 // pauses, and the partition's goroutine claims again (re-reading the Store,
 // never retrying blindly) after the backoff of its failure streak
-// (streak.go: it grows with every failed write or claim in a row and resets
+// (it grows with every failed write or claim in a row and resets
 // when a write commits); then the poll loop seeks to the durable position.
 // A write that returns a *stream.StopError stops the partition until it is
 // revoked or the process restarts.
@@ -49,14 +49,14 @@
 // What may heal (a broker down, Postgres unreachable) is retried and logged
 // rate-limited; what will not (credentials, ACLs and privileges refused, a
 // certificate that does not verify; see Config.Permanent) is retried for
-// Config.FatalRetryTimeout, then Run returns a *FatalError (fatal.go).
+// Config.FatalRetryTimeout, then Run returns a *FatalError.
 // CheckTopics asks before the start whether the topics exist and may be
 // read. After Run returns, Shutdown(ctx) flushes, commits the durable
 // offsets to the group and leaves it, every step within ctx; Close
-// abandons what is in flight (shutdown.go). A record batch that
+// abandons what is in flight. A record batch that
 // decompresses past the limit is refused by the client and handed on as a
-// span of unreadable records (decompress.go); a refusal the client drops
-// with its fetch is fetched again (refused.go).
+// span of unreadable records; a refusal the client drops
+// with its fetch is fetched again.
 //
 // # Memory
 //
