@@ -26,12 +26,11 @@
 //     straight into the COPY stream, others return values that the column
 //     encoders write. A mapper that is an UncheckedAppender leaves to
 //     Postgres the checks its column types make anyway (jsonb's), until
-//     Postgres refuses a row. The isolating path finds the
-//     rows Postgres refuses (SQLSTATE 22, 23, 54000) under savepoints
-//    ; upserts keep the last operation of each key, sorted
-//     by key, then COPY a batch of new keys into the table,
-//     or apply the batch through the session's staging table in one
-//     statement, or one operation at a time; several
+//     Postgres refuses a row. The isolating path finds the rows Postgres
+//     refuses (SQLSTATE 22, 23, 54000) under savepoints; upserts keep the
+//     last operation of each key, sorted by key, then COPY a batch of new
+//     keys into the table, or apply the batch through the session's
+//     staging table in one statement, or one operation at a time; several
 //     partitions' batches may share one transaction;
 //  4. COPY of the dead letters: the records the mapping or Postgres
 //     refused, through package deadletters (deadletters.Insert), which
