@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/demo"
 )
 
 // The commands that take flags, each with its help and a function that
@@ -50,7 +52,7 @@ func commands() []command {
 			defineRunFlags(fs, &runOptions{})
 			defineReplayFlags(fs, &replayFlags{})
 		}},
-		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demoFlags{}) }},
+		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demo.Config{}) }},
 		{name: "docs", help: docsHelp, define: func(fs *pflag.FlagSet) { defineDocsFlags(fs, new(string)) }, hidden: true},
 	}
 }
