@@ -40,6 +40,15 @@
 // each partition's end offset, lag, the group's Kafka offset and the
 // member that owns it, over TLS and SASL as configured.
 //
+// # Replaying dead letters
+//
+// [Replay] writes the letters of kafka2pg.dead_letters a
+// deadletters.Filter selects into their tables again, through the sinks
+// of a configuration (ingest.Writer.Replay), and returns the
+// deadletters.Report of what it did; with DryRun it only maps them.
+// [OpenReplayPool] opens the pool it needs: a bridge's sessions, with a
+// statement_timeout that outlasts a replay batch's write deadline.
+//
 // # Using it
 //
 //	k := admin.Kafka{Brokers: []string{"kafka:9093"}, Security: reader.Security{SASLMechanism: "SCRAM-SHA-512", ...}}
