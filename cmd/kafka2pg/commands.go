@@ -11,7 +11,7 @@ import (
 )
 
 // The commands that take flags, each with its help and a function that
-// defines its flags: --help, docs/CONFIGURATION.md (kafka2pg docs) and the
+// defines its flags: --help, docs/CONFIGURATION.md (make docs) and the
 // tests of both read this one table.
 
 // command is a command that takes flags.
@@ -22,8 +22,6 @@ type command struct {
 	// for the help and the reference; the command itself binds the same
 	// definitions to its options.
 	define func(fs *pflag.FlagSet)
-	// hidden: not in the usage, nor in the reference.
-	hidden bool
 }
 
 // flagSet is the command's flags, old spellings included.
@@ -53,7 +51,6 @@ func commands() []command {
 			defineReplayFlags(fs, &replayFlags{})
 		}},
 		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demo.Config{}) }},
-		{name: "docs", help: docsHelp, define: func(fs *pflag.FlagSet) { defineDocsFlags(fs, new(string)) }, hidden: true},
 	}
 }
 

@@ -2,7 +2,7 @@ package main
 
 // What docs/CONFIGURATION.md says of a flag or key beyond its one-line
 // help: how it interacts with others, what its values mean, when to change
-// it. Markdown, one paragraph each; kafka2pg docs renders it under the
+// it. Markdown, one paragraph each; the reference renders it under the
 // section's table. Keyed by flag name, or by "command flag" where a command
 // means something else by the same name.
 var flagDetails = map[string]string{

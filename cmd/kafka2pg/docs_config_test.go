@@ -17,7 +17,7 @@ import (
 func configurationReference() string {
 	var b strings.Builder
 	b.WriteString("# Configuration reference\n\n")
-	fmt.Fprintf(&b, generatedNote, "the flag definitions", "the flags in cmd/kafka2pg (commands.go, flagdocs.go)")
+	fmt.Fprintf(&b, generatedNote, "the flag definitions", "the flags in cmd/kafka2pg (commands.go, flagdocs_test.go)")
 	b.WriteString(`
 Every flag can be given in three places; the first that sets it wins:
 
@@ -35,12 +35,7 @@ value stops the command with exit code 2 and a message naming the flag, before a
 written.
 
 `)
-	var cmds []command
-	for _, c := range commands() {
-		if !c.hidden {
-			cmds = append(cmds, c)
-		}
-	}
+	cmds := commands()
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "- [kafka2pg %s](#%s)\n", c.name, mdAnchor("kafka2pg "+c.name))
 	}
