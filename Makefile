@@ -36,7 +36,7 @@ build:
 
 ## docs            regenerate docs/CONFIGURATION.md and docs/METRICS.md from the flags and metrics
 docs:
-	$(GO) run ./cmd/kafka2pg docs --dir docs
+	$(GO) test -count=1 -run '^TestReferencePagesAreCurrent$$' ./cmd/kafka2pg -args -write-docs
 
 # image builds the container image of the Dockerfile, stamped with the same
 # git version as make build, tagged IMAGE. It needs a Docker engine with

@@ -40,6 +40,25 @@
 // each partition's end offset, lag, the group's Kafka offset and the
 // member that owns it, over TLS and SASL as configured.
 //
+// # Inferring a sink
+//
+// [Sample] reads the first records of a topic's partitions, joining no
+// group; [Infer] guesses a sinks.Sink for them: typed columns of JSON
+// objects (package decode/infer), or the format and subject of values in
+// the Schema Registry wire format. Given a pool it avoids a table the
+// database holds with columns the sink cannot write (such as the topic's
+// zero-config table), as check would report it. It returns the sink and
+// the table run would create; the command prints them as a config.
+//
+// # Replaying dead letters
+//
+// [Replay] writes the letters of kafka2pg.dead_letters a
+// deadletters.Filter selects into their tables again, through the sinks
+// of a configuration (ingest.Writer.Replay), and returns the
+// deadletters.Report of what it did; with DryRun it only maps them.
+// [OpenReplayPool] opens the pool it needs: a bridge's sessions, with a
+// statement_timeout that outlasts a replay batch's write deadline.
+//
 // # Using it
 //
 //	k := admin.Kafka{Brokers: []string{"kafka:9093"}, Security: reader.Security{SASLMechanism: "SCRAM-SHA-512", ...}}
@@ -53,7 +72,8 @@
 // The caller opens the pool (kafka2pg's session settings come with the
 // command's pool); the functions are safe for concurrent use and start no
 // goroutine. Package admin imports ingest (the table plan and catalog),
-// offsets, deadletters, sinks, migrations, reader (Security), franz-go's
-// kadm, pgx, and bridge for the database's encoding check (bridge.EncodingProblems,
-// the check Run makes before it starts).
+// offsets, deadletters, sinks, migrations, decode and decode/infer,
+// registry, reader (Security), franz-go's kgo and kadm, pgx, and bridge
+// for the database's encoding check (bridge.EncodingProblems, the check
+// Run makes before it starts) and the sessions of a replay's pool.
 package admin

@@ -33,6 +33,36 @@ func ConfigureSession(cc *pgconn.Config, app string, statementTimeout time.Durat
 	return pgsession.Configure(cc, app, statementTimeout)
 }
 
+// CheckSessionURL checks the session settings a Postgres URL asks for,
+// as ConfigureSession takes them (a client_encoding other than UTF8 is an
+// error). An empty URL, or one that does not parse, passes: connecting
+// reports it.
+func CheckSessionURL(url string) error {
+	cc, err := pgconn.ParseConfig(url)
+	if url == "" || err != nil {
+		return nil
+	}
+	return ConfigureSession(cc, "", 0)
+}
+
+// StatementTimeout is the statement_timeout and lock_timeout of the
+// bridge's sessions: the longest write deadline its writer can give, as c
+// configures it (ingest.Config.StatementTimeout, with the writer's batch
+// size from Kafka.BatchMaxRows).
+func (c Config) StatementTimeout() time.Duration {
+	return c.withDefaults().Writer.StatementTimeout()
+}
+
+// SQLState is the SQLSTATE of the Postgres error in err's tree (42501 for
+// a privilege the role lacks), or "" when none is.
+func SQLState(err error) string {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		return pgErr.Code
+	}
+	return ""
+}
+
 // OpenPool is pgxpool.New with a bridge's sessions (ConfigureSession with
 // the default timeouts).
 func OpenPool(ctx context.Context, url, app string) (*pgxpool.Pool, error) {

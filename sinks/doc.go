@@ -36,6 +36,13 @@
 // topic it matches, and that sample (Pattern.Sample) stands for its
 // topics' names in the database's encoding check.
 //
+// # Reference
+//
+// Keys lists every key of the YAML, each mapping's (a sink, a column, the
+// metadata, a debezium source block) with its YAML type and its meaning
+// (KeyDocs), read from the types' yaml tags: the kafka2pg command's
+// configuration reference prints it.
+//
 // # Invariants
 //
 //   - Validate and Build check every sink before returning, and their

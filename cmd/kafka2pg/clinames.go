@@ -99,10 +99,18 @@ var cliFields = map[string]struct{ flag, also string }{
 	"bridge.Config.CaughtUpTimeout":   {"--caught-up-timeout", ""},
 	"bridge.Config.ReadyStallTimeout": {"--ready-stall-timeout", ""},
 	"bridge.Config.ProgressInterval":  {"--progress-interval", ""},
+
+	"admin.InferRequest.Topic":   {"--topic", ""},
+	"admin.InferRequest.Sample":  {"--sample", ""},
+	"admin.InferRequest.Timeout": {"--timeout", ""},
+	"admin.InferRequest.Table":   {"--pg-table", ""},
+	"admin.InferRequest.Mode":    {"--mode", ""},
+	"admin.InferRequest.KeyPath": {"--key-path", ""},
+	"admin.InferRequest.Nested":  {"--nested", ""},
 }
 
 // fieldPath finds the path of a library's configuration field in text.
-var fieldPath = regexp.MustCompile(`\b(?:reader|ingest|bridge|registry)\.(?:Config|Security|Sink)\.[A-Z][A-Za-z0-9]*`)
+var fieldPath = regexp.MustCompile(`\b(?:reader|ingest|bridge|registry|admin)\.(?:Config|Security|Sink|InferRequest)\.[A-Z][A-Za-z0-9]*`)
 
 // cliMessage is err as the command's user reads it: each
 // *stream.FieldError in it under its field's flag, and the flags of the

@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/admin"
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -185,7 +188,7 @@ func TestEveryFieldOfARunFlagHasItsFlag(t *testing.T) {
 			}
 		}
 	}
-	others := map[string]any{"ingest.Sink.": ingest.Sink{}, "registry.Config.": registry.Config{}}
+	others := map[string]any{"ingest.Sink.": ingest.Sink{}, "registry.Config.": registry.Config{}, "admin.InferRequest.": admin.InferRequest{}}
 	for prefix, v := range others {
 		typ := reflect.TypeOf(v)
 		for i := range typ.NumField() {
@@ -193,6 +196,12 @@ func TestEveryFieldOfARunFlagHasItsFlag(t *testing.T) {
 		}
 	}
 	run := commands()[0].flagSet()
+	var infer *pflag.FlagSet // the flags of admin.InferRequest's fields
+	for _, c := range commands() {
+		if c.name == "infer" {
+			infer = c.flagSet()
+		}
+	}
 	for path, f := range cliFields {
 		if !fields[path] {
 			t.Errorf("cliFields[%q]: no such field", path)
@@ -201,8 +210,12 @@ func TestEveryFieldOfARunFlagHasItsFlag(t *testing.T) {
 			t.Errorf("cliFields[%q]: fieldPath does not find it in a message", path)
 		}
 		name, _, _ := strings.Cut(strings.TrimPrefix(f.flag, "--"), "=")
-		if run.Lookup(name) == nil {
-			t.Errorf("cliFields[%q] names --%s, which run does not have", path, name)
+		fs, cmd := run, "run"
+		if strings.HasPrefix(path, "admin.InferRequest.") {
+			fs, cmd = infer, "infer"
+		}
+		if fs.Lookup(name) == nil {
+			t.Errorf("cliFields[%q] names --%s, which %s does not have", path, name, cmd)
 		}
 	}
 }

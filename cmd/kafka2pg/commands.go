@@ -6,10 +6,12 @@ import (
 	"io"
 
 	"github.com/spf13/pflag"
+
+	"github.com/kafka2pg/kafka2pg/demo"
 )
 
 // The commands that take flags, each with its help and a function that
-// defines its flags: --help, docs/CONFIGURATION.md (kafka2pg docs) and the
+// defines its flags: --help, docs/CONFIGURATION.md (make docs) and the
 // tests of both read this one table.
 
 // command is a command that takes flags.
@@ -20,8 +22,6 @@ type command struct {
 	// for the help and the reference; the command itself binds the same
 	// definitions to its options.
 	define func(fs *pflag.FlagSet)
-	// hidden: not in the usage, nor in the reference.
-	hidden bool
 }
 
 // flagSet is the command's flags, old spellings included.
@@ -50,8 +50,7 @@ func commands() []command {
 			defineRunFlags(fs, &runOptions{})
 			defineReplayFlags(fs, &replayFlags{})
 		}},
-		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demoFlags{}) }},
-		{name: "docs", help: docsHelp, define: func(fs *pflag.FlagSet) { defineDocsFlags(fs, new(string)) }, hidden: true},
+		{name: "demo", help: demoHelp, define: func(fs *pflag.FlagSet) { defineDemoFlags(fs, &demo.Config{}) }},
 	}
 }
 

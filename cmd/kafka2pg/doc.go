@@ -17,8 +17,7 @@
 // second signal exits at once (hardStop).
 //
 // Commands: run, check, infer, migrate, status, offsets, dead-letters,
-// demo, version, and the hidden docs that writes docs/CONFIGURATION.md and
-// docs/METRICS.md. commands.go holds every command's help and flag
+// demo and version. commands.go holds every command's help and flag
 // sections, help.go prints them, aliases.go keeps renamed flags working.
 // Exit codes: 0 clean stop, 1 a run-time failure, 2 bad flags or
 // configuration (nothing was written), 3 caught up with dead letters or

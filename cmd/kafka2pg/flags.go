@@ -11,12 +11,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/spf13/pflag"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/decode"
-	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
@@ -124,26 +122,13 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "debug, info, warn or error")
 }
 
-// writerConfig is the writer's configuration as the bridge runs it (its
-// group and batch size from the Kafka side), for the statement timeout of
-// the sessions of check and replay.
-func (o *runOptions) writerConfig() ingest.Config {
-	w := o.cfg.Writer
-	w.Group, w.WriteTimeoutRows = o.cfg.Kafka.Group, o.cfg.Kafka.BatchMaxRows
-	return w
-}
-
 // validate checks the flags: what the command owns here, naming the
 // flags, then the bridge's configuration (bridge.Config.Validate), whose
 // errors carry their fields, which cliMessage prints as flags.
 func (o *runOptions) validate() error {
 	var errs []error
-	if cc, err := pgconn.ParseConfig(o.cfg.PostgresURL); o.cfg.PostgresURL != "" && err == nil {
-		// (A URL that does not parse is reported, redacted, where run
-		// connects.)
-		if err := bridge.ConfigureSession(cc, "", 0); err != nil {
-			errs = append(errs, fmt.Errorf("--pg-url: %w", err))
-		}
+	if err := bridge.CheckSessionURL(o.cfg.PostgresURL); err != nil {
+		errs = append(errs, fmt.Errorf("--pg-url: %w", err))
 	}
 	switch o.memoryLimit {
 	case "auto", "":

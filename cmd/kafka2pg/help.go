@@ -14,7 +14,7 @@ import (
 // names (int32Slice), and lets a flag's text run to any width. Here a
 // command's help is its usage, two or three examples, then its flags in
 // titled sections, one line a flag within helpWidth columns; what a flag
-// needs beyond a line is in docs/CONFIGURATION.md (flagdocs.go).
+// needs beyond a line is in docs/CONFIGURATION.md (flagdocs_test.go).
 
 // helpWidth is the widest line any help prints.
 const helpWidth = 100

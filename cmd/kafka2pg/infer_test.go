@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kafka2pg/kafka2pg/decode/infer"
+	"github.com/kafka2pg/kafka2pg/admin"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -19,13 +19,16 @@ func renderInfer(t testing.TB, o inferOptions, docs ...string) string {
 	if err := o.validate(); err != nil {
 		t.Fatalf("options: %v", err)
 	}
-	inf := &infer.Inference{}
-	smp := &samples{partitions: 1}
+	smp := admin.Samples{Partitions: 1}
 	for _, d := range docs {
-		inf.Observe([]byte(d))
-		smp.values = append(smp.values, []byte(d))
+		smp.Values = append(smp.Values, []byte(d))
 	}
-	out, _, err := o.render(t.Context(), inf, smp)
+	res, err := admin.Infer(t.Context(), nil, smp, o.req)
+	if err != nil {
+		t.Fatalf("infer: %v", err)
+	}
+	o.group = "kafka2pg-" + res.Sink.Table
+	out, err := o.configText(smp, res)
 	if err != nil {
 		t.Fatalf("render: %v", err)
 	}
@@ -39,9 +42,9 @@ func TestInferPrintsAConfigThatRunLoads(t *testing.T) {
 	}
 	for _, mode := range []string{"append", "upsert"} {
 		t.Run("in "+mode+" mode", func(t *testing.T) {
-			o := inferOptions{brokers: []string{"127.0.0.1:9092"}, topic: "shop.orders-v1", sample: 10, mode: mode, nested: "flatten", timeout: 1}
+			o := inferOptions{brokers: []string{"127.0.0.1:9092"}, req: admin.InferRequest{Topic: "shop.orders-v1", Sample: 10, Mode: mode, Nested: "flatten", Timeout: 1}}
 			if mode == "upsert" {
-				o.keyPath = "id"
+				o.req.KeyPath = "id"
 			}
 			out := renderInfer(t, o, docs...)
 			path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
@@ -102,33 +105,7 @@ func TestInferPrintsAConfigThatRunLoads(t *testing.T) {
 	}
 }
 
-func TestInferRefusesBadKeysAndBadFlags(t *testing.T) {
-	docs := []string{`{"id":1,"o":{"a":1},"m":[{"a":1}]}`, `{"o":{"a":2},"m":[]}`}
-	cases := []struct {
-		name    string
-		keyPath string
-		want    string
-	}{
-		{"a key path missing from some samples", "id", "null or missing in some"},
-		{"a key path of jsonb values", "m", "jsonb"},
-		{"a key path that is not a column", "nope", "not a column"},
-	}
-	for _, c := range cases {
-		t.Run(c.name, func(t *testing.T) {
-			o := inferOptions{brokers: []string{"h:1"}, topic: "t", sample: 10, mode: "upsert", keyPath: c.keyPath, nested: "flatten", timeout: 1}
-			if err := o.validate(); err != nil {
-				t.Fatal(err)
-			}
-			inf := &infer.Inference{}
-			for _, d := range docs {
-				inf.Observe([]byte(d))
-			}
-			_, _, err := o.render(t.Context(), inf, &samples{partitions: 1})
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("err = %v, want one saying %q", err, c.want)
-			}
-		})
-	}
+func TestInferRefusesBadFlags(t *testing.T) {
 	flagCases := []struct {
 		name string
 		args []string

@@ -104,8 +104,6 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) int 
 		return statusCommand(ctx, "status", args[1:], stdout, stderr)
 	case "offsets":
 		return offsetsCommand(ctx, args[1:], stdout, stderr)
-	case "docs": // hidden: make docs
-		return docsCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version":
 		fmt.Fprintf(stdout, "kafka2pg %s\n", version)
 		return exitOK

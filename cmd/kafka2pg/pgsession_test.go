@@ -51,7 +51,7 @@ func TestRunsStatementTimeoutFollowsItsWriteDeadlines(t *testing.T) {
 		{[]string{"--pg-write-timeout", "30s", "--batch-max-rows", "50000"}, time.Minute},
 	} {
 		_, o := parseRunForTest(t, append([]string{"--topic", "t"}, tc.args...)...)
-		if got := o.writerConfig().StatementTimeout(); got != tc.want {
+		if got := o.cfg.StatementTimeout(); got != tc.want {
 			t.Errorf("%v: statement_timeout %s, want %s", tc.args, got, tc.want)
 		}
 	}

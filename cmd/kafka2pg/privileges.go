@@ -1,13 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"net/url"
 	"regexp"
 	"strings"
 
-	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/kafka2pg/kafka2pg/bridge"
 )
 
 // insufficientPrivilege is SQLSTATE 42501.
@@ -27,9 +26,8 @@ func explainPrivilege(err error, pgURL string) error {
 	if err == nil {
 		return nil
 	}
-	var pgErr *pgconn.PgError
 	msg := err.Error()
-	if !(errors.As(err, &pgErr) && pgErr.Code == insufficientPrivilege) && !strings.Contains(msg, "SQLSTATE "+insufficientPrivilege) {
+	if bridge.SQLState(err) != insufficientPrivilege && !strings.Contains(msg, "SQLSTATE "+insufficientPrivilege) {
 		return err
 	}
 	role := "<the bridge's role>"

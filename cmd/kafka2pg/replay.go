@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -10,14 +11,14 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/spf13/pflag"
 
-	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/admin"
 	"github.com/kafka2pg/kafka2pg/deadletters"
-	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/redact"
+	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // replayFlags are replay's own flags, beside run's.
@@ -67,63 +68,23 @@ func replayCommand(ctx context.Context, args []string, stdout, stderr io.Writer)
 	if rf.limit < 0 || rf.batchSize < 1 {
 		return fail(exitUsage, "--limit is %d and --batch-size %d: give a limit of 0 (all) or more, and a batch size of 1 or more", rf.limit, rf.batchSize)
 	}
-	pcfg, err := pgxpool.ParseConfig(o.cfg.PostgresURL)
+	w := o.cfg.Writer
+	w.Group, w.WriteTimeoutRows = o.cfg.Kafka.Group, o.cfg.Kafka.BatchMaxRows
+	req := admin.ReplayRequest{Filter: f, Writer: w, BatchSize: rf.batchSize, Limit: rf.limit, DryRun: rf.dryRun, Letters: replayLetterLines + 1}
+	pool, err := admin.OpenReplayPool(ctx, o.cfg.PostgresURL, req)
 	if err != nil {
-		return fail(exitUsage, "--pg-url: %v", redact.Err(err))
-	}
-	// A replay's transactions have run's write deadline, for batches of
-	// --batch-size letters.
-	// A replay writes each batch in a transaction of its own (no
-	// TableWriters).
-	wcfg := ingest.Config{Group: cmpOr(o.cfg.Kafka.Group, "replay"), MaxRecordBytes: o.cfg.Writer.MaxRecordBytes,
-		WriteTimeout: o.cfg.Writer.WriteTimeout, WriteTimeoutRows: max(o.cfg.Kafka.BatchMaxRows, rf.batchSize), TableWriters: -1}
-	if err := bridge.ConfigureSession(&pcfg.ConnConfig.Config, "kafka2pg-dead-letters", wcfg.StatementTimeout()); err != nil {
 		return fail(exitUsage, "--pg-url: %v", err)
 	}
-	pcfg.AfterConnect = bridge.RegisterCodecs // replay copies like run does
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
-		return fail(exitUsage, "--pg-url: %v", redact.Err(err))
-	}
 	defer pool.Close()
-
-	selected, err := deadletters.Tables(ctx, pool, f)
-	if err != nil {
+	build := func(ctx context.Context, topics []string) (sinks.Set, error) { return offlineSinks(ctx, o, topics) }
+	res, err := admin.Replay(ctx, pool, req, build)
+	if err == nil || res.Replayed+res.StillBad+res.Kept > 0 { // what committed before a failure
+		printReplay(stdout, res, rf.dryRun)
+	}
+	if fe := (*stream.FieldError)(nil); errors.As(err, &fe) {
+		return fail(exitUsage, "%s", cliMessage(err))
+	} else if err != nil {
 		return fail(exitError, "%v", redact.Err(err))
-	}
-	if len(selected) == 0 {
-		fmt.Fprintln(stdout, "no dead letters match")
-		return exitOK
-	}
-	set, err := offlineSinks(ctx, o, slices.Sorted(maps.Keys(selected)))
-	if err != nil {
-		return fail(exitError, "%v", redact.Err(err))
-	}
-	// Only the sinks whose tables have letters to replay are prepared
-	// (evolved, when the sink says so): the others are none of replay's
-	// business.
-	// When no sink writes the letters' tables, the writer still reads
-	// them, to keep them and say so: Resolve is always set.
-	fixed := map[string]ingest.Sink{}
-	for topic, s := range set.Fixed {
-		if slices.Contains(selected[topic], s.Table.QualifiedName()) {
-			fixed[topic] = s
-		}
-	}
-	wcfg.Sinks, wcfg.Resolve = fixed, set.Resolve
-	w, err := ingest.New(pool, wcfg)
-	if err != nil {
-		return fail(exitUsage, "%v", err)
-	}
-	if !rf.dryRun {
-		if err := w.EnsureTables(ctx, false); err != nil {
-			return fail(exitError, "%v", redact.Err(err))
-		}
-	}
-	res, err := w.Replay(ctx, f, ingest.ReplayOptions{BatchSize: rf.batchSize, Limit: rf.limit, DryRun: rf.dryRun, Letters: replayLetterLines + 1})
-	printReplay(stdout, res, rf.dryRun)
-	if err != nil {
-		return fail(exitError, "%v (the batches before committed; run replay again for the rest)", redact.Err(err))
 	}
 	if res.Kept > 0 {
 		return exitError
@@ -139,9 +100,9 @@ func qualifiedTable(name, def string) string {
 		return name
 	}
 	if s, t, ok := strings.Cut(name, "."); ok {
-		return pgx.Identifier{s, t}.Sanitize()
+		return schema.QuoteIdent(s, t)
 	}
-	return pgx.Identifier{def, name}.Sanitize()
+	return schema.QuoteIdent(def, name)
 }
 
 // printReplay prints what a replay did, or would do, by target table, the

@@ -1,15 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
-	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/spf13/pflag"
 
-	"github.com/kafka2pg/kafka2pg/cdc"
-	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
 
@@ -20,7 +17,7 @@ import (
 func configurationReference() string {
 	var b strings.Builder
 	b.WriteString("# Configuration reference\n\n")
-	fmt.Fprintf(&b, generatedNote, "the flag definitions", "the flags in cmd/kafka2pg (commands.go, flagdocs.go)")
+	fmt.Fprintf(&b, generatedNote, "the flag definitions", "the flags in cmd/kafka2pg (commands.go, flagdocs_test.go)")
 	b.WriteString(`
 Every flag can be given in three places; the first that sets it wins:
 
@@ -38,12 +35,7 @@ value stops the command with exit code 2 and a message naming the flag, before a
 written.
 
 `)
-	var cmds []command
-	for _, c := range commands() {
-		if !c.hidden {
-			cmds = append(cmds, c)
-		}
-	}
+	cmds := commands()
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "- [kafka2pg %s](#%s)\n", c.name, mdAnchor("kafka2pg "+c.name))
 	}
@@ -120,34 +112,9 @@ func flagDetail(command, flag string) string {
 	return ""
 }
 
-// configKeyGroups are the mappings of the config file that the reference
-// lists: a sink, a column of a sink, a sink's metadata.
-var configKeyGroups = []struct {
-	prefix, title string
-	typ           reflect.Type
-}{
-	{"", "A sink (an item of `sinks`)", reflect.TypeFor[sinks.Sink]()},
-	{"columns.", "A column (an item of a sink's `columns`)", reflect.TypeFor[sinks.Column]()},
-	{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[decode.MetadataSpec]()},
-	{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[cdc.SourceColumns]()},
-}
-
-// configKeys lists the yaml keys of a config struct, in field order, with
-// the fields of an inlined struct in its place.
-func configKeys(t reflect.Type) []reflect.StructField {
-	var out []reflect.StructField
-	for i := range t.NumField() {
-		f := t.Field(i)
-		tag := strings.Split(f.Tag.Get("yaml"), ",")
-		switch {
-		case f.Anonymous && slices.Contains(tag[1:], "inline"):
-			out = append(out, configKeys(f.Type)...)
-		case tag[0] != "" && tag[0] != "-":
-			out = append(out, f)
-		}
-	}
-	return out
-}
+// sinkKeyDocs are the meanings of sink keys the reference words for the
+// command: its --pg-schema is the sinks.Config's schema.
+var sinkKeyDocs = map[string]string{"schema": "the target table's schema (default: `--pg-schema`); a template as table is"}
 
 func writeConfigFileReference(b *strings.Builder) {
 	b.WriteString(`
@@ -174,29 +141,12 @@ sinks:
     metadata: {offset: kafka_offset, timestamp: kafka_timestamp}
 ` + "```" + `
 `)
-	for _, g := range configKeyGroups {
-		fmt.Fprintf(b, "\n### %s\n\n| key | type | meaning |\n|---|---|---|\n", g.title)
-		for _, f := range configKeys(g.typ) {
-			key := strings.Split(f.Tag.Get("yaml"), ",")[0]
-			fmt.Fprintf(b, "| `%s` | %s | %s |\n", key, yamlType(f.Type), mdCell(sinkKeyDocs[g.prefix+key]))
+	for _, g := range sinks.Keys() {
+		fmt.Fprintf(b, "\n### %s\n\n| key | type | meaning |\n|---|---|---|\n", g.Title)
+		for _, k := range g.Keys {
+			fmt.Fprintf(b, "| `%s` | %s | %s |\n", k.Name, k.Type, mdCell(cmp.Or(sinkKeyDocs[g.Prefix+k.Name], k.Doc)))
 		}
 	}
-}
-
-// yamlType names the YAML a config field takes.
-func yamlType(t reflect.Type) string {
-	switch t.Kind() {
-	case reflect.Pointer:
-		return yamlType(t.Elem())
-	case reflect.Slice:
-		if t.Elem().Kind() == reflect.Struct {
-			return "list of mappings"
-		}
-		return "list"
-	case reflect.Struct, reflect.Map:
-		return "mapping"
-	}
-	return t.Kind().String()
 }
 
 func writeRenamedFlags(b *strings.Builder, cmds []command) {

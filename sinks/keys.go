@@ -1,0 +1,133 @@
+package sinks
+
+import (
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/decode"
+)
+
+// KeyGroup is one mapping of the YAML a Config decodes: a sink, one of
+// its columns, its metadata, its source block.
+type KeyGroup struct {
+	Title  string // what the mapping is, in Markdown
+	Prefix string // the keys' prefix in KeyDocs: "", "columns.", "metadata.", "source."
+	Keys   []Key
+}
+
+// Key is one key of a mapping of the YAML.
+type Key struct {
+	Name string // as the YAML writes it
+	Type string // the YAML it takes: string, bool, int, list, mapping, list of mappings
+	Doc  string // what it means, in Markdown
+}
+
+// Keys lists the keys of a sink's YAML, each mapping's in the order of its
+// type's fields, with their meaning: the reference of the sink model, from
+// the types' yaml tags themselves.
+func Keys() []KeyGroup {
+	groups := []struct {
+		prefix, title string
+		typ           reflect.Type
+	}{
+		{"", "A sink (an item of `sinks`)", reflect.TypeFor[Sink]()},
+		{"columns.", "A column (an item of a sink's `columns`)", reflect.TypeFor[Column]()},
+		{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[decode.MetadataSpec]()},
+		{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[cdc.SourceColumns]()},
+	}
+	var out []KeyGroup
+	for _, g := range groups {
+		kg := KeyGroup{Title: g.title, Prefix: g.prefix}
+		for _, f := range yamlFields(g.typ) {
+			name := strings.Split(f.Tag.Get("yaml"), ",")[0]
+			kg.Keys = append(kg.Keys, Key{Name: name, Type: yamlType(f.Type), Doc: KeyDocs[g.prefix+name]})
+		}
+		out = append(out, kg)
+	}
+	return out
+}
+
+// yamlFields lists the fields of t that the YAML sets, in field order,
+// with the fields of an inlined struct in its place.
+func yamlFields(t reflect.Type) []reflect.StructField {
+	var out []reflect.StructField
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := strings.Split(f.Tag.Get("yaml"), ",")
+		switch {
+		case f.Anonymous && slices.Contains(tag[1:], "inline"):
+			out = append(out, yamlFields(f.Type)...)
+		case tag[0] != "" && tag[0] != "-":
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// yamlType names the YAML a field takes.
+func yamlType(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return yamlType(t.Elem())
+	case reflect.Slice:
+		if t.Elem().Kind() == reflect.Struct {
+			return "list of mappings"
+		}
+		return "list"
+	case reflect.Struct, reflect.Map:
+		return "mapping"
+	}
+	return t.Kind().String()
+}
+
+// KeyDocs says what each key of a sink's YAML means, by its path in Keys
+// (columns.path); a test fails when a key has none.
+var KeyDocs = map[string]string{
+	"topic":               "the topic this sink reads",
+	"topic_regex":         "instead of topic: every topic the pattern matches (anchored), including topics created later",
+	"table":               "the target table, a template of the topic: `${topic}` is its sanitized name (the default), `${topic.N}` its N-th dot-separated part as it is (1 the first, -1 the last), `${NAME}` what topic_regex's group `(?P<NAME>...)` matched",
+	"schema":              "the target table's schema (default: the Config's `schema`, then `public`); a template as table is",
+	"format":              "`json` (default), `text` or `bytes` without columns; `avro`, `protobuf` or `json_schema` with a Schema Registry; `debezium` (change events) or `connect_json` (Kafka Connect records with their schema)",
+	"mode":                "`append` (default; binary COPY) or `upsert` (the last record of each key wins); format debezium: each event's op decides",
+	"key":                 "upsert: the columns that identify a row; debezium: the primary key instead of the record key's fields",
+	"delete_on_tombstone": "upsert: a record with a null value deletes its key's row",
+	"create":              "create the table when missing (default true)",
+	"evolve":              "add columns that appear, widen types safely; never drop or narrow",
+	"columns":             "the typed columns, each `{name, path, type}` and the keys below; none: the zero-config table. debezium and connect_json: the columns of records without a Connect schema, each `{name, type}` (the field of that name fills it)",
+	"metadata":            "columns for the record's Kafka metadata, each key naming its column (keys below)",
+	"subject":             "registry formats: the value's subject (default `<topic>-value`)",
+	"key_subject":         "registry formats: the key's subject (default `<topic>-key` in upsert mode)",
+	"nested":              "registry formats: nested records as `flatten` (default) columns or one `jsonb` column",
+	"message":             "protobuf: the message of the schema to read (default: its first)",
+	"value_format":        "debezium: the converter that wrote the events: `json` (JsonConverter, default), `avro` or `protobuf` (with a Schema Registry)",
+	"source":              "debezium: columns for the envelope's source metadata, each key naming its column (keys below)",
+	"unavailable_value":   "debezium, connect_json: the connector's `unavailable.value.placeholder`, which stands for an unchanged TOASTed value (default `__debezium_unavailable_value`)",
+
+	"columns.name":       "the column's name",
+	"columns.path":       "where the value is: `a.b`, `items[0].sku`, `$` for the whole document (default: the name)",
+	"columns.type":       "the column's type: text, varchar(n), smallint, integer, bigint, numeric(p,s), real, double precision, boolean, timestamptz, timestamp, date, time, uuid, jsonb, bytea, inet, or an array of a scalar",
+	"columns.from":       "`value` (default) or `key`: read the path in the JSON Kafka key",
+	"columns.time_unit":  "for epoch numbers in time columns: `s`, `ms`, `us` or `ns`",
+	"columns.not_null":   "the column is NOT NULL; a record without the value is a bad record",
+	"columns.default":    "a JSON literal taken when the value is missing or null",
+	"columns.on_missing": "a missing field: `null` (default), `default` (takes default) or `error` (a bad record)",
+	"columns.connect":    "debezium and connect_json: the Connect type of the field's values, as `int64` or `io.debezium.time.MicroTimestamp` (default: from type)",
+
+	"metadata.topic":          "column of the topic name (text)",
+	"metadata.partition":      "column of the partition (integer)",
+	"metadata.offset":         "column of the offset (bigint)",
+	"metadata.timestamp":      "column of the record's timestamp (timestamptz)",
+	"metadata.timestamp_type": "column of the timestamp's type: `CreateTime` or `LogAppendTime` (text)",
+	"metadata.key":            "column of the Kafka key",
+	"metadata.key_format":     "the key column's type: `text`, `bytes` or `json`",
+	"metadata.headers":        "column of every header (jsonb)",
+	"metadata.header":         "one column per header: header name → column name",
+
+	"source.table":     "column of the source table: `schema.table` (Postgres, SQL Server) or `db.table` (MySQL) (text)",
+	"source.position":  "column of the change's position in the source's log: the LSN as pg_lsn prints it, or the binlog's `file:pos` (text)",
+	"source.txid":      "column of the source transaction: Postgres' txId, else MySQL's GTID, else the transaction block's id (text)",
+	"source.timestamp": "column of when the source made the change, `source.ts_ms` (timestamptz)",
+	"source.op":        "column of the event's op: `c`, `r`, `u` or `d` (text)",
+}
