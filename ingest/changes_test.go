@@ -1,9 +1,11 @@
 package ingest_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -369,4 +371,55 @@ func replicaRows(t *testing.T, pool *pgxpool.Pool, table string, cols []string, 
 	}
 	slices.Sort(out)
 	return out
+}
+
+// At every start a change decoder learns its table from each partition's
+// first event, so every partition meets a "change". Only a change that ran
+// DDL is one: a restart on an unchanged table logs none, and the
+// partitions after the first take the topic's sink as it is.
+func TestARestartOnAnUnchangedTableLogsNoTableChange(t *testing.T) {
+	_, pool := pgtest.MigratedPool(t)
+	ctx := t.Context()
+	start := func() (*ingest.Writer, *bytes.Buffer, map[int32]stream.Position) {
+		d, err := cdc.NewDecoder(cdc.Config{Schema: "public", Table: "customers"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		w := readyWriter(t, pool, ingest.Config{Group: "g", Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Sinks: map[string]ingest.Sink{"customers": {Table: d.Table(), Changes: d, Evolve: true}}})
+		pos, err := w.Claim(ctx, "customers", []int32{0, 1, 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return w, &logs, pos
+	}
+	write := func(w *ingest.Writer, pos map[int32]stream.Position, p int32, id int) {
+		t.Helper()
+		b := changeBatch("customers", pos[p].Epoch, max(pos[p].NextOffset, 0), ev{op: "c", id: id, after: cust(id, "x", id)})
+		b.Partition, b.PrevOffset = p, pos[p].NextOffset
+		for i := range b.Records {
+			b.Records[i].Partition = p
+		}
+		if err := w.Write(ctx, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	w, logs, pos := start()
+	for p := range int32(3) {
+		write(w, pos, p, int(p)+1)
+	}
+	if n := strings.Count(logs.String(), "table changed with the topic's schema"); n != 1 {
+		t.Fatalf("first start: %d INFO lines of a table change, want 1 (the CREATE TABLE):\n%s", n, logs)
+	}
+	w, logs, pos = start() // a restart: the table exists as the events need it
+	for p := range int32(3) {
+		write(w, pos, p, int(p)+10)
+	}
+	if n := strings.Count(logs.String(), "table changed with the topic's schema"); n != 0 {
+		t.Fatalf("after a restart on an unchanged table: %d INFO lines of a table change, want 0:\n%s", n, logs)
+	}
+	if got := queryInt(t, pool, `SELECT count(*) FROM customers`); got != 6 {
+		t.Fatalf("%d rows, want 6", got)
+	}
 }

@@ -29,7 +29,7 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 			continue
 		}
 		seen[sink.Table.QualifiedName()] = true
-		if err := w.ensureTable(ctx, topic, sink, create); err != nil {
+		if _, err := w.ensureTable(ctx, topic, sink, create); err != nil {
 			return err
 		}
 	}
@@ -37,16 +37,18 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 }
 
 // ensureTable prepares one sink's table: plans it (PlanTable) under the DDL
-// lock, runs the plan, then checks the table as it is now.
-func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, create bool) error {
+// lock, runs the plan, then checks the table as it is now. It returns how
+// many statements of the plan it ran.
+func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, create bool) (ran int, err error) {
 	t := sink.Table
 	if sink.Changes != nil && sink.Changes.KeyColumns() == nil {
 		// The columns and the key come with the first event: the table is
 		// prepared then (writeChanging).
-		return nil
+		return 0, nil
 	}
 	if create && !sink.NoCreate || sink.Evolve {
 		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
+			ran = 0
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
 				return err
 			}
@@ -64,18 +66,19 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 				if _, err := tx.Exec(ctx, stmt); err != nil {
 					return fmt.Errorf("%s: %w", stmt, err)
 				}
+				ran++
 			}
 			return nil
 		})
 		if err != nil {
-			return fmt.Errorf("prepare table %s for topic %q: %w", t.QualifiedName(), topic, err)
+			return 0, fmt.Errorf("prepare table %s for topic %q: %w", t.QualifiedName(), topic, err)
 		}
 	}
 	p, err := PlanTable(ctx, w.pool, topic, sink, false)
 	if err != nil {
-		return fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
+		return ran, fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
 	}
-	return p.Err()
+	return ran, p.Err()
 }
 
 // TableMapper is a RowMapper whose table follows a schema that changes while
@@ -107,17 +110,29 @@ func sameColumns(a, b schema.Table) bool {
 }
 
 // changeTable evolves a sink's table to t, the table its mapper needs now,
-// and makes the changed sink the topic's sink.
+// and makes the changed sink the topic's sink. Partitions of one topic meet
+// the same change (a change decoder learns its table from each partition's
+// first event at every start): once another partition made it, the topic's
+// sink is taken as it is. The INFO says a change only when DDL ran.
 func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t schema.Table) (Sink, error) {
 	next := sink
 	next.Table, next.Evolve = t, true
 	w.mu.Lock()
+	if cur, ok := w.changed[topic]; ok && sameColumns(cur.Table, t) && slices.Equal(cur.Table.PrimaryKey, t.PrimaryKey) {
+		w.mu.Unlock()
+		return cur, nil
+	}
 	create := w.create
 	w.mu.Unlock()
-	if err := w.ensureTable(ctx, topic, next, create); err != nil {
+	ran, err := w.ensureTable(ctx, topic, next, create)
+	if err != nil {
 		return Sink{}, err
 	}
-	w.log.Info("table changed with the topic's schema", "topic", topic, "table", t.QualifiedName(), "columns", len(t.Columns))
+	if ran > 0 {
+		w.log.Info("table changed with the topic's schema", "topic", topic, "table", t.QualifiedName(), "columns", len(t.Columns), "statements", ran)
+	} else {
+		w.log.Debug("table checked against the topic's schema: no change", "topic", topic, "table", t.QualifiedName(), "columns", len(t.Columns))
+	}
 	if retyped(sink.Table, t) {
 		// pgx caches, per connection, the column types a COPY encodes
 		// with; after ALTER COLUMN TYPE (ours or another instance's) a
@@ -164,7 +179,7 @@ func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
 	if err := validateSink(topic, s); err != nil {
 		return Sink{}, err
 	}
-	if err := w.ensureTable(ctx, topic, s, create); err != nil {
+	if _, err := w.ensureTable(ctx, topic, s, create); err != nil {
 		return Sink{}, err
 	}
 	w.log.Info("new topic matched; table ready", "topic", topic, "table", s.Table.QualifiedName())
