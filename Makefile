@@ -117,7 +117,10 @@ test: build
 	}
 	results=()
 	echo "Postgres: $$KAFKA2PG_TEST_PG_URL"
-	step "go test ./..." $(GO) test -count=1 -timeout 30m ./...
+	# -parallel 4: the parallel tests of integration/ mostly wait on their
+	# bridge processes (session timeouts, kill loops), so four at a time
+	# keep two cores busy where GOMAXPROCS' default of two leaves them idle.
+	step "go test ./..." $(GO) test -count=1 -parallel 4 -timeout 30m ./...
 	# deploy/kubernetes is a module of its own (the Kubernetes API types stay
 	# out of kafka2pg's go.mod), so ./... above does not reach it.
 	step "go test (deploy/kubernetes)" $(GO) -C deploy/kubernetes test -count=1 ./...

@@ -37,6 +37,7 @@ func copyRows(ctx context.Context, conn *pgx.Conn, table pgx.Identifier, cols []
 // creates its table from the planned DDL, writes the row with binary COPY
 // (as the writer does) and reads each column back as Postgres prints it.
 func TestEveryTypeLandsExactlyInPostgres(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := pgConn(t)
 

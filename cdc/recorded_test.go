@@ -246,6 +246,7 @@ func columnsOfRecording(tb testing.TB, table string) []Column {
 // the snapshot, and after the workload (updates, key changes, deletes, a
 // truncate, columns added, the unavailable TOASTed value).
 func TestRecordedEventsReplicateTheSourceRows(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := pgConn(t)
 	if _, err := conn.Exec(ctx, "SET TimeZone = 'UTC'"); err != nil {

@@ -208,6 +208,7 @@ func TestAvroTypesMapToTheirColumns(t *testing.T) {
 // binary COPY into the table the schema makes and reads every column back
 // as text.
 func TestAvroEdgeValuesRoundTripThroughPostgres(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conn, err := pgx.Connect(ctx, pgtest.URL(t))
@@ -369,6 +370,7 @@ func TestAvroKeyThatIsNotARecordIsOneKeyColumn(t *testing.T) {
 // TestAvroDecimalsAtPostgresLimits round-trips decimals of the largest
 // precision Postgres takes, and maps a larger one to unconstrained numeric.
 func TestAvroDecimalsAtPostgresLimits(t *testing.T) {
+	t.Parallel()
 	const text = `{"type": "record", "name": "D", "fields": [
 		{"name": "p1000", "type": {"type": "bytes", "logicalType": "decimal", "precision": 1000, "scale": 500}},
 		{"name": "p1200", "type": {"type": "bytes", "logicalType": "decimal", "precision": 1200, "scale": 3}}]}`

@@ -17,6 +17,7 @@ import (
 // value back as text: the Go values the mapper returns must be ones pgx
 // encodes, and exactly.
 func TestJSONMapperRowsCopyIntoPostgresExactly(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	conn := pgtest.Conn(t)

@@ -93,6 +93,7 @@ func protoRecord(t testing.TB, rs RegisteredSchema, indexes []int, doc string) [
 }
 
 func TestProtobufMessagesMapToTypedColumns(t *testing.T) {
+	t.Parallel()
 	reg := newFakeRegistry(orderSchema)
 	m, err := NewRegistryMapper(RegistryMappingSpec{Format: FormatProtobuf, Table: "orders", Value: []RegisteredSchema{orderSchema}, Lookup: reg.lookup})
 	if err != nil {

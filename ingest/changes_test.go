@@ -99,6 +99,7 @@ func cust(id int, name string, qty int) string {
 }
 
 func TestChangeEventsApplyEachOpLastChangePerKeyWinning(t *testing.T) {
+	t.Parallel()
 	w, pool, e := changeWriter(t, ingest.Config{})
 	ctx := t.Context()
 	if err := w.Write(ctx, changeBatch("customers", e, 0,
@@ -142,6 +143,7 @@ func TestChangeEventsApplyEachOpLastChangePerKeyWinning(t *testing.T) {
 // left by compaction, a truncate, a bad record): their batch moves the
 // offsets, and the table comes with the first row.
 func TestABatchBeforeTheFirstRowOnlyMovesTheOffsets(t *testing.T) {
+	t.Parallel()
 	w, pool, e := changeWriter(t, ingest.Config{})
 	ctx := t.Context()
 	b := changeBatch("customers", e, 0, ev{op: "", id: 1}, ev{op: "t"}, ev{op: "c", id: 2})
@@ -164,6 +166,7 @@ func TestABatchBeforeTheFirstRowOnlyMovesTheOffsets(t *testing.T) {
 }
 
 func TestATruncateVoidsTheChangesBeforeItInTheBatch(t *testing.T) {
+	t.Parallel()
 	w, pool, e := changeWriter(t, ingest.Config{})
 	ctx := t.Context()
 	if err := w.Write(ctx, changeBatch("customers", e, 0, ev{op: "c", id: 1, after: cust(1, "ann", 1)})); err != nil {
@@ -183,6 +186,7 @@ func TestATruncateVoidsTheChangesBeforeItInTheBatch(t *testing.T) {
 }
 
 func TestAnUnavailableToastedValueKeepsTheStoredOne(t *testing.T) {
+	t.Parallel()
 	w, pool, e := changeWriter(t, ingest.Config{})
 	ctx := t.Context()
 	if err := w.Write(ctx, changeBatch("customers", e, 0,
@@ -204,6 +208,7 @@ func TestAnUnavailableToastedValueKeepsTheStoredOne(t *testing.T) {
 }
 
 func TestANewFieldEvolvesTheTable(t *testing.T) {
+	t.Parallel()
 	w, pool, e := changeWriter(t, ingest.Config{})
 	ctx := t.Context()
 	if err := w.Write(ctx, changeBatch("customers", e, 0,
@@ -223,6 +228,7 @@ func TestANewFieldEvolvesTheTable(t *testing.T) {
 }
 
 func TestAChangePostgresRefusesIsADeadLetterOrStops(t *testing.T) {
+	t.Parallel()
 	batch := func(e int64) *stream.Batch {
 		return changeBatch("customers", e, 0,
 			ev{op: "c", id: 1, after: cust(1, "ann", 1)},
@@ -281,6 +287,7 @@ func TestAChangePostgresRefusesIsADeadLetterOrStops(t *testing.T) {
 // written through the writer, in one batch and record by record, give the
 // source's final rows.
 func TestRecordedDebeziumEventsReplicateTheSourceRows(t *testing.T) {
+	t.Parallel()
 	for _, table := range []string{"accounts", "order_lines", "toasty"} {
 		for _, size := range []int{1000, 1} {
 			t.Run(fmt.Sprintf("%s by %d", table, size), func(t *testing.T) {

@@ -56,6 +56,7 @@ func writeConcurrently(t *testing.T, w *ingest.Writer, partitions int32, batches
 }
 
 func TestCombinedBatchesWriteEveryOffsetOnce(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{Group: "g", TableWriters: 1,
 		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
@@ -82,6 +83,7 @@ func TestCombinedBatchesWriteEveryOffsetOnce(t *testing.T) {
 }
 
 func TestACombinedBatchWithABadRecordIsWrittenAloneAndDeadLettered(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{Group: "g", TableWriters: 1,
 		Sinks: map[string]ingest.Sink{topic: {Table: decode.RawTable("public", topic, decode.ValueJSON), Mapper: decode.RawMapper{Format: decode.ValueJSON}}}})
@@ -107,6 +109,7 @@ func TestACombinedBatchWithABadRecordIsWrittenAloneAndDeadLettered(t *testing.T)
 }
 
 func TestAFencedBatchDoesNotTakeItsCombinedNeighboursDown(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{Group: "g", TableWriters: 1,

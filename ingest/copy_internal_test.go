@@ -11,6 +11,7 @@ import (
 // The typed mapper gives each COPY an AppendRow of its own: appendFuncOf
 // must recognise it, or every row goes through the shared pooled state.
 func TestAppendFuncOfTakesTheTypedMappersOwnState(t *testing.T) {
+	t.Parallel()
 	m, err := decode.NewJSONMapper(decode.MappingSpec{Table: "t", Columns: []decode.ColumnSpec{{Name: "id", Path: "id", Type: "bigint"}}})
 	if err != nil {
 		t.Fatal(err)

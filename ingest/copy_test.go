@@ -12,6 +12,7 @@ import (
 // would fail the COPY ("insufficient data left in message") or, for some
 // types, store wrong values.
 func TestAColumnAlteredBetweenBatchesIsWrittenWithItsNewType(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	pos := claim(t, w, 3)

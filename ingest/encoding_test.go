@@ -19,6 +19,7 @@ import (
 // is its message after a replay that still refuses it: in ASCII. Postgres
 // refused them (SQLSTATE 22P05), and the batch was retried forever.
 func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPoolWithEncoding(t, "LATIN1")
 	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: topic, Columns: []decode.ColumnSpec{{Name: "n", Path: "n", Type: "bigint"}},
@@ -59,6 +60,7 @@ func TestDeadLettersOnALatin1DatabaseAreStoredInASCII(t *testing.T) {
 // Holds answers without Postgres where the answer is known (ASCII, a UTF8
 // database) and asks it otherwise: on LATIN1, "é" yes and "中" no.
 func TestHoldsAsksOnlyWhatTheEncodingDecides(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	for _, c := range []struct {
 		encoding string

@@ -125,6 +125,7 @@ func queryInt(t *testing.T, pool *pgxpool.Pool, sql string, args ...any) int64 {
 }
 
 func TestTwoWritersOnOnePartitionOneIsFenced(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	a := claim(t, w, 0)
@@ -155,6 +156,7 @@ func TestTwoWritersOnOnePartitionOneIsFenced(t *testing.T) {
 }
 
 func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	c := claim(t, w, 3)
@@ -185,6 +187,7 @@ func TestTheGuardRefusesRewritesAndAcceptsGaps(t *testing.T) {
 }
 
 func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	c := claim(t, w, 1)
@@ -230,6 +233,7 @@ func TestBadRecordsAreDeadLetteredInTheSameTransaction(t *testing.T) {
 }
 
 func TestRacingOwnersWriteEveryOffsetOnce(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	const end = 3000
@@ -266,6 +270,7 @@ func TestRacingOwnersWriteEveryOffsetOnce(t *testing.T) {
 }
 
 func TestEnsureTablesNamesAMissingColumn(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, url)
@@ -293,6 +298,7 @@ func TestEnsureTablesNamesAMissingColumn(t *testing.T) {
 }
 
 func TestRetryableSeparatesServerTroubleFromData(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := context.Background()
 	_, dataErr := pool.Exec(ctx, `SELECT 1/0`)
@@ -318,6 +324,7 @@ func TestRetryableSeparatesServerTroubleFromData(t *testing.T) {
 }
 
 func TestCauseSortsRealPostgresErrors(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := t.Context()
 	role := fmt.Sprintf("cause_%08x", rand.Uint32())

@@ -46,6 +46,7 @@ func deadLetterKinds(t *testing.T, pool *pgxpool.Pool) map[int64]string {
 }
 
 func TestRowsPostgresRefusesAreIsolatedAndTheRestLands(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	for _, ddl := range []string{
@@ -107,6 +108,7 @@ func TestRowsPostgresRefusesAreIsolatedAndTheRestLands(t *testing.T) {
 }
 
 func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `ALTER TABLE orders ADD CHECK ((value->>'n')::int <> 7)`); err != nil {
@@ -147,6 +149,7 @@ func TestOnErrorStopCommitsOnlyWhatComesBeforeTheBadRecord(t *testing.T) {
 }
 
 func TestOnErrorSkipCountsAndWritesNoDeadLetters(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := context.Background()
 	w := writerWith(t, pool, ingest.Config{OnError: ingest.OnErrorSkip, MaxRecordBytes: 64})
@@ -167,6 +170,7 @@ func TestOnErrorSkipCountsAndWritesNoDeadLetters(t *testing.T) {
 }
 
 func TestRecordsOverTheSizeLimitAreDeadLettered(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	w := writerWith(t, pool, ingest.Config{MaxRecordBytes: 64})
 	c := claim(t, w, 0)
@@ -181,6 +185,7 @@ func TestRecordsOverTheSizeLimitAreDeadLettered(t *testing.T) {
 }
 
 func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	c := claim(t, w, 0)
@@ -216,6 +221,7 @@ func TestAReadOnlyDatabaseIsRetriedNeverDeadLettered(t *testing.T) {
 }
 
 func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
+	t.Parallel()
 	w, pool := newWriter(t, "g")
 	ctx := context.Background()
 	if _, err := pool.Exec(ctx, `ALTER TABLE orders ADD CONSTRAINT small CHECK ((value->>'n')::int < 5)`); err != nil {
@@ -258,6 +264,7 @@ func TestReplayWritesWhatNowFitsAndKeepsTheRest(t *testing.T) {
 }
 
 func TestHostileTableNamesAreQuotedNeverInterpolated(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := context.Background()
 	for _, name := range []string{`we"ird; DROP TABLE orders; --`, "Ünïcödé tåble", "select", "with space"} {
@@ -284,6 +291,7 @@ func TestHostileTableNamesAreQuotedNeverInterpolated(t *testing.T) {
 }
 
 func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := context.Background()
 	w := writerWith(t, pool, ingest.Config{Notify: true})
@@ -326,6 +334,7 @@ func TestNotifyAnnouncesCommittedBatchesOnly(t *testing.T) {
 }
 
 func TestUnreadableRecordsAreDeadLettersAStopOrLeftByAReplay(t *testing.T) {
+	t.Parallel()
 	_, pool := newWriter(t, "g")
 	ctx := t.Context()
 	w := writerWith(t, pool, ingest.Config{})

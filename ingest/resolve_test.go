@@ -33,6 +33,7 @@ type writeCtxKey struct{}
 // fails the Write with nothing written and the offsets unmoved, and the
 // batch is written once the lookups succeed.
 func TestTheWriterResolvesSchemasBeforeTheTransaction(t *testing.T) {
+	t.Parallel()
 	_, pool := pgtest.MigratedPool(t)
 	m := &resolvingMapper{RawMapper: decode.RawMapper{Format: decode.ValueJSON}, down: errors.New("registry: connection refused")}
 	w, err := ingest.New(pool, ingest.Config{

@@ -70,6 +70,7 @@ func (m *growingMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 }
 
 func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	m := &growingMapper{cols: []string{"a"}}
@@ -135,6 +136,7 @@ func TestATableMapperGrowsTheTableAndNoRecordIsLost(t *testing.T) {
 }
 
 func TestAMapperErrorThatIsNotAboutTheRecordIsNeverDeadLettered(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := newWriter(t, "g")
 	m := failingMapper{err: errors.New("registry unreachable")}

@@ -44,6 +44,7 @@ func (tr *traces) write(ctx context.Context, w *ingest.Writer, b *stream.Batch) 
 // The tracer hears of every Write, failed ones included, with the batch,
 // the table and the error Write returned.
 func TestTheTracerHearsOfEveryWrite(t *testing.T) {
+	t.Parallel()
 	w, _ := newWriter(t, "g")
 	tr := trace(w)
 	ctx := context.Background()

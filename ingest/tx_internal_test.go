@@ -83,6 +83,7 @@ func scalar(t *testing.T, pool *pgxpool.Pool, sql string) int64 {
 }
 
 func TestTheTransactionHelperCommitsOrRollsBackWhole(t *testing.T) {
+	t.Parallel()
 	boom := errors.New("boom")
 	insert := func(ctx context.Context, tx *batchTx) error {
 		_, err := tx.Exec(ctx, `INSERT INTO scratch VALUES (1)`)

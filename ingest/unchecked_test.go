@@ -60,6 +60,7 @@ func deadLettersOf(t *testing.T, pool *pgxpool.Pool, p int32) map[int64]deadLett
 // when every value was checked first: the same rows, the same dead letters
 // with the same kinds and messages.
 func TestUncheckedRowsPostgresRefusesGetTheMappingsDeadLetters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := newWriter(t, "g")
 	unchecked := writerWith(t, pool, ingest.Config{})
@@ -111,6 +112,7 @@ func TestUncheckedRowsPostgresRefusesGetTheMappingsDeadLetters(t *testing.T) {
 // After Postgres refuses a row of an unchecked batch, the topic's batches
 // are checked until RecheckBatches of them in a row had no bad record.
 func TestATopicWithABadRecordIsCheckedForItsNextBatches(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	w, pool := newWriter(t, "g")
 	epoch := claim(t, w, 0).Epoch

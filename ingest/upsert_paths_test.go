@@ -190,6 +190,7 @@ func randomOps(rng *rand.Rand, keys []string, n int, next *int64) []keyedOp {
 // a nondeterministic collation), where a batch may hold two spellings of
 // one key.
 func TestUpsertBatchesEqualTheFoldOfTheirRecords(t *testing.T) {
+	t.Parallel()
 	for _, kt := range keyTypes {
 		t.Run(kt.name, func(t *testing.T) {
 			ctx := context.Background()
@@ -279,6 +280,7 @@ func (l *sqlLog) take(prefixes ...string) []string {
 // staging table is created once in the session and is empty between
 // batches; a session that replaces a lost connection creates its own.
 func TestUpsertCopiesNewKeysIntoTheTableAndStagesTheRestInOneTablePerSession(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	log := &sqlLog{}
 	pool, url := ingest.OnePool(t, log)
@@ -400,6 +402,7 @@ func TestUpsertCopiesNewKeysIntoTheTableAndStagesTheRestInOneTablePerSession(t *
 // statement, makes the batch go operation by operation: the refused
 // records become dead letters, and the others are applied in order.
 func TestUpsertRowsRefusedOnEitherPathAreDeadLettersAndTheRestApplies(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	kt := keyTypes[0]
@@ -460,6 +463,7 @@ func TestUpsertRowsRefusedOnEitherPathAreDeadLettersAndTheRestApplies(t *testing
 // never a row a partition deleted last while every other deleted it too,
 // and every partition's next_offset is its end.
 func TestUpsertConcurrentWritersOfOneTable(t *testing.T) {
+	t.Parallel()
 	for _, shared := range []bool{false, true} {
 		t.Run(fmt.Sprintf("shared keys %t", shared), func(t *testing.T) {
 			const parts, batches = 4, 12
@@ -594,6 +598,7 @@ func lastOpsOf(lastOp []map[string]keyedOp, key string) []keyedOp {
 // before it are committed, next_offset is its offset, and nothing after
 // it is applied.
 func TestUpsertStopsAtTheFirstBadRecord(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	kt := keyTypes[0]

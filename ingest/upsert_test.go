@@ -75,6 +75,7 @@ func tableState(t *testing.T, pool *pgxpool.Pool) string {
 }
 
 func TestUpsertKeepsTheLastRecordPerKeyAndDeletesOnTombstones(t *testing.T) {
+	t.Parallel()
 	w, pool, e := upsertWriter(t, ingest.Config{})
 	ctx := context.Background()
 	if err := w.Write(ctx, accountBatch(e, 0,
@@ -117,6 +118,7 @@ func refusingAccounts(t *testing.T) (w *ingest.Writer, pool *pgxpool.Pool, epoch
 }
 
 func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
+	t.Parallel()
 	w, pool, epoch := refusingAccounts(t)
 	ctx := context.Background()
 	res, err := trace(w).write(ctx, w, accountBatch(epoch, 0,
@@ -140,6 +142,7 @@ func TestUpsertRowsPostgresRefusesAreAppliedInOrderAroundThem(t *testing.T) {
 }
 
 func TestUpsertDeadLettersAnUnreadableRecordAsTheFastPathDoesWhenItGoesOneByOne(t *testing.T) {
+	t.Parallel()
 	w, pool, epoch := refusingAccounts(t)
 	ctx := context.Background()
 	b := accountBatch(epoch, 0,
@@ -166,6 +169,7 @@ func TestUpsertDeadLettersAnUnreadableRecordAsTheFastPathDoesWhenItGoesOneByOne(
 }
 
 func TestUpsertNeedsAUniqueIndexOnTheKey(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	if _, err := pool.Exec(ctx, `CREATE TABLE accounts (id text, name text, balance bigint)`); err != nil {

@@ -17,6 +17,7 @@ import (
 // binary encoding of pgvalue's numerics and times of day, and sends them
 // as text, their String: the rows must hold what the COPY would write.
 func TestUpsertOneByOneWritesTheMappersOwnValues(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	m, err := decode.NewJSONMapper(decode.MappingSpec{Schema: "public", Table: "prices", Key: []string{"id"},

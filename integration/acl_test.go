@@ -27,6 +27,7 @@ import (
 // --fatal-retry-timeout, with one ERROR line that names the ACL to grant.
 // TestDeniedACLsOnARealBroker does the same on Apache Kafka.
 func TestDeniedACLsStopTheBridgeAndNameTheGrant(t *testing.T) {
+	parallel(t)
 	pgURL := pgtest.URL(t)
 	const admin, user = "admin", "bridge"
 	adminPass, userPass := secret("acl-admin"), secret("acl-bridge")

@@ -10,6 +10,7 @@ import (
 // table exactly once, with its value, key and headers, and that both
 // kafka2pg.offsets and the group's Kafka offsets end at the end offsets.
 func TestEightPartitionsLandExactlyOnce(t *testing.T) {
+	parallel(t)
 	const (
 		partitions = 8
 		records    = 200_000

@@ -290,10 +290,9 @@ sinks:
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("K2P_IT_PG_URL", s.pgURL)
 	// Default flags: --max-buffered-bytes 64MiB, so a batch may decompress
 	// to 64 MiB, and the client hold 64 MiB.
-	b := startBridge(t, "many-batches", "run", "--config", path, "--until-caught-up")
+	b := startBridgeEnv(t, "many-batches", []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path, "--until-caught-up")
 	peak := watchPeakRSS(b)
 	b.requireExit(t, 0, 2*time.Minute)
 	<-peak.done

@@ -119,6 +119,15 @@ type bridge struct {
 // printed.
 func startBridge(t testing.TB, name string, args ...string) *bridge {
 	t.Helper()
+	return startBridgeEnv(t, name, nil, args...)
+}
+
+// startBridgeEnv is startBridge with env (KEY=value) added to the bridge's
+// environment, for what its config file expands (${K2P_IT_PG_URL}). Only
+// that process sees env, so tests that pass different values can run in
+// parallel, which t.Setenv forbids.
+func startBridgeEnv(t testing.TB, name string, env []string, args ...string) *bridge {
+	t.Helper()
 	bin := bridgeBinary(t)
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	logFile, err := os.Create(logPath)
@@ -135,6 +144,7 @@ func startBridge(t testing.TB, name string, args ...string) *bridge {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, env...)
 	if err := cmd.Start(); err != nil {
 		logFile.Close()
 		t.Fatalf("start bridge %s: %v", name, err)

@@ -83,7 +83,7 @@ sinks:
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("K2P_IT_PG_URL", targetURL)
+	env := []string{"K2P_IT_PG_URL=" + targetURL}
 	// Debezium creates a table's topic when it first writes to it: a run
 	// started before (or restarted while) it does must see the new topics
 	// soon, not after the default 5 minutes; and a killed member's
@@ -91,7 +91,7 @@ sinks:
 	args := append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms", "--log-level", "info",
 		"--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
 
-	b := startBridge(t, "cdc-0", args...)
+	b := startBridgeEnv(t, "cdc-0", env, args...)
 	if b.wait(5 * time.Second) {
 		t.Fatalf("kafka2pg exited at start: %s\n%s", b.status(), tail(b.logPath, 20))
 	}
@@ -108,7 +108,7 @@ sinks:
 		} else {
 			t.Fatalf("kafka2pg was not running when its kill %d was due: %s\n%s", kills+1, b.status(), tail(b.logPath, 20))
 		}
-		b = startBridge(t, fmt.Sprintf("cdc-%d", kills), args...)
+		b = startBridgeEnv(t, fmt.Sprintf("cdc-%d", kills), env, args...)
 	}
 	if err := <-workloadDone; err != nil {
 		t.Fatalf("workload: %v", err)

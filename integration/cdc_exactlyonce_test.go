@@ -20,6 +20,7 @@ import (
 // that the table is the fold of the events: every key's last state, no
 // row missing, none extra, none stale.
 func TestDebeziumChangesSurviveKill9ExactlyOnce(t *testing.T) {
+	parallel(t)
 	const (
 		partitions = 3
 		keys       = 300

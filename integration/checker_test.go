@@ -13,6 +13,7 @@ import (
 // expects assertExactlyOnce and assertMatchesLedger to notice. It needs
 // Postgres and Kafka but not the bridge.
 func TestCheckerCatchesGapsDuplicatesAndWrongRows(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	s.produce(t, 300)
 	ends := s.kafka.EndOffsets(t, s.topic)

@@ -61,6 +61,7 @@ func unscaledBase64(v int64) string {
 // refuses is a dead letter; and an upsert sink of schemaless records,
 // typed by its columns, deletes on tombstones.
 func TestConnectJSONSinksRouteEachTopicToATypedTable(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 1)
 	prefix := strings.ReplaceAll(s.table, "_", "")
 	east := s.kafka.CreateTopic(t, prefix+".east.orders", 2)
@@ -114,8 +115,7 @@ sinks:
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("K2P_IT_PG_URL", s.pgURL)
-	b := startBridge(t, "connect", "run", "--config", path, "--until-caught-up", "--kafka-fetch-max-wait", "250ms")
+	b := startBridgeEnv(t, "connect", []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path, "--until-caught-up", "--kafka-fetch-max-wait", "250ms")
 	if !b.wait(2 * time.Minute) {
 		b.kill(t)
 		t.Fatal("the bridge did not catch up in 2 minutes")

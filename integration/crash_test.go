@@ -25,6 +25,7 @@ import (
 // its partitions, forever. A real broker expires it; there the kill stays
 // random.
 func TestCrashLoopKeepsExactlyOnce(t *testing.T) {
+	parallel(t)
 	const (
 		partitions = 6
 		kills      = 12

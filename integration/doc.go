@@ -67,6 +67,22 @@
 // printed with the test output.
 //
 // Timing: the scenarios wait on Kafka's session timeout (6s, kfake's minimum)
-// whenever a member dies without leaving, so most of the ~3 minutes the
-// package takes is waiting, not CPU. Every wait polls with a deadline.
+// whenever a member dies without leaving, so most of the time the package
+// takes is waiting, not CPU. Every wait polls with a deadline.
+//
+// # Parallel tests
+//
+// A test that owns all it touches (its database, its topics and group, its
+// bridges and ports) calls parallel(t) first thing and runs beside the
+// others; make test runs the package with -parallel 4, since the tests
+// mostly wait on their child processes. A test stays serial when it bounds
+// how soon something happens (readiness lost within seconds, exit soon
+// after SIGTERM, the write gaps of a rebalance, the re-claim after a
+// rewind), measures a bridge's peak memory, or points kafkatest at a broker
+// of its own through t.Setenv. Go runs the serial tests first, one at a
+// time with nothing else of this package running, then the parallel ones.
+// With KAFKA2PG_FAULTS=1 every test is serial: the fault matrix stops and
+// reconfigures the servers the others would use. A bridge's config file
+// that expands ${VAR} gets VAR through that child's environment
+// (startBridgeEnv), never the test process's.
 package integration

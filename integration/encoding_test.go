@@ -27,6 +27,7 @@ import (
 // headers hold such a character is stored in ASCII (its COPY failed, and
 // the partition retried it forever, once client_encoding was UTF8).
 func TestADatabaseInAnotherEncodingGetsTheCharactersNotTheirBytes(t *testing.T) {
+	parallel(t)
 	// The test reads bytes (convert_to) and ASCII only, whatever its
 	// connections' client_encoding.
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
@@ -59,8 +60,7 @@ sinks:
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("K2P_IT_PG_URL", s.pgURL)
-	startBridge(t, "latin1-typed", "run", "--config", path, "--until-caught-up").requireExit(t, 3, 2*time.Minute) // its dead letters too
+	startBridgeEnv(t, "latin1-typed", []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path, "--until-caught-up").requireExit(t, 3, 2*time.Minute) // its dead letters too
 
 	// The LATIN1 bytes of the names: one byte for é and ï.
 	want := map[int64][]byte{0: []byte("caf\xe9"), 2: []byte("na\xefve")}
@@ -119,6 +119,7 @@ sinks:
 // still a dead letter (it was stored, the client's encoding then being
 // SQL_ASCII too).
 func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
+	parallel(t)
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "SQL_ASCII"))
 	for i, v := range []string{`{"name":"café"}`, "{\"name\":\"\xff\"}"} {
 		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
@@ -142,6 +143,7 @@ func TestASQLASCIIDatabaseStillRefusesBytesThatAreNotUTF8(t *testing.T) {
 // encoding lacks is known at start, and stops run (and fails check) there
 // instead of failing every batch of the topics it finds.
 func TestATopicRegexTableTemplateTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
+	parallel(t)
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
 	s.produce(t, 5)
 	config := fmt.Sprintf("kafka-brokers: [%s]\nkafka-group: %s\npg-url: %s\nmetrics-addr: \"\"\nsinks:\n  - topic_regex: %s\n    table: 订单_${topic}\n",
@@ -173,6 +175,7 @@ func TestATopicRegexTableTemplateTheDatabaseCannotHoldStopsTheRun(t *testing.T) 
 // such a record is a dead letter of kind untranslatable_character (as a
 // character LATIN1 lacks is), not a batch retried for ever.
 func TestASQLASCIIDatabaseDeadLettersAJSONBEscapeItCannotStore(t *testing.T) {
+	parallel(t)
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "SQL_ASCII"))
 	for i, v := range []string{`{"name":"a"}`, `{"name":"caf\u00e9"}`, `{"name":"\u0041"}`} {
 		s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", i), Value: []byte(v)})
@@ -190,6 +193,7 @@ func TestASQLASCIIDatabaseDeadLettersAJSONBEscapeItCannotStore(t *testing.T) {
 // character (\u2028), which jsonb there cannot store, and the record's
 // row, then its dead letter, failed for ever. It is written as it is now.
 func TestASQLASCIIDatabaseStoresAHeaderWithALineSeparator(t *testing.T) {
+	parallel(t)
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "SQL_ASCII"))
 	s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Key: []byte("k0"), Value: []byte(`{"a":1}`), Headers: []kgo.RecordHeader{{Key: "h", Value: []byte("x\u2028y")}}},
 		&kgo.Record{Topic: s.topic, Key: []byte("k1"), Value: []byte(`{"a":2}`)})
@@ -238,6 +242,7 @@ func requireOneDeadLetter(t *testing.T, s *scenario, topic string, offset int64,
 // name, run stops at start, naming the group and the fix: kafka2pg.offsets
 // keys the offsets by it, and every claim would fail and be retried.
 func TestAGroupNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
+	parallel(t)
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
 	s.group += "-组"
 	s.produce(t, 10)
@@ -266,6 +271,7 @@ func TestAGroupNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
 // Postgres' 22P05 from CREATE TABLE was all it said before; check says so
 // too, and nothing is created.
 func TestATableNameTheDatabaseCannotHoldStopsTheRun(t *testing.T) {
+	parallel(t)
 	s := newScenarioOn(t, 1, pgtest.URLWithEncoding(t, "LATIN1"))
 	table := s.table + "_订单"
 	s.produce(t, 10)

@@ -749,6 +749,7 @@ func kafkaVersion() string {
 // matrix's SQL count on tables spoiled by hand, so that a case's "0 lost,
 // 0 duplicated" means something. It needs Postgres, not Kafka or the bridge.
 func TestFaultCountCatchesLostDuplicatedAndUnexpected(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 2)
 	want := make(map[int64]expectedRecord)
 	for id := int64(1); id <= 100; id++ {

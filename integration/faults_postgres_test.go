@@ -82,6 +82,7 @@ func TestFault02PostgresImmediateShutdown(t *testing.T) {
 // The COPY is caught the same way, with a statement trigger on the target
 // table. The bridge must stay up and every partition must move on.
 func TestFault03ConnectionTerminated(t *testing.T) {
+	parallel(t)
 	fc := newFaultCase(t, "3", "connection terminated during COPY and COMMIT", 3, nil)
 	s := fc.s
 	modes := []string{"copy", "commit", "copy", "commit"}

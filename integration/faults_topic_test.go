@@ -19,6 +19,7 @@ import (
 // while the bridge consumes with its default isolation (read_committed).
 // No aborted record may land; every committed one lands once.
 func TestFault07AbortedTransactionsNeverLand(t *testing.T) {
+	parallel(t)
 	fc := newFaultCase(t, "7", "transactions: committed and aborted", 3, nil)
 	txns := 30
 	if fullFaults() {
@@ -59,6 +60,7 @@ func TestFault07AbortedTransactionsNeverLand(t *testing.T) {
 // past the gaps, accept them in its continuity guard, and end with
 // next_offset at the end offset.
 func TestFault08OffsetGapsAreAccepted(t *testing.T) {
+	parallel(t)
 	configs := map[string]string{
 		"cleanup.policy":            "compact",
 		"min.cleanable.dirty.ratio": "0.01",
@@ -216,6 +218,7 @@ func (fc *faultCase) compact(t testing.TB) map[int64]expectedRecord {
 // the bridge runs with --kafka-metadata-max-age 2s; records produced to the
 // new partitions must land.
 func TestFault09AddedPartitionsAreConsumed(t *testing.T) {
+	parallel(t)
 	fc := newFaultCase(t, "9", "partitions added while running", 2, nil)
 	s, f := fc.s, fc.feed
 	fc.inject("CreatePartitions twice (2 → 3 → 5) while a producer writes to every partition; bridge with --kafka-metadata-max-age 2s")
@@ -245,6 +248,7 @@ func TestFault09AddedPartitionsAreConsumed(t *testing.T) {
 // lost range and --until-caught-up exits non-zero; with --on-data-loss=skip
 // it goes on and logs the range.
 func TestFault10DataLossIsNeverSilent(t *testing.T) {
+	parallel(t)
 	fc := newFaultCase(t, "10", "records deleted by retention before they were read", 3, nil)
 	s, f := fc.s, fc.feed
 	perPhase := 300

@@ -50,6 +50,7 @@ func dockerfileStages(t testing.TB) []dockerfileStage {
 }
 
 func TestTheDockerfileStampsTheVersionItIsGiven(t *testing.T) {
+	parallel(t)
 	stages := dockerfileStages(t)
 	if len(stages) < 2 {
 		t.Fatalf("the Dockerfile has %d stages, want a build stage and a final one", len(stages))

@@ -41,6 +41,7 @@ func catalogCounts(t testing.TB, s *scenario) string {
 // JSON records, check it against a fresh database (the CREATE TABLE is
 // printed, nothing is written), run it, and read the rows back typed.
 func TestInferThenCheckThenRun(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	const n = 300
 	var rs []*kgo.Record

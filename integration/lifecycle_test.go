@@ -80,6 +80,7 @@ func tableExists(t testing.TB, s *scenario, table string) bool {
 }
 
 func TestAMissingTopicStopsTheBridgeBeforeATableIsCreated(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 1)
 	missing := fmt.Sprintf("kafka2pg-missing-%08x", rand.Uint32())
 	b := startBridge(t, "missing-topic", bridgeArgs(s.kafka.Brokers(), missing, s.table, "--pg-url", s.pgURL, "--fatal-retry-timeout", "2s")...)
@@ -97,6 +98,7 @@ func TestAMissingTopicStopsTheBridgeBeforeATableIsCreated(t *testing.T) {
 }
 
 func TestARoleWithoutInsertIsFatalAndTheMessageNamesTheGrant(t *testing.T) {
+	parallel(t)
 	admin := pgtest.URL(t)
 	s := newScenarioOn(t, 2, admin)
 	// The owner creates the table (a run over the empty topic), then the

@@ -71,6 +71,7 @@ func metricSum(body, name string, labels ...string) (sum float64, ok bool) {
 }
 
 func TestMetricsMatchWhatWasWritten(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 4)
 	s.produce(t, 20_000)
 	bad := make([]*kgo.Record, 7)

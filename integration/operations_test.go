@@ -36,6 +36,7 @@ type statusRow struct {
 }
 
 func TestStatusAndOffsetsResetWhileABridgeRuns(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	before := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	after := time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC)

@@ -203,6 +203,7 @@ func (s *scenario) assertPoisonFiled(t testing.TB, poison map[position]string) {
 var poisonFlags = []string{"--max-record-bytes", "4096"}
 
 func TestPoisonRecordsAreDeadLetteredOnceAndGoodOnesLandOnce(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 4)
 	s.preparePoisonTable(t)
 	poison := s.producePoisoned(t, 100_000, 12)
@@ -215,6 +216,7 @@ func TestPoisonRecordsAreDeadLetteredOnceAndGoodOnesLandOnce(t *testing.T) {
 }
 
 func TestPoisonUnderACrashLoopIsStillFiledOnce(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 4)
 	s.preparePoisonTable(t)
 	flags := append(append([]string{"--batch-max-rows", "200", "--batch-max-wait", "20ms"}, poisonFlags...), fastGroupFlags...)

@@ -11,6 +11,7 @@ import (
 // fourth join, then checks exactly-once, and that after everyone stopped
 // cleanly the group's Kafka offsets mirror kafka2pg.offsets.
 func TestRebalanceKeepsExactlyOnce(t *testing.T) {
+	parallel(t)
 	const partitions = 8
 	s := newScenario(t, partitions)
 	flags := append([]string{"--batch-max-rows", "1000", "--batch-max-wait", "100ms"}, fastGroupFlags...)

@@ -17,6 +17,7 @@ import (
 // bridge runs, each into its own table from the ${topic} template, and leaves
 // a topic that does not match alone.
 func TestTopicRegexPicksUpTopicsCreatedWhileRunning(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 2)
 	prefix := "rx-" + s.table[3:] // unique per test
 	first := s.kafka.CreateTopic(t, prefix+"-a", 2)

@@ -98,6 +98,7 @@ func writeRegistryConfig(t testing.TB, text string) string {
 // records need a new column: every
 // produced record must be in the table exactly once, with its values.
 func TestRegistryAvroCrashLoopKeepsExactlyOnce(t *testing.T) {
+	parallel(t)
 	const (
 		partitions = 3
 		kills      = 6
@@ -228,6 +229,7 @@ sinks:
 // them, and a record of a schema id the registry does not know is
 // dead-lettered, not dropped.
 func TestRegistryAvroKeysUpsertAndTombstonesDelete(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 2)
 	reg := newTestRegistry(t)
 	const (
@@ -291,6 +293,7 @@ sinks:
 // second message of a schema (message index [1]) with a well-known type
 // and a nested message through the binary.
 func TestRegistryProtobufRecordsLandTyped(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 2)
 	reg := newTestRegistry(t)
 	const text = `syntax = "proto3";

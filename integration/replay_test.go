@@ -23,6 +23,7 @@ import (
 // with the run's --config writes every dead letter into its own table,
 // none elsewhere.
 func TestReplayWritesEachDeadLetterIntoTheTableOfItsOwnSink(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	const n, bad = 600, 60 // per topic; bad: the ids that are multiples of 10
 	appendTopic := s.kafka.CreateTopic(t, "kafka2pg-it-append", 3)
@@ -193,6 +194,7 @@ func checkName(t testing.TB, s *scenario, table string) string {
 // it again: the table then holds every record exactly once and no dead
 // letter is left.
 func TestAReplayKilledMidwayThenRunAgainReplaysEachDeadLetterOnce(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	const n = 3000
 	s.produce(t, n)

@@ -17,6 +17,7 @@ import (
 // in the default partition. Skipped, with the package to install, when the
 // server lacks the pg_partman extension (.ci/run installs it).
 func TestPgPartmanManagedParent(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	var version string
 	err := s.db.QueryRow(t.Context(), `SELECT default_version FROM pg_available_extensions WHERE name = 'pg_partman'`).Scan(&version)

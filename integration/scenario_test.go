@@ -314,6 +314,24 @@ func notMigratedYet(err error) bool {
 	return errors.As(err, &pgErr) && (pgErr.Code == "42P01" || pgErr.Code == "3F000")
 }
 
+// parallel lets t run beside the package's other parallel tests. A test
+// calls it first thing when it owns everything it touches: its database
+// (pgtest.URL), its topics and group (random names; on a shared real broker
+// too), its child processes and ports, and it asserts no wall-clock or
+// memory bound that another test's load could break. Tests that bound how
+// soon something happens (readiness, exit after SIGTERM, write gaps), the
+// peak RSS of a bridge, or that hold a cluster-wide resource stay serial:
+// Go runs the serial tests first, each alone in this package. The full
+// fault matrix wants exclusive use of its servers (make faults), so with
+// KAFKA2PG_FAULTS=1 every test stays serial.
+func parallel(t *testing.T) {
+	t.Helper()
+	if fullFaults() {
+		return
+	}
+	t.Parallel()
+}
+
 // pollUntil polls with a deadline (kafkatest.Poll): it calls check every
 // 50ms until done, failing with what and the last status on timeout.
 var pollUntil = kafkatest.Poll

@@ -182,6 +182,7 @@ func assertNoSecret(t testing.TB, where, text string, secrets ...string) {
 }
 
 func TestKafkaSASLAndTLSOnKfake(t *testing.T) {
+	parallel(t)
 	pgURL := pgtest.URL(t)
 	db := connect(t, pgURL)
 	k := newSecureKfake(t, 300)
@@ -249,6 +250,7 @@ func TestKafkaSASLAndTLSOnKfake(t *testing.T) {
 // scrape of /metrics, /healthz and /readyz, and error paths, and greps
 // everything it printed and served for them.
 func TestSecretsNeverLeak(t *testing.T) {
+	parallel(t)
 	admin := pgtest.URL(t)
 	db := connect(t, admin)
 	k := newSecureKfake(t, 200)
@@ -369,6 +371,7 @@ func httpGet(t testing.TB, u string) string {
 // docs/SECURITY.md lists, then shows that a missing CREATE is
 // reported with the GRANT that fixes it, and that granting it is enough.
 func TestLeastPrivilegeRole(t *testing.T) {
+	parallel(t)
 	admin := pgtest.URL(t)
 	db := connect(t, admin)
 	kafka := kafkatest.New(t)
@@ -465,6 +468,7 @@ func mustParseURL(t testing.TB, s string) *url.URL {
 // certificate (sslcert, sslkey); a wrong CA and a wrong password are
 // reported without showing the password.
 func TestPostgresVerifyFull(t *testing.T) {
+	parallel(t)
 	pg := startTLSPostgres(t)
 	kafka := kafkatest.New(t)
 	topic := kafka.CreateTopic(t, "kafka2pg-pgtls", 2)

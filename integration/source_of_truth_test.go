@@ -10,6 +10,7 @@ import (
 // kafka2pg.offsets: it writes only the new records, and afterwards the
 // group's Kafka offsets again mirror Postgres.
 func TestPostgresIsTheSourceOfTruth(t *testing.T) {
+	parallel(t)
 	const (
 		partitions = 8
 		first      = 20_000

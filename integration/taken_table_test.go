@@ -19,6 +19,7 @@ import (
 // violate, and a run into it anyway must say so loudly (one ERROR a table
 // an interval, not a WARN a record) and exit 3 with --until-caught-up.
 func TestInferCheckAndRunCatchATableTheZeroConfigSinkTook(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	const n = 3000
 	s.produce(t, n)

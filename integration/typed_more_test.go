@@ -157,6 +157,7 @@ func foldAccounts(t testing.TB, ops []accountOp, ends map[int32]int64) (rows map
 }
 
 func TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream(t *testing.T) {
+	parallel(t)
 	const (
 		partitions = 4
 		keys       = 300
@@ -282,6 +283,7 @@ func queryOne(t testing.TB, s *scenario, q string, dest ...any) {
 }
 
 func TestManyTopicsAtOnceIntoTypedAndRawTables(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	orders := s.topic
 	clicks := s.kafka.CreateTopic(t, "kafka2pg-it-clicks", 2)
@@ -451,6 +453,7 @@ func TestManyTopicsAtOnceIntoTypedAndRawTables(t *testing.T) {
 }
 
 func TestCopyIntoADeclarativelyPartitionedTable(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	months := []time.Time{
 		time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),

@@ -15,6 +15,7 @@ import (
 // an upsert table keyed by the Kafka key with deletes on tombstones, a
 // record that does not fit its column, and an evolution that adds a column.
 func TestTypedSinksAppendUpsertDeleteAndEvolve(t *testing.T) {
+	parallel(t)
 	s := newScenario(t, 3)
 	accountsTopic := s.kafka.CreateTopic(t, "kafka2pg-it-accounts", 3)
 	created := time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
@@ -74,8 +75,8 @@ sinks:
 	if err := os.WriteFile(path, []byte(config("", false)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	t.Setenv("K2P_IT_PG_URL", s.pgURL)
-	b := startBridge(t, "typed", "run", "--config", path, "--until-caught-up")
+	env := []string{"K2P_IT_PG_URL=" + s.pgURL}
+	b := startBridgeEnv(t, "typed", env, "run", "--config", path, "--until-caught-up")
 	b.requireExit(t, 3, 2*time.Minute) // the bad order is a dead letter
 
 	orderTable := fmt.Sprintf(`"orders_%s"`, tableNameFor(s.topic))
@@ -112,7 +113,7 @@ sinks:
 		t.Fatal(err)
 	}
 	s.kafka.Produce(t, &kgo.Record{Topic: s.topic, Value: []byte(`{"id":2000,"amount":1.00,"currency":"EUR"}`)})
-	b = startBridge(t, "typed-evolved", "run", "--config", path, "--until-caught-up")
+	b = startBridgeEnv(t, "typed-evolved", env, "run", "--config", path, "--until-caught-up")
 	b.requireExitZero(t, 2*time.Minute)
 	var currency string
 	if err := s.db.QueryRow(t.Context(), fmt.Sprintf(`SELECT currency FROM %s WHERE id = 2000`, orderTable)).Scan(&currency); err != nil || currency != "EUR" {

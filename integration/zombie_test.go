@@ -16,6 +16,7 @@ import (
 // one. A must end when told (with any status, but within a deadline); B must
 // stop cleanly.
 func TestZombieIsFenced(t *testing.T) {
+	parallel(t)
 	const partitions = 4
 	s := newScenario(t, partitions)
 	flags := append([]string{"--batch-max-rows", "500", "--batch-max-wait", "50ms"}, fastGroupFlags...)

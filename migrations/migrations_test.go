@@ -19,6 +19,7 @@ import (
 )
 
 func TestUpDownUpRoundTrips(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := t.Context()
 	if _, _, ok, err := migrations.Version(ctx, url); err != nil || ok {
@@ -61,6 +62,7 @@ func TestUpDownUpRoundTrips(t *testing.T) {
 }
 
 func TestAFreshInstallPutsNothingOutsideTheKafka2pgSchema(t *testing.T) {
+	t.Parallel()
 	url := pgtest.URL(t)
 	if err := migrations.Up(t.Context(), url); err != nil {
 		t.Fatal(err)
@@ -74,6 +76,7 @@ func TestAFreshInstallPutsNothingOutsideTheKafka2pgSchema(t *testing.T) {
 }
 
 func TestUpMovesTheHistoryOfAnEarlierRelease(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		version uint
@@ -130,6 +133,7 @@ func TestUpMovesTheHistoryOfAnEarlierRelease(t *testing.T) {
 }
 
 func TestTheHistoryMovesFromTheSchemaTheEarlierReleaseFoundOnItsSearchPath(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	conn := connect(t, url)
@@ -155,6 +159,7 @@ func TestTheHistoryMovesFromTheSchemaTheEarlierReleaseFoundOnItsSearchPath(t *te
 }
 
 func TestConcurrentStartsMoveTheHistoryOnce(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	if err := migrations.UpAsEarlierReleases(ctx, url, migrations.Latest-1); err != nil {
@@ -176,6 +181,7 @@ func TestConcurrentStartsMoveTheHistoryOnce(t *testing.T) {
 }
 
 func TestAnotherToolsHistoryInPublicIsLeftAlone(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	conn := connect(t, url)
@@ -196,6 +202,7 @@ func TestAnotherToolsHistoryInPublicIsLeftAlone(t *testing.T) {
 }
 
 func TestDownOnAnEarlierReleasesInstallRemovesEverything(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	if err := migrations.UpAsEarlierReleases(ctx, url, migrations.Latest); err != nil {
@@ -218,6 +225,7 @@ func TestDownOnAnEarlierReleasesInstallRemovesEverything(t *testing.T) {
 // An administrator creates the kafka2pg schema for a role that may not
 // create schemas (no CREATE on the database) nor anything in public.
 func TestARoleWithoutCreateOnTheDatabaseMigratesIntoAnAdministratorsSchema(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	admin := connect(t, url)
@@ -254,6 +262,7 @@ func TestARoleWithoutCreateOnTheDatabaseMigratesIntoAnAdministratorsSchema(t *te
 // A role that does not own an earlier release's history cannot move it:
 // Up fails with Postgres' permission error, and nothing changes.
 func TestMovingNeedsTheOwnerOfTheEarlierHistory(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	if err := migrations.UpAsEarlierReleases(ctx, url, migrations.Latest); err != nil {

@@ -64,12 +64,14 @@ func stored(t *testing.T, pool *pgxpool.Pool, group string, p int32) (next, epoc
 }
 
 func TestNewNeedsAGroup(t *testing.T) {
+	t.Parallel()
 	if _, err := offsets.New(nil, offsets.Config{}); err == nil {
 		t.Fatal("New without a group succeeded")
 	}
 }
 
 func TestClaimCreatesTheRowAndBumpsTheEpoch(t *testing.T) {
+	t.Parallel()
 	st, _ := newStore(t, "g")
 	first := claim(t, st, 0)
 	if first.NextOffset != -1 || first.Epoch != 1 || first.LeaderEpoch != -1 {
@@ -82,6 +84,7 @@ func TestClaimCreatesTheRowAndBumpsTheEpoch(t *testing.T) {
 }
 
 func TestClaimReturnsWhatTheLastAdvanceStored(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	c := claim(t, st, 2)
 	if err := advance(t, st, pool, span(2, c.Epoch, -1, 0, 10)); err != nil {
@@ -97,6 +100,7 @@ func TestClaimReturnsWhatTheLastAdvanceStored(t *testing.T) {
 // is refused, a gap is accepted, and a refused advance says what the row
 // holds and changes nothing.
 func TestAdvanceIsFencedByTheEpochAndTheContinuityGuard(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	a := claim(t, st, 0)
 	if err := advance(t, st, pool, span(0, a.Epoch, -1, 0, 100)); err != nil {
@@ -136,6 +140,7 @@ func TestAdvanceIsFencedByTheEpochAndTheContinuityGuard(t *testing.T) {
 // would accept it and lose the rows in between), and say so; so must an
 // advance whose claim was lost with them, and one whose row is gone.
 func TestAdvanceRefusesAPositionThatMovedBack(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)
@@ -188,6 +193,7 @@ func TestAdvanceRefusesAPositionThatMovedBack(t *testing.T) {
 }
 
 func TestAdvanceOfAPartitionNeverClaimedIsFenced(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	err := advance(t, st, pool, span(5, 1, -1, 0, 10))
 	var fe *stream.FencedError
@@ -199,6 +205,7 @@ func TestAdvanceOfAPartitionNeverClaimedIsFenced(t *testing.T) {
 // Advance is per group: another group's claim of the same partition fences
 // nobody in this one.
 func TestGroupsDoNotFenceEachOther(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	other := storeOn(t, pool, "h")
 	c := claim(t, st, 0)
@@ -209,6 +216,7 @@ func TestGroupsDoNotFenceEachOther(t *testing.T) {
 }
 
 func TestLogEndOffsetIsStoredForPartitionStatus(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	c := claim(t, st, 0)
 	b := span(0, c.Epoch, -1, 0, 10)
@@ -228,6 +236,7 @@ func TestLogEndOffsetIsStoredForPartitionStatus(t *testing.T) {
 // A caller that pipelines the advance sends AdvanceStatement itself and
 // hands the command tag to CheckAdvance: the same fence.
 func TestAdvanceStatementAndCheckAdvanceAreTheFence(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)
@@ -258,6 +267,7 @@ func TestAdvanceStatementAndCheckAdvanceAreTheFence(t *testing.T) {
 // Rewind moves next_offset back inside the advancing transaction, so that a
 // stop commits nothing past the bad record; a stale epoch cannot rewind.
 func TestRewindMovesBackInsideTheAdvancingTransaction(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 1)
@@ -287,6 +297,7 @@ func TestRewindMovesBackInsideTheAdvancingTransaction(t *testing.T) {
 // Reset moves partitions and bumps their epochs, so the owner is fenced;
 // a partition without a row gets one.
 func TestResetMovesAndFencesTheOwner(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)
@@ -312,6 +323,7 @@ func TestResetMovesAndFencesTheOwner(t *testing.T) {
 }
 
 func TestPositionsAndListReadTheRows(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)
@@ -364,6 +376,7 @@ func TestPositionsAndListReadTheRows(t *testing.T) {
 }
 
 func TestClaimTerminatesAZombieHoldingThePartition(t *testing.T) {
+	t.Parallel()
 	st, pool := newStore(t, "g")
 	ctx := context.Background()
 	c := claim(t, st, 0)

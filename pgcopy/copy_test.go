@@ -75,6 +75,7 @@ func copyRows(n int) [][]any {
 // with pgcopy.CopyFrom into two tables of every mapped type, and has
 // Postgres compare them.
 func TestCopyFromStoresWhatPgxCopyFromStores(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	if _, err := pool.Exec(ctx, "CREATE TABLE by_pgx "+copyTypes+"; CREATE TABLE by_us "+copyTypes); err != nil {
@@ -124,6 +125,7 @@ func TestCopyFromStoresWhatPgxCopyFromStores(t *testing.T) {
 // source aborts it with the source's error, and a value no type takes is
 // refused before anything is sent.
 func TestCopyFromFailsAsPgxDoes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	if _, err := pool.Exec(ctx, "CREATE TABLE t (id bigint, code varchar(3))"); err != nil {
@@ -189,6 +191,7 @@ func (s *failingSource) Err() error {
 // as array elements) into their columns, binds them as a query's
 // arguments, and reads each back as Postgres prints it.
 func TestTheValuesOfChangeSinksLandAsPostgresReadsThem(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	_, pool := pgtest.MigratedPool(t)
 	conn, err := pool.Acquire(ctx)

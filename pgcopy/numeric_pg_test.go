@@ -20,6 +20,7 @@ import (
 // read back as the same text as rows COPYed with pgtype's codec, in
 // unconstrained, scaled and array columns.
 func TestNumericCodecCopiesIntoPostgresExactly(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	url := pgtest.URL(t)

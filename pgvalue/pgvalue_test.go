@@ -15,6 +15,7 @@ import (
 // TestOIDsAreThoseOfPostgres asks Postgres for the OID of every type named
 // here.
 func TestOIDsAreThoseOfPostgres(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := connect(t)
 	for name, oid := range map[string]uint32{
@@ -39,6 +40,7 @@ func TestOIDsAreThoseOfPostgres(t *testing.T) {
 // TestStringsReadBackInPostgres casts each value's String to its type
 // and back to text: Postgres reads the value meant.
 func TestStringsReadBackInPostgres(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	conn := connect(t)
 	for _, c := range []struct {

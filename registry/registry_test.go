@@ -127,6 +127,7 @@ func encode(t *testing.T, id int, text string, v map[string]any) []byte {
 // each later version arrives in the records of one batch, and the table in
 // the catalog is checked column by column after each.
 func TestAnEvolvingSubjectEvolvesTheTableColumnByColumn(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	url := pgtest.URL(t)
 	if err := migrations.Up(ctx, url); err != nil {
@@ -284,6 +285,7 @@ func catalogColumns(t *testing.T, pool *pgxpool.Pool) string {
 // stop, the first record of an incompatible version stops the partition
 // after the records before it are committed.
 func TestAnIncompatibleSchemaStopsThePartitionWithOnErrorStop(t *testing.T) {
+	t.Parallel()
 	ctx := t.Context()
 	_, pool := pgtest.MigratedPool(t)
 	fake := srfake.New()
