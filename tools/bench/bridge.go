@@ -56,7 +56,7 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 		}
 		args = append(args, "--config", cfg)
 	} else {
-		args = append(args, "--topic", topic, "--pg-table", rawTable, "--pg-schema", "public")
+		args = append(args, "--topic", topic, "--pg-table", kind, "--pg-schema", "public")
 	}
 	b.cmd = exec.CommandContext(ctx, e.bin, args...)
 	b.cmd.Env = livebridge.Env(os.Environ())
@@ -186,7 +186,7 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int, keys keyM
 		}
 	}
 	r := result{Kind: "bridge", Table: kind, Records: n, Wall: lastAt.Sub(b.t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
-		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes, Keys: keys}
+		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.bytesOf(kind), Keys: keys}
 	b.finish(e, &r)
 	if keys != "" {
 		err = e.checkUpsert(ctx, &r, keys)

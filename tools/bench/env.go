@@ -33,7 +33,16 @@ type env struct {
 	kafkaName   string
 	kfake       *exec.Cmd // the kfake child; nil with a real broker
 	kfakeStdin  io.Closer
-	recordBytes float64
+	recordBytes float64 // mean key+value bytes of the default records
+	smallBytes  float64 // and of the small ones (smallTable)
+}
+
+// bytesOf is the mean key+value bytes of the records of table.
+func (e *env) bytesOf(table string) float64 {
+	if table == smallTable {
+		return e.smallBytes
+	}
+	return e.recordBytes
 }
 
 func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
@@ -73,8 +82,8 @@ func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
 	if e.kafka, err = newKafka(brokers); err != nil {
 		return nil, err
 	}
-	e.recordBytes = meanRecordBytes(o.records)
-	o.logf("Postgres %s, %s, %.1f bytes per record (key + value)", e.pgVersion, e.kafkaName, e.recordBytes)
+	e.recordBytes, e.smallBytes = meanRecordBytes(o.records, recordValue), meanRecordBytes(o.records, smallValue)
+	o.logf("Postgres %s, %s, %.1f bytes per record (key + value), %.1f per small record", e.pgVersion, e.kafkaName, e.recordBytes, e.smallBytes)
 	return e, nil
 }
 
