@@ -61,7 +61,7 @@ func chartSVG(rep *report) (string, error) {
 
 // chartLabels name the bars; the group says the table.
 var chartLabels = map[string]string{"ceiling1": "ceiling, COPY, 1 conn", "ceiling2": "ceiling, COPY, 2 conns", "bridge": "kafka2pg",
-	"pipe":      "minimal pipe: franz-go + COPY",
+	"pipe": "minimal pipe: franz-go + COPY", "pipeRows": "minimal pipe into the bridge's table",
 	"baselineB": "baseline b: multi-row INSERT", "baselineA": "baseline a: INSERT per record"}
 
 func shortKafka(k string) string {

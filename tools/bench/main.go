@@ -212,7 +212,7 @@ type block struct {
 	rep        int // from 1
 	table      string
 	ceiling    []result // 1 and 2 connections
-	contenders []result // kafka2pg, the minimal pipe (zero-config tables), baseline b, baseline a
+	contenders []result // kafka2pg, the minimal pipes (zero-config tables), baseline b, baseline a
 }
 
 // best is the block's ceiling: the better of one and two connections.
@@ -313,12 +313,14 @@ func run(ctx context.Context, o options) (*report, error) {
 			if bl.ceiling, err = runCeilings(ctx, e, table, bridgeTopic, o.records); err != nil {
 				return nil, err
 			}
-			// The minimal pipe reads the bridge's topic after the bridge,
+			// The minimal pipes read the bridge's topic after the bridge,
 			// on the zero-config tables, whose rows are the values too.
 			type step = func(topic string) (result, error)
 			bridge := []step{func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records, "") }}
 			if table != typedTable {
-				bridge = append(bridge, func(topic string) (result, error) { return runPipe(ctx, e, table, topic, o.records) })
+				bridge = append(bridge,
+					func(topic string) (result, error) { return runPipe(ctx, e, table, topic, o.records, false) },
+					func(topic string) (result, error) { return runPipe(ctx, e, table, topic, o.records, true) })
 			}
 			steps := []struct {
 				topic string

@@ -14,6 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/stream"
 	"github.com/kafka2pg/kafka2pg/tools/internal/procfs"
 )
 
@@ -33,14 +35,32 @@ const pipeConns = 2
 // client fetches the next. It keeps no offsets, checks nothing, has no dead
 // letters and no fence: the bridge's ratio to it is what the bridge's own
 // work costs, the broker's and the client's share of the cores taken out.
-// kind names the block it runs in (its records' shape), not its table.
-func runPipe(ctx context.Context, e *env, kind, topic string, n int) (result, error) {
-	ident := pgx.Identifier{"public", pipeTable}
-	if _, err := e.conn.Exec(ctx, "DROP TABLE IF EXISTS "+ident.Sanitize()+"; CREATE TABLE "+ident.Sanitize()+" (v jsonb)"); err != nil {
-		return result{}, fmt.Errorf("create %s: %w", pipeTable, err)
-	}
-	if err := checkpoint(ctx, e.conn); err != nil {
-		return result{}, err
+// kind names the block it runs in (its records' shape).
+//
+// With bridgeRows, the pipe writes what the bridge writes instead: each
+// record mapped by the bridge's mapper into kind's own table (the
+// zero-config table: its seven columns and primary key), COPYed with the
+// bridge's encoder (pgcopy.CopyFrom) in a transaction per poll, so that
+// kafka2pg ÷ this pipe leaves the table's cost out too.
+func runPipe(ctx context.Context, e *env, kind, topic string, n int, bridgeRows bool) (result, error) {
+	ident, cols, name := pgx.Identifier{"public", pipeTable}, []string{"v"}, "pipe"
+	var m rowMapper
+	if bridgeRows {
+		t, mapper, err := tableFor(kind)
+		if err != nil {
+			return result{}, err
+		}
+		if err := e.resetTable(ctx, t, true); err != nil {
+			return result{}, err
+		}
+		ident, cols, name, m = t.Ident(), t.ColumnNames(), "pipeRows", mapper
+	} else {
+		if _, err := e.conn.Exec(ctx, "DROP TABLE IF EXISTS "+ident.Sanitize()+"; CREATE TABLE "+ident.Sanitize()+" (v jsonb)"); err != nil {
+			return result{}, fmt.Errorf("create %s: %w", pipeTable, err)
+		}
+		if err := checkpoint(ctx, e.conn); err != nil {
+			return result{}, err
+		}
 	}
 	conns, err := connectN(ctx, e, pipeConns)
 	if err != nil {
@@ -82,7 +102,16 @@ func runPipe(ctx context.Context, e *env, kind, topic string, n int) (result, er
 			}
 			rows := make([][]any, len(recs))
 			for i, r := range recs {
-				rows[i] = []any{r.Value}
+				if m == nil {
+					rows[i] = []any{r.Value}
+					continue
+				}
+				row, err := m.Row(&stream.Record{Topic: r.Topic, Partition: r.Partition, Offset: r.Offset, Timestamp: r.Timestamp,
+					TimestampType: stream.TimestampCreateTime, Key: r.Key, Value: r.Value}, nil)
+				if err != nil {
+					return fmt.Errorf("map %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+				}
+				rows[i] = row
 			}
 			select {
 			case polls <- rows:
@@ -96,8 +125,17 @@ func runPipe(ctx context.Context, e *env, kind, topic string, n int) (result, er
 	for _, c := range conns {
 		g.Go(func() error {
 			for rows := range polls {
-				if _, err := c.CopyFrom(gctx, ident, []string{"v"}, pgx.CopyFromRows(rows)); err != nil {
-					return fmt.Errorf("copy into %s: %w", pipeTable, err)
+				var err error
+				if m == nil {
+					_, err = c.CopyFrom(gctx, ident, cols, pgx.CopyFromRows(rows))
+				} else {
+					err = pgx.BeginFunc(gctx, c, func(tx pgx.Tx) error {
+						_, err := pgcopy.CopyFrom(gctx, tx, ident, cols, pgx.CopyFromRows(rows))
+						return err
+					})
+				}
+				if err != nil {
+					return fmt.Errorf("copy into %s: %w", ident.Sanitize(), err)
 				}
 				now := time.Now()
 				mu.Lock()
@@ -116,18 +154,18 @@ func runPipe(ctx context.Context, e *env, kind, topic string, n int) (result, er
 		return result{}, errors.New("the minimal pipe copied nothing")
 	}
 	cpu, pgCPU, oth, brokerCPU := selfCPU()-cpu0, e.pg.CPU()-pg0, e.othersCPU()-oth0, e.brokerCPU()-broker0
-	r := result{Kind: "pipe", Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
+	r := result{Kind: name, Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
 		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: brokerCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(),
 		P50: math.NaN(), P99: math.NaN(), RecordBytes: e.bytesOf(kind)}
 	if rssOK {
 		r.PeakRSS = procfs.PeakRSS(os.Getpid())
 	}
 	if err := e.conn.QueryRow(ctx, "SELECT count(*) FROM "+ident.Sanitize()).Scan(&r.TableRows); err != nil {
-		return result{}, fmt.Errorf("count %s: %w", pipeTable, err)
+		return result{}, fmt.Errorf("count %s: %w", ident.Sanitize(), err)
 	}
 	e.logf("%-36s %s", r.title(), r.summary())
 	if _, err := e.conn.Exec(ctx, "DROP TABLE "+ident.Sanitize()); err != nil {
-		return result{}, fmt.Errorf("drop %s: %w", pipeTable, err)
+		return result{}, fmt.Errorf("drop %s: %w", ident.Sanitize(), err)
 	}
 	return r, nil
 }
