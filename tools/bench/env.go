@@ -33,8 +33,10 @@ type env struct {
 	kafkaName   string
 	kfake       *exec.Cmd // the kfake child; nil with a real broker
 	kfakeStdin  io.Closer
-	recordBytes float64 // mean key+value bytes of the default records
-	smallBytes  float64 // and of the small ones (smallTable)
+	profileDir  string        // -bridge-profile; empty: no profiles
+	profileFor  time.Duration // -bridge-profile-for
+	recordBytes float64       // mean key+value bytes of the default records
+	smallBytes  float64       // and of the small ones (smallTable)
 }
 
 // bytesOf is the mean key+value bytes of the records of table.
@@ -46,7 +48,7 @@ func (e *env) bytesOf(table string) float64 {
 }
 
 func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
-	e := &env{pgURL: o.pgURL, bin: bin, timeout: o.timeout, logf: o.logf}
+	e := &env{pgURL: o.pgURL, bin: bin, timeout: o.timeout, logf: o.logf, profileDir: o.profileDir, profileFor: o.profileFor}
 	defer func() {
 		if err != nil {
 			e.Close(ctx)

@@ -83,6 +83,12 @@ type options struct {
 	// zero-config table of small records (smallTable).
 	shapes string
 
+	// profileDir, when set, runs the bridge with --pprof and writes a CPU
+	// profile of profileFor from its first fetch, per bridge run, there
+	// (a diagnosis: the bridge then idles until the profile ends).
+	profileDir string
+	profileFor time.Duration
+
 	pgURL    string
 	bin      string
 	out      string
@@ -115,6 +121,8 @@ func main() {
 	flag.StringVar(&o.shapes, "shapes", "small,default", "the record shapes, comma-separated: default (~250-byte records, the tables of -tables), small (~65-byte records, the zero-config table)")
 	baselines := flag.Bool("baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
 	upsert := flag.Bool("upsert", true, "measure the upsert scenarios after the typed table's (new keys, 90% updates: kafka2pg and the INSERT ... ON CONFLICT limit)")
+	flag.StringVar(&o.profileDir, "bridge-profile", "", "a directory: run the bridge with --pprof and write a CPU profile of each of its throughput runs there, from its first fetch for -bridge-profile-for (a diagnosis, not a measurement)")
+	flag.DurationVar(&o.profileFor, "bridge-profile-for", 3*time.Second, "how long each -bridge-profile profile lasts")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest one contender may take")
 	flag.Parse()
