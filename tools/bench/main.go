@@ -8,15 +8,18 @@
 // README links them.
 //
 // A run is -reps repetitions, and each repetition measures, for the typed
-// table and then for the zero-config table, back to back: the ceiling
-// (binary COPY of the rows the bridge writes, pre-built in memory,
-// 10,000-row transactions, on one and on two connections), then the
-// contenders, each on a topic of 8 partitions filled just before it: the
-// bridge (bin/kafka2pg as a subprocess), and two franz-go + pgx loops that
-// commit offsets to Kafka after the write: (b) one multi-row INSERT per poll,
-// (a) one INSERT per record. Every contender's ratio to the ceiling is paired
-// with the ceiling of its own repetition; the report gives the median and
-// the range over the repetitions.
+// table, the zero-config table and the zero-config table of small records
+// (-shapes), back to back: the ceiling (binary COPY of the rows the bridge
+// writes, pre-built in memory, 10,000-row transactions, on one and on two
+// connections), then the contenders, each on a topic of 8 partitions
+// filled just before it: the bridge (bin/kafka2pg as a subprocess), on the
+// zero-config tables the minimal pipes on the bridge's topic after it
+// (pipe.go: franz-go and COPY, nothing else), and on the default records
+// two franz-go + pgx loops that commit offsets to Kafka after the write:
+// (b) one multi-row INSERT per poll, (a) one INSERT per record. Every
+// contender's ratio to the ceiling is paired with the ceiling of its own
+// repetition; the report gives the median and the range over the
+// repetitions.
 //
 // After the typed table's block come the upsert scenarios (upsert.go):
 // kafka2pg in upsert mode by id on two streams (every key new; 90% updates
