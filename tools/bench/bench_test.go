@@ -131,8 +131,8 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 	targets := rep.targets()
-	if len(targets) != 14 {
-		t.Errorf("%d targets, want 14", len(targets))
+	if len(targets) != 16 {
+		t.Errorf("%d targets, want 16", len(targets))
 	}
 	for _, tg := range targets {
 		if !strings.HasPrefix(tg.verdict, "PASS") && !strings.HasPrefix(tg.verdict, "MISS") {
@@ -180,7 +180,7 @@ func TestBenchSmoke(t *testing.T) {
 	for _, want := range append(sections, "Postgres checkpoints started (max_wal_size)", "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
 		"kafka2pg upsert ÷ kafka2pg append, typed (10% new keys, 90% updates)", "**kafka2pg upsert (all keys new)**",
 		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)",
-		"kafka2pg ÷ minimal pipe (zero-config, small records)", "kafka2pg ÷ ceiling on 2 conns (zero-config)",
+		"kafka2pg ÷ minimal pipe (zero-config, small records)", "kafka2pg ÷ minimal pipe into the bridge's table (zero-config)", "kafka2pg ÷ ceiling on 2 conns (zero-config)",
 		"minimal pipe: franz-go + COPY of the values (zero-config)", "minimal pipe into the bridge's table (zero-config, small records)", "**kafka2pg (zero-config, small records)**") {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)

@@ -98,6 +98,9 @@ func (rep *report) targets() []target {
 		k := rep.series("bridge", table)
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ ceiling on 2 conns (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("ceiling2", table)), 0.9)
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ minimal pipe (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("pipe", table)), 0.95)
+		// The same goal against the pipe that writes the bridge's rows
+		// into its table: the bridge's own overhead, the table's cost out.
+		ratioGoal(fmt.Sprintf("kafka2pg ÷ minimal pipe into the bridge's table (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("pipeRows", table)), 0.95)
 	}
 	for _, m := range keyModes {
 		s := rep.upsertSeries(m, "bridge")
