@@ -117,7 +117,7 @@ func runBaseline(ctx context.Context, e *env, kind, topic string, n int, perReco
 		name = "baselineA"
 	}
 	r := result{Kind: name, Table: kind, Records: n, Wall: lastAt.Sub(t0), Active: lastAt.Sub(firstAt), ActiveRows: done,
-		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: brokerCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(), P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes}
+		ClientCPU: cpu.Seconds(), PGCPU: pgCPU, BrokerCPU: brokerCPU, OthersCores: oth / lastAt.Sub(t0).Seconds(), P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.bytesOf(kind)}
 	if rssOK {
 		r.PeakRSS = procfs.PeakRSS(os.Getpid())
 	}

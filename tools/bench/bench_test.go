@@ -28,7 +28,8 @@ func TestMain(m *testing.M) {
 func positive(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
 
 // TestBenchSmoke runs the whole bench at tiny sizes: 2 repetitions of 20,000
-// records, 2 s of latency, a backlog of 40,000. Every run commits at a
+// records of both shapes, the minimal pipe among the contenders, 2 s of
+// latency, a backlog of 40,000. Every run commits at a
 // positive rate and leaves exactly its records in the table, every ratio is
 // finite and positive, every target is judged, and the report has every
 // section.
@@ -69,8 +70,8 @@ func TestBenchSmoke(t *testing.T) {
 			t.Errorf("%s: kfake CPU %v s", r.title(), r.BrokerCPU)
 		}
 	}
-	for _, table := range []string{typedTable, rawTable} {
-		for _, kind := range scenarioKinds {
+	for _, table := range tables {
+		for _, kind := range kindsOf(table) {
 			s := rep.series(kind, table)
 			if len(s.runs) != reps {
 				t.Errorf("%s on %s: %d runs, want %d", kind, table, len(s.runs), reps)
@@ -83,11 +84,23 @@ func TestBenchSmoke(t *testing.T) {
 		if s := rep.series("bridge", table); s.runs[0].Records != records {
 			t.Errorf("%s ran on %d records, want %d", s.runs[0].title(), s.runs[0].Records, records)
 		}
-		for _, base := range []string{"baselineA", "baselineB"} {
-			if r := rep.pairedRatio(rep.series("bridge", table), rep.series(base, table)); !positive(r.Lo) || r.N != reps {
-				t.Errorf("kafka2pg ÷ %s on %s: %+v, want %d finite positive ratios", base, table, r, reps)
+		for _, other := range kindsOf(table)[3:] {
+			if r := rep.pairedRatio(rep.series("bridge", table), rep.series(other, table)); !positive(r.Lo) || r.N != reps {
+				t.Errorf("kafka2pg ÷ %s on %s: %+v, want %d finite positive ratios", other, table, r, reps)
 			}
 		}
+	}
+	// The minimal pipes' MB/s count the bytes of their block's shape.
+	for _, table := range []string{rawTable, smallTable} {
+		for _, r := range append(rep.series("pipe", table).runs, rep.series("pipeRows", table).runs...) {
+			if r.RecordBytes != rep.series("bridge", table).runs[0].RecordBytes {
+				t.Errorf("%s: %v bytes per record, kafka2pg's run %v", r.title(), r.RecordBytes, rep.series("bridge", table).runs[0].RecordBytes)
+			}
+		}
+	}
+	if small, def := rep.series("bridge", smallTable), rep.series("bridge", rawTable); len(small.runs) > 0 && len(def.runs) > 0 &&
+		!(small.runs[0].RecordBytes < 80 && def.runs[0].RecordBytes > 200) {
+		t.Errorf("bytes per record: small %v, default %v; want under 80 and over 200", small.runs[0].RecordBytes, def.runs[0].RecordBytes)
 	}
 	// Each repetition runs both upsert streams: the limit on 1 and 2
 	// connections, then kafka2pg, which leaves one row per id (the
@@ -118,8 +131,8 @@ func TestBenchSmoke(t *testing.T) {
 		}
 	}
 	targets := rep.targets()
-	if len(targets) != 10 {
-		t.Errorf("%d targets, want 10", len(targets))
+	if len(targets) != 16 {
+		t.Errorf("%d targets, want 16", len(targets))
 	}
 	for _, tg := range targets {
 		if !strings.HasPrefix(tg.verdict, "PASS") && !strings.HasPrefix(tg.verdict, "MISS") {
@@ -166,7 +179,9 @@ func TestBenchSmoke(t *testing.T) {
 	}
 	for _, want := range append(sections, "Postgres checkpoints started (max_wal_size)", "kafka2pg ÷ baseline a (zero-config)", "kafka2pg ÷ baseline b (typed)",
 		"kafka2pg upsert ÷ kafka2pg append, typed (10% new keys, 90% updates)", "**kafka2pg upsert (all keys new)**",
-		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)") {
+		"baseline a: INSERT per record (zero-config)", "baseline b: multi-row INSERT (typed)",
+		"kafka2pg ÷ minimal pipe (zero-config, small records)", "kafka2pg ÷ minimal pipe into the bridge's table (zero-config)", "kafka2pg ÷ ceiling on 2 conns (zero-config)",
+		"minimal pipe: franz-go + COPY of the values (zero-config)", "minimal pipe into the bridge's table (zero-config, small records)", "**kafka2pg (zero-config, small records)**") {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("results.md lacks %q", want)
 		}
@@ -181,9 +196,25 @@ func TestBenchSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := string(svg); !strings.HasPrefix(s, "<svg") || !strings.HasSuffix(s, "</svg>\n") || strings.Count(s, "<rect") < 1+2*len(scenarioKinds) {
-		t.Errorf("results.svg is not a chart of %d bars:\n%s", 2*len(scenarioKinds), s)
+	bars := 0
+	for _, table := range tables {
+		bars += len(kindsOf(table))
 	}
+	if s := string(svg); !strings.HasPrefix(s, "<svg") || !strings.HasSuffix(s, "</svg>\n") || strings.Count(s, "<rect") < 1+bars {
+		t.Errorf("results.svg is not a chart of %d bars:\n%s", bars, s)
+	}
+}
+
+// kindsOf lists the scenarios a full run measures on table: the ceilings
+// and kafka2pg first, then what kafka2pg is paired with.
+func kindsOf(table string) []string {
+	switch table {
+	case typedTable:
+		return []string{"ceiling1", "ceiling2", "bridge", "baselineB", "baselineA"}
+	case smallTable:
+		return []string{"ceiling1", "ceiling2", "bridge", "pipe", "pipeRows"}
+	}
+	return []string{"ceiling1", "ceiling2", "bridge", "pipe", "pipeRows", "baselineB", "baselineA"}
 }
 
 func TestQuantileIsNearestRank(t *testing.T) {

@@ -49,6 +49,9 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 		client: &http.Client{Timeout: 2 * time.Second}}
 	args := []string{"run", "--kafka-brokers", strings.Join(e.kafka.brokers, ","), "--kafka-group", b.group,
 		"--pg-url", e.pgURL, "--metrics-addr", addr, "--log-level", "warn"}
+	if e.profileDir != "" {
+		args = append(args, "--pprof")
+	}
 	if kind == typedTable || kind == upsertTable {
 		cfg := filepath.Join(e.tmp, topic+".yaml")
 		if err := os.WriteFile(cfg, []byte(configYAML(topic, kind)), 0o600); err != nil {
@@ -56,7 +59,7 @@ func startBridge(ctx context.Context, e *env, kind, topic string) (*bridgeProc, 
 		}
 		args = append(args, "--config", cfg)
 	} else {
-		args = append(args, "--topic", topic, "--pg-table", rawTable, "--pg-schema", "public")
+		args = append(args, "--topic", topic, "--pg-table", kind, "--pg-schema", "public")
 	}
 	b.cmd = exec.CommandContext(ctx, e.bin, args...)
 	b.cmd.Env = livebridge.Env(os.Environ())
@@ -134,6 +137,7 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int, keys keyM
 	}
 	var firstAt, lastAt time.Time
 	var lat *histogram
+	profiled := make(chan error, 1)
 	tick := time.NewTicker(scrapeInterval)
 	defer tick.Stop()
 	deadline := time.Now().Add(e.timeout)
@@ -160,6 +164,9 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int, keys keyM
 			}
 			if fetched, _ := livebridge.Sum(body, "kafka2pg_reader_records_total"); fetched > 0 {
 				firstAt = at
+				if e.profileDir != "" && keys == "" {
+					go func() { profiled <- b.profile(ctx, e, filepath.Join(e.profileDir, topic+".pprof")) }()
+				}
 			}
 		case lastAt.IsZero():
 			committed, err := e.committed(ctx, b.group, topic)
@@ -185,8 +192,14 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int, keys keyM
 			}
 		}
 	}
+	if e.profileDir != "" && keys == "" {
+		if err := <-profiled; err != nil {
+			b.stop()
+			return result{}, err
+		}
+	}
 	r := result{Kind: "bridge", Table: kind, Records: n, Wall: lastAt.Sub(b.t0), Active: lastAt.Sub(firstAt), ActiveRows: n,
-		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.recordBytes, Keys: keys}
+		P50: lat.quantile(0.5), P99: lat.quantile(0.99), RecordBytes: e.bytesOf(kind), Keys: keys}
 	b.finish(e, &r)
 	if keys != "" {
 		err = e.checkUpsert(ctx, &r, keys)
@@ -198,4 +211,18 @@ func runBridge(ctx context.Context, e *env, kind, topic string, n int, keys keyM
 	}
 	e.logf("%-36s %s", r.title(), r.summary())
 	return r, e.dropTable(ctx, t)
+}
+
+// profile writes a CPU profile of the bridge over e.profileFor to path.
+func (b *bridgeProc) profile(ctx context.Context, e *env, path string) error {
+	url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", strings.TrimSuffix(b.url, "/metrics"), max(int(e.profileFor.Seconds()), 1))
+	body, err := livebridge.Get(ctx, &http.Client{Timeout: e.profileFor + 30*time.Second}, url)
+	if err != nil {
+		return fmt.Errorf("profile the bridge: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+		return err
+	}
+	e.logf("wrote %s (%s of the bridge's CPU from its first fetch)", path, e.profileFor)
+	return nil
 }

@@ -29,10 +29,10 @@ type rowMapper interface {
 }
 
 // tableFor returns the table and the mapper the bridge uses for kind
-// (typedTable, rawTable or upsertTable).
+// (typedTable, rawTable, smallTable or upsertTable).
 func tableFor(kind string) (schema.Table, rowMapper, error) {
-	if kind == rawTable {
-		return decode.RawTable("public", rawTable, decode.ValueJSON), decode.RawMapper{Format: decode.ValueJSON}, nil
+	if kind == rawTable || kind == smallTable {
+		return decode.RawTable("public", kind, decode.ValueJSON), decode.RawMapper{Format: decode.ValueJSON}, nil
 	}
 	spec := typedSpec()
 	if kind == upsertTable {
@@ -61,10 +61,10 @@ func buildBatches(kind, topic string, n int) (schema.Table, []batch, error) {
 	if err != nil {
 		return t, nil, err
 	}
-	ts := time.Now()
+	ts, value := time.Now(), valueOf(kind)
 	perPartition := make([][][]any, partitions)
 	for id := range n {
-		row, err := m.Row(schemaRecord(topic, id, ts), nil)
+		row, err := m.Row(schemaRecord(topic, id, ts, value), nil)
 		if err != nil {
 			return t, nil, fmt.Errorf("build row %d: %w", id, err)
 		}
@@ -135,7 +135,7 @@ func runCeilings(ctx context.Context, e *env, kind, topic string, n int) ([]resu
 		if err != nil {
 			return nil, err
 		}
-		r.Kind, r.Table, r.Records, r.ActiveRows = fmt.Sprintf("ceiling%d", conns), kind, n, n
+		r.Kind, r.Table, r.Records, r.ActiveRows, r.RecordBytes = fmt.Sprintf("ceiling%d", conns), kind, n, n, e.bytesOf(kind)
 		if r.TableRows, err = e.count(ctx, t); err != nil {
 			return nil, err
 		}

@@ -12,7 +12,7 @@ import (
 // the repetitions with a whisker from min to max, grouped by table, with
 // the median of each repetition's best ceiling as a dashed line.
 func chartSVG(rep *report) (string, error) {
-	colors := map[string]string{"ceiling1": "#bbbbbb", "ceiling2": "#888888", "bridge": "#1f77b4", "baselineB": "#d62728", "baselineA": "#ff9896"}
+	colors := map[string]string{"ceiling1": "#bbbbbb", "ceiling2": "#888888", "bridge": "#1f77b4", "pipe": "#9467bd", "baselineB": "#d62728", "baselineA": "#ff9896"}
 	f := rep.facts
 	c := svgchart.Bars{
 		Title: "kafka2pg bench: rows/s committed, against the binary COPY ceiling",
@@ -23,7 +23,7 @@ func chartSVG(rep *report) (string, error) {
 		XLabel:     "rows/s",
 		LabelWidth: 340,
 	}
-	for _, table := range []string{typedTable, rawTable} {
+	for _, table := range tables {
 		g := svgchart.BarGroup{Title: tableLabel(table) + " table"}
 		var bests []float64
 		for _, bl := range rep.blocks {
@@ -61,6 +61,7 @@ func chartSVG(rep *report) (string, error) {
 
 // chartLabels name the bars; the group says the table.
 var chartLabels = map[string]string{"ceiling1": "ceiling, COPY, 1 conn", "ceiling2": "ceiling, COPY, 2 conns", "bridge": "kafka2pg",
+	"pipe": "minimal pipe: franz-go + COPY", "pipeRows": "minimal pipe into the bridge's table",
 	"baselineB": "baseline b: multi-row INSERT", "baselineA": "baseline a: INSERT per record"}
 
 func shortKafka(k string) string {

@@ -33,11 +33,22 @@ type env struct {
 	kafkaName   string
 	kfake       *exec.Cmd // the kfake child; nil with a real broker
 	kfakeStdin  io.Closer
-	recordBytes float64
+	profileDir  string        // -bridge-profile; empty: no profiles
+	profileFor  time.Duration // -bridge-profile-for
+	recordBytes float64       // mean key+value bytes of the default records
+	smallBytes  float64       // and of the small ones (smallTable)
+}
+
+// bytesOf is the mean key+value bytes of the records of table.
+func (e *env) bytesOf(table string) float64 {
+	if table == smallTable {
+		return e.smallBytes
+	}
+	return e.recordBytes
 }
 
 func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
-	e := &env{pgURL: o.pgURL, bin: bin, timeout: o.timeout, logf: o.logf}
+	e := &env{pgURL: o.pgURL, bin: bin, timeout: o.timeout, logf: o.logf, profileDir: o.profileDir, profileFor: o.profileFor}
 	defer func() {
 		if err != nil {
 			e.Close(ctx)
@@ -73,8 +84,8 @@ func newEnv(ctx context.Context, o options, bin string) (_ *env, err error) {
 	if e.kafka, err = newKafka(brokers); err != nil {
 		return nil, err
 	}
-	e.recordBytes = meanRecordBytes(o.records)
-	o.logf("Postgres %s, %s, %.1f bytes per record (key + value)", e.pgVersion, e.kafkaName, e.recordBytes)
+	e.recordBytes, e.smallBytes = meanRecordBytes(o.records, recordValue), meanRecordBytes(o.records, smallValue)
+	o.logf("Postgres %s, %s, %.1f bytes per record (key + value), %.1f per small record", e.pgVersion, e.kafkaName, e.recordBytes, e.smallBytes)
 	return e, nil
 }
 

@@ -8,15 +8,18 @@
 // README links them.
 //
 // A run is -reps repetitions, and each repetition measures, for the typed
-// table and then for the zero-config table, back to back: the ceiling
-// (binary COPY of the rows the bridge writes, pre-built in memory,
-// 10,000-row transactions, on one and on two connections), then the
-// contenders, each on a topic of 8 partitions filled just before it: the
-// bridge (bin/kafka2pg as a subprocess), and two franz-go + pgx loops that
-// commit offsets to Kafka after the write: (b) one multi-row INSERT per poll,
-// (a) one INSERT per record. Every contender's ratio to the ceiling is paired
-// with the ceiling of its own repetition; the report gives the median and
-// the range over the repetitions.
+// table, the zero-config table and the zero-config table of small records
+// (-shapes), back to back: the ceiling (binary COPY of the rows the bridge
+// writes, pre-built in memory, 10,000-row transactions, on one and on two
+// connections), then the contenders, each on a topic of 8 partitions
+// filled just before it: the bridge (bin/kafka2pg as a subprocess), on the
+// zero-config tables the minimal pipes on the bridge's topic after it
+// (pipe.go: franz-go and COPY, nothing else), and on the default records
+// two franz-go + pgx loops that commit offsets to Kafka after the write:
+// (b) one multi-row INSERT per poll, (a) one INSERT per record. Every
+// contender's ratio to the ceiling is paired with the ceiling of its own
+// repetition; the report gives the median and the range over the
+// repetitions.
 //
 // After the typed table's block come the upsert scenarios (upsert.go):
 // kafka2pg in upsert mode by id on two streams (every key new; 90% updates
@@ -78,6 +81,16 @@ type options struct {
 	skipBaselines bool
 	// skipUpsert leaves out the upsert scenarios after each typed block.
 	skipUpsert bool
+	// shapes are the record shapes ("default", "small", comma-separated;
+	// empty: both): default runs the tables of -tables, small the
+	// zero-config table of small records (smallTable).
+	shapes string
+
+	// profileDir, when set, runs the bridge with --pprof and writes a CPU
+	// profile of profileFor from its first fetch, per bridge run, there
+	// (a diagnosis: the bridge then idles until the profile ends).
+	profileDir string
+	profileFor time.Duration
 
 	pgURL    string
 	bin      string
@@ -107,9 +120,12 @@ func main() {
 	flag.StringVar(&o.out, "out", "../bench/results.md", "Markdown results to write")
 	flag.StringVar(&o.chart, "chart", "../bench/results.svg", "SVG chart to write")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency scenario; 0: half the zero-config rate measured (the target's rate); fix it to compare two binaries")
-	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables to measure, comma-separated (one of them for A/B runs of the bridge alone)")
+	flag.StringVar(&o.tables, "tables", "typed,zero-config", "the tables of the default records to measure, comma-separated (one of them for A/B runs of the bridge alone)")
+	flag.StringVar(&o.shapes, "shapes", "small,default", "the record shapes, comma-separated: default (~250-byte records, the tables of -tables), small (~65-byte records, the zero-config table)")
 	baselines := flag.Bool("baselines", true, "measure baselines (a) and (b); false for A/B runs of the bridge alone")
 	upsert := flag.Bool("upsert", true, "measure the upsert scenarios after the typed table's (new keys, 90% updates: kafka2pg and the INSERT ... ON CONFLICT limit)")
+	flag.StringVar(&o.profileDir, "bridge-profile", "", "a directory: run the bridge with --pprof and write a CPU profile of each of its throughput runs there, from its first fetch for -bridge-profile-for (a diagnosis, not a measurement)")
+	flag.DurationVar(&o.profileFor, "bridge-profile-for", 3*time.Second, "how long each -bridge-profile profile lasts")
 	flag.BoolVar(&quick, "quick", false, "a smoke run: 100,000 records, 1 repetition, 5 s of latency, no backlog")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "longest one contender may take")
 	flag.Parse()
@@ -149,13 +165,18 @@ func (o options) validate() error {
 			return fmt.Errorf("-tables has %q: it takes typed, zero-config or both, comma-separated", t)
 		}
 	}
-	if !o.skipUpsert && !slices.Contains(o.tableList(), "typed") {
+	for _, s := range o.shapeList() {
+		if s != "default" && s != "small" {
+			return fmt.Errorf("-shapes has %q: it takes default, small or both, comma-separated", s)
+		}
+	}
+	if !o.skipUpsert && !o.runs(typedTable) {
 		return fmt.Errorf("-upsert needs the typed table's append rate: add typed to -tables, or pass -upsert=false")
 	}
 	if o.latencyRate < 0 {
 		return fmt.Errorf("-latency-rate is %v: it must be 0 (half the measured rate) or positive", o.latencyRate)
 	}
-	if o.latencyFor > 0 && o.latencyRate == 0 && o.tables != "" && !strings.Contains(o.tables, "zero-config") {
+	if o.latencyFor > 0 && o.latencyRate == 0 && !o.runs(rawTable) {
 		return fmt.Errorf("-latency needs the zero-config table's rate: add zero-config to -tables, pass -latency-rate, or pass -latency 0")
 	}
 	return nil
@@ -164,6 +185,20 @@ func (o options) validate() error {
 // tableList is -tables as a list; empty means both tables.
 func (o options) tableList() []string {
 	return strings.Split(cmp.Or(o.tables, "typed,zero-config"), ",")
+}
+
+// shapeList is -shapes as a list; empty means both shapes.
+func (o options) shapeList() []string {
+	return strings.Split(cmp.Or(o.shapes, "small,default"), ",")
+}
+
+// runs says whether the run measures table (typedTable, rawTable,
+// smallTable).
+func (o options) runs(table string) bool {
+	if table == smallTable {
+		return slices.Contains(o.shapeList(), "small")
+	}
+	return slices.Contains(o.shapeList(), "default") && slices.Contains(o.tableList(), tableLabel(table))
 }
 
 // report is what one run measured.
@@ -179,6 +214,7 @@ type report struct {
 	facts       facts
 	reps        int
 	recordBytes float64
+	smallBytes  float64
 }
 
 // block is the ceiling of one table in one repetition and the contenders
@@ -187,7 +223,7 @@ type block struct {
 	rep        int // from 1
 	table      string
 	ceiling    []result // 1 and 2 connections
-	contenders []result // kafka2pg, baseline b, baseline a
+	contenders []result // kafka2pg, the minimal pipes (zero-config tables), baseline b, baseline a
 }
 
 // best is the block's ceiling: the better of one and two connections.
@@ -245,7 +281,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	defer e.Close(ctx)
 	f.pgVersion, f.pgSettings, f.kafka, f.pgCPUNote, f.realKafka = e.pgVersion, e.pgSettings, e.kafkaName, e.pg.Why, o.brokers != ""
-	rep := &report{recordBytes: e.recordBytes, reps: o.reps}
+	rep := &report{recordBytes: e.recordBytes, smallBytes: e.smallBytes, reps: o.reps}
 	nA := min(max(o.records/o.baseADiv, partitions), baseAMax)
 	nB := max(o.records/o.baseBDiv, partitions)
 
@@ -256,23 +292,28 @@ func run(ctx context.Context, o options) (*report, error) {
 		seq++
 		return strings.ToLower(fmt.Sprintf("bench_%s_%d_%s", what, seq, runID))
 	}
-	// contend fills topic with n records and runs one contender on it.
-	contend := func(topic string, n int, runOne func(topic string) (result, error)) (result, error) {
-		if err := e.kafka.fill(ctx, topic, n); err != nil {
-			return result{}, err
+	// contend fills topic with n records of table's shape and runs the
+	// contenders of runs on it, one after the other.
+	contend := func(table, topic string, n int, runs ...func(topic string) (result, error)) ([]result, error) {
+		if err := e.kafka.fill(ctx, topic, n, valueOf(table)); err != nil {
+			return nil, err
 		}
-		r, err := runOne(topic)
-		if err != nil {
-			return result{}, err
+		var out []result
+		for _, runOne := range runs {
+			r, err := runOne(topic)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, r)
 		}
 		if err := e.kafka.drop(ctx, topic); err != nil {
 			o.logf("note: %v", err)
 		}
-		return r, nil
+		return out, nil
 	}
 	for i := range o.reps {
-		for _, table := range []string{typedTable, rawTable} {
-			if !slices.Contains(o.tableList(), tableLabel(table)) {
+		for _, table := range tables {
+			if !o.runs(table) {
 				continue
 			}
 			o.logf("== repetition %d of %d, %s table", i+1, o.reps, tableLabel(table))
@@ -283,24 +324,35 @@ func run(ctx context.Context, o options) (*report, error) {
 			if bl.ceiling, err = runCeilings(ctx, e, table, bridgeTopic, o.records); err != nil {
 				return nil, err
 			}
+			// The minimal pipes read the bridge's topic after the bridge,
+			// on the zero-config tables, whose rows are the values too.
+			type step = func(topic string) (result, error)
+			bridge := []step{func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records, "") }}
+			if table != typedTable {
+				bridge = append(bridge,
+					func(topic string) (result, error) { return runPipe(ctx, e, table, topic, o.records, false) },
+					func(topic string) (result, error) { return runPipe(ctx, e, table, topic, o.records, true) })
+			}
 			steps := []struct {
 				topic string
 				n     int
-				run   func(topic string) (result, error)
+				runs  []step
 			}{
-				{bridgeTopic, o.records, func(topic string) (result, error) { return runBridge(ctx, e, table, topic, o.records, "") }},
-				{topicFor(table), nB, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }},
-				{topicFor(table), nA, func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }},
+				{bridgeTopic, o.records, bridge},
+				{topicFor(table), nB, []step{func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nB, false) }}},
+				{topicFor(table), nA, []step{func(topic string) (result, error) { return runBaseline(ctx, e, table, topic, nA, true) }}},
 			}
-			if o.skipBaselines {
+			// The baselines answer the incumbents on the default records;
+			// the small records are the bridge's own target.
+			if o.skipBaselines || table == smallTable {
 				steps = steps[:1]
 			}
 			for _, s := range steps {
-				r, err := contend(s.topic, s.n, s.run)
+				rs, err := contend(table, s.topic, s.n, s.runs...)
 				if err != nil {
 					return nil, err
 				}
-				bl.contenders = append(bl.contenders, r)
+				bl.contenders = append(bl.contenders, rs...)
 			}
 			rep.blocks = append(rep.blocks, bl)
 			if table != typedTable || o.skipUpsert {
@@ -328,12 +380,13 @@ func run(ctx context.Context, o options) (*report, error) {
 	}
 	if o.backlog > 0 {
 		o.logf("== backlog: draining %s records (zero-config)", figures.Num(float64(o.backlog), 0))
-		r, err := contend(topicFor("backlog"), o.backlog, func(topic string) (result, error) {
+		rs, err := contend(rawTable, topicFor("backlog"), o.backlog, func(topic string) (result, error) {
 			return runBridge(ctx, e, rawTable, topic, o.backlog, "")
 		})
 		if err != nil {
 			return nil, err
 		}
+		r := rs[0]
 		r.Kind = "backlog"
 		rep.backlog = &r
 	}

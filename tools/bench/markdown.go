@@ -40,7 +40,7 @@ const (
 var sections = []string{secMachine, secTargets, secSummary, secUpsert, secLatency, secBacklog, secRuns, secMethod}
 
 // scenarioKinds are the rows of the summary, per table.
-var scenarioKinds = []string{"ceiling1", "ceiling2", "bridge", "baselineB", "baselineA"}
+var scenarioKinds = []string{"ceiling1", "ceiling2", "bridge", "pipe", "pipeRows", "baselineB", "baselineA"}
 
 func markdown(o options, rep *report) string {
 	f := rep.facts
@@ -58,9 +58,9 @@ func markdown(o options, rep *report) string {
 	w("| Go | %s |\n", f.goVersion)
 	w("| PostgreSQL | %s (the URL of `scripts/pg-url.sh`); settings as found: %s |\n", f.pgVersion, f.pgSettings)
 	w("| Kafka | %s |\n", f.kafka)
-	w("| repetitions | %d, each: the ceilings and the contenders of the typed table, then of the zero-config table |\n", rep.reps)
-	w("| records | %s per kafka2pg run and per ceiling, baseline (b) %s, baseline (a) %s; %.1f bytes per record (key + JSON value) |\n",
-		figures.Num(float64(f.records), 0), figures.Num(float64(rep.recordsOf("baselineB")), 0), figures.Num(float64(rep.recordsOf("baselineA")), 0), rep.recordBytes)
+	w("| repetitions | %d, each: the ceilings and the contenders of the typed table, then of the zero-config table, then of the zero-config table with small records |\n", rep.reps)
+	w("| records | %s per kafka2pg run, minimal pipe and ceiling, baseline (b) %s, baseline (a) %s; %.1f bytes per record (key + JSON value), %.1f per small record |\n",
+		figures.Num(float64(f.records), 0), figures.Num(float64(rep.recordsOf("baselineB")), 0), figures.Num(float64(rep.recordsOf("baselineA")), 0), rep.recordBytes, rep.smallBytes)
 	w("| load average (1, 5, 15 min) | before: %s; after: %s (the bench's own load included) |\n\n", f.loadBefore, f.loadAfter)
 	maxOthers := 0.0
 	for _, r := range rep.all() {
@@ -101,7 +101,7 @@ func markdown(o options, rep *report) string {
 		"pre-filled topic, so it measures the backlog, not the bridge (see the latency section).\n\n")
 	w("| scenario | runs | rows/s | MB/s | × ceiling | CPU s / M rows: process | CPU s / M rows: Postgres | CPU s / M rows: kfake | peak RSS | latency p50 / p99 (backlog) |\n")
 	w("|---|---|---|---|---|---|---|---|---|---|\n")
-	for _, table := range []string{typedTable, rawTable} {
+	for _, table := range tables {
 		for _, kind := range scenarioKinds {
 			s := rep.series(kind, table)
 			if len(s.runs) == 0 {
@@ -239,13 +239,17 @@ func baseName(p string) string {
 
 const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, user_id, event, amount with 2 decimals, currency, country,
   ts RFC 3339, props with 5 keys), keyed by user, produced in id order to a topic of 8 partitions (record i to partition
-  i mod 8) just before the contender that consumes it. Every run has its own topic and consumer group.
+  i mod 8) just before the contender that consumes it. Every run has its own topic and consumer group. *Small records*
+  (-shapes small): about 65 bytes, ` + "`{\"id\":…,\"user\":…,\"amount\":…,\"ts\":…}`" + ` (ts in epoch milliseconds), the
+  common shape of a clickstream event, with the same keys and placement, on the zero-config table only (their fields are
+  not the typed table's); no baselines run on them.
 - **Tables.** *typed*: 10 columns, 8 from the JSON value (bigint, text, text, numeric(12,2), varchar(3), text, timestamptz,
   jsonb) and kafka_partition, kafka_offset; append mode, no primary key (the bridge's --config sink). *zero-config*: the
   bridge's default table (topic, partition, offset, timestamp, key bytea, headers jsonb, value jsonb; primary key on
   partition, offset, topic). Each run drops the table, creates it (the bridge creates its own), then runs CHECKPOINT.
-- **Repetitions.** Every repetition runs, for the typed table and then for the zero-config table: the ceiling on 1 and on
-  2 connections, kafka2pg, baseline (b), baseline (a). A contender's × ceiling pairs it with the ceiling of its own
+- **Repetitions.** Every repetition runs, for the typed table, then for the zero-config table, then for the zero-config
+  table of small records: the ceiling on 1 and on 2 connections, kafka2pg, the minimal pipe (zero-config tables),
+  baseline (b), baseline (a). A contender's × ceiling pairs it with the ceiling of its own
   block, and kafka2pg ÷ baseline pairs the runs of the same block, so host drift between repetitions (about ±20% over
   tens of minutes here: /work/shared/notes/perf-baseline.md) cancels out of the ratios; the tables give the median and
   the range over the repetitions. The targets are judged on the median.
@@ -263,6 +267,18 @@ const method = `- **Data.** Deterministic JSON records of about 250 bytes (id, u
   whole life, start-up and shutdown included; its peak RSS is VmHWM of /proc/<pid>/status (the kernel's high-water mark,
   so nothing between two reads is missed), read every 50 ms and before the stop (ru_maxrss would count the bench's own
   memory, which the child shares between fork and exec).
+- **Minimal pipe**, in the bench process, on the zero-config tables: the floor of "Kafka in, COPY out" on this machine.
+  Right after kafka2pg it reads the same topic from the same kfake child with one franz-go client (the 8 partitions
+  assigned directly from the start: no group, no offsets committed anywhere) and COPYs each poll's raw values (at most
+  10,000, binary, pgx's CopyFrom) into a one-column jsonb table, in autocommit, on 2 connections that take the polls in
+  turn while the client fetches the next. No offsets table, no checks, no dead letters, no fence, no key, headers or
+  metadata columns. The broker and the Kafka client take the same share of the two cores as under kafka2pg, so
+  kafka2pg ÷ minimal pipe is what the bridge's own work (its offsets, checks, columns and batching) and its table's
+  columns and primary key cost it, where kafka2pg ÷ ceiling also counts the broker and the client. Process CPU and peak
+  RSS are measured as the baselines' are. Then the *minimal pipe into the bridge's table*: the same, but each record
+  mapped by the bridge's own mapper (decode.RawMapper) into the zero-config table, COPYed with the bridge's encoder
+  (pgcopy.CopyFrom) in a transaction per poll: the same rows into the same table, so kafka2pg over it is the cost of
+  the bridge's work alone.
 - **Baselines**, in the bench process (kfake runs in a child process, so its CPU is not counted), on both tables with the
   bridge's mapper for that table: a franz-go consumer group (PollRecords of at most 5,000 records, so that a multi-row
   INSERT stays under 65,535 bind parameters), pgx on one connection, and the offsets committed to Kafka (CommitRecords)

@@ -27,7 +27,42 @@ const (
 	typedTable  = "bench_typed"
 	rawTable    = "bench_raw"
 	upsertTable = "bench_upsert" // typedTable's columns, primary key id
+	// smallTable is the zero-config table of the small records
+	// (smallValue): the same columns as rawTable, its own name, so that
+	// each shape is a table of the report with its own ceiling.
+	smallTable = "bench_raw_small"
 )
+
+// tables lists the throughput tables in the order a repetition runs them.
+var tables = []string{typedTable, rawTable, smallTable}
+
+// valueOf is the record value function of a throughput table: smallValue
+// for smallTable, recordValue for the others.
+func valueOf(table string) func(id int) []byte {
+	if table == smallTable {
+		return smallValue
+	}
+	return recordValue
+}
+
+// smallValue is the JSON value of small record id, about 65 bytes:
+// {"id":…,"user":…,"amount":…,"ts":…}, the shape of a clickstream event.
+// The ts field is epoch milliseconds.
+func smallValue(id int) []byte {
+	b := make([]byte, 0, 80)
+	b = append(b, `{"id":`...)
+	b = strconv.AppendInt(b, int64(id), 10)
+	b = append(b, `,"user":"u`...)
+	b = records.AppendPadded(b, id%100_000, 6)
+	b = append(b, `","amount":`...)
+	cents := id * 7919 % 100_000
+	b = strconv.AppendInt(b, int64(cents/100), 10)
+	b = append(b, '.')
+	b = records.AppendPadded(b, cents%100, 2)
+	b = append(b, `,"ts":`...)
+	b = strconv.AppendInt(b, tsBase.Add(time.Duration(id)*time.Millisecond).UnixMilli(), 10)
+	return append(b, '}')
+}
 
 var (
 	pages     = []string{"/", "/pricing", "/docs/exactly-once", "/blog/copy-vs-insert", "/signup", "/cart"}
@@ -64,12 +99,12 @@ func keyedValue(key int64, id int) []byte {
 	return b
 }
 
-// meanRecordBytes is the mean key+value size of records 0..n-1: the basis
-// of every MB/s figure (Kafka input consumed).
-func meanRecordBytes(n int) float64 {
+// meanRecordBytes is the mean key+value size of records 0..n-1 with value:
+// the basis of every MB/s figure (Kafka input consumed).
+func meanRecordBytes(n int, value func(id int) []byte) float64 {
 	total := 0
 	for id := range n {
-		total += len(recordKey(id)) + len(recordValue(id))
+		total += len(recordKey(id)) + len(value(id))
 	}
 	return float64(total) / float64(max(n, 1))
 }
@@ -85,10 +120,10 @@ func recordKey(id int) []byte {
 func partitionOf(id int) int32 { return int32(id % partitions) }
 func offsetOf(id int) int64    { return int64(id / partitions) }
 
-// schemaRecord is record id as the bridge sees it.
-func schemaRecord(topic string, id int, ts time.Time) *stream.Record {
+// schemaRecord is record id, its value from value, as the bridge sees it.
+func schemaRecord(topic string, id int, ts time.Time, value func(id int) []byte) *stream.Record {
 	return &stream.Record{Topic: topic, Partition: partitionOf(id), Offset: offsetOf(id), Timestamp: ts,
-		TimestampType: stream.TimestampCreateTime, Key: recordKey(id), Value: recordValue(id)}
+		TimestampType: stream.TimestampCreateTime, Key: recordKey(id), Value: value(id)}
 }
 
 // typedColumns is the typed table: eight columns from the JSON value and two
@@ -171,9 +206,9 @@ func (k *kafka) create(ctx context.Context, topic string) error {
 }
 
 // fill creates topic with 8 partitions and produces records 0..n-1 into it,
-// waiting until Kafka acknowledged them all.
-func (k *kafka) fill(ctx context.Context, topic string, n int) error {
-	return k.fillWith(ctx, topic, n, func(id int) (int32, []byte, []byte) { return partitionOf(id), recordKey(id), recordValue(id) })
+// their values from value, waiting until Kafka acknowledged them all.
+func (k *kafka) fill(ctx context.Context, topic string, n int, value func(id int) []byte) error {
+	return k.fillWith(ctx, topic, n, func(id int) (int32, []byte, []byte) { return partitionOf(id), recordKey(id), value(id) })
 }
 
 // fillWith is fill with the partition, key and value of record i from

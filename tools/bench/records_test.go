@@ -88,3 +88,21 @@ func TestALatencyWindowTooLargeToPrebuildSaysSo(t *testing.T) {
 		t.Fatalf("%d records, error %v; want none and an error naming the records and -latency", n, err)
 	}
 }
+
+// TestSmallValueIsTheIssuesShape: a small record is JSON with exactly id,
+// user, amount and ts, about 65 bytes, its id the record's.
+func TestSmallValueIsTheIssuesShape(t *testing.T) {
+	for _, id := range []int{0, 7, 123_456, 999_999, 4_999_999} {
+		v := smallValue(id)
+		var got map[string]any
+		if err := json.Unmarshal(v, &got); err != nil {
+			t.Fatalf("smallValue(%d) = %s: %v", id, v, err)
+		}
+		if len(got) != 4 || got["id"] != float64(id) || got["user"] == nil || got["amount"] == nil || got["ts"] == nil {
+			t.Errorf("smallValue(%d) = %s, want the fields id (%d), user, amount, ts", id, v, id)
+		}
+		if len(v) < 50 || len(v) > 72 {
+			t.Errorf("smallValue(%d) is %d bytes, want about 65: %s", id, len(v), v)
+		}
+	}
+}

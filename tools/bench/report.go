@@ -16,8 +16,8 @@ import (
 
 // result is one measured scenario.
 type result struct {
-	Kind      string // ceiling1, ceiling2, bridge, baselineA, baselineB, latency, backlog
-	Table     string // typedTable or rawTable
+	Kind      string // ceiling1, ceiling2, bridge, pipe, pipeRows, baselineA, baselineB, latency, backlog
+	Table     string // typedTable, rawTable or smallTable (the pipe: its block's)
 	Records   int
 	TableRows int64         // count(*) of the table afterwards
 	Wall      time.Duration // from the start (process, consumer) to the last commit
@@ -89,6 +89,10 @@ func (r result) title() string {
 		return "kafka2pg backlog (" + t + ")"
 	case "latency":
 		return "kafka2pg latency (" + t + ")"
+	case "pipe":
+		return "minimal pipe: franz-go + COPY of the values (" + t + ")"
+	case "pipeRows":
+		return "minimal pipe into the bridge's table (" + t + ")"
 	case "baselineA":
 		return "baseline a: INSERT per record (" + t + ")"
 	case "baselineB":

@@ -94,6 +94,14 @@ func (rep *report) targets() []target {
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ baseline a (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("baselineA", table)), 10)
 		ratioGoal(fmt.Sprintf("kafka2pg ÷ baseline b (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("baselineB", table)), 1.8)
 	}
+	for _, table := range []string{rawTable, smallTable} {
+		k := rep.series("bridge", table)
+		ratioGoal(fmt.Sprintf("kafka2pg ÷ ceiling on 2 conns (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("ceiling2", table)), 0.9)
+		ratioGoal(fmt.Sprintf("kafka2pg ÷ minimal pipe (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("pipe", table)), 0.95)
+		// The same goal against the pipe that writes the bridge's rows
+		// into its table: the bridge's own overhead, the table's cost out.
+		ratioGoal(fmt.Sprintf("kafka2pg ÷ minimal pipe into the bridge's table (%s)", tableLabel(table)), rep.pairedRatio(k, rep.series("pipeRows", table)), 0.95)
+	}
 	for _, m := range keyModes {
 		s := rep.upsertSeries(m, "bridge")
 		ratioGoal(fmt.Sprintf("kafka2pg upsert ÷ kafka2pg append, typed (%s)", m.label()), s.over(s.appends), upsertGoals[m])
@@ -149,8 +157,11 @@ func sharp(v, goal float64, digits int, print func(v float64, digits int) string
 }
 
 func tableLabel(table string) string {
-	if table == rawTable {
+	switch table {
+	case rawTable:
 		return "zero-config"
+	case smallTable:
+		return "zero-config, small records"
 	}
 	return "typed"
 }
