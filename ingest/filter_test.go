@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
@@ -127,5 +128,44 @@ func TestATombstoneBypassesTheFilter(t *testing.T) {
 	}
 	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'events'`); n != 4 {
 		t.Errorf("next_offset = %d, want 4", n)
+	}
+}
+
+// Debezium's delete of a key whose last change no longer matches bypasses
+// the filter (its after is null): the row that stopped matching is
+// deleted.
+func TestADebeziumDeleteBypassesTheFilter(t *testing.T) {
+	_, pool := pgtest.MigratedPool(t)
+	d, err := cdc.NewDecoder(cdc.Config{Schema: "public", Table: "customers"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := decode.CompileFilter(decode.FilterSpec{Where: `value.after.qty > 0`, Envelope: true, PassTombstones: true, PassDeletes: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"customers": {Table: d.Table(), Changes: d, Evolve: true, Filter: f}}}
+	w, epoch := claimed(t, pool, cfg, "customers")
+	tr := trace(w)
+	ctx := context.Background()
+	if err := w.Write(ctx, changeBatch("customers", epoch, 0, ev{op: "c", id: 1, after: cust(1, "Ann", 5)}, ev{op: "c", id: 2, after: cust(2, "Bob", 5)})); err != nil {
+		t.Fatal(err)
+	}
+	got, err := tr.write(ctx, w, changeBatch("customers", epoch, 2, ev{op: "u", id: 1, before: cust(1, "Ann", 5), after: cust(1, "Ann", 0)}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Filtered != 1 || customers(t, pool) != "1=Ann:5 2=Bob:5" {
+		t.Fatalf("after an update the filter drops: filtered %d, rows %q; want 1 and the row left as it was", got.Filtered, customers(t, pool))
+	}
+	got, err = tr.write(ctx, w, changeBatch("customers", epoch, 3, ev{op: "d", id: 1, before: cust(1, "Ann", 0)}, ev{id: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Filtered != 0 || got.DeadLetters != 0 || customers(t, pool) != "2=Bob:5" {
+		t.Errorf("after the delete of key 1 and its tombstone: filtered %d, dead letters %d, rows %q; want 0, 0, 2=Bob:5", got.Filtered, got.DeadLetters, customers(t, pool))
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'customers'`); n != 5 {
+		t.Errorf("next_offset = %d, want 5", n)
 	}
 }
