@@ -5,6 +5,7 @@ go 1.26.8
 require (
 	github.com/Shopify/toxiproxy/v2 v2.12.0
 	github.com/bufbuild/protocompile v0.14.1
+	github.com/expr-lang/expr v1.17.8
 	github.com/golang-migrate/migrate/v4 v4.20.1
 	github.com/hamba/avro/v2 v2.31.0
 	github.com/jackc/pgerrcode v0.0.0-20220416144525-469b46aa5efa

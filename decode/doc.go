@@ -35,6 +35,14 @@
 // caller's pgvalue.FieldEncoder. RawMapper.AppendRowUnchecked leaves the
 // check of a JSON value to jsonb's input.
 //
+// # Filters
+//
+// CompileFilter compiles a sink's where expression (github.com/expr-lang/expr,
+// type-checked against value, key and headers) once; Filter.Keep decodes
+// a record's value as JSON and evaluates it, letting the deletes the spec
+// names through unevaluated. A record it cannot evaluate is a DecodeError
+// of KindFilter.
+//
 // # Errors
 //
 // A record that cannot become a row is never a panic: Row returns a

@@ -50,6 +50,15 @@
 // A failed COMMIT is ambiguous (it may have committed). Write never retries:
 // the caller claims again, which re-reads the durable position.
 //
+// # Filters
+//
+// A sink's Filter runs on a batch's records before any path writes them.
+// The records it drops leave the batch but not its span: their offsets
+// are committed with the batch's, and BatchTrace.Filtered counts them. A
+// record it cannot evaluate stays in the batch marked as such, and every
+// path's prologue makes it a bad record (kind filter), as it does an
+// unreadable one.
+//
 // # Tables
 //
 // A sink's table is planned once, for two callers: PlanTable reads it

@@ -31,6 +31,9 @@ type BatchTrace struct {
 	DeadLetters     int      // records stored in kafka2pg.dead_letters
 	DeadLetterKinds []string // the error kind of each dead letter
 	Skipped         int      // bad records only logged (OnError "skip")
+	// Filtered counts the records the sink's Filter dropped: not written,
+	// their offsets committed with the batch's.
+	Filtered int
 	// CopyDuration and CommitDuration time the COPY (or the upsert's
 	// statements) and the COMMIT; zero when not run, and in a combined
 	// transaction for every batch but the first, so that each statement is
@@ -56,6 +59,7 @@ type outcome struct {
 	deadLetters     int
 	deadLetterKinds []string
 	skipped         int
+	filtered        int
 	copyDuration    time.Duration
 	commitDuration  time.Duration
 	isolated        bool
@@ -75,7 +79,7 @@ type outcome struct {
 
 func (w *Writer) trace(ctx context.Context, b *stream.Batch, res outcome, err error) {
 	w.cfg.Tracer.TraceBatchEnd(ctx, BatchTrace{Batch: b, Table: w.TableName(b.Topic), Err: err,
-		Rows: res.rows, DeadLetters: res.deadLetters, DeadLetterKinds: res.deadLetterKinds, Skipped: res.skipped,
+		Rows: res.rows, DeadLetters: res.deadLetters, DeadLetterKinds: res.deadLetterKinds, Skipped: res.skipped, Filtered: res.filtered,
 		CopyDuration: res.copyDuration, CommitDuration: res.commitDuration,
 		Isolated: res.isolated, Rechecked: res.rechecked, Combined: res.combined})
 }

@@ -50,6 +50,19 @@ type Sink struct {
 	// Table (format debezium): see ChangeDecoder. The
 	// table is created once the first event has told its columns and key.
 	Changes ChangeDecoder
+	// Filter, when set, decides which records are written: the others
+	// are not written, and their offsets advance with the batch's
+	// (BatchTrace.Filtered counts them). A record it cannot evaluate is a
+	// bad record. Optional.
+	Filter RecordFilter
+}
+
+// RecordFilter decides which records of a sink are written
+// (decode.Filter). Keep's error wraps decode.ErrBadRecord for a record it
+// cannot evaluate, which becomes a bad record; any other error aborts the
+// batch. Safe for concurrent use.
+type RecordFilter interface {
+	Keep(r *stream.Record) (bool, error)
 }
 
 // ChangeDecoder decodes change events (package cdc's Decoder) into
@@ -390,10 +403,78 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 	if err := resolveSchemas(ctx, sink, b.Records); err != nil {
 		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
-	if w.cfg.TableWriters > 0 && combinable(sink) {
-		return w.writeInLane(ctx, b, sink)
+	b, filtered, err := filterBatch(b, sink.Filter)
+	if err != nil {
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
-	return w.writeChanging(ctx, b, sink)
+	var res outcome
+	if w.cfg.TableWriters > 0 && combinable(sink) {
+		res, err = w.writeInLane(ctx, b, sink)
+	} else {
+		res, err = w.writeChanging(ctx, b, sink)
+	}
+	res.filtered = countCommitted(filtered, err)
+	return res, err
+}
+
+// filterBatch is b without the records filter drops, and the offsets of
+// those it drops; b itself when filter is nil. The span stays b's, so
+// the dropped records' offsets advance with the batch. A record filter
+// cannot evaluate stays, marked Unreadable with the reason, and becomes a
+// bad record in every path's prologue (tooLarge).
+func filterBatch(b *stream.Batch, filter RecordFilter) (*stream.Batch, []int64, error) {
+	if filter == nil {
+		return b, nil, nil
+	}
+	fb := *b
+	fb.Records = make([]stream.Record, 0, len(b.Records))
+	var dropped []int64
+	for _, r := range b.Records {
+		if r.Unreadable != nil {
+			fb.Records = append(fb.Records, r)
+			continue
+		}
+		keep, err := filter.Keep(&r)
+		switch {
+		case err != nil && !errors.Is(err, decode.ErrBadRecord):
+			return b, nil, err
+		case err != nil:
+			r.Unreadable = &filterError{err}
+			fb.Records = append(fb.Records, r)
+		case keep:
+			fb.Records = append(fb.Records, r)
+		default:
+			dropped = append(dropped, r.Offset)
+		}
+	}
+	return &fb, dropped, nil
+}
+
+// filterError marks a record its sink's filter could not evaluate
+// (filterBatch), for tooLarge.
+type filterError struct{ err error }
+
+func (e *filterError) Error() string { return e.err.Error() }
+func (e *filterError) Unwrap() error { return e.err }
+
+// countCommitted is how many of the filtered offsets a write that
+// returned err committed: all of them, those before the bad record when
+// it stopped the partition, none after any other error.
+func countCommitted(filtered []int64, err error) int {
+	if err == nil {
+		return len(filtered)
+	}
+	var stop *stream.StopError
+	if !errors.As(err, &stop) {
+		return 0
+	}
+	n := 0
+	for _, o := range filtered {
+		if o < stop.Offset {
+			n++
+		}
+	}
+	return n
 }
 
 // writeChanging writes b in its own transaction, following the changes of
@@ -533,7 +614,7 @@ type badRecord struct {
 // refusedByMapping: the mapping refused the record, not the size limit
 // (what keeps a topic's batches checked, unchecked.go).
 func (b badRecord) refusedByMapping() bool {
-	return b.kind != KindTooLarge && b.kind != KindBatchTooLarge
+	return b.kind != KindTooLarge && b.kind != KindBatchTooLarge && b.kind != decode.KindFilter
 }
 
 // rowSource feeds CopyFrom, mapping records as pgx asks for them; records the
@@ -644,8 +725,13 @@ func decodeRecords(records []stream.Record, maxBytes int, decode func(r *stream.
 }
 
 // tooLarge is r as a bad record when its key and value are over maxBytes,
-// or when it could not be read at all (its batch was too large).
+// when it could not be read at all (its batch was too large), or when its
+// sink's filter could not evaluate it (filterBatch).
 func tooLarge(r *stream.Record, maxBytes int) *badRecord {
+	if fe, ok := r.Unreadable.(*filterError); ok {
+		bad, _ := classify(r, fe.err)
+		return bad
+	}
 	if r.Unreadable != nil {
 		return &badRecord{rec: r, kind: KindBatchTooLarge, err: r.Unreadable}
 	}

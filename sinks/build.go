@@ -118,11 +118,12 @@ func (s Set) Resolve(ctx context.Context, topic string) (ingest.Sink, bool, erro
 // keyError is an error of one key of a sink (key is its path in the
 // sink: "mode", "columns[2]"), which fieldErrors makes a FieldError of.
 type keyError struct {
-	key string
-	err error
+	key  string
+	line int // the key's line; 0: the sink's
+	err  error
 }
 
-func keyErr(key string, err error) error { return &keyError{key, err} }
+func keyErr(key string, err error) error { return &keyError{key: key, err: err} }
 
 func (e *keyError) Error() string { return e.err.Error() }
 func (e *keyError) Unwrap() error { return e.err }
@@ -139,7 +140,7 @@ func fieldErrors(path string, line int, err error) error {
 		return errors.Join(out...)
 	}
 	if ke, ok := err.(*keyError); ok {
-		return &FieldError{Field: path + "." + ke.key, Line: line, Err: ke.err}
+		return &FieldError{Field: path + "." + ke.key, Line: cmp.Or(ke.line, line), Err: ke.err}
 	}
 	return &FieldError{Field: path, Line: line, Err: err}
 }
@@ -194,6 +195,44 @@ func (b builder) pattern(ctx context.Context, sc Sink) (Pattern, error) {
 }
 
 func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
+	filter, err := sinkFilter(sc)
+	if err != nil {
+		return ingest.Sink{}, err
+	}
+	sink, err := b.mapping(ctx, sc)
+	if err == nil && filter != nil {
+		sink.Filter = filter
+	}
+	return sink, err
+}
+
+// sinkFilter compiles sc's where (nil without one), with what lets the
+// sink's deletes through it.
+func sinkFilter(sc Sink) (*decode.Filter, error) {
+	if sc.Where == "" {
+		return nil, nil
+	}
+	switch {
+	case changeFormat(sc.Format) && sc.ValueFormat != "" && sc.ValueFormat != "json":
+		return nil, keyErr("where", fmt.Errorf("where reads the value as JSON, and value_format %s is not: remove where", sc.ValueFormat))
+	case !changeFormat(sc.Format) && sc.Format != "" && sc.Format != "json":
+		return nil, keyErr("where", fmt.Errorf("where reads the value as JSON, and format %s is not: remove where, or use format json, debezium or connect_json", sc.Format))
+	}
+	f, err := decode.CompileFilter(decode.FilterSpec{Where: sc.Where, Envelope: changeFormat(sc.Format),
+		PassTombstones: sc.Format == formatDebezium || sc.DeleteOnTombstone, PassDeletes: sc.Format == formatDebezium})
+	if err != nil {
+		line := 0
+		var ee *decode.ExprError
+		if sc.whereLine > 0 && errors.As(err, &ee) {
+			line = sc.whereLine + ee.Line - 1
+		}
+		return nil, &keyError{key: "where", line: line, err: err}
+	}
+	return f, nil
+}
+
+// mapping builds sc's sink without its filter.
+func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if sc.Topic == "" {
 		return ingest.Sink{}, errors.New("topic is missing: name the topic this sink reads")
 	}

@@ -66,6 +66,21 @@ type Sink struct {
 	Key []string `yaml:"key"`
 	// DeleteOnTombstone makes a record without a value delete its key's row.
 	DeleteOnTombstone bool `yaml:"delete_on_tombstone"`
+	// Where keeps only the records for which the expression is true
+	// (expr-lang's language, decode.FilterSpec): value is the record's
+	// value decoded as JSON (a debezium or connect_json value's payload),
+	// key the key as a string, headers each header's last value:
+	// `value.type == "order"`. Dropped records are not written, and their
+	// offsets advance with their batch's. The deletes bypass it, so that
+	// a row that stops matching can still be removed: tombstones of an
+	// upsert sink with delete_on_tombstone, and debezium's deletes,
+	// truncates and tombstones. A record it cannot evaluate (a value that
+	// is not JSON, an error such as a field of null) is a bad record of
+	// kind filter. Formats json, debezium and connect_json (value_format
+	// json) only.
+	Where string `yaml:"where"`
+	// whereLine is the line of the where key, for messages.
+	whereLine int
 	// Create false refuses to create a missing table. Default true.
 	Create *bool `yaml:"create"`
 	// Evolve adds the columns a record brings that the table lacks.
@@ -110,6 +125,11 @@ func (s *Sink) UnmarshalYAML(n *yaml.Node) error {
 	}
 	*s = Sink(p)
 	s.Line = n.Line
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if n.Content[i].Value == "where" {
+			s.whereLine = n.Content[i+1].Line
+		}
+	}
 	return nil
 }
 

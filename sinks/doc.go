@@ -36,6 +36,15 @@
 // topic it matches, and that sample (Pattern.Sample) stands for its
 // topics' names in the database's encoding check.
 //
+// # Filters
+//
+// A sink's Where (decode.FilterSpec, expr-lang's language) is compiled
+// when the sink is built, so that Validate and Build refuse an expression
+// that does not compile with its position (a FieldError on the sink's
+// where key, with the key's line). The built sink's ingest.Sink.Filter
+// drops the records it is false for; the deletes of upsert sinks with
+// delete_on_tombstone and of debezium sinks bypass it.
+//
 // # Reference
 //
 // Keys lists every key of the YAML, each mapping's (a sink, a column, the

@@ -93,6 +93,7 @@ var KeyDocs = map[string]string{
 	"mode":                "`append` (default; binary COPY) or `upsert` (the last record of each key wins); format debezium: each event's op decides",
 	"key":                 "upsert: the columns that identify a row; debezium: the primary key instead of the record key's fields",
 	"delete_on_tombstone": "upsert: a record with a null value deletes its key's row",
+	"where":               "write only the records for which the expression is true, as `value.type == \"order\"`: `value` (the JSON value; debezium's and connect_json's payload), `key` (a string) and `headers` (name → last value); deletes (tombstones of delete_on_tombstone, debezium's d and t) bypass it; formats json, debezium and connect_json",
 	"create":              "create the table when missing (default true)",
 	"evolve":              "add columns that appear, widen types safely; never drop or narrow",
 	"columns":             "the typed columns, each `{name, path, type}` and the keys below; none: the zero-config table. debezium and connect_json: the columns of records without a Connect schema, each `{name, type}` (the field of that name fills it)",

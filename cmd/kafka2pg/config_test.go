@@ -86,8 +86,18 @@ func TestConfigValuesYieldToFlagsAndEnvironment(t *testing.T) {
 // TestTheMappingConfigExampleIsValid keeps the documented example of
 // docs/MAPPING.md honest: it must load, validate and build its sinks.
 func TestTheMappingConfigExampleIsValid(t *testing.T) {
-	example := mappingExample(t, "## Typed tables")
 	t.Setenv("DATABASE_URL", "postgres://app@db/shop")
+	sinks := exampleSinks(t, mappingExample(t, "## Typed tables"))
+	if len(sinks) != 3 || sinks["accounts"].Upsert == nil || sinks["orders"].Table.Name != "orders_orders" {
+		t.Errorf("MAPPING.md example built %d sinks: %+v", len(sinks), sinks)
+	}
+}
+
+// exampleSinks loads the config example as run does (flags, validation,
+// building), failing the test on an error, and returns the sinks of the
+// topics it names.
+func exampleSinks(t *testing.T, example string) map[string]ingest.Sink {
+	t.Helper()
 	t.Setenv("KAFKA2PG_PG_URL", "")
 	path := writeConfig(t, example)
 	fs := newFlagSet("run")
@@ -111,9 +121,7 @@ func TestTheMappingConfigExampleIsValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("MAPPING.md example: %v", err)
 	}
-	if len(sinks) != 3 || sinks["accounts"].Upsert == nil || sinks["orders"].Table.Name != "orders_orders" {
-		t.Errorf("MAPPING.md example built %d sinks: %+v", len(sinks), sinks)
-	}
+	return sinks
 }
 
 // fixedSinks builds o's sinks as run does, and returns those of the

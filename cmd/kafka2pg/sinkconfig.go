@@ -103,10 +103,16 @@ func (o *runOptions) sinkError(err error) error {
 			return fmt.Errorf("--topic %s: %w", sc.Topic, fe.Err)
 		case strings.HasSuffix(fe.Field, "].topic"):
 			return fmt.Errorf("--config %s: line %d: %w", o.configPath, sc.Line, fe.Err)
-		case sc.TopicRegex != "":
-			return fmt.Errorf("--config %s: sink of topic_regex %q at line %d: %w", o.configPath, sc.TopicRegex, sc.Line, fe.Err)
 		}
-		return fmt.Errorf("--config %s: sink of topic %q at line %d: %w", o.configPath, sc.Topic, sc.Line, fe.Err)
+		sink := fmt.Sprintf("sink of topic %q", sc.Topic)
+		if sc.TopicRegex != "" {
+			sink = fmt.Sprintf("sink of topic_regex %q", sc.TopicRegex)
+		}
+		if _, key, ok := strings.Cut(fe.Field, "]."); ok && fe.Line != sc.Line && fe.Line > 0 {
+			// The error has a line of its own (a where's): the key's.
+			return fmt.Errorf("--config %s: %s at line %d: %s at line %d: %w", o.configPath, sink, sc.Line, key, fe.Line, fe.Err)
+		}
+		return fmt.Errorf("--config %s: %s at line %d: %w", o.configPath, sink, sc.Line, fe.Err)
 	})
 }
 

@@ -39,6 +39,7 @@ type Metrics struct {
 	recheckedBatches    *prometheus.CounterVec // table
 	deadLetters         *prometheus.CounterVec // table, kind
 	skipped             *prometheus.CounterVec // table
+	filtered            *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
 	writeErrorCounts    causeCounts            // the same, for the progress line
 	endToEndSeconds     *batchHistogram
@@ -69,6 +70,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		recheckedBatches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_rechecked_batches_total", Help: "Batches written without the checks Postgres makes itself (a jsonb value's JSON) whose rows Postgres refused, written again with them."}, []string{"table"}),
 		deadLetters:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
 		skipped:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
+		filtered:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_filtered_records_total", Help: "Records a sink's where dropped: not written, their offsets committed."}, []string{"table"}),
 		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause: fenced, timeout, connection, read_only, refused (a role or privilege), data, other, stopped; each but stopped is followed by a re-claim and a retry."}, []string{"cause"}),
 		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
 	}
@@ -86,7 +88,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		reg:   kpromFilter{m},
 	}
 	if err := m.register(m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
-		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.writeErrors, m.endToEndSeconds, m.kafka.fetch); err != nil {
+		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.filtered, m.writeErrors, m.endToEndSeconds, m.kafka.fetch); err != nil {
 		return nil, err
 	}
 	return m, nil
@@ -111,7 +113,7 @@ func (m *Metrics) InitTable(table string) {
 	if _, seen := m.tables.LoadOrStore(table, struct{}{}); seen {
 		return
 	}
-	for _, v := range []*prometheus.CounterVec{m.rows, m.batches, m.isolatedBatches, m.recheckedBatches, m.skipped} {
+	for _, v := range []*prometheus.CounterVec{m.rows, m.batches, m.isolatedBatches, m.recheckedBatches, m.skipped, m.filtered} {
 		v.WithLabelValues(table)
 	}
 	for _, v := range []*prometheus.HistogramVec{m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds} {
@@ -180,6 +182,9 @@ func (m *Metrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	}
 	if t.Skipped > 0 {
 		m.skipped.WithLabelValues(table).Add(float64(t.Skipped))
+	}
+	if t.Filtered > 0 {
+		m.filtered.WithLabelValues(table).Add(float64(t.Filtered))
 	}
 	// One walk of the batch's records, dense copies just written, for
 	// their bytes and their end-to-end latency.
