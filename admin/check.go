@@ -60,6 +60,11 @@ type Finding struct {
 	DDL []string
 	// Fix are statements that would fix it, which run does not execute.
 	Fix []string
+	// Err is the error the finding reports, when it reports one whose
+	// fields a caller may render its own way (a *stream.FieldError names
+	// the config field at fault); Message says the same with Subject's
+	// prefix.
+	Err error
 }
 
 // Failed counts the findings of level Fail.
@@ -171,7 +176,9 @@ func CheckPostgres(ctx context.Context, pool *pgxpool.Pool, pc PostgresCheck, se
 	warn, refuse, err := bridge.EncodingProblems(ctx, conn, pc.Group, set)
 	switch enc := conn.PgConn().ParameterStatus("server_encoding"); {
 	case refuse != nil:
-		out = append(out, fail("%v", refuse))
+		f := fail("%v", refuse)
+		f.Err = refuse
+		out = append(out, f)
 	case err != nil:
 		return append(out, fail("check the database's encoding: %v", redact.Err(err)))
 	case warn != "":

@@ -85,7 +85,7 @@ func TestAMissingTopicStopsTheBridgeBeforeATableIsCreated(t *testing.T) {
 	missing := fmt.Sprintf("kafka2pg-missing-%08x", rand.Uint32())
 	b := startBridge(t, "missing-topic", bridgeArgs(s.kafka.Brokers(), missing, s.table, "--pg-url", s.pgURL, "--fatal-retry-timeout", "2s")...)
 	took, out := requireExit(t, b, 1, time.Minute)
-	requireLogHas(t, out, missing, "does not exist", "--fatal-retry-timeout", "correct --topic")
+	requireLogHas(t, out, missing, "does not exist", "--fatal-retry-timeout", "correct reader.Config.Topics", "--topic")
 	if took < 2*time.Second {
 		t.Errorf("exited after %v: a missing topic is retried for --fatal-retry-timeout (2s) first", took)
 	}

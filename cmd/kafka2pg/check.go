@@ -73,7 +73,12 @@ func (r *checkReport) line(f admin.Finding) {
 	if f.Level == admin.Fail {
 		r.failed++
 	}
-	fmt.Fprintf(r.w, "%-4s  %s%s\n", f.Level, f.Message, flagHint(f.Message))
+	msg := f.Message + flagHint(f.Message)
+	if f.Err != nil {
+		// The error's fields under their flags, after the subject.
+		msg = f.Subject + ": " + cliMessage(f.Err)
+	}
+	fmt.Fprintf(r.w, "%-4s  %s\n", f.Level, msg)
 	r.ddl += len(f.DDL)
 	for _, s := range f.DDL {
 		for _, l := range strings.Split(s+";", "\n") {
