@@ -57,11 +57,7 @@ func (p *partition) checkDataLoss() bool {
 			"Move the stored offset with SQL on kafka2pg.offsets (or offsets reset) after checking what the table holds.", p.tp.Topic, p.tp.Partition, from, end)
 	}
 	log.Error(why)
-	p.mu.Lock()
-	p.life.stopFor(why)
-	p.mu.Unlock()
-	for p.sleep(time.Hour) { // stay registered (and paused) until revoked, lost or closed
-	}
+	p.parkStopped(why)
 	return false
 }
 

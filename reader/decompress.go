@@ -55,9 +55,7 @@ type unreadSpan struct {
 // (refused.go).
 func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
 	tp := TopicPartition{e.Topic, e.Partition}
-	r.mu.Lock()
-	p := r.parts[tp]
-	r.mu.Unlock()
+	p := r.owner(tp)
 	if p == nil {
 		r.refusals.reported(tp)
 		return

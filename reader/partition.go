@@ -521,10 +521,29 @@ func (p *partition) stopAt(stop *stream.StopError) {
 	p.halt()
 	why := stop.Error()
 	p.mu.Lock()
-	p.life.stopFor(why)
 	p.durable = stop.Offset
 	p.mu.Unlock()
 	p.r.log.Error("partition stopped", "topic", p.tp.Topic, "partition", p.tp.Partition, "next_offset", stop.Offset, "reason", why)
+	p.parkStopped(why)
+}
+
+// parkStopped stops the partition for why (Stats.Stopped, readiness) and
+// waits, registered and paused, until it is revoked, lost or closed, or
+// the reader stops: a stopped partition writes nothing, and its offsets
+// stay where they are for the next owner.
+func (p *partition) parkStopped(why string) {
+	p.stopFor(why)
+	p.park()
+}
+
+// stopFor stops the partition for why; park then waits as parkStopped does.
+func (p *partition) stopFor(why string) {
+	p.mu.Lock()
+	p.life.stopFor(why)
+	p.mu.Unlock()
+}
+
+func (p *partition) park() {
 	for p.sleep(time.Hour) {
 	}
 }

@@ -449,10 +449,7 @@ func (r *Reader) Run(ctx context.Context) error {
 				return
 			}
 			if errors.Is(err, kerr.OffsetOutOfRange) {
-				r.mu.Lock()
-				part := r.parts[TopicPartition{t, p}]
-				r.mu.Unlock()
-				if part != nil && part.outOfRange() {
+				if part := r.owner(TopicPartition{t, p}); part != nil && part.outOfRange() {
 					r.log.Warn("fetch position out of range; checking for data loss", "topic", t, "partition", p)
 				}
 				return
@@ -614,10 +611,7 @@ func (r *Reader) applySeeks() {
 		select {
 		case s := <-r.seeks:
 			tp := s.p.tp
-			r.mu.Lock()
-			owned := r.parts[tp] == s.p
-			r.mu.Unlock()
-			if !owned {
+			if r.owner(tp) != s.p {
 				continue // revoked or lost meanwhile
 			}
 			// The stored leader epoch goes with the stored position, so
@@ -640,6 +634,13 @@ func (r *Reader) applySeeks() {
 			return
 		}
 	}
+}
+
+// owner is the partition this reader owns for tp, nil when none.
+func (r *Reader) owner(tp TopicPartition) *partition {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.parts[tp]
 }
 
 func (r *Reader) markDurable(tp TopicPartition, eo kgo.EpochOffset) {

@@ -132,9 +132,7 @@ func (r *Reader) rearmRefused(ctx context.Context) {
 	}
 	set := make(map[string]map[int32]kgo.EpochOffset)
 	for _, tp := range due {
-		r.mu.Lock()
-		p := r.parts[tp]
-		r.mu.Unlock()
+		p := r.owner(tp)
 		if p == nil {
 			r.refusals.reported(tp)
 			continue

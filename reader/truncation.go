@@ -3,7 +3,6 @@ package reader
 import (
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -22,9 +21,7 @@ import (
 // truncated hands a truncation the poll loop saw to its partition, whose
 // goroutine handles it (handleTruncation).
 func (r *Reader) truncated(lost *kgo.ErrDataLoss) {
-	r.mu.Lock()
-	p := r.parts[TopicPartition{lost.Topic, lost.Partition}]
-	r.mu.Unlock()
+	p := r.owner(TopicPartition{lost.Topic, lost.Partition})
 	if p == nil {
 		r.log.Warn("kafka truncated the log of a partition this member no longer owns; its next owner checks it again",
 			"topic", lost.Topic, "partition", lost.Partition, "error", lost.Error())
@@ -75,12 +72,9 @@ func (p *partition) handleTruncation(lost *kgo.ErrDataLoss) bool {
 	fix := fmt.Sprintf("check what the tables hold from offset %d on, then restart with reader.Config.OnDataLoss=skip to read the new log from offset %d, "+
 		"or move the stored position (offsets reset)", gone, resume)
 	err := &FatalError{What: "kafka's log of " + tp, Err: errors.New(what + "; the bridge stops (reader.Config.OnDataLoss=stop)"), Fix: fix}
-	p.mu.Lock()
-	p.life.stopFor(err.Error())
-	p.mu.Unlock()
+	p.stopFor(err.Error())
 	p.r.fatal.stop(err)
 	p.r.wake()
-	for p.sleep(time.Hour) { // stay registered (and paused) until the reader stops
-	}
+	p.park() // until the reader stops
 	return false
 }
