@@ -439,7 +439,7 @@ func filterBatch(b *stream.Batch, filter RecordFilter) (*stream.Batch, []int64, 
 		case err != nil && !errors.Is(err, decode.ErrBadRecord):
 			return b, nil, err
 		case err != nil:
-			r.Unreadable = &filterError{err}
+			r.Unreadable = err
 			fb.Records = append(fb.Records, r)
 		case keep:
 			fb.Records = append(fb.Records, r)
@@ -449,13 +449,6 @@ func filterBatch(b *stream.Batch, filter RecordFilter) (*stream.Batch, []int64, 
 	}
 	return &fb, dropped, nil
 }
-
-// filterError marks a record its sink's filter could not evaluate
-// (filterBatch), for tooLarge.
-type filterError struct{ err error }
-
-func (e *filterError) Error() string { return e.err.Error() }
-func (e *filterError) Unwrap() error { return e.err }
 
 // countCommitted is how many of the filtered offsets a write that
 // returned err committed: all of them, those before the bad record when
@@ -728,8 +721,8 @@ func decodeRecords(records []stream.Record, maxBytes int, decode func(r *stream.
 // when it could not be read at all (its batch was too large), or when its
 // sink's filter could not evaluate it (filterBatch).
 func tooLarge(r *stream.Record, maxBytes int) *badRecord {
-	if fe, ok := r.Unreadable.(*filterError); ok {
-		bad, _ := classify(r, fe.err)
+	if errors.Is(r.Unreadable, decode.ErrBadRecord) {
+		bad, _ := classify(r, r.Unreadable)
 		return bad
 	}
 	if r.Unreadable != nil {

@@ -18,11 +18,14 @@ type Record struct {
 	Key           []byte // nil when the record has no key
 	Value         []byte // nil for a tombstone
 	Headers       []Header
-	// Unreadable, when set, says the record could not be read: its record
-	// batch decompresses to more than the reader may hold. Key, Value and
-	// Headers are empty; the writer makes the record a bad record (kind
-	// batch_too_large) with this reason, so that its offset is accounted
-	// for in the fenced transaction like any other.
+	// Unreadable, when set, says the record cannot be written as a row,
+	// before any mapping: the writer makes it a bad record with this
+	// reason, so that its offset is accounted for in the fenced
+	// transaction like any other. The reader sets it when the record's
+	// batch decompresses to more than it may hold (Key, Value and Headers
+	// are empty then; kind batch_too_large); a sink's filter sets it to a
+	// decode error (wrapping decode.ErrBadRecord, which names its kind)
+	// for a value it cannot evaluate.
 	Unreadable error
 }
 
