@@ -334,11 +334,7 @@ WHERE consumer_group = $1 AND topic = $2 AND committed_at > $3`
 // bridge's /metrics at addr: "absent" when the bridge does not export it.
 func scrapeCounter(t testing.TB, addr, name string) string {
 	t.Helper()
-	code, body := scrape("http://" + addr + "/metrics")
-	if code != 200 {
-		t.Fatalf("GET http://%s/metrics: status %d: %.200s", addr, code, body)
-	}
-	v, ok := metricSum(body, name)
+	v, ok := scrapeMetric(t, addr, name)
 	if !ok {
 		return "absent"
 	}

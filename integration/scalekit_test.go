@@ -291,15 +291,22 @@ func quantile(vs []float64, q float64) float64 {
 // series, failing the test when it is absent.
 func scrapeGauge(t testing.TB, addr, name string) float64 {
 	t.Helper()
-	code, body := scrape("http://" + addr + "/metrics")
-	if code != 200 {
-		t.Fatalf("GET http://%s/metrics: status %d: %.200s", addr, code, body)
-	}
-	v, ok := metricSum(body, name)
+	v, ok := scrapeMetric(t, addr, name)
 	if !ok {
 		t.Fatalf("GET http://%s/metrics: no %s", addr, name)
 	}
 	return v
+}
+
+// scrapeMetric GETs /metrics at addr and returns the sum of the metric's
+// series, and whether the bridge exports it.
+func scrapeMetric(t testing.TB, addr, name string) (float64, bool) {
+	t.Helper()
+	code, body := scrape("http://" + addr + "/metrics")
+	if code != 200 {
+		t.Fatalf("GET http://%s/metrics: status %d: %.200s", addr, code, body)
+	}
+	return metricSum(body, name)
 }
 
 // sumOffsets returns the sum of next_offset over the group's partitions of

@@ -1,6 +1,7 @@
 package integration_test
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -23,14 +24,7 @@ func TestReadinessIsLostWhileALockStallsTheWritesAndComesBack(t *testing.T) {
 	s.waitProgress(t, nil, time.Minute, b)
 	waitHTTPStatus(t, readyz, http.StatusOK, time.Minute, b)
 
-	tx, err := s.db.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(t.Context())
-	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+tableName(s.table)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockTable(t, s)
 	locked := time.Now()
 	s.produce(t, 200)
 	var body string
@@ -90,14 +84,7 @@ func TestReadinessIsLostWithinSecondsOfAWriteThatGetsNoAnswerOnTheDefaults(t *te
 	}
 	waitHTTPStatus(t, readyz, http.StatusOK, time.Minute, b)
 
-	tx, err := s.db.Begin(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(t.Context())
-	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+tableName(s.table)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockTable(t, s)
 	locked := time.Now()
 	s.produce(t, 200)
 	var body string
@@ -185,4 +172,20 @@ func TestTheBackoffGrowsWithTheFailureStreakNotWithOneReclaim(t *testing.T) {
 	b.requireExitZero(t, time.Minute)
 	s.runUntilCaughtUp(t, "final", time.Minute, fastGroupFlags...)
 	s.verifyFinalState(t)
+}
+
+// lockTable takes an ACCESS EXCLUSIVE lock on the scenario's table in a
+// transaction of its own, which the test commits to release it (or which
+// is rolled back when the test ends).
+func lockTable(t *testing.T, s *scenario) pgx.Tx {
+	t.Helper()
+	tx, err := s.db.Begin(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(t.Context(), "LOCK TABLE "+tableName(s.table)+" IN ACCESS EXCLUSIVE MODE"); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }
