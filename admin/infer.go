@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -96,12 +95,11 @@ func Sample(ctx context.Context, k Kafka, r InferRequest) (Samples, error) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.Timeout)
 	defer cancel()
-	admCl, err := kgo.NewClient(opts...)
+	adm, closeAdm, err := k.Client()
 	if err != nil {
-		return Samples{}, fmt.Errorf("create Kafka client: %w", err)
+		return Samples{}, err
 	}
-	defer admCl.Close()
-	adm := kadm.NewClient(admCl)
+	defer closeAdm()
 	topics, err := adm.ListTopics(ctx, topic)
 	if err != nil {
 		return Samples{}, fmt.Errorf("describe topic %q: %w", topic, err)
