@@ -205,7 +205,7 @@ func TestBombsOnManyPartitionsOfOneFetchAllBecomeUnreadableSpans(t *testing.T) {
 					s.mu.Lock()
 					unread := fmt.Sprint(s.unread)
 					s.mu.Unlock()
-					t.Fatalf("after 30 s, next offsets %s of ends %v; unreadable offsets %s", next, ends, unread)
+					t.Fatalf("after 30 s, next offsets %s of ends %v; unreadable offsets %s; the reader logged:\n%s", next, ends, unread, logs.String())
 				}
 				time.Sleep(10 * time.Millisecond)
 			}
@@ -301,6 +301,26 @@ func TestAPartitionThatReadNothingIsFetchedAgainWhereTheStartPolicyPutIt(t *test
 		r.Close()
 		if err != nil || got != tc.want {
 			t.Errorf("start %s, group %s: offset %d (%v), want %d", tc.start, tc.group, got, err, tc.want)
+		}
+	}
+}
+
+func TestAPartitionMovedAgainToWhereItStandsIsMovedWithAnotherEpoch(t *testing.T) {
+	// SetOffsets ignores a position equal to the one it last set, and a
+	// refused partition it ignores is never fetched again.
+	var rs refusals
+	tp := TopicPartition{topic, 1}
+	rs.matched(tp)
+	var epochs []int32
+	for range 4 {
+		epochs = append(epochs, rs.moving(tp, true))
+	}
+	for i, e := range epochs {
+		if e >= 0 {
+			t.Fatalf("move %d with epoch %d: the client would validate it against the broker", i, e)
+		}
+		if i > 0 && e == epochs[i-1] {
+			t.Fatalf("moves %d and %d with the same epoch %d: the client ignores the second (epochs %v)", i-1, i, e, epochs)
 		}
 	}
 }

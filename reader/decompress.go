@@ -49,11 +49,11 @@ type unreadSpan struct {
 
 // unreadableBatch turns the client's refusal of a batch into a span of
 // offsets for the partition to write as unreadable, and moves the client
-// past the batch. The poll loop calls it (SetOffsets is safe there). A
-// refusal it does not act on (the partition still holds an unreadable span
-// to write) stays marked, and the client is moved to fetch it again later
-// (refused.go).
-func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
+// past the batch (added to moves, which the poll loop applies after the
+// poll's errors). A refusal it does not act on (the partition still holds
+// an unreadable span to write) stays marked, and the client is moved to
+// fetch it again later (refused.go).
+func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge, moves offsetMoves) {
 	tp := TopicPartition{e.Topic, e.Partition}
 	p := r.owner(tp)
 	if p == nil {
@@ -69,7 +69,7 @@ func (r *Reader) unreadableBatch(e *kgo.ErrDecompressTooLarge) {
 	r.log.Warn("record batch too large to read; its offsets go to the dead letters (or stop the partition with ingest.Config.OnError=stop)",
 		"topic", e.Topic, "partition", e.Partition, "first_offset", e.Offset, "next_offset", e.NextOffset,
 		"max_batch_bytes", maxBatchBytes(&r.cfg))
-	r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{e.Topic: {e.Partition: {Epoch: e.Epoch, Offset: e.NextOffset}}})
+	moves.add(tp, kgo.EpochOffset{Epoch: e.Epoch, Offset: e.NextOffset})
 }
 
 // deferredLogEvery is how often at most a deferral is logged.

@@ -427,6 +427,7 @@ func (r *Reader) Run(ctx context.Context) error {
 		fetchFailed := false
 		drained := fs.NumRecords() > 0 // a poll that returns records or a fetch's errors drained a fetch
 		deferred, others := false, false
+		moves := offsetMoves{}
 		fs.EachError(func(t string, p int32, err error) {
 			if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 				return // our own wake-up
@@ -445,7 +446,7 @@ func (r *Reader) Run(ctx context.Context) error {
 				return
 			}
 			if tooLarge, ok := errors.AsType[*kgo.ErrDecompressTooLarge](err); ok {
-				r.unreadableBatch(tooLarge)
+				r.unreadableBatch(tooLarge, moves)
 				return
 			}
 			if errors.Is(err, kerr.OffsetOutOfRange) {
@@ -484,9 +485,10 @@ func (r *Reader) Run(ctx context.Context) error {
 		}
 		if fs != nil {
 			r.pollLimit.Store(r.dec.PollLimit(deferred && !others && fs.NumRecords() == 0))
-			r.rearmRefused(ctx)
+			r.rearmRefused(ctx, moves)
 		}
-		r.applySeeks()
+		r.applySeeks(moves)
+		r.move(ctx, moves)
 		if r.pausesDirty.Swap(false) {
 			r.reconcilePauses()
 		}
@@ -603,10 +605,10 @@ func (r *Reader) wake() {
 	r.wakeMu.Unlock()
 }
 
-// applySeeks runs in the poll goroutine before AllowRebalance, where
-// SetOffsets is safe: a re-claimed partition starts again at its durable
-// position.
-func (r *Reader) applySeeks() {
+// applySeeks moves each re-claimed partition to its durable position
+// (added to moves, which the poll goroutine applies right after, before
+// AllowRebalance, where SetOffsets is safe).
+func (r *Reader) applySeeks(moves offsetMoves) {
 	for {
 		select {
 		case s := <-r.seeks:
@@ -621,7 +623,7 @@ func (r *Reader) applySeeks() {
 			if at < 0 {
 				at, epoch = s.from, -1
 			}
-			r.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{tp.Topic: {tp.Partition: {Epoch: epoch, Offset: at}}})
+			moves.add(tp, kgo.EpochOffset{Epoch: epoch, Offset: at})
 			s.p.resumeAt(s.claim.Epoch, at, s.durable)
 			if s.claim.NextOffset >= 0 {
 				// What Postgres holds, even behind what was mirrored

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -39,7 +41,11 @@ import (
 // decoded is not buffered yet), belongs to a dropped fetch: the poll loop
 // moves the partition with SetOffsets to where it stands (rearmRefused),
 // which starts its cursor again, and the batch is fetched, refused and
-// reported again. A report that was only late costs a fetch again; the
+// reported again. The poll loop's own moves (past a refused batch, to a
+// claim's durable position) go in one SetOffsets after the poll's errors
+// are handled (move), with every partition still marked: that SetOffsets
+// drops their refusals too, and waiting a grace for each would make bombs
+// on N partitions cost N graces. A report that was only late costs a fetch again; the
 // grace doubles with each attempt on a partition, so that responses that
 // take longer than it to decode do not keep being dropped.
 type refusals struct {
@@ -51,6 +57,7 @@ type refusals struct {
 type refusal struct {
 	at    time.Time // when the partition was refused, or last moved to be fetched again
 	grace time.Duration
+	moves int // how many times the poll loop moved the partition to be fetched again
 }
 
 const (
@@ -88,6 +95,35 @@ func (rs *refusals) reported(tp TopicPartition) {
 	rs.mu.Unlock()
 }
 
+// pending returns the partitions whose refusal no poll reported yet.
+func (rs *refusals) pending() []TopicPartition {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return slices.Collect(maps.Keys(rs.parts))
+}
+
+// moving notes that tp is moved to be fetched again where it stands, and
+// returns the leader epoch to move it with. SetOffsets ignores a
+// partition whose position, epoch included, equals the one it was last
+// set to or polled at, and a partition it ignores stays stopped: so the
+// epoch alternates between -1 and -2, which the client both takes for "no
+// epoch" (it validates only epochs of 0 and up), and which differ from the
+// epoch of any polled record. fresh restarts the partition's grace, for a
+// move that did not come from due.
+func (rs *refusals) moving(tp TopicPartition, fresh bool) int32 {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rf := rs.parts[tp]
+	if rf == nil {
+		return -1
+	}
+	if fresh {
+		rf.at = time.Now()
+	}
+	rf.moves++
+	return -1 - int32(rf.moves%2)
+}
+
 // due returns the partitions whose refusal no poll reported in time, and
 // doubles their grace.
 func (rs *refusals) due(now time.Time) []TopicPartition {
@@ -116,58 +152,107 @@ func (h refusedBatches) OnFetchBatchRead(_ kgo.BrokerMetadata, topic string, par
 	}
 }
 
-// rearmRefused moves the partitions whose refusal the client dropped to
-// where they stand, so that the client fetches them again. The poll loop
-// calls it after a poll (SetOffsets is safe there); it does nothing while
-// the client holds fetched records, which may still hold the refusals. For
-// a partition that has read and stored nothing it asks the brokers where
-// the partition starts, which holds the poll loop up to 10 s at worst.
-func (r *Reader) rearmRefused(ctx context.Context) {
+// offsetMoves are the client positions the poll loop sets after a poll,
+// in one SetOffsets (move): each SetOffsets ends the client's fetch
+// session, so one call drops what the client holds once.
+type offsetMoves map[string]map[int32]kgo.EpochOffset
+
+func (m offsetMoves) add(tp TopicPartition, at kgo.EpochOffset) {
+	if m[tp.Topic] == nil {
+		m[tp.Topic] = make(map[int32]kgo.EpochOffset)
+	}
+	m[tp.Topic][tp.Partition] = at
+}
+
+func (m offsetMoves) has(tp TopicPartition) bool {
+	_, ok := m[tp.Topic][tp.Partition]
+	return ok
+}
+
+// rearmRefused adds to moves the partitions whose refusal the client
+// dropped, at where they stand, so that the client fetches them again. The
+// poll loop calls it after a poll; it does nothing while the client holds
+// fetched records, which may still hold the refusals.
+func (r *Reader) rearmRefused(ctx context.Context, moves offsetMoves) {
 	if r.cl.BufferedFetchRecords() > 0 {
 		return
 	}
-	due := r.refusals.due(time.Now())
-	if len(due) == 0 {
+	for _, tp := range r.moveWhereTheyStand(ctx, moves, r.refusals.due(time.Now()), false) {
+		r.log.Info("the client dropped the report of a record batch too large to read, with the fetch that held it; fetching the partition again to report it",
+			"topic", tp.Topic, "partition", tp.Partition, "next_offset", moves[tp.Topic][tp.Partition].Offset)
+	}
+}
+
+// move applies moves with SetOffsets. That drops every fetch the client
+// holds or has in flight, with the refusals in them that no poll has
+// reported yet: the partitions of those are moved too, to where they
+// stand, so that they are fetched, refused and reported again at once
+// rather than after refusalGrace. Otherwise bombs on N partitions whose
+// refusals come in separate polls cost a grace each, doubling.
+func (r *Reader) move(ctx context.Context, moves offsetMoves) {
+	if len(moves) == 0 {
 		return
 	}
-	set := make(map[string]map[int32]kgo.EpochOffset)
-	for _, tp := range due {
-		p := r.owner(tp)
-		if p == nil {
-			r.refusals.reported(tp)
+	for _, tp := range r.moveWhereTheyStand(ctx, moves, r.refusals.pending(), true) {
+		r.log.Debug("moving a partition whose refused batch no poll reported yet, since moving others drops it; fetching it again",
+			"topic", tp.Topic, "partition", tp.Partition, "next_offset", moves[tp.Topic][tp.Partition].Offset)
+	}
+	r.cl.SetOffsets(moves)
+}
+
+// moveWhereTheyStand adds to moves each refused partition of tps that
+// moves does not move already, at where it stands (standing), and returns
+// those it added; fresh as for refusals.moving.
+func (r *Reader) moveWhereTheyStand(ctx context.Context, moves offsetMoves, tps []TopicPartition, fresh bool) []TopicPartition {
+	var added []TopicPartition
+	for _, tp := range tps {
+		if moves.has(tp) {
 			continue
 		}
-		p.mu.Lock()
-		at, claimedAt, paused := p.pos, p.lastCommit, p.paused
-		moving := p.life.halted() || p.life.ending() // its seek or its end starts the cursor again
-		p.mu.Unlock()
-		if moving {
-			r.refusals.reported(tp)
-			continue
+		if at, ok := r.standing(ctx, tp); ok {
+			at.Epoch = r.refusals.moving(tp, fresh)
+			moves.add(tp, at)
+			added = append(added, tp)
 		}
-		if paused {
-			continue // not fetched anyway: due again once the grace has passed
-		}
-		if at < 0 {
-			// Nothing read or stored yet: the client stands where the start
-			// policy put it.
-			var err error
-			if at, err = r.startOffset(ctx, tp, claimedAt); err != nil {
-				r.log.Warn("look up where a partition starts, to fetch it again after the client dropped the report of a record batch too large; retrying",
-					"topic", tp.Topic, "partition", tp.Partition, "error", err.Error())
-				continue
-			}
-		}
-		if set[tp.Topic] == nil {
-			set[tp.Topic] = make(map[int32]kgo.EpochOffset)
-		}
-		set[tp.Topic][tp.Partition] = kgo.EpochOffset{Epoch: -1, Offset: at}
-		r.log.Info("the client dropped the report of a record batch too large to read, with the fetch that held it; fetching the partition again to report it",
-			"topic", tp.Topic, "partition", tp.Partition, "next_offset", at)
 	}
-	if len(set) > 0 {
-		r.cl.SetOffsets(set)
+	return added
+}
+
+// standing is where the client should fetch tp again to meet its refused
+// batch: where the reader stands in it. false when the partition is not
+// to be moved (gone, halted or ending, whose seek or end starts the
+// cursor again; paused, which is not fetched anyway: due again once its
+// grace passed), or when its start could not be looked up. For a
+// partition that has read and stored nothing it asks the brokers where
+// the partition starts, which holds the poll loop up to 10 s at worst.
+func (r *Reader) standing(ctx context.Context, tp TopicPartition) (kgo.EpochOffset, bool) {
+	p := r.owner(tp)
+	if p == nil {
+		r.refusals.reported(tp)
+		return kgo.EpochOffset{}, false
 	}
+	p.mu.Lock()
+	at, claimedAt, paused := p.pos, p.lastCommit, p.paused
+	moving := p.life.halted() || p.life.ending()
+	p.mu.Unlock()
+	if moving {
+		r.refusals.reported(tp)
+		return kgo.EpochOffset{}, false
+	}
+	if paused {
+		return kgo.EpochOffset{}, false
+	}
+	if at < 0 {
+		// Nothing read or stored yet: the client stands where the start
+		// policy put it.
+		var err error
+		if at, err = r.startOffset(ctx, tp, claimedAt); err != nil {
+			r.log.Warn("look up where a partition starts, to fetch it again after the client dropped the report of a record batch too large; retrying",
+				"topic", tp.Topic, "partition", tp.Partition, "error", err.Error())
+			return kgo.EpochOffset{}, false
+		}
+	}
+	return kgo.EpochOffset{Epoch: -1, Offset: at}, true
 }
 
 // startOffset is where the client started a partition that has nothing
