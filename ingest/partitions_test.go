@@ -67,11 +67,12 @@ func partWriter(t *testing.T, sink ingest.Sink, ddl ...string) (*ingest.Writer, 
 	return w, pool, epoch
 }
 
-// partPlacement is every row of events as "id@partition=amount", by id, and
+// partPlacement is every row of events as "id@partition=amount", by id
+// and created_at, and
 // the dead letters' count.
 func partPlacement(t *testing.T, pool *pgxpool.Pool) (string, int) {
 	t.Helper()
-	q := `SELECT coalesce(string_agg(id || '@' || tableoid::regclass::text || '=' || amount, ' ' ORDER BY id), ''),
+	q := `SELECT coalesce(string_agg(id || '@' || tableoid::regclass::text || '=' || amount, ' ' ORDER BY id, created_at), ''),
        (SELECT count(*) FROM kafka2pg.dead_letters) FROM events`
 	var rows string
 	var dead int
@@ -102,6 +103,24 @@ func TestUpsertIntoATableKafka2pgPartitionsLandsEachRowInItsMonth(t *testing.T) 
 	var kind string
 	if err := pool.QueryRow(ctx, `SELECT pg_get_partkeydef('events'::regclass)`).Scan(&kind); err != nil || kind != "RANGE (created_at)" {
 		t.Errorf("pg_get_partkeydef(events) = %q, %v; want RANGE (created_at)", kind, err)
+	}
+}
+
+// A key's record with another created_at is another key: the upsert
+// inserts a row in the new time's partition, and the old row stays. (With
+// the partition column outside the key Postgres would move the row on
+// UPDATE, but no unique index could hold such a key.)
+func TestAnUpsertThatChangesThePartitionColumnIsANewRow(t *testing.T) {
+	t.Parallel()
+	month := schema.RangePartition{Column: "created_at", Interval: schema.Month, Premake: 1}
+	w, pool, epoch := partWriter(t, partSink(t, []string{"id", "created_at"}, &month))
+	start := month.Start(time.Now())
+	if err := w.Write(context.Background(), partBatch(epoch, 0, partEvent{1, start, 10}, partEvent{1, start.AddDate(0, 1, 0), 11})); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("1@events_p%s=10 1@events_p%s=11", start.Format("200601"), start.AddDate(0, 1, 0).Format("200601"))
+	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
+		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
 	}
 }
 
