@@ -92,11 +92,12 @@ func TestUpsertIntoATableKafka2pgPartitionsLandsEachRowInItsMonth(t *testing.T) 
 	if err := w.Write(ctx, partBatch(epoch, 0, partEvent{1, at(0), 10}, partEvent{2, at(1), 20}, partEvent{3, at(2), 30}, partEvent{1, at(0), 11})); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Write(ctx, partBatch(epoch, 4, partEvent{2, at(1), 21}, partEvent{3, at(2), 31}, partEvent{4, at(2), 40})); err != nil {
+	// Key 5 is 14 months back, outside the partitions made ahead.
+	if err := w.Write(ctx, partBatch(epoch, 4, partEvent{2, at(1), 21}, partEvent{3, at(2), 31}, partEvent{4, at(2), 40}, partEvent{5, at(-14), 50})); err != nil {
 		t.Fatal(err)
 	}
 	name := func(months int) string { return "events_p" + start.AddDate(0, months, 0).Format("200601") }
-	want := fmt.Sprintf("1@%s=11 2@%s=21 3@%s=31 4@%s=40", name(0), name(1), name(2), name(2))
+	want := fmt.Sprintf("1@%s=11 2@%s=21 3@%s=31 4@%s=40 5@%s=50", name(0), name(1), name(2), name(2), name(-14))
 	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
 		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
 	}
