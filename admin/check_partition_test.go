@@ -34,13 +34,7 @@ func TestCheckPostgresReportsPartitionedTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := admin.CheckPostgres(t.Context(), pool, admin.PostgresCheck{Group: "g", Migrate: true, CreateTables: true}, set)
-	var got strings.Builder
-	for _, f := range fs {
-		got.WriteString(f.Level.String() + " " + f.Message + "\n")
-		for _, s := range f.DDL {
-			got.WriteString("  DDL " + s + "\n")
-		}
-	}
+	got := findingsText(fs)
 	for _, want := range []string{
 		`ok table "public"."fresh" for topic "a_new" does not exist; run will create it:`,
 		`    PRIMARY KEY ("id", "created_at")` + "\n) PARTITION BY RANGE (\"created_at\")\n  DDL CREATE TABLE IF NOT EXISTS \"public\".\"fresh_p",
@@ -49,14 +43,14 @@ func TestCheckPostgresReportsPartitionedTables(t *testing.T) {
 		`FAIL table "public"."lacks" for topic "c_lacks" is partitioned by RANGE (created_at), and the upsert key (id) lacks created_at: ` +
 			"a unique index of a partitioned table must hold the partition key; add created_at to the sink's key\n",
 	} {
-		if !strings.Contains(got.String(), want) {
-			t.Errorf("the findings lack %q:\n%s", want, got.String())
+		if !strings.Contains(got, want) {
+			t.Errorf("the findings lack %q:\n%s", want, got)
 		}
 	}
 	if n := admin.Failed(fs); n != 1 {
-		t.Errorf("Failed = %d, want 1:\n%s", n, got.String())
+		t.Errorf("Failed = %d, want 1:\n%s", n, got)
 	}
-	if n := strings.Count(got.String(), "DDL CREATE TABLE IF NOT EXISTS \"public\".\"fresh_p"); n != 2 {
-		t.Errorf("check plans %d partitions of fresh, want 2 (today and premake 1):\n%s", n, got.String())
+	if n := strings.Count(got, "DDL CREATE TABLE IF NOT EXISTS \"public\".\"fresh_p"); n != 2 {
+		t.Errorf("check plans %d partitions of fresh, want 2 (today and premake 1):\n%s", n, got)
 	}
 }
