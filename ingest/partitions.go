@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -149,35 +148,14 @@ func (w *Writer) createPartition(ctx context.Context, tx pgx.Tx, stmt string) (b
 	return true, sp.Commit(ctx)
 }
 
-// partitionCache remembers the partitions (by quoted, qualified name)
-// known to exist or to be left to the table's own, so that a batch
-// asks the catalog once per partition. The zero value is ready.
-type partitionCache struct {
-	mu    sync.Mutex
-	known map[string]bool
-}
-
-func (c *partitionCache) has(name string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.known[name]
-}
-
-func (c *partitionCache) add(name string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.known == nil {
-		c.known = map[string]bool{}
-	}
-	c.known[name] = true
-}
-
-// addPartitions creates the partitions of sink's table that rows of b
-// fall into and that do not exist, in a transaction of its own under the
-// DDL lock, and returns how many it created. Write calls it when Postgres
-// refused rows of b: a row outside every partition is refused (23514, no
-// partition of relation found for row), and the batch is written again
-// once its partition exists. A record the mapping refuses is skipped
+// addPartitions makes ready the partitions of sink's table that rows of
+// b fall into and that are missing, and returns how many were missing:
+// those it created and those another writer created meanwhile. Write
+// calls it when Postgres refused rows of b: a row outside every partition
+// is refused (23514, no partition of relation found for row), and the
+// batch is written again once its partition exists. It looks the
+// partitions up first, and takes the DDL lock, in a transaction of its
+// own, only when one is missing. A record the mapping refuses is skipped
 // here: its own attempt makes it a bad record.
 func (w *Writer) addPartitions(ctx context.Context, b *stream.Batch, sink Sink) (int, error) {
 	t := sink.Table
@@ -186,10 +164,10 @@ func (w *Writer) addPartitions(ctx context.Context, b *stream.Batch, sink Sink) 
 		return 0, nil
 	}
 	var (
-		stmts []string
-		names []string
-		row   []any
-		err   error
+		starts []time.Time
+		names  []string
+		row    []any
+		err    error
 	)
 	for i := range b.Records {
 		r := &b.Records[i]
@@ -204,35 +182,46 @@ func (w *Writer) addPartitions(ctx context.Context, b *stream.Batch, sink Sink) 
 			continue // null or infinity: no partition takes it
 		}
 		start := t.Partition.Start(at)
-		name := schema.Table{Schema: t.Schema, Name: t.PartitionName(start)}.QualifiedName()
-		if w.parts.has(name) || slices.Contains(names, name) {
-			continue
+		if name := t.PartitionQualifiedName(start); !slices.Contains(names, name) {
+			starts, names = append(starts, start), append(names, name)
 		}
-		names = append(names, name)
-		stmts = append(stmts, t.PartitionSQL(start))
 	}
-	if len(stmts) == 0 {
+	if len(names) == 0 {
 		return 0, nil
 	}
-	created := 0
+	const missingSQL = "SELECT n FROM unnest($1::text[]) n WHERE to_regclass(n) IS NULL"
+	rows, err := w.pool.Query(ctx, missingSQL, names)
+	if err != nil {
+		return 0, fmt.Errorf("look up the partitions of %s: %w", t.QualifiedName(), err)
+	}
+	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(missing) == 0 {
+		return 0, err
+	}
+	ready, created := 0, 0
 	err = pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
-		created = 0
+		ready, created = 0, 0
 		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
 			return err
 		}
-		for i, stmt := range stmts {
-			var exists bool
-			if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", names[i]).Scan(&exists); err != nil {
-				return fmt.Errorf("look up partition %s: %w", names[i], err)
-			}
-			if exists {
+		for i, name := range names {
+			if !slices.Contains(missing, name) {
 				continue
 			}
-			ok, err := w.createPartition(ctx, tx, stmt)
-			if err != nil {
-				return err
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", name).Scan(&exists); err != nil {
+				return fmt.Errorf("look up partition %s: %w", name, err)
 			}
-			if ok {
+			made := false
+			if !exists {
+				if made, err = w.createPartition(ctx, tx, t.PartitionSQL(starts[i])); err != nil {
+					return err
+				}
+			}
+			if exists || made {
+				ready++
+			}
+			if made {
 				created++
 			}
 		}
@@ -241,11 +230,8 @@ func (w *Writer) addPartitions(ctx context.Context, b *stream.Batch, sink Sink) 
 	if err != nil {
 		return 0, fmt.Errorf("create partitions of %s: %w", t.QualifiedName(), err)
 	}
-	for _, name := range names {
-		w.parts.add(name)
-	}
 	if created > 0 {
 		w.log.Info("partitions created for rows outside the table's partitions", "table", t.QualifiedName(), "partitions", created, "topic", b.Topic, "partition", b.Partition)
 	}
-	return created, nil
+	return ready, nil
 }

@@ -235,3 +235,46 @@ func TestPartitionByRefusesATableThatIsNotPartitioned(t *testing.T) {
 		t.Errorf("EnsureTables = %v; want the table refused as not partitioned", err)
 	}
 }
+
+// Two writers (two instances) meet the same missing partitions at once:
+// the DDL lock lets one create each, and both write every row.
+func TestWritersThatNeedTheSamePartitionsAtOnceBothWrite(t *testing.T) {
+	t.Parallel()
+	daily := schema.RangePartition{Column: "created_at", Interval: schema.Day, Premake: 0}
+	sink := partSink(t, nil, &daily)
+	_, pool := pgtest.MigratedPool(t)
+	cfg := ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"events": sink}}
+	ctx := context.Background()
+	far := daily.Start(time.Now()).AddDate(0, 0, 30)
+	errs := make(chan error, 2)
+	for p := range int32(2) {
+		w := readyWriter(t, pool, cfg)
+		pos, err := w.Claim(ctx, "events", []int32{p})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var evs []partEvent
+		for d := range 5 {
+			evs = append(evs, partEvent{int(p)*10 + d, far.AddDate(0, 0, d).Add(time.Hour), d})
+		}
+		b := partBatch(pos[p].Epoch, 0, evs...)
+		b.Partition = p
+		for i := range b.Records {
+			b.Records[i].Partition = p
+		}
+		go func() { errs <- w.Write(ctx, b) }()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	}
+	var rows, parts, dead int
+	q := `SELECT count(*), count(DISTINCT tableoid), (SELECT count(*) FROM kafka2pg.dead_letters) FROM events`
+	if err := pool.QueryRow(ctx, q).Scan(&rows, &parts, &dead); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	if rows != 10 || parts != 5 || dead != 0 {
+		t.Errorf("%s = %d rows in %d partitions, %d dead letters; want 10 in 5, 0", q, rows, parts, dead)
+	}
+}

@@ -246,8 +246,6 @@ type Writer struct {
 	checks   map[string]*atomic.Int32 // by topic: batches to write checked (unchecked.go)
 	upserts  map[string]*upsertState  // by qualified table name (upsert.go)
 
-	parts partitionCache // partitions known to exist (partitions.go)
-
 	// flightMu guards flights, the write transactions in flight
 	// (deadline.go); it is never held with mu.
 	flightMu sync.Mutex
@@ -522,20 +520,20 @@ const maxTableChanges = 16
 // partitions: before isolating them, the partitions they need are
 // created (addPartitions), once, and the attempt that met them runs again.
 func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	rechecked, partitioned := false, sink.Table.Partition == nil
+	rechecked, partitionsTried := false, sink.Table.Partition == nil
 	for next := attemptFast; ; {
 		res, err := w.attempt(ctx, b, sink, next)
 		if err != nil || res.redo == 0 {
 			res.rechecked = rechecked
 			return res, named(b, err)
 		}
-		if res.redo == attemptIsolated && !partitioned {
-			partitioned = true
-			created, err := w.addPartitions(ctx, b, sink)
+		if res.redo == attemptIsolated && !partitionsTried {
+			partitionsTried = true
+			ready, err := w.addPartitions(ctx, b, sink)
 			if err != nil {
 				return outcome{}, named(b, err)
 			}
-			if created > 0 {
+			if ready > 0 {
 				continue
 			}
 		}

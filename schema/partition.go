@@ -87,6 +87,12 @@ func (t Table) PartitionName(start time.Time) string {
 	return name + suffix
 }
 
+// PartitionQualifiedName is PartitionName quoted and qualified with t's
+// schema, as to_regclass takes it.
+func (t Table) PartitionQualifiedName(start time.Time) string {
+	return Table{Schema: t.Schema, Name: t.PartitionName(start)}.QualifiedName()
+}
+
 // PartitionSQL plans the creation of t's partition starting at start,
 // when it is missing. Its bounds are literals of the column's type:
 // midnight UTC for a timestamptz column, the date for the others.
@@ -98,9 +104,8 @@ func (t Table) PartitionSQL(start time.Time) string {
 			layout = "2006-01-02 15:04:05+00"
 		}
 	}
-	part := Table{Schema: t.Schema, Name: t.PartitionName(start)}
 	return fmt.Sprintf("CREATE TABLE IF NOT EXISTS %s PARTITION OF %s FOR VALUES FROM ('%s') TO ('%s')",
-		part.QualifiedName(), t.QualifiedName(), start.Format(layout), p.End(start).Format(layout))
+		t.PartitionQualifiedName(start), t.QualifiedName(), start.Format(layout), p.End(start).Format(layout))
 }
 
 // PlanPartitions plans the partitions t keeps ready at now (Ahead), each
