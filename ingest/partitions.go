@@ -71,7 +71,7 @@ func (c Catalog) lacksPartitionKey(key []string) []string {
 // exactly the key.
 type PartitionKeyError struct {
 	Table        string   // quoted, qualified
-	Topic        string   //
+	Topic        string   // the topic whose sink it is
 	Key          []string // the sink's key
 	PartitionKey string   // pg_get_partkeydef: RANGE (created_at)
 	Lacks        []string // the partition key columns Key lacks
@@ -92,7 +92,7 @@ func (p TablePlan) PartitionErr() error {
 		case !p.Catalog.Partitioned:
 			return fmt.Errorf("table %s for topic %q exists and is not partitioned, and the sink sets partition_by %s: kafka2pg partitions only a table it creates; drop partition_by, or move the rows into a table created PARTITION BY RANGE (%s)",
 				t.QualifiedName(), p.Topic, want.Column, schema.QuoteIdent(want.Column))
-		case !slices.Equal(p.Catalog.PartitionKey, []string{want.Column}) || !strings.HasPrefix(p.Catalog.PartitionKeyDef, "RANGE"):
+		case !p.Catalog.rangeOf(want.Column):
 			return fmt.Errorf("table %s for topic %q is partitioned by %s, and the sink sets partition_by %s (RANGE): drop partition_by to write into the table as it is partitioned, or set its column to the table's",
 				t.QualifiedName(), p.Topic, p.Catalog.PartitionKeyDef, want.Column)
 		}
@@ -105,6 +105,11 @@ func (p TablePlan) PartitionErr() error {
 	return nil
 }
 
+// rangeOf says the table is partitioned by range of column alone.
+func (c Catalog) rangeOf(column string) bool {
+	return c.Partitioned && slices.Equal(c.PartitionKey, []string{column}) && strings.HasPrefix(c.PartitionKeyDef, "RANGE ")
+}
+
 // planPartitions plans the partitions the sink's table keeps ready
 // (schema.PlanPartitions): for a table created now, or one partitioned by
 // the sink's column.
@@ -113,7 +118,7 @@ func (p *TablePlan) planPartitions(now time.Time) {
 	if t.Partition == nil {
 		return
 	}
-	if len(p.Create) > 0 || p.Catalog.Partitioned && slices.Equal(p.Catalog.PartitionKey, []string{t.Partition.Column}) {
+	if len(p.Create) > 0 || p.Catalog.rangeOf(t.Partition.Column) {
 		p.Partitions = schema.PlanPartitions(t, now)
 	}
 }

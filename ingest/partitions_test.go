@@ -218,21 +218,31 @@ func TestAnUpsertKeyWithoutThePartitionKeyIsRefused(t *testing.T) {
 	}
 }
 
-func TestPartitionByRefusesATableThatIsNotPartitioned(t *testing.T) {
+func TestPartitionByRefusesATableNotPartitionedByItsRange(t *testing.T) {
 	t.Parallel()
-	_, pool := pgtest.MigratedPool(t)
-	ctx := context.Background()
-	q := `CREATE TABLE events (id bigint NOT NULL, created_at timestamptz NOT NULL, amount integer)`
-	if _, err := pool.Exec(ctx, q); err != nil {
-		t.Fatalf("%s: %v", q, err)
+	cases := []struct{ name, ddl, want string }{
+		{"not partitioned", `CREATE TABLE events (id bigint NOT NULL, created_at timestamptz NOT NULL, amount integer)`,
+			"exists and is not partitioned, and the sink sets partition_by created_at"},
+		{"partitioned by a list", `CREATE TABLE events (id bigint NOT NULL, created_at timestamptz NOT NULL, amount integer) PARTITION BY LIST (created_at)`,
+			"is partitioned by LIST (created_at), and the sink sets partition_by created_at (RANGE)"},
 	}
-	sink := partSink(t, nil, &schema.RangePartition{Column: "created_at", Interval: schema.Day})
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"events": sink}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(ctx, true); err == nil || !strings.Contains(err.Error(), "is not partitioned") {
-		t.Errorf("EnsureTables = %v; want the table refused as not partitioned", err)
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, pool := pgtest.MigratedPool(t)
+			ctx := context.Background()
+			if _, err := pool.Exec(ctx, c.ddl); err != nil {
+				t.Fatalf("%s: %v", c.ddl, err)
+			}
+			sink := partSink(t, nil, &schema.RangePartition{Column: "created_at", Interval: schema.Day})
+			w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"events": sink}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.EnsureTables(ctx, true); err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("EnsureTables = %v; want %q", err, c.want)
+			}
+		})
 	}
 }
 
