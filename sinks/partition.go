@@ -53,13 +53,13 @@ func checkPartitionBy(sc Sink) error {
 	if p.Column == "" {
 		errs = append(errs, keyErr("partition_by.column", errors.New("partition_by needs column: the date, timestamp or timestamptz column whose range picks a row's partition")))
 	} else if !slices.ContainsFunc(sc.Columns, func(c Column) bool { return c.Name == p.Column }) {
-		errs = append(errs, keyErr("partition_by.column", fmt.Errorf("column %q is not a column of the sink: name one of its date, timestamp or timestamptz columns", p.Column)))
+		errs = append(errs, keyErr("partition_by.column", fmt.Errorf("partition_by's column %q is not a column of the sink: name one of its date, timestamp or timestamptz columns", p.Column)))
 	}
 	if p.Interval != "" && !slices.Contains(schema.Intervals, schema.Interval(p.Interval)) {
-		errs = append(errs, keyErr("partition_by.interval", fmt.Errorf("interval %q is not one of %s", p.Interval, intervalList())))
+		errs = append(errs, keyErr("partition_by.interval", fmt.Errorf("partition_by's interval %q is not one of %s: choose one", p.Interval, intervalList())))
 	}
 	if p.Premake != nil && (*p.Premake < 0 || *p.Premake > maxPremake) {
-		errs = append(errs, keyErr("partition_by.premake", fmt.Errorf("premake %d is not between 0 and %d: give how many partitions after the current one to create ahead", *p.Premake, maxPremake)))
+		errs = append(errs, keyErr("partition_by.premake", fmt.Errorf("partition_by's premake %d is not between 0 and %d: give how many partitions after the current one to create ahead", *p.Premake, maxPremake)))
 	}
 	if sc.Mode == "upsert" && p.Column != "" && len(sc.Key) > 0 && !slices.Contains(sc.Key, p.Column) {
 		errs = append(errs, keyErr("key", fmt.Errorf("key [%s] lacks %s, the partition_by column: a unique index of a partitioned table must hold the partition key; add it: key: [%s, %s]",
@@ -78,10 +78,10 @@ func partitioned(sc Sink, sink ingest.Sink) (ingest.Sink, error) {
 	}
 	i := slices.Index(sink.Table.ColumnNames(), p.Column)
 	if i < 0 {
-		return sink, keyErr("partition_by.column", fmt.Errorf("column %q is not a column of the sink's table", p.Column))
+		return sink, keyErr("partition_by.column", fmt.Errorf("partition_by's column %q is not a column of the sink's table", p.Column))
 	}
 	if typ := sink.Table.Columns[i].Type; !slices.Contains(schema.TimeTypes, typ) {
-		return sink, keyErr("partition_by.column", fmt.Errorf("column %q is %s: partition_by ranges over a date, timestamp or timestamptz column", p.Column, typ))
+		return sink, keyErr("partition_by.column", fmt.Errorf("partition_by's column %q is %s: it ranges over a date, timestamp or timestamptz column", p.Column, typ))
 	}
 	premake := defaultPremake
 	if p.Premake != nil {

@@ -34,10 +34,10 @@ func TestPartitionByMistakesNameTheirKey(t *testing.T) {
 		{"an upsert key without the partition column", `mode: upsert
     key: [id]
     partition_by: {column: created_at}`, "sinks[0].key", "key [id] lacks created_at, the partition_by column: a unique index of a partitioned table must hold the partition key; add it: key: [id, created_at]"},
-		{"a column the sink lacks", `partition_by: {column: placed_at}`, "sinks[0].partition_by.column", `column "placed_at" is not a column of the sink`},
-		{"a column that is not a time", `partition_by: {column: id}`, "sinks[0].partition_by.column", `column "id" is bigint: partition_by ranges over a date, timestamp or timestamptz column`},
-		{"an unknown interval", `partition_by: {column: created_at, interval: hour}`, "sinks[0].partition_by.interval", `interval "hour" is not one of day, week, month`},
-		{"a negative premake", `partition_by: {column: created_at, premake: -1}`, "sinks[0].partition_by.premake", "premake -1 is not between 0 and 1000"},
+		{"a column the sink lacks", `partition_by: {column: placed_at}`, "sinks[0].partition_by.column", `partition_by's column "placed_at" is not a column of the sink`},
+		{"a column that is not a time", `partition_by: {column: id}`, "sinks[0].partition_by.column", `partition_by's column "id" is bigint: it ranges over a date, timestamp or timestamptz column`},
+		{"an unknown interval", `partition_by: {column: created_at, interval: hour}`, "sinks[0].partition_by.interval", `partition_by's interval "hour" is not one of day, week, month: choose one`},
+		{"a negative premake", `partition_by: {column: created_at, premake: -1}`, "sinks[0].partition_by.premake", "partition_by's premake -1 is not between 0 and 1000"},
 		{"no column", `partition_by: {interval: day}`, "sinks[0].partition_by.column", "partition_by needs column"},
 	}
 	for _, c := range cases {
