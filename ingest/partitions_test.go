@@ -68,11 +68,11 @@ func partWriter(t *testing.T, sink ingest.Sink, ddl ...string) (*ingest.Writer, 
 }
 
 // partPlacement is every row of events as "id@partition=amount", by id
-// and created_at, and
+// and partition, and
 // the dead letters' count.
 func partPlacement(t *testing.T, pool *pgxpool.Pool) (string, int) {
 	t.Helper()
-	q := `SELECT coalesce(string_agg(id || '@' || tableoid::regclass::text || '=' || amount, ' ' ORDER BY id, created_at), ''),
+	q := `SELECT coalesce(string_agg(id || '@' || tableoid::regclass::text || '=' || amount, ' ' ORDER BY id, tableoid::regclass::text), ''),
        (SELECT count(*) FROM kafka2pg.dead_letters) FROM events`
 	var rows string
 	var dead int
@@ -168,6 +168,34 @@ func TestAppendCreatesThePartitionsOfRowsOutsideTheCreatedRange(t *testing.T) {
 	var parts int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass`).Scan(&parts); err != nil || parts != 4 {
 		t.Errorf("events has %d partitions (%v); want 4: today, tomorrow (premade), and the two the rows outside needed", parts, err)
+	}
+}
+
+// A date column's partitions take its rows by day, those made ahead and
+// one a row outside needs.
+func TestAppendByADateColumn(t *testing.T) {
+	t.Parallel()
+	weekly := schema.RangePartition{Column: "day", Interval: schema.Week, Premake: 0}
+	m, err := decode.NewJSONMapper(decode.MappingSpec{Table: "events", Columns: []decode.ColumnSpec{
+		{Name: "id", Type: "bigint", NotNull: true}, {Name: "day", Type: "date", NotNull: true}, {Name: "amount", Type: "integer"},
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := ingest.Sink{Table: m.Table(), Mapper: m}
+	sink.Table.Partition = &weekly
+	w, pool, epoch := partWriter(t, sink)
+	monday := weekly.Start(time.Now())
+	b := &stream.Batch{Topic: "events", Epoch: epoch, PrevOffset: -1, FirstOffset: 0, NextOffset: 2, Records: []stream.Record{
+		{Topic: "events", Offset: 0, Value: fmt.Appendf(nil, `{"id":1,"day":%q,"amount":10}`, monday.AddDate(0, 0, 6).Format(time.DateOnly))},
+		{Topic: "events", Offset: 1, Value: fmt.Appendf(nil, `{"id":2,"day":%q,"amount":20}`, monday.AddDate(0, 0, 7).Format(time.DateOnly))},
+	}}
+	if err := w.Write(context.Background(), b); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("1@events_p%s=10 2@events_p%s=20", monday.Format("20060102"), monday.AddDate(0, 0, 7).Format("20060102"))
+	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
+		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
 	}
 }
 

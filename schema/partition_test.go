@@ -48,3 +48,22 @@ func TestPartitionNameFitsPostgresLimit(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// The bounds are literals of the column's type: an instant in UTC for
+// timestamptz, a date for date and timestamp.
+func TestPartitionSQLBoundsFollowTheColumnType(t *testing.T) {
+	start := time.Date(2026, 12, 7, 0, 0, 0, 0, time.UTC)
+	cases := map[string]string{
+		"timestamp with time zone":    `FOR VALUES FROM ('2026-12-07 00:00:00+00') TO ('2026-12-14 00:00:00+00')`,
+		"timestamp without time zone": `FOR VALUES FROM ('2026-12-07') TO ('2026-12-14')`,
+		"date":                        `FOR VALUES FROM ('2026-12-07') TO ('2026-12-14')`,
+	}
+	for typ, want := range cases {
+		tbl := schema.Table{Schema: "s", Name: "t", Columns: []schema.Column{{Name: "at", Type: typ}},
+			Partition: &schema.RangePartition{Column: "at", Interval: schema.Week}}
+		got := tbl.PartitionSQL(start)
+		if !strings.HasPrefix(got, `CREATE TABLE IF NOT EXISTS "s"."t_p20261207" PARTITION OF "s"."t" `) || !strings.HasSuffix(got, want) {
+			t.Errorf("%s: PartitionSQL = %s, want it to end in %s", typ, got, want)
+		}
+	}
+}
