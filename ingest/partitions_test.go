@@ -67,10 +67,9 @@ func partWriter(t *testing.T, sink ingest.Sink, ddl ...string) (*ingest.Writer, 
 	return w, pool, epoch
 }
 
-// partPlacement is every row of events as "id@partition=amount", by id
-// and partition, and
-// the dead letters' count.
-func partPlacement(t *testing.T, pool *pgxpool.Pool) (string, int) {
+// checkPlacement checks every row of events, as "id@partition=amount" by
+// id and partition, against want, and that there are no dead letters.
+func checkPlacement(t *testing.T, pool *pgxpool.Pool, want string) {
 	t.Helper()
 	q := `SELECT coalesce(string_agg(id || '@' || tableoid::regclass::text || '=' || amount, ' ' ORDER BY id, tableoid::regclass::text), ''),
        (SELECT count(*) FROM kafka2pg.dead_letters) FROM events`
@@ -79,7 +78,9 @@ func partPlacement(t *testing.T, pool *pgxpool.Pool) (string, int) {
 	if err := pool.QueryRow(t.Context(), q).Scan(&rows, &dead); err != nil {
 		t.Fatalf("%s: %v", q, err)
 	}
-	return rows, dead
+	if rows != want || dead != 0 {
+		t.Errorf("%s\n  = %s, %d dead letters\nwant %s, 0", q, rows, dead, want)
+	}
 }
 
 func TestUpsertIntoATableKafka2pgPartitionsLandsEachRowInItsMonth(t *testing.T) {
@@ -98,9 +99,7 @@ func TestUpsertIntoATableKafka2pgPartitionsLandsEachRowInItsMonth(t *testing.T) 
 	}
 	name := func(months int) string { return "events_p" + start.AddDate(0, months, 0).Format("200601") }
 	want := fmt.Sprintf("1@%s=11 2@%s=21 3@%s=31 4@%s=40 5@%s=50", name(0), name(1), name(2), name(2), name(-14))
-	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
-		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
-	}
+	checkPlacement(t, pool, want)
 	var kind string
 	if err := pool.QueryRow(ctx, `SELECT pg_get_partkeydef('events'::regclass)`).Scan(&kind); err != nil || kind != "RANGE (created_at)" {
 		t.Errorf("pg_get_partkeydef(events) = %q, %v; want RANGE (created_at)", kind, err)
@@ -120,9 +119,7 @@ func TestAnUpsertThatChangesThePartitionColumnIsANewRow(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("1@events_p%s=10 1@events_p%s=11", start.Format("200601"), start.AddDate(0, 1, 0).Format("200601"))
-	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
-		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
-	}
+	checkPlacement(t, pool, want)
 }
 
 func TestUpsertIntoAnExistingPartitionedTableUpdatesRowsInPlace(t *testing.T) {
@@ -144,9 +141,7 @@ func TestUpsertIntoAnExistingPartitionedTableUpdatesRowsInPlace(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := "1@events_a=11 2@events_b=20 3@events_c=31 4@events_c=40"
-	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
-		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
-	}
+	checkPlacement(t, pool, want)
 }
 
 func TestAppendCreatesThePartitionsOfRowsOutsideTheCreatedRange(t *testing.T) {
@@ -162,9 +157,7 @@ func TestAppendCreatesThePartitionsOfRowsOutsideTheCreatedRange(t *testing.T) {
 	}
 	name := func(at time.Time) string { return "events_p" + at.Format("20060102") }
 	want := fmt.Sprintf("1@%s=10 2@%s=20 3@%s=30 4@%s=40", name(today), name(past), name(far), name(today.AddDate(0, 0, 1)))
-	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
-		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
-	}
+	checkPlacement(t, pool, want)
 	var parts int
 	if err := pool.QueryRow(ctx, `SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass`).Scan(&parts); err != nil || parts != 4 {
 		t.Errorf("events has %d partitions (%v); want 4: today, tomorrow (premade), and the two the rows outside needed", parts, err)
@@ -194,9 +187,7 @@ func TestAppendByADateColumn(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("1@events_p%s=10 2@events_p%s=20", monday.Format("20060102"), monday.AddDate(0, 0, 7).Format("20060102"))
-	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
-		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
-	}
+	checkPlacement(t, pool, want)
 }
 
 func TestRowsOutsideAPartitionedTableLandInItsDefaultPartition(t *testing.T) {
@@ -218,9 +209,7 @@ func TestRowsOutsideAPartitionedTableLandInItsDefaultPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := fmt.Sprintf("0@events_rest=0 1@events_rest=10 2@events_p%s=20 3@events_rest=30", next.Format("200601"))
-	if got, dead := partPlacement(t, pool); got != want || dead != 0 {
-		t.Errorf("rows = %s, %d dead letters\nwant %s, 0", got, dead, want)
-	}
+	checkPlacement(t, pool, want)
 }
 
 func TestAnUpsertKeyWithoutThePartitionKeyIsRefused(t *testing.T) {
