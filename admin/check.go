@@ -297,7 +297,7 @@ func tableFindings(p ingest.TablePlan) []Finding {
 	if partErr != nil {
 		out = append(out, finding(Fail, name, "%v", partErr))
 	} else if len(p.Partitions) > 0 {
-		out = add(out, OK, " is partitioned by %s; run will create, where missing, the partitions it keeps ready:", p.Catalog.PartitionKeyDef)
+		out = add(out, OK, " is partitioned by %s; run will create the partitions it keeps ready that are missing:", p.Catalog.PartitionKeyDef)
 		out[len(out)-1].DDL = p.Partitions
 	}
 	var keyErr *ingest.PartitionKeyError

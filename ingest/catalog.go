@@ -104,8 +104,8 @@ type TablePlan struct {
 	// run; EvolveErr is a difference PlanEvolve refuses.
 	Evolve    []string
 	EvolveErr error
-	// Partitions create the partitions a table with Sink.Table.Partition
-	// keeps ready (schema.PlanPartitions), each where missing; one whose
+	// Partitions create the missing partitions a table with
+	// Sink.Table.Partition keeps ready (schema.PlanPartitions); one whose
 	// range is someone else's is left to them.
 	Partitions []string
 }
@@ -124,8 +124,7 @@ func PlanTable(ctx context.Context, q Querier, topic string, sink Sink, create b
 	}
 	if p.Catalog.Exists() {
 		p.Evolve, p.EvolveErr = schema.PlanEvolve(t, p.Catalog.Columns)
-		p.planPartitions(time.Now())
-		return p, nil
+		return p, p.planPartitions(ctx, q, time.Now())
 	}
 	if !create || sink.NoCreate {
 		return p, nil
@@ -140,8 +139,7 @@ func PlanTable(ctx context.Context, q Querier, topic string, sink Sink, create b
 			p.Create = slices.DeleteFunc(p.Create, func(s string) bool { return strings.HasPrefix(s, "CREATE SCHEMA") })
 		}
 	}
-	p.planPartitions(time.Now())
-	return p, nil
+	return p, p.planPartitions(ctx, q, time.Now())
 }
 
 // Statements are what applying the plan runs, in order: Create, or Evolve

@@ -110,17 +110,47 @@ func (c Catalog) rangeOf(column string) bool {
 	return c.Partitioned && slices.Equal(c.PartitionKey, []string{column}) && strings.HasPrefix(c.PartitionKeyDef, "RANGE ")
 }
 
-// planPartitions plans the partitions the sink's table keeps ready
-// (schema.PlanPartitions): for a table created now, or one partitioned by
-// the sink's column.
-func (p *TablePlan) planPartitions(now time.Time) {
+// planPartitions plans the partitions the sink's table keeps ready at
+// now (schema.PlanPartitions) that are missing: all of them for a table
+// created now, those that do not exist in one partitioned by range of the
+// sink's column. A partition that exists costs no DDL, so a role without
+// CREATE on the schema starts once they all do.
+func (p *TablePlan) planPartitions(ctx context.Context, q Querier, now time.Time) error {
 	t := p.Sink.Table
-	if t.Partition == nil {
-		return
-	}
-	if len(p.Create) > 0 || p.Catalog.rangeOf(t.Partition.Column) {
+	switch {
+	case t.Partition == nil:
+		return nil
+	case len(p.Create) > 0:
 		p.Partitions = schema.PlanPartitions(t, now)
+		return nil
+	case !p.Catalog.rangeOf(t.Partition.Column):
+		return nil
 	}
+	var names []string
+	starts := t.Partition.Ahead(now)
+	for _, start := range starts {
+		names = append(names, t.PartitionQualifiedName(start))
+	}
+	missing, err := missingPartitions(ctx, q, names)
+	if err != nil {
+		return fmt.Errorf("look up the partitions of %s: %w", t.QualifiedName(), err)
+	}
+	for i, start := range starts {
+		if slices.Contains(missing, names[i]) {
+			p.Partitions = append(p.Partitions, t.PartitionSQL(start))
+		}
+	}
+	return nil
+}
+
+// missingPartitions are those of names (quoted, qualified) that do not
+// exist.
+func missingPartitions(ctx context.Context, q Querier, names []string) ([]string, error) {
+	rows, err := q.Query(ctx, "SELECT n FROM unnest($1::text[]) n WHERE to_regclass(n) IS NULL", names)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
 }
 
 // partitionTaken says err is Postgres refusing a partition because its
@@ -194,12 +224,7 @@ func (w *Writer) addPartitions(ctx context.Context, b *stream.Batch, sink Sink) 
 	if len(names) == 0 {
 		return 0, nil
 	}
-	const missingSQL = "SELECT n FROM unnest($1::text[]) n WHERE to_regclass(n) IS NULL"
-	rows, err := w.pool.Query(ctx, missingSQL, names)
-	if err != nil {
-		return 0, fmt.Errorf("look up the partitions of %s: %w", t.QualifiedName(), err)
-	}
-	missing, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	missing, err := missingPartitions(ctx, w.pool, names)
 	if err != nil || len(missing) == 0 {
 		return 0, err
 	}
