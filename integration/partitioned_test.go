@@ -73,3 +73,47 @@ FROM %[1]s`, tableName(s.table), s.table)
 	}
 	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
 }
+
+// TestAppendIntoATableKafka2pgPartitionsByDay appends records of ten days,
+// eight of them past the partitions made ahead, from three partitions at
+// once (batches of several partitions share a transaction): each record
+// lands once, in its day's partition.
+func TestAppendIntoATableKafka2pgPartitionsByDay(t *testing.T) {
+	parallel(t)
+	s := newScenario(t, 3)
+	config := writeSinksConfig(t, fmt.Sprintf(`  - topic: %s
+    table: %s
+    partition_by: {column: at, interval: day, premake: 1}
+    columns:
+      - {name: at, path: at, type: timestamptz, not_null: true}
+      - {name: n, path: n, type: integer}
+    metadata: {partition: kafka_partition, offset: kafka_offset}
+`, s.topic, s.table))
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	var rs []*kgo.Record
+	for n := range 600 {
+		at := today.AddDate(0, 0, n%10).Add(time.Duration(n) * time.Minute % (24 * time.Hour))
+		rs = append(rs, &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, "k%d", n),
+			Value: fmt.Appendf(nil, `{"at":"%s","n":%d}`, at.Format(time.RFC3339), n)})
+	}
+	s.kafka.Produce(t, rs...)
+	ends := s.kafka.EndOffsets(t, s.topic)
+	s.requireAllPartitionsHaveData(t, ends)
+	b := startBridge(t, "partitioned-append", s.configArgs(config, "--until-caught-up", "--batch-max-rows", "50")...)
+	b.requireExitZero(t, 2*time.Minute)
+
+	q := fmt.Sprintf(`SELECT count(*), count(DISTINCT (kafka_partition, kafka_offset)), count(DISTINCT tableoid),
+       count(*) FILTER (WHERE tableoid::regclass::text <> '%[2]s_p' || to_char(at AT TIME ZONE 'UTC', 'YYYYMMDD')),
+       (SELECT count(*) FROM kafka2pg.dead_letters WHERE consumer_group = $1)
+FROM %[1]s`, tableName(s.table), s.table)
+	var rows, distinct, parts, misplaced, dead int64
+	if err := s.db.QueryRow(t.Context(), q, s.group).Scan(&rows, &distinct, &parts, &misplaced, &dead); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	t.Logf("%d records: %d rows, %d distinct positions, in %d partitions, %d outside their day's, %d dead letters", len(rs), rows, distinct, parts, misplaced, dead)
+	if rows != int64(len(rs)) || distinct != rows || parts != 10 || misplaced != 0 || dead != 0 {
+		t.Errorf("%s\n  = %d rows, %d distinct positions, %d partitions, %d misplaced, %d dead letters; want %d, %d, 10, 0, 0",
+			q, rows, distinct, parts, misplaced, dead, len(rs), len(rs))
+	}
+	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
+}
