@@ -264,7 +264,7 @@ func tableFindings(p ingest.TablePlan) []Finding {
 			return add(out, Fail, " does not exist and creating it is off: create it, or turn on create (--create-tables, or create: true in the sink)")
 		}
 		out = add(out, OK, " does not exist; run will create it:")
-		out[len(out)-1].DDL = p.Create
+		out[len(out)-1].DDL = p.Statements()
 		return out
 	}
 	fit := Fit(sink, p.Catalog.Columns, TypedName(t.Name))
@@ -293,7 +293,15 @@ func tableFindings(p ingest.TablePlan) []Finding {
 			out[len(out)-1].Fix = fit.Plan
 		}
 	}
-	if sink.Upsert != nil {
+	partErr := p.PartitionErr()
+	if partErr != nil {
+		out = append(out, finding(Fail, name, "%v", partErr))
+	} else if len(p.Partitions) > 0 {
+		out = add(out, OK, " is partitioned by %s; run will create the partitions it keeps ready that are missing:", p.Catalog.PartitionKeyDef)
+		out[len(out)-1].DDL = p.Partitions
+	}
+	var keyErr *ingest.PartitionKeyError
+	if sink.Upsert != nil && !errors.As(partErr, &keyErr) {
 		key := sink.Upsert.Key
 		if !p.Catalog.HasUniqueKey(key) {
 			out = add(out, Fail, " has no unique index on the upsert key (%s): create one, e.g. CREATE UNIQUE INDEX ON %s (%s)",

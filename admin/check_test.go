@@ -37,16 +37,7 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	fs := admin.CheckPostgres(t.Context(), pool, admin.PostgresCheck{Group: "g", Migrate: true, CreateTables: true}, set)
-	var got strings.Builder
-	for _, f := range fs {
-		got.WriteString(f.Level.String() + " " + f.Message + "\n")
-		for _, s := range f.DDL {
-			got.WriteString("  DDL " + s + "\n")
-		}
-		for _, s := range f.Fix {
-			got.WriteString("  FIX " + s + "\n")
-		}
-	}
+	got := findingsText(fs)
 	for _, want := range []string{
 		"ok postgres: connected (read only)\n",
 		`ok table "public"."fresh" for topic "a_new" does not exist; run will create it:` + "\n  DDL CREATE TABLE",
@@ -57,12 +48,12 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 		`FAIL table "public"."keyless" for topic "e_keyless" has no unique index on the upsert key (id)`,
 		`ok table "public"."keyed" for topic "f_keyed" has a unique index on the upsert key (id)` + "\n",
 	} {
-		if !strings.Contains(got.String(), want) {
-			t.Errorf("the findings lack %q:\n%s", want, got.String())
+		if !strings.Contains(got, want) {
+			t.Errorf("the findings lack %q:\n%s", want, got)
 		}
 	}
 	if n := admin.Failed(fs); n != 2 {
-		t.Errorf("Failed = %d, want 2:\n%s", n, got.String())
+		t.Errorf("Failed = %d, want 2:\n%s", n, got)
 	}
 	var fresh, note2 bool
 	if err := pool.QueryRow(t.Context(), `SELECT to_regclass('public.fresh') IS NOT NULL,
@@ -72,4 +63,20 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 	if fresh || note2 {
 		t.Errorf("check changed the database: table fresh exists %v, evolves.note exists %v", fresh, note2)
 	}
+}
+
+// findingsText is fs as lines of level and message, each followed by its
+// DDL and Fix statements.
+func findingsText(fs []admin.Finding) string {
+	var b strings.Builder
+	for _, f := range fs {
+		b.WriteString(f.Level.String() + " " + f.Message + "\n")
+		for _, s := range f.DDL {
+			b.WriteString("  DDL " + s + "\n")
+		}
+		for _, s := range f.Fix {
+			b.WriteString("  FIX " + s + "\n")
+		}
+	}
+	return b.String()
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -27,6 +28,13 @@ type Catalog struct {
 	// UniqueKeys are the columns of each unique, non-partial index (the
 	// primary key among them), each sorted by name.
 	UniqueKeys [][]string
+	// Partitioned says the table is a partitioned one (relkind p), whose
+	// PartitionKey are the columns of its partition key ("" for an
+	// expression), and PartitionKeyDef the key as pg_get_partkeydef
+	// writes it: RANGE (created_at).
+	Partitioned     bool
+	PartitionKey    []string
+	PartitionKeyDef string
 }
 
 // ReadCatalog reads the columns (schema.ExistingColumnsSQL) and unique
@@ -53,7 +61,7 @@ func ReadCatalog(ctx context.Context, q Querier, name string) (Catalog, error) {
 	if err != nil {
 		return c, fmt.Errorf("read the unique indexes of %s: %w", name, err)
 	}
-	return c, nil
+	return c, readPartitionKey(ctx, q, name, &c)
 }
 
 // Exists says the table exists.
@@ -96,6 +104,10 @@ type TablePlan struct {
 	// run; EvolveErr is a difference PlanEvolve refuses.
 	Evolve    []string
 	EvolveErr error
+	// Partitions create the missing partitions a table with
+	// Sink.Table.Partition keeps ready (schema.PlanPartitions); one whose
+	// range is someone else's is left to them.
+	Partitions []string
 }
 
 // PlanTable plans the table of topic's sink in q, changing nothing.
@@ -112,7 +124,7 @@ func PlanTable(ctx context.Context, q Querier, topic string, sink Sink, create b
 	}
 	if p.Catalog.Exists() {
 		p.Evolve, p.EvolveErr = schema.PlanEvolve(t, p.Catalog.Columns)
-		return p, nil
+		return p, p.planPartitions(ctx, q, time.Now())
 	}
 	if !create || sink.NoCreate {
 		return p, nil
@@ -127,19 +139,19 @@ func PlanTable(ctx context.Context, q Querier, topic string, sink Sink, create b
 			p.Create = slices.DeleteFunc(p.Create, func(s string) bool { return strings.HasPrefix(s, "CREATE SCHEMA") })
 		}
 	}
-	return p, nil
+	return p, p.planPartitions(ctx, q, time.Now())
 }
 
 // Statements are what applying the plan runs, in order: Create, or Evolve
-// when Sink.Evolve lets it.
+// when Sink.Evolve lets it; then Partitions.
 func (p TablePlan) Statements() []string {
 	if len(p.Create) > 0 {
-		return p.Create
+		return append(slices.Clip(p.Create), p.Partitions...)
 	}
 	if p.Sink.Evolve && p.EvolveErr == nil {
-		return p.Evolve
+		return append(slices.Clip(p.Evolve), p.Partitions...)
 	}
-	return nil
+	return p.Partitions
 }
 
 // Missing are the quoted names of the columns the mapping writes and the
@@ -181,6 +193,9 @@ func (p TablePlan) Err() error {
 	if missing := p.Missing(); len(missing) > 0 {
 		return fmt.Errorf("table %s for topic %q lacks column(s) %s that kafka2pg writes: add them, or choose another table with ingest.Sink.Table",
 			t.QualifiedName(), p.Topic, strings.Join(missing, ", "))
+	}
+	if err := p.PartitionErr(); err != nil {
+		return err
 	}
 	for _, key := range p.Keys() {
 		if !p.Catalog.HasUniqueKey(key) {

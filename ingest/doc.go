@@ -69,6 +69,15 @@
 // TablePlan.Err names; package admin reports the same plan in a READ ONLY
 // transaction, as `kafka2pg check` prints it.
 //
+// A table may be partitioned (partitions.go). ReadCatalog reads its
+// partition key too, and TablePlan.Err refuses an upsert key that lacks
+// it (PartitionKeyError). A sink whose Table has a Partition has its
+// table created PARTITION BY RANGE with the partitions ahead of now
+// (TablePlan.Partitions, run at every start); when Postgres refuses
+// rows of a batch into it, Write creates the partitions the batch's rows
+// fall into that are missing, in a transaction of its own under the same
+// DDL lock, and writes the batch again before it isolates anything.
+//
 // # Deadlines
 //
 // A Postgres that stops answering without closing the connection (a hung

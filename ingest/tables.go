@@ -46,7 +46,7 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 		// prepared then (writeChanging).
 		return 0, nil
 	}
-	if create && !sink.NoCreate || sink.Evolve {
+	if create && !sink.NoCreate || sink.Evolve || t.Partition != nil {
 		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 			ran = 0
 			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(hashtext($1))", ddlLockKey); err != nil {
@@ -60,6 +60,16 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 				return p.EvolveErr
 			}
 			for _, stmt := range p.Statements() {
+				if schema.IsPartitionSQL(stmt) {
+					made, err := w.createPartition(ctx, tx, stmt)
+					if err != nil {
+						return err
+					}
+					if made {
+						ran++
+					}
+					continue
+				}
 				if len(p.Create) == 0 {
 					w.log.Info("evolving table", "table", t.QualifiedName(), "statement", stmt)
 				}

@@ -515,13 +515,27 @@ const maxTableChanges = 16
 // unchecked COPY, the fast path with the mapping's checks; when Postgres
 // refused rows (or a record stops the partition), the isolating path.
 // Each attempt is a transaction of its own, and only the last one commits.
+//
+// Rows refused in a table with a Partition may be rows outside its
+// partitions: before isolating them, the partitions they need are
+// created (addPartitions), once, and the attempt that met them runs again.
 func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	rechecked := false
+	rechecked, partitionsTried := false, sink.Table.Partition == nil
 	for next := attemptFast; ; {
 		res, err := w.attempt(ctx, b, sink, next)
 		if err != nil || res.redo == 0 {
 			res.rechecked = rechecked
 			return res, named(b, err)
+		}
+		if res.redo == attemptIsolated && !partitionsTried {
+			partitionsTried = true
+			ready, err := w.addPartitions(ctx, b, sink)
+			if err != nil {
+				return outcome{}, named(b, err)
+			}
+			if ready > 0 {
+				continue
+			}
 		}
 		next = res.redo
 		rechecked = rechecked || next == attemptChecked

@@ -12,6 +12,11 @@ type Table struct {
 	Name       string
 	Columns    []Column
 	PrimaryKey []string // column names; empty for none
+	// Partition, when set, makes the table partitioned by range of a
+	// time column (CREATE TABLE ... PARTITION BY RANGE); its partitions
+	// are planned by PlanPartitions. Its column must be in PrimaryKey,
+	// as Postgres requires of a partitioned table's unique indexes.
+	Partition *RangePartition
 }
 
 // Column is one column of a target table.
@@ -64,6 +69,7 @@ func (t Table) CreateSQL() string {
 		fmt.Fprintf(&b, ",\n    PRIMARY KEY (%s)", strings.Join(quoted, ", "))
 	}
 	b.WriteString("\n)")
+	b.WriteString(t.partitionClause())
 	return b.String()
 }
 

@@ -199,7 +199,13 @@ func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if err != nil {
 		return ingest.Sink{}, err
 	}
+	if err := checkPartitionBy(sc); err != nil {
+		return ingest.Sink{}, err
+	}
 	sink, err := b.mapping(ctx, sc)
+	if err == nil {
+		sink, err = partitioned(sc, sink)
+	}
 	if err == nil && filter != nil {
 		sink.Filter = filter
 	}

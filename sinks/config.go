@@ -89,6 +89,9 @@ type Sink struct {
 	Columns []Column `yaml:"columns"`
 	// Metadata names the columns that receive the record's Kafka metadata.
 	Metadata decode.MetadataSpec `yaml:"metadata"`
+	// PartitionBy makes the table partitioned by range of a time column
+	// (typed JSON sinks): see PartitionBy.
+	PartitionBy PartitionBy `yaml:"partition_by"`
 
 	// Formats avro, protobuf and json_schema only.
 	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value

@@ -36,6 +36,7 @@ func Keys() []KeyGroup {
 		{"columns.", "A column (an item of a sink's `columns`)", reflect.TypeFor[Column]()},
 		{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[decode.MetadataSpec]()},
 		{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[cdc.SourceColumns]()},
+		{"partition_by.", "A sink's `partition_by`: its table partitioned by range of a time column", reflect.TypeFor[PartitionBy]()},
 	}
 	var out []KeyGroup
 	for _, g := range groups {
@@ -98,6 +99,7 @@ var KeyDocs = map[string]string{
 	"evolve":              "add columns that appear, widen types safely; never drop or narrow",
 	"columns":             "the typed columns, each `{name, path, type}` and the keys below; none: the zero-config table. debezium and connect_json: the columns of records without a Connect schema, each `{name, type}` (the field of that name fills it)",
 	"metadata":            "columns for the record's Kafka metadata, each key naming its column (keys below)",
+	"partition_by":        "typed JSON sinks: the table kafka2pg creates is partitioned by range of a time column, one partition per interval, made ahead and as rows need them (keys below); an upsert key must hold the column",
 	"subject":             "registry formats: the value's subject (default `<topic>-value`)",
 	"key_subject":         "registry formats: the key's subject (default `<topic>-key` in upsert mode)",
 	"nested":              "registry formats: nested records as `flatten` (default) columns or one `jsonb` column",
@@ -125,6 +127,10 @@ var KeyDocs = map[string]string{
 	"metadata.key_format":     "the key column's type: `text`, `bytes` or `json`",
 	"metadata.headers":        "column of every header (jsonb)",
 	"metadata.header":         "one column per header: header name → column name",
+
+	"partition_by.column":   "the date, timestamp or timestamptz column whose range picks a row's partition",
+	"partition_by.interval": "each partition's span: `day`, `week` (Monday to Monday) or `month` (default), bounds at midnight UTC",
+	"partition_by.premake":  "how many partitions after the current one are created at every start (default 3)",
 
 	"source.table":     "column of the source table: `schema.table` (Postgres, SQL Server) or `db.table` (MySQL) (text)",
 	"source.position":  "column of the change's position in the source's log: the LSN as pg_lsn prints it, or the binlog's `file:pos` (text)",

@@ -296,6 +296,12 @@ target; the target's own scaling is Postgres's.
 partition and checks that each row landed in the partition its timestamp
 belongs to, the range edges included.
 
+**Partitions kafka2pg makes.** A typed sink with ` + "`partition_by`" + ` has its
+table created ` + "`PARTITION BY RANGE`" + ` of a time column, its partitions made
+ahead at every start and for rows outside them as they come
+([MAPPING.md](MAPPING.md#partitioned-tables)). With pg_partman, leave
+` + "`partition_by`" + ` out: pg_partman keeps its parent's partitions.
+
 **pg_partman** keeps such a parent supplied with partitions ahead of time
 (` + "`partman.create_parent`" + `, then ` + "`partman.run_maintenance()`" + ` from cron or its
 background worker) and drops or detaches old ones by retention: kafka2pg
