@@ -37,9 +37,9 @@ type ConfigStatus struct {
 // never held with Bridge.mu, and a write never takes it: the writer
 // loads its sinks from an atomic pointer (ingest.Writer.SetSinks).
 type reconfig struct {
-	mu   sync.Mutex
-	live *liveParts // nil unless Run is writing
-	sinks.Set       // the sinks running now
+	mu        sync.Mutex
+	live      *liveParts // nil unless Run is writing
+	sinks.Set            // the sinks running now
 
 	// status is guarded by statusMu alone, so that a readiness probe
 	// never waits for a reload.
