@@ -1,0 +1,355 @@
+package bridge_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/kafka2pg/kafka2pg/bridge"
+	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/reader"
+	"github.com/kafka2pg/kafka2pg/sinks"
+)
+
+// reloadFixture is a bridge over topics that a producer feeds while the
+// test reloads its sinks.
+type reloadFixture struct {
+	k      *kafkatest.Kafka
+	url    string
+	topics map[string]string // role → topic
+	reg    *prometheus.Registry
+	b      *bridge.Bridge
+	done   <-chan error
+
+	mu       sync.Mutex
+	produced map[string]int64 // by topic
+}
+
+// sinkYAML is the YAML of a sink of topic into table (n bigint, and
+// extra's columns), with the metadata the checks need.
+func sinkYAML(topic, table, extra string) string {
+	return fmt.Sprintf(`  - {topic: %s, table: %s, evolve: true,
+     columns: [{name: n, path: n, type: bigint}%s],
+     metadata: {partition: kafka_partition, offset: kafka_offset}}
+`, topic, table, extra)
+}
+
+func buildSinks(t *testing.T, yml string) sinks.Set {
+	t.Helper()
+	var cfg sinks.Config
+	if err := yaml.Unmarshal([]byte(yml), &cfg); err != nil {
+		t.Fatalf("%s\n%v", yml, err)
+	}
+	set, err := cfg.Build(t.Context(), nil)
+	if err != nil {
+		t.Fatalf("%s\n%v", yml, err)
+	}
+	return set
+}
+
+// newReloadFixture creates a topic of 2 partitions for each role and runs
+// a bridge with the sinks of yml (roles in it are replaced by topics).
+func newReloadFixture(t *testing.T, roles []string, subscribed []string, yml string) *reloadFixture {
+	t.Helper()
+	f := &reloadFixture{k: kafkatest.New(t), url: pgtest.URL(t), topics: map[string]string{}, reg: prometheus.NewRegistry(), produced: map[string]int64{}}
+	for _, r := range roles {
+		f.topics[r] = f.k.CreateTopic(t, "reload-"+r, 2)
+	}
+	var topics []string
+	for _, r := range subscribed {
+		topics = append(topics, f.topics[r])
+	}
+	cfg := bridge.Config{
+		Kafka: reader.Config{Brokers: strings.Split(f.k.Brokers(), ","), Group: "g-" + topics[0], Topics: topics,
+			HeartbeatInterval: 500 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond, BatchLinger: 20 * time.Millisecond},
+		Sinks:       buildSinks(t, f.expand(yml)),
+		PostgresURL: f.url,
+	}
+	b, err := bridge.New(cfg, nil, f.reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	t.Cleanup(func() {
+		cancel()
+		if err := wait(t, f.done, 30*time.Second); err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Run = %v", err)
+		}
+	})
+	f.b, f.done = b, run(ctx, b)
+	kafkatest.Poll(t, time.Minute, "the bridge ready", func() (bool, string) {
+		err := b.Ready(t.Context())
+		return err == nil, fmt.Sprint(err)
+	})
+	return f
+}
+
+// expand replaces each role's name in braces ({a}) by its topic.
+func (f *reloadFixture) expand(s string) string {
+	for r, topic := range f.topics {
+		s = strings.ReplaceAll(s, "{"+r+"}", topic)
+	}
+	return s
+}
+
+// produce feeds the topics of roles, a record to each every interval,
+// until the returned stop is called; stop returns once the last record is
+// acknowledged.
+func (f *reloadFixture) produce(t *testing.T, interval time.Duration, roles ...string) (stop func()) {
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(interval)
+		defer tick.Stop()
+		for n := 0; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			var rs []*kgo.Record
+			for _, r := range roles {
+				rs = append(rs, &kgo.Record{Topic: f.topics[r], Key: fmt.Appendf(nil, "k%d", n), Value: fmt.Appendf(nil, `{"n":%d,"x":%d}`, n, 2*n)})
+			}
+			if err := f.k.TryProduce(context.WithoutCancel(ctx), rs...); err != nil {
+				t.Errorf("produce: %v", err)
+				return
+			}
+			f.mu.Lock()
+			for _, rec := range rs {
+				f.produced[rec.Topic]++
+			}
+			f.mu.Unlock()
+		}
+	})
+	return func() { cancel(); wg.Wait() }
+}
+
+func (f *reloadFixture) count(topic string) int64 {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.produced[topic]
+}
+
+func (f *reloadFixture) query(t *testing.T, sql string, args ...any) int64 {
+	t.Helper()
+	conn, err := pgx.Connect(t.Context(), f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	var n int64
+	if err := conn.QueryRow(t.Context(), sql, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", sql, err)
+	}
+	return n
+}
+
+// durable is the sum of the topic's next_offset in kafka2pg.offsets.
+func (f *reloadFixture) durable(t *testing.T, topic string) int64 {
+	return f.query(t, `SELECT coalesce(sum(next_offset), 0)::bigint FROM kafka2pg.offsets WHERE topic = $1`, topic)
+}
+
+// exactlyOnce fails unless table holds each of want records of topic once:
+// as many rows as distinct (partition, offset) as want.
+func (f *reloadFixture) exactlyOnce(t *testing.T, table string, want int64) {
+	t.Helper()
+	rows := f.query(t, `SELECT count(*) FROM `+table)
+	distinct := f.query(t, `SELECT count(DISTINCT (kafka_partition, kafka_offset)) FROM `+table)
+	if rows != want || distinct != want {
+		t.Errorf("%s: %d rows, %d distinct records, want %d of each (%d lost, %d doubled)", table, rows, distinct, want, want-distinct, rows-distinct)
+	}
+}
+
+// gauge is the value of a metric of f's registry, with label=value when
+// label is not empty.
+func (f *reloadFixture) metric(t *testing.T, name, label, value string) float64 {
+	t.Helper()
+	mfs, err := f.reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			match := label == ""
+			for _, l := range m.GetLabel() {
+				match = match || l.GetName() == label && l.GetValue() == value
+			}
+			if match {
+				return m.GetGauge().GetValue() + m.GetCounter().GetValue()
+			}
+		}
+	}
+	t.Fatalf("no metric %s{%s=%q}", name, label, value)
+	return 0
+}
+
+// Under a steady load, one reload adds a sink (topic d), removes one
+// (topic c) and changes one (topic b gains the typed column x), while
+// topic a's sink stays. Every produced record of a, b and d lands once in
+// its table (b's across the change: x is null before the handover and
+// set after it, in offset order, on each partition); c's table holds
+// every record once up to the durable position its partitions were given
+// up at, and nothing beyond. The longest interval between the commits of
+// a partition of a, the unchanged topic, around the reload is logged.
+func TestReconfigureAddsRemovesAndChangesSinksUnderLoadExactlyOnce(t *testing.T) {
+	t.Parallel()
+	v1 := "sinks:\n" + sinkYAML("{a}", "a", "") + sinkYAML("{b}", "b", "") + sinkYAML("{c}", "c", "")
+	f := newReloadFixture(t, []string{"a", "b", "c", "d"}, []string{"a", "b", "c"}, v1)
+	// Each transaction's start time, for the gaps between commits.
+	if _, err := f.exec(t, `ALTER TABLE public.a ADD COLUMN written_at timestamptz NOT NULL DEFAULT now()`); err != nil {
+		t.Fatal(err)
+	}
+	stop := f.produce(t, 5*time.Millisecond, "a", "b", "c", "d")
+	kafkatest.Poll(t, time.Minute, "rows of a, b and c", func() (bool, string) {
+		a, b, c := f.durable(t, f.topics["a"]), f.durable(t, f.topics["b"]), f.durable(t, f.topics["c"])
+		return a > 200 && b > 200 && c > 200, fmt.Sprintf("a %d, b %d, c %d", a, b, c)
+	})
+	time.Sleep(time.Second) // a second of steady writing before the reload, the baseline of the gaps
+	v2 := "sinks:\n" + sinkYAML("{a}", "a", "") + sinkYAML("{b}", "b", ", {name: x, path: x, type: bigint}") + sinkYAML("{d}", "d", "")
+	reloadStart := time.Now()
+	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand(v2))); err != nil {
+		t.Fatalf("Reconfigure = %v", err)
+	}
+	reloadEnd := time.Now()
+	kafkatest.Poll(t, time.Minute, "rows of d and rows of b with x", func() (bool, string) {
+		d := f.durable(t, f.topics["d"])
+		bx := f.query(t, `SELECT count(*) FROM public.b WHERE x IS NOT NULL`)
+		return d > 200 && bx > 200, fmt.Sprintf("d %d, b with x %d", d, bx)
+	})
+	time.Sleep(time.Second)
+	stop()
+	for _, r := range []string{"a", "b", "d"} {
+		topic := f.topics[r]
+		kafkatest.Poll(t, time.Minute, r+" caught up", func() (bool, string) {
+			n := f.durable(t, topic)
+			return n == f.count(topic), fmt.Sprintf("%d of %d", n, f.count(topic))
+		})
+	}
+	f.exactlyOnce(t, "public.a", f.count(f.topics["a"]))
+	f.exactlyOnce(t, "public.b", f.count(f.topics["b"]))
+	f.exactlyOnce(t, "public.d", f.count(f.topics["d"]))
+	// c: every record once below its durable positions, none at or past them.
+	cDurable := f.durable(t, f.topics["c"])
+	f.exactlyOnce(t, "public.c", cDurable)
+	if past := f.query(t, `SELECT count(*) FROM public.c JOIN kafka2pg.offsets o ON o.topic = $1 AND o.partition = kafka_partition
+		WHERE kafka_offset >= o.next_offset`, f.topics["c"]); past != 0 {
+		t.Errorf("%d rows of c at or past the durable position its partitions were given up at", past)
+	}
+	if cDurable >= f.count(f.topics["c"]) {
+		t.Errorf("c's partitions were written up to %d of %d records: the removal did not stop them", cDurable, f.count(f.topics["c"]))
+	}
+	// b: on each partition, the rows without x come before those with it.
+	if mixed := f.query(t, `SELECT count(*) FROM public.b old JOIN public.b new USING (kafka_partition)
+		WHERE old.x IS NULL AND new.x IS NOT NULL AND old.kafka_offset > new.kafka_offset`); mixed != 0 {
+		t.Errorf("%d pairs of b's rows where a row of the old sink follows one of the new on its partition: not a handover at a batch boundary", mixed)
+	}
+	if old := f.query(t, `SELECT count(*) FROM public.b WHERE x IS NULL`); old == 0 {
+		t.Errorf("no row of b from the old sink: the reload came before any write")
+	}
+	if bad := f.query(t, `SELECT count(*) FROM public.b WHERE x IS NOT NULL AND x <> 2 * n`); bad != 0 {
+		t.Errorf("%d rows of b whose x is not the record's", bad)
+	}
+	// The gaps between the commits of a's partitions, before and around the reload.
+	before := f.longestGap(t, reloadStart.Add(-time.Second), reloadStart)
+	around := f.longestGap(t, reloadStart.Add(-200*time.Millisecond), reloadEnd.Add(time.Second))
+	t.Logf("reload took %s; longest interval between commits of a partition of the unchanged topic: %s in the second before it, %s from 200ms before it to 1s after it",
+		reloadEnd.Sub(reloadStart).Round(time.Millisecond), before, around)
+	if around > 5*time.Second {
+		t.Errorf("a partition of the unchanged topic committed nothing for %s around the reload", around)
+	}
+	if g := f.metric(t, "kafka2pg_config_generation", "", ""); g != 2 {
+		t.Errorf("kafka2pg_config_generation = %v, want 2", g)
+	}
+	if n := f.metric(t, "kafka2pg_config_reloads_total", "result", "ok"); n != 1 {
+		t.Errorf(`kafka2pg_config_reloads_total{result="ok"} = %v, want 1`, n)
+	}
+}
+
+func (f *reloadFixture) exec(t *testing.T, sql string) (int64, error) {
+	conn, err := pgx.Connect(t.Context(), f.url)
+	if err != nil {
+		return 0, err
+	}
+	defer conn.Close(context.WithoutCancel(t.Context()))
+	tag, err := conn.Exec(t.Context(), sql)
+	return tag.RowsAffected(), err
+}
+
+// longestGap is the longest interval between consecutive transactions that
+// wrote a partition of table a, of those that began within [from, to].
+func (f *reloadFixture) longestGap(t *testing.T, from, to time.Time) time.Duration {
+	t.Helper()
+	us := f.query(t, `SELECT coalesce(max(gap), 0)::bigint FROM (
+		SELECT extract(epoch FROM written_at - lag(written_at) OVER (PARTITION BY kafka_partition ORDER BY written_at)) * 1e6 AS gap
+		FROM (SELECT DISTINCT kafka_partition, written_at FROM public.a WHERE written_at BETWEEN $1 AND $2) w) g`, from, to)
+	return time.Duration(us) * time.Microsecond
+}
+
+// A reload whose sinks cannot run is refused with its error, and the
+// running sinks go on: here a column added without evolve, which the
+// table check refuses. The records keep landing, the generation stays 1,
+// the refusal is counted and ConfigStatus shows it; a later valid reload
+// clears it.
+func TestReconfigureRefusesAnInvalidSetAndTheRunningOneStays(t *testing.T) {
+	t.Parallel()
+	f := newReloadFixture(t, []string{"a"}, []string{"a"}, "sinks:\n"+sinkYAML("{a}", "a", ""))
+	stop := f.produce(t, 5*time.Millisecond, "a")
+	defer stop()
+	topic := f.topics["a"]
+	kafkatest.Poll(t, time.Minute, "rows of a", func() (bool, string) {
+		n := f.durable(t, topic)
+		return n > 100, fmt.Sprint(n)
+	})
+	bad := strings.Replace(sinkYAML("{a}", "a", ", {name: x, path: x, type: bigint}"), " evolve: true,", "", 1)
+	err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand("sinks:\n"+bad)))
+	if err == nil || !strings.Contains(err.Error(), `"x"`) {
+		t.Fatalf("Reconfigure with a column the table lacks, without evolve = %v, want the table check's error naming column x", err)
+	}
+	st := f.b.ConfigStatus()
+	if st.Generation != 1 || st.Refused == nil || st.Refused.Error() != err.Error() {
+		t.Errorf("ConfigStatus = %+v, want generation 1 and the refusal %q", st, err)
+	}
+	if n := f.metric(t, "kafka2pg_config_reloads_total", "result", "refused"); n != 1 {
+		t.Errorf(`kafka2pg_config_reloads_total{result="refused"} = %v, want 1`, n)
+	}
+	if cols := f.query(t, `SELECT count(*) FROM information_schema.columns WHERE table_name = 'a' AND column_name = 'x'`); cols != 0 {
+		t.Errorf("the refused reload added column x to a")
+	}
+	after := f.durable(t, topic)
+	kafkatest.Poll(t, time.Minute, "records landing after the refusal", func() (bool, string) {
+		n := f.durable(t, topic)
+		return n > after+100, fmt.Sprintf("%d, %d at the refusal", n, after)
+	})
+	// A set with a topic_regex needs a regex subscription, which a
+	// running bridge of named topics cannot take.
+	regex := buildSinks(t, "sinks:\n  - {topic_regex: 'reload-.*', table: r}\n")
+	if err := f.b.Reconfigure(t.Context(), regex); err == nil || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("Reconfigure with a topic_regex = %v, want a refusal that says to restart", err)
+	}
+	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand("sinks:\n"+sinkYAML("{a}", "a", "")))); err != nil {
+		t.Fatalf("Reconfigure with the running sinks = %v", err)
+	}
+	if st := f.b.ConfigStatus(); st.Generation != 2 || st.Refused != nil {
+		t.Errorf("ConfigStatus after a valid reload = %+v, want generation 2 and no refusal", st)
+	}
+	stop()
+	kafkatest.Poll(t, time.Minute, "a caught up", func() (bool, string) {
+		n := f.durable(t, topic)
+		return n == f.count(topic), fmt.Sprintf("%d of %d", n, f.count(topic))
+	})
+	f.exactlyOnce(t, "public.a", f.count(topic))
+}
