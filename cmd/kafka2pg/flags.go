@@ -62,7 +62,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	def := bridge.DefaultConfig()
 	rc, rd, wd := &o.cfg.Kafka, def.Kafka, def.Writer
 	fs.StringVar(&o.configPath, "config", "", "YAML file of sinks (topics → typed tables) and flags as keys")
-	fs.BoolVar(&o.configWatch, "config-watch", false, "reload --config when its content changes (checked every second), as on SIGHUP")
+	fs.BoolVar(&o.configWatch, "config-watch", false, "reload --config when it changes, as SIGHUP does")
 	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "bootstrap brokers, host:port[,host:port]")
 	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets kept in Postgres")
 	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")
