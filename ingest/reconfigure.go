@@ -119,6 +119,6 @@ func (w *Writer) SetSinks(fixed map[string]Sink, resolve func(ctx context.Contex
 	}
 	if len(reset) > 0 {
 		slices.Sort(reset)
-		w.log.Info("sinks replaced; their partitions write with the new sinks from their next batch", "topics", reset)
+		w.log.Info("sinks set: the partitions of these topics write with their new sinks, or none, from their next batch", "topics", reset)
 	}
 }

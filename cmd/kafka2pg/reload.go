@@ -105,7 +105,7 @@ func (rl *reloader) reload(ctx context.Context) {
 		err = errors.New(string(bytes.TrimSpace(printed.Bytes())))
 	}
 	if err != nil {
-		rl.b.RefuseReload(fmt.Errorf("reload --config %s: %s", rl.running.configPath, cliMessage(err)))
+		rl.b.RefuseReload(fmt.Errorf("reload: %s", cliMessage(err)))
 		return
 	}
 	if changed := restartSettings(rl.running.fileFlags, next.fileFlags); len(changed) > 0 {
@@ -114,7 +114,7 @@ func (rl *reloader) reload(ctx context.Context) {
 	}
 	set, err := next.buildSinks(ctx)
 	if err != nil {
-		rl.b.RefuseReload(fmt.Errorf("reload --config %s: %s", rl.running.configPath, cliMessage(err)))
+		rl.b.RefuseReload(fmt.Errorf("reload: %s", cliMessage(err)))
 		return
 	}
 	if err := rl.b.Reconfigure(ctx, set); errors.Is(err, bridge.ErrNotRunning) {
