@@ -105,7 +105,7 @@ func (rl *reloader) reload(ctx context.Context) {
 		err = errors.New(string(bytes.TrimSpace(printed.Bytes())))
 	}
 	if err != nil {
-		rl.b.RefuseReload(fmt.Errorf("reload: %s", cliMessage(err)))
+		rl.b.RefuseReload(&reloadError{msg: cliMessage(err), err: err})
 		return
 	}
 	if changed := restartSettings(rl.running.fileFlags, next.fileFlags); len(changed) > 0 {
@@ -114,7 +114,7 @@ func (rl *reloader) reload(ctx context.Context) {
 	}
 	set, err := next.buildSinks(ctx)
 	if err != nil {
-		rl.b.RefuseReload(fmt.Errorf("reload: %s", cliMessage(err)))
+		rl.b.RefuseReload(&reloadError{msg: cliMessage(err), err: err})
 		return
 	}
 	if err := rl.b.Reconfigure(ctx, set); errors.Is(err, bridge.ErrNotRunning) {
@@ -122,6 +122,17 @@ func (rl *reloader) reload(ctx context.Context) {
 			"config", rl.running.configPath)
 	}
 }
+
+// reloadError is a reload the command refused before the bridge saw
+// it: its message as the command's user reads it (cliMessage), and the
+// error underneath.
+type reloadError struct {
+	msg string
+	err error
+}
+
+func (e *reloadError) Error() string { return "reload: " + e.msg }
+func (e *reloadError) Unwrap() error { return e.err }
 
 // restartSettings are the keys of the config file, sinks aside, whose
 // values differ between running and next (set in one of them only
