@@ -126,8 +126,8 @@ func (b *Bridge) refusedLocked(err error) {
 // fixes a regex subscription at start): a set that adds or removes a
 // topic, or a topic_regex, is refused; one that changes the mappings of
 // the same topics and patterns takes effect. Without it, a set with a
-// topic_regex sink is refused likewise. Reconfigure calls are
-// serialized.
+// topic_regex sink is refused likewise, as is a set of other topics with
+// UntilCaughtUp. Reconfigure calls are serialized.
 func (b *Bridge) Reconfigure(ctx context.Context, set sinks.Set) error {
 	b.rc.mu.Lock()
 	defer b.rc.mu.Unlock()
@@ -188,9 +188,13 @@ func (b *Bridge) reconfigure(ctx context.Context, set sinks.Set) (d sinks.Diff, 
 }
 
 // subscriptionStays refuses a set whose subscription the reader cannot
-// take live: a regex subscription that would change, or a topic_regex
-// sink in a literal one.
+// take live: a regex subscription that would change, a topic_regex sink
+// in a literal one, or other topics for a run until caught up with those
+// of its start.
 func (b *Bridge) subscriptionStays(cur, next sinks.Set, d sinks.Diff) error {
+	if b.cfg.UntilCaughtUp && len(d.Added)+len(d.Removed) > 0 {
+		return stream.FieldErrorf("bridge.Config.UntilCaughtUp", "the topics to catch up with are those of the start: keep the same topics, or restart to change them")
+	}
 	if !b.cfg.Kafka.TopicsAreRegex {
 		if len(next.Patterns) > 0 {
 			return stream.FieldErrorf("bridge.Config.Sinks", "topic_regex %q: the running bridge subscribes to topics by name, and a regex subscription needs a restart: restart to add it", next.Patterns[0].Regex)

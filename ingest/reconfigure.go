@@ -20,14 +20,15 @@ type routes struct {
 }
 
 // serves reports whether sink, or a sink changed from it (changeTable),
-// is still what rt gives topic: the same mapper, or change decoder. Call
+// is still what rt gives topic: the same table, and the same mapper or
+// change decoder. Call
 // it with w.mu held when it decides about w.resolved.
 func (rt *routes) serves(topic string, sink Sink) bool {
 	cur, ok := rt.fixed[topic]
 	if !ok {
 		return rt.resolve != nil // a resolved sink: SetSinks drops them all when the patterns change
 	}
-	return sameIdentity(cur.Mapper, sink.Mapper) && sameIdentity(cur.Changes, sink.Changes)
+	return cur.Table.QualifiedName() == sink.Table.QualifiedName() && sameIdentity(cur.Mapper, sink.Mapper) && sameIdentity(cur.Changes, sink.Changes)
 }
 
 // sameIdentity reports whether a and b are the same value, as == tells it
