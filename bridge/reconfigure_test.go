@@ -218,7 +218,7 @@ func TestReconfigureAddsRemovesAndChangesSinksUnderLoadExactlyOnce(t *testing.T)
 		a, b, c := f.durable(t, f.topics["a"]), f.durable(t, f.topics["b"]), f.durable(t, f.topics["c"])
 		return a > 200 && b > 200 && c > 200, fmt.Sprintf("a %d, b %d, c %d", a, b, c)
 	})
-	time.Sleep(time.Second) // a second of steady writing before the reload, the baseline of the gaps
+	f.committedPast(t, time.Now().Add(time.Second)) // a second of steady writing before the reload: the baseline of the gaps
 	v2 := "sinks:\n" + sinkYAML("{a}", "a", "") + sinkYAML("{b}", "b", ", {name: x, path: x, type: bigint}") + sinkYAML("{d}", "d", "")
 	reloadStart := time.Now()
 	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand(v2))); err != nil {
@@ -230,7 +230,7 @@ func TestReconfigureAddsRemovesAndChangesSinksUnderLoadExactlyOnce(t *testing.T)
 		bx := f.query(t, `SELECT count(*) FROM public.b WHERE x IS NOT NULL`)
 		return d > 200 && bx > 200, fmt.Sprintf("d %d, b with x %d", d, bx)
 	})
-	time.Sleep(time.Second)
+	f.committedPast(t, reloadEnd.Add(2*time.Second)) // the window of the gaps after the reload
 	stop()
 	for _, r := range []string{"a", "b", "d"} {
 		topic := f.topics[r]
@@ -238,6 +238,11 @@ func TestReconfigureAddsRemovesAndChangesSinksUnderLoadExactlyOnce(t *testing.T)
 			n := f.durable(t, topic)
 			return n == f.count(topic), fmt.Sprintf("%d of %d", n, f.count(topic))
 		})
+	}
+	// The member owns a's, b's and d's partitions, c's no more, and no
+	// write failed on the way (a partition of c left without its sink would).
+	if st := f.b.Stats(); st.Partitions != 6 || st.WriteErrors != 0 {
+		t.Errorf("after the reload: %d partitions owned, %d failed writes; want 6 (a, b and d's) and none", st.Partitions, st.WriteErrors)
 	}
 	f.exactlyOnce(t, "public.a", f.count(f.topics["a"]))
 	f.exactlyOnce(t, "public.b", f.count(f.topics["b"]))
@@ -265,8 +270,8 @@ func TestReconfigureAddsRemovesAndChangesSinksUnderLoadExactlyOnce(t *testing.T)
 	}
 	// The gaps between the commits of a's partitions, before and around the reload.
 	before := f.longestGap(t, reloadStart.Add(-time.Second), reloadStart)
-	around := f.longestGap(t, reloadStart.Add(-200*time.Millisecond), reloadEnd.Add(time.Second))
-	t.Logf("reload took %s; longest interval between commits of a partition of the unchanged topic: %s in the second before it, %s from 200ms before it to 1s after it",
+	around := f.longestGap(t, reloadStart.Add(-200*time.Millisecond), reloadEnd.Add(2*time.Second))
+	t.Logf("reload took %s; longest interval between commits of a partition of the unchanged topic: %s in the second before it, %s from 200ms before it to 2s after it (the rebalance of the added topic included)",
 		reloadEnd.Sub(reloadStart).Round(time.Millisecond), before, around)
 	if around > 5*time.Second {
 		t.Errorf("a partition of the unchanged topic committed nothing for %s around the reload", around)
@@ -287,6 +292,15 @@ func (f *reloadFixture) exec(t *testing.T, sql string) (int64, error) {
 	defer conn.Close(context.WithoutCancel(t.Context()))
 	tag, err := conn.Exec(t.Context(), sql)
 	return tag.RowsAffected(), err
+}
+
+// committedPast waits until a transaction that began after at wrote table a.
+func (f *reloadFixture) committedPast(t *testing.T, at time.Time) {
+	t.Helper()
+	kafkatest.Poll(t, time.Minute, "a commit to a after "+at.Format(time.TimeOnly), func() (bool, string) {
+		n := f.query(t, `SELECT count(*) FROM public.a WHERE written_at > $1`, at)
+		return n > 0, fmt.Sprintf("%d rows", n)
+	})
 }
 
 // longestGap is the longest interval between consecutive transactions that
