@@ -161,7 +161,25 @@ func (b *Bridge) reconfigure(ctx context.Context, set sinks.Set) (d sinks.Diff, 
 	if err := pgsession.CheckEncoding(ctx, live.pool, b.log, b.cfg.Kafka.Group, next); err != nil {
 		return d, err
 	}
-	if err := live.w.PrepareSinks(ctx, next.FixedOf(append(slices.Clone(d.Added), d.Changed...))); err != nil {
+	prepare := next.FixedOf(append(slices.Clone(d.Added), d.Changed...))
+	if d.PatternsChanged {
+		// The topics the old patterns matched get their new sinks at
+		// their next batch; their tables are checked now, so that a
+		// pattern that cannot run refuses the set.
+		for _, topic := range live.w.ResolvedTopics() {
+			if _, fixed := next.Fixed[topic]; fixed {
+				continue
+			}
+			sink, ok, err := next.Resolve(ctx, topic)
+			if err != nil {
+				return d, err
+			}
+			if ok {
+				prepare[topic] = sink
+			}
+		}
+	}
+	if err := live.w.PrepareSinks(ctx, prepare); err != nil {
 		if missing, ok := errors.AsType[*ingest.MissingTableError](err); ok {
 			return d, stream.FieldErrorf("bridge.Config.SkipCreateTables", "table %s for topic %q does not exist: create it, or let the bridge create it", missing.Table, missing.Topic)
 		}

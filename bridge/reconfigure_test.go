@@ -46,6 +46,13 @@ func sinkYAML(topic, table, extra string) string {
 
 func buildSinks(t *testing.T, yml string) sinks.Set {
 	t.Helper()
+	set, _ := buildConfig(t, yml)
+	return set
+}
+
+// buildConfig is buildSinks and the sinks' configuration.
+func buildConfig(t *testing.T, yml string) (sinks.Set, sinks.Config) {
+	t.Helper()
 	var cfg sinks.Config
 	if err := yaml.Unmarshal([]byte(yml), &cfg); err != nil {
 		t.Fatalf("%s\n%v", yml, err)
@@ -54,25 +61,24 @@ func buildSinks(t *testing.T, yml string) sinks.Set {
 	if err != nil {
 		t.Fatalf("%s\n%v", yml, err)
 	}
-	return set
+	return set, cfg
 }
 
 // newReloadFixture creates a topic of 2 partitions for each role and runs
-// a bridge with the sinks of yml (roles in it are replaced by topics).
-func newReloadFixture(t *testing.T, roles []string, subscribed []string, yml string) *reloadFixture {
+// a bridge with the sinks of yml (roles in it are replaced by topics),
+// subscribed as kafka2pg run subscribes them (sinks.Config.Topics).
+func newReloadFixture(t *testing.T, roles []string, yml string) *reloadFixture {
 	t.Helper()
 	f := &reloadFixture{k: kafkatest.New(t), url: pgtest.URL(t), topics: map[string]string{}, reg: prometheus.NewRegistry(), produced: map[string]int64{}}
 	for _, r := range roles {
 		f.topics[r] = f.k.CreateTopic(t, "reload-"+r, 2)
 	}
-	var topics []string
-	for _, r := range subscribed {
-		topics = append(topics, f.topics[r])
-	}
+	set, sc := buildConfig(t, f.expand(yml))
+	topics, regex := sc.Topics()
 	cfg := bridge.Config{
-		Kafka: reader.Config{Brokers: strings.Split(f.k.Brokers(), ","), Group: "g-" + topics[0], Topics: topics,
+		Kafka: reader.Config{Brokers: strings.Split(f.k.Brokers(), ","), Group: "g-" + f.topics[roles[0]], Topics: topics, TopicsAreRegex: regex,
 			HeartbeatInterval: 500 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond, BatchLinger: 20 * time.Millisecond},
-		Sinks:       buildSinks(t, f.expand(yml)),
+		Sinks:       set,
 		PostgresURL: f.url,
 	}
 	b, err := bridge.New(cfg, nil, f.reg)
@@ -208,7 +214,7 @@ func (f *reloadFixture) metric(t *testing.T, name, label, value string) float64 
 func TestReconfigureAddsRemovesAndChangesSinksUnderLoadExactlyOnce(t *testing.T) {
 	t.Parallel()
 	v1 := "sinks:\n" + sinkYAML("{a}", "a", "") + sinkYAML("{b}", "b", "") + sinkYAML("{c}", "c", "")
-	f := newReloadFixture(t, []string{"a", "b", "c", "d"}, []string{"a", "b", "c"}, v1)
+	f := newReloadFixture(t, []string{"a", "b", "c", "d"}, v1)
 	// Each transaction's start time, for the gaps between commits.
 	if _, err := f.exec(t, `ALTER TABLE public.a ADD COLUMN written_at timestamptz NOT NULL DEFAULT now()`); err != nil {
 		t.Fatal(err)
@@ -320,7 +326,7 @@ func (f *reloadFixture) longestGap(t *testing.T, from, to time.Time) time.Durati
 // clears it.
 func TestReconfigureRefusesAnInvalidSetAndTheRunningOneStays(t *testing.T) {
 	t.Parallel()
-	f := newReloadFixture(t, []string{"a"}, []string{"a"}, "sinks:\n"+sinkYAML("{a}", "a", ""))
+	f := newReloadFixture(t, []string{"a"}, "sinks:\n"+sinkYAML("{a}", "a", ""))
 	stop := f.produce(t, 5*time.Millisecond, "a")
 	defer stop()
 	topic := f.topics["a"]
@@ -366,4 +372,46 @@ func TestReconfigureRefusesAnInvalidSetAndTheRunningOneStays(t *testing.T) {
 		return n == f.count(topic), fmt.Sprintf("%d of %d", n, f.count(topic))
 	})
 	f.exactlyOnce(t, "public.a", f.count(topic))
+}
+
+// With a topic_regex sink the subscription is fixed, but the pattern's
+// mapping is not: a reload that adds a typed column to the pattern's
+// sink takes over each matched topic at a batch boundary, exactly once,
+// and one that adds a topic is refused and says to restart.
+func TestReconfigureChangesATopicRegexSinkExactlyOnce(t *testing.T) {
+	t.Parallel()
+	pattern := func(extra string) string {
+		return strings.Replace(sinkYAML("{a}", "a", extra), "topic: {a}", "topic_regex: '{a}'", 1)
+	}
+	f := newReloadFixture(t, []string{"a", "b"}, "sinks:\n"+pattern(""))
+	topic := f.topics["a"]
+	stop := f.produce(t, 5*time.Millisecond, "a")
+	defer stop()
+	kafkatest.Poll(t, time.Minute, "rows of a", func() (bool, string) {
+		n := f.durable(t, topic)
+		return n > 100, fmt.Sprint(n)
+	})
+	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand("sinks:\n"+pattern("")+sinkYAML("{b}", "b", "")))); err == nil || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("Reconfigure adding a topic to a regex subscription = %v, want a refusal that says to restart", err)
+	}
+	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand("sinks:\n"+pattern(", {name: x, path: x, type: bigint}")))); err != nil {
+		t.Fatalf("Reconfigure changing the pattern's columns = %v", err)
+	}
+	kafkatest.Poll(t, time.Minute, "rows of a with x", func() (bool, string) {
+		n := f.query(t, `SELECT count(*) FROM public.a WHERE x IS NOT NULL`)
+		return n > 100, fmt.Sprint(n)
+	})
+	stop()
+	kafkatest.Poll(t, time.Minute, "a caught up", func() (bool, string) {
+		n := f.durable(t, topic)
+		return n == f.count(topic), fmt.Sprintf("%d of %d", n, f.count(topic))
+	})
+	f.exactlyOnce(t, "public.a", f.count(topic))
+	if mixed := f.query(t, `SELECT count(*) FROM public.a old JOIN public.a new USING (kafka_partition)
+		WHERE old.x IS NULL AND new.x IS NOT NULL AND old.kafka_offset > new.kafka_offset`); mixed != 0 {
+		t.Errorf("%d pairs of rows where a row of the old sink follows one of the new on its partition", mixed)
+	}
+	if st := f.b.ConfigStatus(); st.Generation != 2 {
+		t.Errorf("ConfigStatus = %+v, want generation 2", st)
+	}
 }

@@ -65,6 +65,14 @@ func (w *Writer) PrepareSinks(ctx context.Context, sinks map[string]Sink) error 
 	return nil
 }
 
+// ResolvedTopics are the topics whose sinks Config.Resolve (or SetSinks'
+// resolve) has built so far, sorted.
+func (w *Writer) ResolvedTopics() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Sorted(maps.Keys(w.resolved))
+}
+
 // SetSinks makes fixed and resolve the writer's sinks, as Config.Sinks and
 // Config.Resolve, from each partition's next batch on: a batch in flight
 // finishes with the sink it began with. A topic whose sink in fixed is

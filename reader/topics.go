@@ -19,6 +19,9 @@ var ErrRegexSubscription = errors.New("the subscription is a set of regular expr
 // first fetch. Partitions the member owns keep fetching and writing
 // through it. A topic that does not exist yet is consumed once it does.
 func (r *Reader) AddTopics(topics ...string) error {
+	if len(topics) == 0 {
+		return nil
+	}
 	if r.cfg.TopicsAreRegex {
 		return ErrRegexSubscription
 	}
@@ -36,11 +39,11 @@ func (r *Reader) AddTopics(topics ...string) error {
 // that subscribes to a topic again resumes where this one stopped. ctx
 // bounds the group commit. It returns once the partitions are given up.
 func (r *Reader) RemoveTopics(ctx context.Context, topics ...string) error {
-	if r.cfg.TopicsAreRegex {
-		return ErrRegexSubscription
-	}
 	if len(topics) == 0 {
 		return nil
+	}
+	if r.cfg.TopicsAreRegex {
+		return ErrRegexSubscription
 	}
 	r.cl.PurgeTopicsFromConsuming(topics...)
 	owned := map[string][]int32{}
