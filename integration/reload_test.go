@@ -14,8 +14,9 @@ import (
 )
 
 // TestRunReloadsItsConfigOnChangeAndOnSIGHUP drives kafka2pg run
-// --config-watch under a steady load: a config file that does not parse
-// is refused (counted, shown on /readyz, the records keep landing); one
+// --config-watch under a steady load: a config file that does not parse,
+// and one with a sink that does not build, are refused (counted, shown on
+// /readyz, the records keep landing); one
 // that adds a sink and changes a setting that needs a restart takes
 // effect, the setting named at WARN; SIGHUP reloads the same file once
 // more. Both topics land exactly once by SQL, and the bridge stops
@@ -77,8 +78,16 @@ func TestRunReloadsItsConfigOnChangeAndOnSIGHUP(t *testing.T) {
 		_, body := scrape("http://" + addr + "/readyz")
 		return refused == 1 && strings.Contains(body, "config generation 1; last reload refused: reload: --config "), fmt.Sprintf("refused %v, /readyz %q", refused, body)
 	})
+	// A sink that does not build (a field error): refused as well.
+	write(v1 + "  - {topic: other, format: nope}\n")
+	pollUntil(t, 30*time.Second, "the second refusal, which names the key", func() (bool, string) {
+		requireRunning(t, b)
+		refused := reloads(addr, "refused")
+		_, body := scrape("http://" + addr + "/readyz")
+		return refused == 2 && strings.Contains(body, "format"), fmt.Sprintf("refused %v, /readyz %q", refused, body)
+	})
 	_, body := scrape("http://" + addr + "/readyz")
-	t.Logf("/readyz after the refusal: %q", body)
+	t.Logf("/readyz after the refusals: %q", body)
 	at := rows(first)
 	pollUntil(t, 30*time.Second, "rows landing after the refusal", func() (bool, string) {
 		c := rows(first)
