@@ -19,16 +19,21 @@ type routes struct {
 	resolve func(ctx context.Context, topic string) (Sink, bool, error)
 }
 
-// serves reports whether sink, or a sink changed from it (changeTable),
-// is still what rt gives topic: the same table, and the same mapper or
-// change decoder. Call
-// it with w.mu held when it decides about w.resolved.
-func (rt *routes) serves(topic string, sink Sink) bool {
-	cur, ok := rt.fixed[topic]
+// servesLocked reports whether sink, or a sink changed from it
+// (changeTable), is still the topic's: the one the current routes give
+// it, or that the current resolve built for it. Call it with w.mu held.
+func (w *Writer) servesLocked(topic string, sink Sink) bool {
+	cur, ok := w.routes.Load().fixed[topic]
 	if !ok {
-		return rt.resolve != nil // a resolved sink: SetSinks drops them all when the patterns change
+		cur, ok = w.resolved[topic]
 	}
-	return cur.Table.QualifiedName() == sink.Table.QualifiedName() && sameIdentity(cur.Mapper, sink.Mapper) && sameIdentity(cur.Changes, sink.Changes)
+	return ok && sameSink(cur, sink)
+}
+
+// sameSink reports whether a and b are one sink, or one and a sink changed
+// from it: the same table, and the same mapper or change decoder.
+func sameSink(a, b Sink) bool {
+	return a.Table.QualifiedName() == b.Table.QualifiedName() && sameIdentity(a.Mapper, b.Mapper) && sameIdentity(a.Changes, b.Changes)
 }
 
 // sameIdentity reports whether a and b are the same value, as == tells it
@@ -87,7 +92,7 @@ func (w *Writer) SetSinks(fixed map[string]Sink, resolve func(ctx context.Contex
 	prev := w.routes.Swap(next)
 	var reset []string
 	for topic, old := range prev.fixed {
-		if cur, ok := fixed[topic]; !ok || !next.serves(topic, old) {
+		if cur, ok := fixed[topic]; !ok || !sameSink(cur, old) {
 			reset = append(reset, topic)
 			delete(w.upserts, old.Table.QualifiedName())
 			if ok {

@@ -141,7 +141,7 @@ func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t sch
 		w.pool.Reset()
 	}
 	w.mu.Lock()
-	if w.routes.Load().serves(topic, sink) {
+	if w.servesLocked(topic, sink) {
 		// A sink that SetSinks replaced meanwhile keeps its change to
 		// this batch: the next one takes the new sink.
 		w.changed[topic] = next
