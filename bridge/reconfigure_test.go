@@ -26,6 +26,7 @@ import (
 type reloadFixture struct {
 	k      *kafkatest.Kafka
 	url    string
+	group  string
 	topics map[string]string // role → topic
 	reg    *prometheus.Registry
 	b      *bridge.Bridge
@@ -73,31 +74,40 @@ func newReloadFixture(t *testing.T, roles []string, yml string) *reloadFixture {
 	for _, r := range roles {
 		f.topics[r] = f.k.CreateTopic(t, "reload-"+r, 2)
 	}
+	f.group = "g-" + f.topics[roles[0]]
+	f.b, f.done = f.start(t, yml, f.reg)
+	return f
+}
+
+// start runs a bridge of f's group with the sinks of yml, its metrics on
+// reg, until the test ends; it returns once the bridge is ready.
+func (f *reloadFixture) start(t *testing.T, yml string, reg *prometheus.Registry) (*bridge.Bridge, <-chan error) {
+	t.Helper()
 	set, sc := buildConfig(t, f.expand(yml))
 	topics, regex := sc.Topics()
 	cfg := bridge.Config{
-		Kafka: reader.Config{Brokers: strings.Split(f.k.Brokers(), ","), Group: "g-" + f.topics[roles[0]], Topics: topics, TopicsAreRegex: regex,
+		Kafka: reader.Config{Brokers: strings.Split(f.k.Brokers(), ","), Group: f.group, Topics: topics, TopicsAreRegex: regex,
 			HeartbeatInterval: 500 * time.Millisecond, FetchMaxWait: 100 * time.Millisecond, BatchLinger: 20 * time.Millisecond},
 		Sinks:       set,
 		PostgresURL: f.url,
 	}
-	b, err := bridge.New(cfg, nil, f.reg)
+	b, err := bridge.New(cfg, nil, reg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
+	done := run(ctx, b)
 	t.Cleanup(func() {
 		cancel()
-		if err := wait(t, f.done, 30*time.Second); err != nil && !errors.Is(err, context.Canceled) {
+		if err := wait(t, done, 30*time.Second); err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Run = %v", err)
 		}
 	})
-	f.b, f.done = b, run(ctx, b)
 	kafkatest.Poll(t, time.Minute, "the bridge ready", func() (bool, string) {
 		err := b.Ready(t.Context())
 		return err == nil, fmt.Sprint(err)
 	})
-	return f
+	return b, done
 }
 
 // expand replaces each role's name in braces ({a}) by its topic.
@@ -413,5 +423,59 @@ func TestReconfigureChangesATopicRegexSinkExactlyOnce(t *testing.T) {
 	}
 	if st := f.b.ConfigStatus(); st.Generation != 2 {
 		t.Errorf("ConfigStatus = %+v, want generation 2", st)
+	}
+}
+
+// Two members of a group, and a reload of one of them only (as a rolling
+// change of their file does): the topic it removes moves to the other
+// member, which still has its sink, and keeps landing exactly once; once
+// the other reloads too, nobody consumes it, and its table holds every
+// record once up to the durable positions.
+func TestReconfigureOfOneMemberMovesARemovedTopicToTheOther(t *testing.T) {
+	t.Parallel()
+	v1 := "sinks:\n" + sinkYAML("{a}", "a", "") + sinkYAML("{c}", "c", "")
+	f := newReloadFixture(t, []string{"a", "c"}, v1)
+	second, _ := f.start(t, v1, prometheus.NewRegistry())
+	stop := f.produce(t, 5*time.Millisecond, "a", "c")
+	defer stop()
+	a, c := f.topics["a"], f.topics["c"]
+	kafkatest.Poll(t, time.Minute, "both members owning partitions", func() (bool, string) {
+		n1, n2 := f.b.Stats().Partitions, second.Stats().Partitions
+		return n1 > 0 && n2 > 0 && n1+n2 == 4, fmt.Sprintf("%d and %d partitions", n1, n2)
+	})
+	v2 := "sinks:\n" + sinkYAML("{a}", "a", "")
+	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand(v2))); err != nil {
+		t.Fatalf("Reconfigure of the first member = %v", err)
+	}
+	kafkatest.Poll(t, time.Minute, "c's partitions on the second member only", func() (bool, string) {
+		n2 := second.Stats().Partitions
+		before := f.durable(t, c)
+		return n2 >= 2 && f.b.Stats().Partitions <= 2, fmt.Sprintf("second owns %d, first %d; c durable %d", n2, f.b.Stats().Partitions, before)
+	})
+	at := f.durable(t, c)
+	kafkatest.Poll(t, time.Minute, "c landing on the second member", func() (bool, string) {
+		n := f.durable(t, c)
+		return n > at+100, fmt.Sprintf("%d, %d at the move", n, at)
+	})
+	if err := second.Reconfigure(t.Context(), buildSinks(t, f.expand(v2))); err != nil {
+		t.Fatalf("Reconfigure of the second member = %v", err)
+	}
+	removedAt := f.durable(t, c)
+	kafkatest.Poll(t, time.Minute, "records of c that nobody consumes", func() (bool, string) {
+		n := f.count(c)
+		return n > removedAt+100, fmt.Sprintf("%d produced, %d durable at the removal", n, removedAt)
+	})
+	stop()
+	if n := f.durable(t, c); n != removedAt {
+		t.Errorf("c's durable positions moved from %d to %d after both members removed it", removedAt, n)
+	}
+	kafkatest.Poll(t, time.Minute, "a caught up", func() (bool, string) {
+		n := f.durable(t, a)
+		return n == f.count(a), fmt.Sprintf("%d of %d", n, f.count(a))
+	})
+	f.exactlyOnce(t, "public.a", f.count(a))
+	f.exactlyOnce(t, "public.c", f.durable(t, c))
+	if st1, st2 := f.b.Stats(), second.Stats(); st1.WriteErrors+st2.WriteErrors != 0 {
+		t.Errorf("%d and %d failed writes", st1.WriteErrors, st2.WriteErrors)
 	}
 }
