@@ -100,7 +100,7 @@ func (b *Bridge) RefuseReload(err error) {
 func (b *Bridge) refusedLocked(err error) {
 	s := b.rc.setStatus(func(s *ConfigStatus) { s.Refused = err })
 	b.m.Reloaded(metrics.ReloadRefused, s.Generation)
-	b.log.Error("configuration reload refused; the running configuration stays", "error", err.Error(), "generation", s.Generation)
+	b.log.Error("configuration reload refused; the running configuration stays", "error", err, "generation", s.Generation)
 }
 
 // Reconfigure makes set the bridge's sinks while it runs: sinks can be
