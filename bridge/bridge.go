@@ -36,6 +36,7 @@ type Bridge struct {
 	m       *metrics.Metrics
 	st      *bridgeStatus
 	written writeCounters
+	rc      reconfig // Reconfigure's state (reconfigure.go)
 
 	mu         sync.Mutex
 	state      runState
@@ -282,6 +283,8 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	if err := b.m.Register(rd, w, pool, queueCapacity); err != nil {
 		return err
 	}
+	b.goLive(rd, w, pool)
+	defer b.leaveLive()
 
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
@@ -317,6 +320,7 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 		tableNames(sinks), "start", cfg.Kafka.Start.String())
 	err = g.Wait()
 	st.stopping()
+	b.leaveLive() // a reload must not race the stop
 	b.stopReader(parent, rd)
 	if err != nil && !errors.Is(err, context.Canceled) {
 		return err

@@ -66,6 +66,19 @@
 // None of them can half-write a batch: a batch and its offsets commit in
 // one transaction, or not at all. Run returns nil after a graceful stop.
 //
+// # Reconfiguring
+//
+// Reconfigure replaces the sinks of a running bridge: sinks added,
+// removed and changed, without a restart (kafka2pg run calls it on SIGHUP).
+// The writer loads its sinks from an atomic snapshot once per batch, so
+// partitions of unchanged sinks go on untouched, and a changed sink takes
+// over at a batch boundary, from the durable next_offset its predecessor
+// committed. Added topics join the subscription, removed ones leave it
+// (reader.Reader.AddTopics, RemoveTopics). A set that cannot run is
+// refused and the running one stays; ConfigStatus says the generation and
+// the last refusal, as do kafka2pg_config_generation and
+// kafka2pg_config_reloads_total.
+//
 // # Metrics
 //
 // New registers the bridge's metrics on the prometheus.Registerer it is

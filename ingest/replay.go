@@ -171,10 +171,11 @@ var ErrChangeReplay = errors.New("dead letters of change events are not replayed
 // replaySink is the sink a letter of topic, filed for table, replays
 // through: the topic's sink when it writes that table; false otherwise.
 func (w *Writer) replaySink(ctx context.Context, topic, table string) (Sink, bool, error) {
-	sink, ok := w.cfg.Sinks[topic]
-	if !ok && w.cfg.Resolve != nil {
+	rt := w.routes.Load()
+	sink, ok := rt.fixed[topic]
+	if !ok && rt.resolve != nil {
 		var err error
-		if sink, ok, err = w.cfg.Resolve(ctx, topic); err != nil {
+		if sink, ok, err = rt.resolve(ctx, topic); err != nil {
 			return Sink{}, false, fmt.Errorf("the sink of topic %q: %w", topic, err)
 		}
 	}

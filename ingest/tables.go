@@ -24,7 +24,7 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 	w.create = create
 	w.mu.Unlock()
 	seen := map[string]bool{}
-	for topic, sink := range w.cfg.Sinks {
+	for topic, sink := range w.routes.Load().fixed {
 		if seen[sink.Table.QualifiedName()] {
 			continue
 		}
@@ -151,7 +151,11 @@ func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t sch
 		w.pool.Reset()
 	}
 	w.mu.Lock()
-	w.changed[topic] = next
+	if w.servesLocked(topic, sink) {
+		// A sink that SetSinks replaced meanwhile keeps its change to
+		// this batch: the next one takes the new sink.
+		w.changed[topic] = next
+	}
 	w.mu.Unlock()
 	return next, nil
 }
@@ -166,7 +170,8 @@ func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
 	if ok {
 		return s, nil
 	}
-	if s, ok := w.cfg.Sinks[topic]; ok {
+	rt := w.routes.Load()
+	if s, ok := rt.fixed[topic]; ok {
 		return s, nil
 	}
 	w.mu.Lock()
@@ -176,10 +181,10 @@ func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
 	if ok {
 		return s, nil
 	}
-	if w.cfg.Resolve == nil {
+	if rt.resolve == nil {
 		return Sink{}, fmt.Errorf("no table is configured for topic %q", topic)
 	}
-	s, ok, err := w.cfg.Resolve(ctx, topic)
+	s, ok, err := rt.resolve(ctx, topic)
 	if err != nil {
 		return Sink{}, fmt.Errorf("sink for topic %q: %w", topic, err)
 	}
@@ -194,7 +199,9 @@ func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
 	}
 	w.log.Info("new topic matched; table ready", "topic", topic, "table", s.Table.QualifiedName())
 	w.mu.Lock()
-	w.resolved[topic] = s
+	if w.routes.Load() == rt {
+		w.resolved[topic] = s // else SetSinks replaced the patterns meanwhile
+	}
 	w.mu.Unlock()
 	return s, nil
 }
@@ -202,7 +209,7 @@ func (w *Writer) sinkFor(ctx context.Context, topic string) (Sink, error) {
 // TableName names the table a topic's records go to, or "" when the topic
 // has no sink yet.
 func (w *Writer) TableName(topic string) string {
-	if s, ok := w.cfg.Sinks[topic]; ok {
+	if s, ok := w.routes.Load().fixed[topic]; ok {
 		return s.Table.QualifiedName()
 	}
 	w.mu.Lock()

@@ -238,6 +238,10 @@ type Writer struct {
 	log  *slog.Logger
 	bad  *badLog
 
+	// routes are the sinks as Config gave them or SetSinks last set
+	// them: one load per batch, no lock (reconfigure.go).
+	routes atomic.Pointer[routes]
+
 	mu       sync.Mutex
 	create   bool                     // EnsureTables' create, for resolved sinks
 	resolved map[string]Sink          // sinks found through Config.Resolve
@@ -296,8 +300,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
-		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}, nil
+	w := &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
+		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}
+	w.routes.Store(&routes{fixed: cfg.Sinks, resolve: cfg.Resolve})
+	return w, nil
 }
 
 // DefaultConfig returns the configuration a zero Config stands for: every

@@ -136,12 +136,22 @@ func (r *Reader) claimWithRetry(ctx context.Context, topic string, partitions []
 // and lag tools see exact progress. BlockRebalanceOnPoll guarantees the poll
 // loop is not dispatching meanwhile.
 func (r *Reader) revoked(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+	if r.release(ctx, cl, revoked) {
+		r.log.Info("partitions revoked", "partitions", fmtPartitions(revoked))
+	}
+}
+
+// release flushes the owned partitions of m (within FlushTimeout),
+// detaches them, and commits their durable offsets to the group
+// synchronously. It reports whether it owned any.
+func (r *Reader) release(ctx context.Context, cl *kgo.Client, m map[string][]int32) bool {
 	// The partitions stay registered while they flush, so that the offsets
 	// of the final batches are recorded and committed below; they are
 	// detached once their goroutines have returned.
+	revoked := m
 	parts := r.owned(revoked)
 	if len(parts) == 0 {
-		return
+		return false
 	}
 	for _, p := range parts {
 		p.stop(true)
@@ -173,7 +183,7 @@ func (r *Reader) revoked(ctx context.Context, cl *kgo.Client, revoked map[string
 			}
 		})
 	}
-	r.log.Info("partitions revoked", "partitions", fmtPartitions(revoked))
+	return true
 }
 
 // lost abandons the partitions at once: the group has given them away, so a

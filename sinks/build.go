@@ -23,6 +23,11 @@ type Set struct {
 	// Patterns build the sinks of the topics a TopicRegex matches, in
 	// the order of the config: the first that matches a topic wins.
 	Patterns []Pattern
+
+	// specs are the configurations Fixed's sinks were built from, and
+	// schema the default schema they were built with (diff.go).
+	specs  map[string]Sink
+	schema string
 }
 
 // Pattern is a topic_regex sink, built per topic by Set.Resolve.
@@ -64,7 +69,7 @@ func (c Config) Build(ctx context.Context, reg *registry.Client) (Set, error) {
 func (c Config) schema() string { return cmp.Or(c.Schema, "public") }
 
 func (c Config) build(ctx context.Context, b builder) (Set, error) {
-	set := Set{Fixed: map[string]ingest.Sink{}}
+	set := Set{Fixed: map[string]ingest.Sink{}, specs: map[string]Sink{}, schema: b.schema}
 	var errs []error
 	for i, sc := range c.Sinks {
 		at := func(key string, err error) error {
@@ -94,6 +99,7 @@ func (c Config) build(ctx context.Context, b builder) (Set, error) {
 				continue
 			}
 			set.Fixed[sc.Topic] = sink
+			set.specs[sc.Topic] = sc
 		}
 	}
 	return set, errors.Join(errs...)

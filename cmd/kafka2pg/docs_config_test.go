@@ -39,11 +39,12 @@ written.
 	for _, c := range cmds {
 		fmt.Fprintf(&b, "- [kafka2pg %s](#%s)\n", c.name, mdAnchor("kafka2pg "+c.name))
 	}
-	b.WriteString("- [The config file](#the-config-file)\n- [Renamed flags](#renamed-flags)\n")
+	b.WriteString("- [The config file](#the-config-file)\n- [Reloading the configuration](#reloading-the-configuration)\n- [Renamed flags](#renamed-flags)\n")
 	for _, c := range cmds {
 		writeCommandReference(&b, c)
 	}
 	writeConfigFileReference(&b)
+	writeReloadReference(&b)
 	writeRenamedFlags(&b, cmds)
 	return b.String()
 }

@@ -34,6 +34,7 @@ var metricSubsystems = []struct{ prefix, title, about string }{
 	{"kafka2pg_reader_", "Reader: the Kafka side", "`topic` and `partition` series exist while this instance owns the partition."},
 	{"kafka2pg_kafka_", "Kafka client", "franz-go's client metrics (kprom), by broker (`node_id`); a consumer's only."},
 	{"kafka2pg_pg_", "Postgres pool", ""},
+	{"kafka2pg_config_", "Configuration", "The running configuration's generation and its reloads (SIGHUP, `--config-watch`); see docs/CONFIGURATION.md, Reloading the configuration."},
 	{"kafka2pg_", "Process and build", ""},
 }
 

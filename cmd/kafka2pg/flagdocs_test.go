@@ -127,6 +127,8 @@ var flagDetails = map[string]string{
 		"upgrade. Old name: `--no-migrate`.",
 	"config": "A YAML file: any of run's flags as a key (`kafka-brokers: [a:9092, b:9092]`), and `sinks`, the " +
 		"topic → table mappings (below). The command line, then the environment, win over the file.",
+	"config-watch": "Reads `--config` every second and reloads it when its content changed, as SIGHUP does " +
+		"(see Reloading the configuration below). Off by default: SIGHUP alone reloads.",
 	"pg-table": "Without `--config` sinks, each topic goes to a table named after it (lower case, every " +
 		"character outside `[a-z0-9_]` replaced by `_`); `--pg-table` sends every topic to this one table. " +
 		"Old name: `--table`.",

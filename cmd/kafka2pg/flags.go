@@ -48,6 +48,11 @@ type runOptions struct {
 	offline    bool
 	onlyTopics []string
 	onlyTable  string
+
+	// What a reload of the config file needs (reload.go).
+	configWatch bool                 // --config-watch
+	fileFlags   map[string]flagValue // the config file's keys but sinks
+	args        []string             // the command's arguments, read again by a reload
 }
 
 // defineRunFlags binds each of run's flags to its field of o, with the
@@ -57,6 +62,7 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	def := bridge.DefaultConfig()
 	rc, rd, wd := &o.cfg.Kafka, def.Kafka, def.Writer
 	fs.StringVar(&o.configPath, "config", "", "YAML file of sinks (topics → typed tables) and flags as keys")
+	fs.BoolVar(&o.configWatch, "config-watch", false, "reload --config when it changes, as SIGHUP does")
 	fs.StringSliceVar(&rc.Brokers, "kafka-brokers", nil, "bootstrap brokers, host:port[,host:port]")
 	fs.StringVar(&rc.Group, "kafka-group", "", "consumer group; also keys the offsets kept in Postgres")
 	fs.StringSliceVar(&rc.Topics, "topic", nil, "topic to consume (repeat for several)")

@@ -39,8 +39,10 @@ func (e *bindError) Error() string {
 func (e *bindError) Unwrap() error { return e.err }
 
 // listenHTTP binds addr and returns the server, not serving yet. /readyz
-// answers what ready says: nil is ready, an error why not.
-func listenHTTP(addr string, reg *prometheus.Registry, ready func(context.Context) error, log *slog.Logger, profiling bool) (*httpServer, error) {
+// answers what ready says: nil is ready, an error why not; its body ends
+// with what status says, when it says something (the configuration's
+// generation).
+func listenHTTP(addr string, reg *prometheus.Registry, ready func(context.Context) error, status func() string, log *slog.Logger, profiling bool) (*httpServer, error) {
 	mux := http.NewServeMux()
 	if profiling {
 		// Go's profiler (go tool pprof http://ADDR/debug/pprof/heap):
@@ -54,11 +56,17 @@ func listenHTTP(addr string, reg *prometheus.Registry, ready func(context.Contex
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		more := ""
+		if status != nil {
+			if more = status(); more != "" {
+				more = "\n" + more
+			}
+		}
 		if err := ready(r.Context()); err != nil {
-			http.Error(w, "not ready: "+cliMessage(err), http.StatusServiceUnavailable)
+			http.Error(w, "not ready: "+cliMessage(err)+more, http.StatusServiceUnavailable)
 			return
 		}
-		fmt.Fprintln(w, "ready")
+		fmt.Fprintln(w, "ready"+more)
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

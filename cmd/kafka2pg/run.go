@@ -80,6 +80,19 @@ type runLoad struct {
 // loadCommandOptions is loadRunOptions for a command that adds load to
 // run's flags.
 func loadCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, code int, ok bool) {
+	o, code, ok, err := readCommandOptions(command, help, args, stdout, stderr, load)
+	if err != nil {
+		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%s\n", command, cliMessage(err))
+		return nil, exitUsage, false
+	}
+	return o, code, ok
+}
+
+// readCommandOptions is loadCommandOptions without printing what is
+// invalid: that is err. Without err, ok false says the flags did not parse
+// (or asked for help), which it has printed, and code is the exit code.
+// A reload of the config file (reload.go) reads the options with it again.
+func readCommandOptions(command string, help *commandHelp, args []string, stdout, stderr io.Writer, load runLoad) (o *runOptions, code int, ok bool, err error) {
 	fs := newFlagSet(command)
 	o = &runOptions{offline: load.offline}
 	defineRunFlags(fs, o)
@@ -91,16 +104,16 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 		load.flags(fs)
 	}
 	if code, ok := parseFlags(command, help, fs, args, stdout, stderr); !ok {
-		return nil, code, false
+		return nil, code, false, nil
 	}
 	if fs.NArg() > 0 {
 		fmt.Fprintf(stderr, "kafka2pg %s: unexpected argument %q: flags only (did you mean --topic %s or --config %s?)\n", command, fs.Arg(0), fs.Arg(0), fs.Arg(0))
-		return nil, exitUsage, false
+		return nil, exitUsage, false, nil
 	}
-	invalid := func(err error) (*runOptions, int, bool) {
-		fmt.Fprintf(stderr, "kafka2pg %s: invalid configuration; nothing was written:\n%s\n", command, cliMessage(err))
-		return nil, exitUsage, false
+	invalid := func(err error) (*runOptions, int, bool, error) {
+		return nil, exitUsage, false, err
 	}
+	o.args = args
 	if o.configPath != "" {
 		cfg, err := loadConfig(o.configPath, keys)
 		if err == nil {
@@ -109,7 +122,7 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 		if err != nil {
 			return invalid(err)
 		}
-		o.sinks = cfg.sinks
+		o.sinks, o.fileFlags = cfg.sinks, cfg.flags
 	}
 	o.oldNames = oldNameNotices(fs)
 	if o.offline {
@@ -127,7 +140,7 @@ func loadCommandOptions(command string, help *commandHelp, args []string, stdout
 	if err := o.checkSinks(); err != nil {
 		return invalid(err)
 	}
-	return o, exitOK, true
+	return o, exitOK, true, nil
 }
 
 func newLogger(w io.Writer, format, level string) *slog.Logger {
@@ -158,7 +171,13 @@ func serveBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 			}
 			return errors.New("starting: build the sinks")
 		}
-		srv, err := listenHTTP(o.metricsAddr, reg, ready, log, o.pprof)
+		status := func() string {
+			if b := running.Load(); b != nil {
+				return configStatusLine(b.ConfigStatus())
+			}
+			return ""
+		}
+		srv, err := listenHTTP(o.metricsAddr, reg, ready, status, log, o.pprof)
 		if err != nil {
 			return err
 		}
@@ -175,7 +194,10 @@ func serveBridge(ctx context.Context, o *runOptions, log *slog.Logger) error {
 		return err
 	}
 	running.Store(b)
-	if err := b.Run(ctx); err != nil {
+	stopReloads := watchReloads(ctx, o, b, log)
+	err = b.Run(ctx)
+	stopReloads()
+	if err != nil {
 		return err
 	}
 	if st := b.Stats(); o.cfg.UntilCaughtUp && st.DeadLetters+st.Skipped > 0 {

@@ -45,6 +45,7 @@ type Metrics struct {
 	endToEndSeconds     *batchHistogram
 	kafka               KafkaHooks
 	partitionsCollector *partitionCollector
+	config              configMetrics
 
 	// registered is every collector registered, for the reference page
 	// (Registered); tables the table labels whose series exist.
@@ -73,6 +74,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		filtered:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_filtered_records_total", Help: "Records a sink's where dropped: not written, their offsets committed."}, []string{"table"}),
 		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause: fenced, timeout, connection, read_only, refused (a role or privilege), data, other, stopped; each but stopped is followed by a re-claim and a retry."}, []string{"cause"}),
 		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
+		config:           newConfigMetrics(),
 	}
 	for _, cause := range writeErrorCauses {
 		m.writeErrors.WithLabelValues(cause)
@@ -88,7 +90,8 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		reg:   kpromFilter{m},
 	}
 	if err := m.register(m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
-		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.filtered, m.writeErrors, m.endToEndSeconds, m.kafka.fetch); err != nil {
+		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.filtered, m.writeErrors, m.endToEndSeconds, m.kafka.fetch,
+		m.config.generation, m.config.reloads); err != nil {
 		return nil, err
 	}
 	return m, nil
