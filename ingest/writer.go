@@ -356,10 +356,8 @@ func orDefault[T comparable](p *T, def T) {
 }
 
 func validateSink(topic string, sink Sink) error {
-	if sink.Router != nil {
-		if _, ok := changingTable(sink); ok {
-			return fmt.Errorf("ingest: the sink of topic %q routes by content (Router): its table cannot also follow a changing schema (Changes, a TableMapper)", topic)
-		}
+	if sink.Router != nil && sink.Changes != nil {
+		return fmt.Errorf("ingest: the sink of topic %q routes by content (Router): its table cannot also follow the change events' schema (Changes)", topic)
 	}
 	if sink.Changes != nil {
 		if sink.Mapper != nil || sink.Upsert != nil {
