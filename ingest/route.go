@@ -173,6 +173,28 @@ func (w *Writer) prepareRouted(ctx context.Context, topic string, t *routedTable
 	return nil
 }
 
+// replayRouted is the sink of the table rec routes to now, for the replay
+// of its letter filed for table: false when the letter is of another
+// sink, when rec still names no table, or names one past the cap.
+func (w *Writer) replayRouted(ctx context.Context, sink Sink, rec *stream.Record, table string) (Sink, bool, error) {
+	rt, err := sink.Router.Route(rec)
+	if err != nil {
+		return Sink{}, false, nil
+	}
+	name := schema.Table{Schema: rt.Schema, Name: rt.Table}.QualifiedName()
+	if table != name && table != sink.Table.QualifiedName() {
+		return Sink{}, false, nil
+	}
+	t := w.admitRoute(sink, rt, name)
+	if t == nil {
+		return Sink{}, false, nil
+	}
+	if err := w.prepareRouted(ctx, rec.Topic, t); err != nil {
+		return Sink{}, false, err
+	}
+	return t.sink, true, nil
+}
+
 // RoutedTables is how many tables the routed sinks have routed records to
 // since the writer started, summed over the sinks.
 func (w *Writer) RoutedTables() int {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/sinks"
@@ -270,5 +271,35 @@ func TestARoutedSinkStopsAtItsFirstBadRecord(t *testing.T) {
 	}
 	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'events' AND partition = 0`); n != 2 {
 		t.Errorf("next_offset = %d, want 2", n)
+	}
+}
+
+// Letters of kind route_limit replay into their tables once the cap is
+// raised; letters of kind route whose record still names no table stay.
+func TestRoutedLettersReplayOnceTheyRoute(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	const text = "sinks:\n  - {topic: events, table: 't_${value.n}'}\n"
+	w, epochs := routedWriter(t, pool, text, "events", ingest.Config{MaxTablesPerSink: 1})
+	ctx := context.Background()
+	if err := w.Write(ctx, routedBatch("events", 0, epochs[0], 0, rec{value: `{"n":1}`}, rec{value: `{"n":2}`}, rec{value: `{"n":"x y"}`})); err != nil {
+		t.Fatal(err)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 2 {
+		t.Fatalf("dead letters: %d, want 2 (one route_limit, one route)", n)
+	}
+	raised, _ := routedWriter(t, pool, text, "events", ingest.Config{})
+	rr, err := raised.Replay(ctx, deadletters.Filter{Group: "g"}, ingest.ReplayOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rr.Replayed != 1 || rr.Kept != 1 {
+		t.Errorf("replay: %+v; want 1 replayed, 1 kept", rr)
+	}
+	if got := tableRows(t, pool, "t_1", "t_2"); got != "t_1=1 t_2=1" {
+		t.Errorf("tables after the replay: %s; want t_1=1 t_2=1", got)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = 'route'`); n != 1 {
+		t.Errorf("letters of kind route left: %d, want 1", n)
 	}
 }
