@@ -58,6 +58,7 @@ const (
 // started, whether they existed or were created: what
 // Config.MaxTablesPerSink caps.
 type routeSet struct {
+	sink   string                  // the routed sink's table, its template
 	tables map[string]*routedTable // by qualified name
 	warned bool                    // the cap's WARN was logged
 }
@@ -129,11 +130,7 @@ func (w *Writer) routeBatch(ctx context.Context, b *stream.Batch, sink Sink) ([]
 func (w *Writer) admitRoute(sink Sink, rt Route, name string) *routedTable {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	set := w.routes[sink.Router]
-	if set == nil {
-		set = &routeSet{tables: map[string]*routedTable{}}
-		w.routes[sink.Router] = set
-	}
+	set := w.routeSetOf(sink)
 	if t, ok := set.tables[name]; ok {
 		return t
 	}
@@ -151,6 +148,17 @@ func (w *Writer) admitRoute(sink Sink, rt Route, name string) *routedTable {
 	t := &routedTable{sink: s}
 	set.tables[name] = t
 	return t
+}
+
+// routeSetOf is the set of sink's Router, made empty the first time.
+// w.mu is held, or w is not shared yet.
+func (w *Writer) routeSetOf(sink Sink) *routeSet {
+	set := w.routes[sink.Router]
+	if set == nil {
+		set = &routeSet{sink: sink.Table.QualifiedName(), tables: map[string]*routedTable{}}
+		w.routes[sink.Router] = set
+	}
+	return set
 }
 
 // prepareRouted prepares t's table once: created when missing and
@@ -195,16 +203,17 @@ func (w *Writer) replayRouted(ctx context.Context, sink Sink, rec *stream.Record
 	return t.sink, true, nil
 }
 
-// RoutedTables is how many tables the routed sinks have routed records to
-// since the writer started, summed over the sinks.
-func (w *Writer) RoutedTables() int {
+// RoutedTables is how many tables each routed sink has routed records to
+// since the writer started (what Config.MaxTablesPerSink caps), by the
+// sink's table as its template names it ("public"."events_${value.type}").
+func (w *Writer) RoutedTables() map[string]int {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
+	out := make(map[string]int, len(w.routes))
 	for _, set := range w.routes {
-		n += len(set.tables)
+		out[set.sink] += len(set.tables)
 	}
-	return n
+	return out
 }
 
 // writeRouted writes b, whose sink has a Router, into the tables its

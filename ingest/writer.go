@@ -309,8 +309,14 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
-		lanes: map[string]*lane{}, routes: map[Router]*routeSet{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}, nil
+	w := &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
+		lanes: map[string]*lane{}, routes: map[Router]*routeSet{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}
+	for _, sink := range cfg.Sinks {
+		if sink.Router != nil {
+			w.routeSetOf(sink) // RoutedTables shows the sink from the start, at 0
+		}
+	}
+	return w, nil
 }
 
 // DefaultConfig returns the configuration a zero Config stands for: every
