@@ -306,3 +306,49 @@ func TestRoutedLettersReplayOnceTheyRoute(t *testing.T) {
 		t.Errorf("letters of kind route left: %d, want 1", n)
 	}
 }
+
+// BenchmarkWriteRouted is BenchmarkWrite's batches of 1,000 records into
+// a zero-config sink routed by a header, over 1 and over 20 tables.
+func BenchmarkWriteRouted(b *testing.B) {
+	for _, tables := range []int{1, 20} {
+		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) {
+			const rows = 1000
+			_, pool := pgtest.MigratedPool(b)
+			var c sinks.Config
+			if err := yaml.Unmarshal([]byte("sinks:\n  - {topic: orders, table: 'orders_${header.h}'}\n"), &c); err != nil {
+				b.Fatal(err)
+			}
+			set, err := c.Build(context.Background(), nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			w := readyWriter(b, pool, ingest.Config{Group: "g", Sinks: set.Fixed})
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			pos, err := w.Claim(ctx, topic, []int32{0})
+			if err != nil {
+				b.Fatal(err)
+			}
+			records := make([]stream.Record, rows)
+			value := []byte(`{"id":12345,"name":"a customer","amount":"12.50","tags":["a","b"]}`)
+			for i := range records {
+				records[i] = stream.Record{Topic: topic, Key: []byte(fmt.Sprint("k", i)), Value: value,
+					Headers: []stream.Header{{Key: "h", Value: fmt.Append(nil, i%tables)}}}
+			}
+			next := int64(0)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				for i := range records {
+					records[i].Offset = next + int64(i)
+				}
+				bt := &stream.Batch{Topic: topic, Epoch: pos[0].Epoch, PrevOffset: prevOf(next), FirstOffset: next, NextOffset: next + rows, Records: records}
+				if err := w.Write(ctx, bt); err != nil {
+					b.Fatal(err)
+				}
+				next += rows
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/record")
+		})
+	}
+}
