@@ -251,7 +251,7 @@ func (w *Writer) appendRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 		bad = append(bad, inTable(refused, g.sink.Table)...)
 		tables = append(tables, routedRows{table: g.sink.Table, rows: rows})
 	}
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true, notifies: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		stop := w.cfg.OnError == OnErrorStop
 		if stop {
@@ -260,24 +260,27 @@ func (w *Writer) appendRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 			}
 		}
 		res := outcome{bad: slices.Clone(bad)}
-		for _, t := range tables {
+		written := make([]int, len(tables))
+		for i, t := range tables {
 			refused, n, err := copyIsolating(ctx, tx, t.table, t.rows)
 			if err != nil {
 				return outcome{}, fmt.Errorf("copy into %s: %w", t.table.QualifiedName(), err)
 			}
 			res.bad = append(res.bad, inTable(refused, t.table)...)
 			res.rows += n
+			written[i] = n
 		}
 		slices.SortFunc(res.bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
 		if !stop || len(res.bad) == 0 {
-			return res, nil
+			return res, w.routedNotify(ctx, tx, b, tables, written)
 		}
 		first := res.bad[0]
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_batch"); err != nil {
 			return outcome{}, fmt.Errorf("rollback to savepoint: %w", err)
 		}
 		rows := 0
-		for _, t := range tables {
+		for i, t := range tables {
+			written[i] = 0
 			var prefix [][]any
 			for _, r := range t.rows {
 				if r.rec.Offset < first.rec.Offset {
@@ -291,6 +294,10 @@ func (w *Writer) appendRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 				return outcome{}, fmt.Errorf("copy into %s: %w", t.table.QualifiedName(), err)
 			}
 			rows += len(prefix)
+			written[i] = len(prefix)
+		}
+		if err := w.routedNotify(ctx, tx, b, tables, written); err != nil {
+			return outcome{}, err
 		}
 		return w.stopAt(ctx, tx, b, rows, first)
 	})
@@ -320,10 +327,48 @@ func (w *Writer) upsertRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 		}
 	}
 	slices.SortStableFunc(items, func(x, y oneOp) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true, notifies: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		return w.applyEach(ctx, tx, b, items, bad, "upsert into the tables routed from "+sink.Table.QualifiedName())
+		res, err := w.applyEach(ctx, tx, b, items, bad, "upsert into the tables routed from "+sink.Table.QualifiedName())
+		if err != nil || !w.cfg.Notify {
+			return res, err
+		}
+		// What applyEach applied: every operation but those refused, and
+		// none from a stop on.
+		refused := map[*stream.Record]bool{}
+		for _, x := range res.bad {
+			refused[x.rec] = true
+		}
+		tables := make([]routedRows, len(groups))
+		written := make([]int, len(groups))
+		index := map[string]int{}
+		for i, g := range groups {
+			tables[i].table = g.sink.Table
+			index[g.sink.Table.QualifiedName()] = i
+		}
+		for _, op := range items {
+			if !refused[op.rec] && (res.stop == nil || op.rec.Offset < res.stop.Offset) {
+				written[index[op.table]]++
+			}
+		}
+		return res, w.routedNotify(ctx, tx, b, tables, written)
 	})
+}
+
+// routedNotify runs, with Config.Notify, the NOTIFY of each table of a
+// routed batch that it wrote rows into (written, by tables' index), on
+// the table's own channel.
+func (w *Writer) routedNotify(ctx context.Context, tx *batchTx, b *stream.Batch, tables []routedRows, written []int) error {
+	if !w.cfg.Notify {
+		return nil
+	}
+	tx.at(StepNotify)
+	for i, t := range tables {
+		if err := w.notify(ctx, tx, b, Sink{Table: t.table}, written[i]); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // inTable is bad with each record's dead letter naming table t.

@@ -2,11 +2,13 @@ package ingest_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
@@ -350,5 +352,47 @@ func BenchmarkWriteRouted(b *testing.B) {
 			}
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/record")
 		})
+	}
+}
+
+// With Notify, a routed batch announces each table it wrote on the
+// table's own channel, with that table's rows.
+func TestARoutedBatchNotifiesEachTable(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	w, epochs := routedWriter(t, pool, "sinks:\n  - {topic: events, table: 'e_${value.t}'}\n", "events", ingest.Config{Notify: true})
+	ctx := context.Background()
+	listener, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer listener.Release()
+	if _, err := listener.Exec(ctx, `LISTEN "kafka2pg_e_a"; LISTEN "kafka2pg_e_b"; LISTEN "kafka2pg_e_${value.t}"`); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(ctx, routedBatch("events", 0, epochs[0], 0, rec{value: `{"t":"a"}`}, rec{value: `{"t":"b"}`}, rec{value: `{"t":"a"}`}, rec{value: `{}`})); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]float64{}
+	for range 2 {
+		wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		n, err := listener.Conn().WaitForNotification(wctx)
+		cancel()
+		if err != nil {
+			t.Fatalf("the notifications so far %v, then: %v", got, err)
+		}
+		var p struct{ Rows float64 }
+		if err := json.Unmarshal([]byte(n.Payload), &p); err != nil {
+			t.Fatal(err)
+		}
+		got[n.Channel] = p.Rows
+	}
+	if got["kafka2pg_e_a"] != 2 || got["kafka2pg_e_b"] != 1 {
+		t.Errorf("notifications: %v; want 2 rows on kafka2pg_e_a and 1 on kafka2pg_e_b", got)
+	}
+	sctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if n, err := listener.Conn().WaitForNotification(sctx); err == nil {
+		t.Errorf("a third notification, on %s: %s", n.Channel, n.Payload)
 	}
 }
