@@ -405,7 +405,9 @@ func (sampleWriter) Estimates() []ingest.StepEstimate {
 		{Step: ingest.StepCopy, Table: `"public"."orders"`, Smoothed: 1e-8, Var: 1e-9, Samples: 1}}
 }
 
-func (sampleWriter) RoutedTables() map[string]int { return map[string]int{`"public"."events_${value.type}"`: 1} }
+func (sampleWriter) RoutedTables() map[string]int {
+	return map[string]int{`"public"."events_${value.type}"`: 1}
+}
 
 // sampleReader stands in for the reader: one partition, nothing else.
 type sampleReader struct{}
