@@ -4,6 +4,10 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
+
+	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -147,4 +151,46 @@ func TestRoutingByContentIsCheckedAtConfigTime(t *testing.T) {
 	if err != nil || got.Table != "y_1" {
 		t.Errorf("route = %+v, %v; want y_1", got, err)
 	}
+}
+
+// A routed sink's Router, on any value and header, names a table whose
+// routed part has only the characters routing allows and that Postgres
+// holds, or says why not as a bad record of kind route: never a panic.
+func FuzzRouteNamesOnlyValidTables(f *testing.F) {
+	f.Add([]byte(`{"type":"click","region":{"id":7}}`), []byte("acme"))
+	f.Add([]byte(`{"type":"a\"b"}`), []byte(""))
+	f.Add([]byte(`{"type":null}`), []byte("x y"))
+	f.Add([]byte(`{"type":1e400}`), []byte("\x00"))
+	f.Add([]byte(`[1,2]`), []byte("é"))
+	f.Add([]byte(nil), []byte("t"))
+	var c sinks.Config
+	if err := yaml.Unmarshal([]byte("sinks:\n  - {topic: t, table: 'e_${value.type}_${header.h}', schema: 's_${value.region.id}'}\n"), &c); err != nil {
+		f.Fatal(err)
+	}
+	set, err := c.Build(f.Context(), nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	router := set.Fixed["t"].Router
+	f.Fuzz(func(t *testing.T, value, header []byte) {
+		r := &stream.Record{Topic: "t", Value: value, Headers: []stream.Header{{Key: "h", Value: header}}}
+		rt, err := router.Route(r)
+		if err != nil {
+			var de *decode.DecodeError
+			if !errors.As(err, &de) || de.Kind != ingest.KindRoute {
+				t.Fatalf("route error %v is not a bad record of kind route", err)
+			}
+			return
+		}
+		for _, name := range []string{rt.Schema, rt.Table} {
+			if len(name) == 0 || len(name) > 63 || !utf8.ValidString(name) {
+				t.Fatalf("route %+v: %q is no name Postgres holds", rt, name)
+			}
+			for _, ch := range name {
+				if !unicode.IsLetter(ch) && !unicode.IsDigit(ch) && !strings.ContainsRune("_-.", ch) {
+					t.Fatalf("route %+v: %q has %q", rt, name, ch)
+				}
+			}
+		}
+	})
 }
