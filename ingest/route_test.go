@@ -396,3 +396,31 @@ func TestARoutedBatchNotifiesEachTable(t *testing.T) {
 		t.Errorf("a third notification, on %s: %s", n.Channel, n.Payload)
 	}
 }
+
+// A routed table that exists already is evolved on its first record when
+// the sink says evolve: the column the mapping writes and it lacks is
+// added, and the record lands.
+func TestAnExistingRoutedTableIsEvolvedOnItsFirstRecord(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE events_click (id bigint)`); err != nil {
+		t.Fatal(err)
+	}
+	w, epochs := routedWriter(t, pool, `sinks:
+  - topic: events
+    table: events_${value.type}
+    evolve: true
+    columns:
+      - {name: id, type: bigint, from: key, path: id}
+      - {name: type, type: text}
+`, "events", ingest.Config{})
+	if err := w.Write(context.Background(), routedBatch("events", 0, epochs[0], 0, rec{value: `{"type":"click"}`}, rec{value: `{"type":"view"}`})); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOf(t, pool, "events_click", "id", "type"); got != "0=0:click" {
+		t.Errorf("events_click = %q, want 0=0:click (its type column added)", got)
+	}
+	if got := rowsOf(t, pool, "events_view", "id", "type"); got != "1=1:view" {
+		t.Errorf("events_view = %q, want 1=1:view", got)
+	}
+}
