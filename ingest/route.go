@@ -3,6 +3,7 @@ package ingest
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -113,7 +114,17 @@ func (w *Writer) routeBatch(ctx context.Context, b *stream.Batch, sink Sink) ([]
 				continue
 			}
 			if err := w.prepareRouted(ctx, b.Topic, t); err != nil {
-				return nil, nil, err
+				var missing *MissingTableError
+				if !errors.As(err, &missing) {
+					return nil, nil, err
+				}
+				// Creating tables is off (or the sink's create is
+				// false): a record may name any table, and one that is
+				// missing is the record's problem, not the partition's.
+				w.forgetRoute(sink, name)
+				bad = append(bad, badRecord{rec: r, kind: KindRoute, table: name,
+					err: fmt.Errorf("the record routes to %s, which does not exist, and creating tables is off: create it, or turn creating tables on", name)})
+				continue
 			}
 			g = &routeGroup{sink: t.sink}
 			byName[name] = g
@@ -159,6 +170,13 @@ func (w *Writer) routeSetOf(sink Sink) *routeSet {
 		w.routes[sink.Router] = set
 	}
 	return set
+}
+
+// forgetRoute takes name out of sink's set: no record went to it.
+func (w *Writer) forgetRoute(sink Sink, name string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	delete(w.routeSetOf(sink).tables, name)
 }
 
 // prepareRouted prepares t's table once: created when missing and

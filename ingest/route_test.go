@@ -424,3 +424,30 @@ func TestAnExistingRoutedTableIsEvolvedOnItsFirstRecord(t *testing.T) {
 		t.Errorf("events_view = %q, want 1=1:view", got)
 	}
 }
+
+// With creating tables off, a record routed to a table that does not
+// exist is a dead letter of kind route, and the records of tables that
+// exist are written.
+func TestARecordRoutedToAMissingTableWithCreateOffIsADeadLetter(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	if _, err := pool.Exec(context.Background(), `CREATE TABLE e_a (kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL,
+		kafka_timestamp timestamptz, kafka_key bytea, kafka_headers jsonb, value jsonb)`); err != nil {
+		t.Fatal(err)
+	}
+	w, epochs := routedWriter(t, pool, "sinks:\n  - {topic: events, table: 'e_${value.t}', create: false}\n", "events", ingest.Config{})
+	tr := trace(w)
+	got, err := tr.write(context.Background(), w, routedBatch("events", 0, epochs[0], 0, rec{value: `{"t":"a"}`}, rec{value: `{"t":"b"}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 1 || strings.Join(got.DeadLetterKinds, ",") != ingest.KindRoute {
+		t.Errorf("trace: rows %d, dead letters %v; want 1 and one of kind route", got.Rows, got.DeadLetterKinds)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters WHERE target_table = '"public"."e_b"' AND error_message LIKE '%does not exist, and creating tables is off%'`); n != 1 {
+		t.Errorf("dead letters naming e_b and why: %d, want 1", n)
+	}
+	if got := w.RoutedTables(); got[`"public"."e_${value.t}"`] != 1 {
+		t.Errorf("RoutedTables = %v, want 1 (e_a; the missing e_b does not count)", got)
+	}
+}
