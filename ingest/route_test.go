@@ -337,20 +337,7 @@ func BenchmarkWriteRouted(b *testing.B) {
 				records[i] = stream.Record{Topic: topic, Key: []byte(fmt.Sprint("k", i)), Value: value,
 					Headers: []stream.Header{{Key: "h", Value: fmt.Append(nil, i%tables)}}}
 			}
-			next := int64(0)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for range b.N {
-				for i := range records {
-					records[i].Offset = next + int64(i)
-				}
-				bt := &stream.Batch{Topic: topic, Epoch: pos[0].Epoch, PrevOffset: prevOf(next), FirstOffset: next, NextOffset: next + rows, Records: records}
-				if err := w.Write(ctx, bt); err != nil {
-					b.Fatal(err)
-				}
-				next += rows
-			}
-			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/record")
+			writeBatches(ctx, b, w, pos[0].Epoch, records)
 		})
 	}
 }
