@@ -25,6 +25,7 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 		{Topic: "d_evolves", Table: "evolves", Columns: []sinks.Column{id, note}, Evolve: true},
 		{Topic: "e_keyless", Table: "keyless", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{id}},
 		{Topic: "f_keyed", Table: "keyed", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{id}},
+		{Topic: "g_routed", Table: "ev_${value.type}", Columns: []sinks.Column{id}},
 	}}.Build(t.Context(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +48,7 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 		`ok table "public"."evolves" for topic "d_evolves" exists; run will evolve it (evolve: true):` + "\n  DDL ALTER TABLE",
 		`FAIL table "public"."keyless" for topic "e_keyless" has no unique index on the upsert key (id)`,
 		`ok table "public"."keyed" for topic "f_keyed" has a unique index on the upsert key (id)` + "\n",
+		`note tables "public"."ev_${value.type}" for topic "g_routed": routed by content, each created (and evolved) on its first record`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the findings lack %q:\n%s", want, got)

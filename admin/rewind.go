@@ -77,6 +77,15 @@ func planRewind(ctx context.Context, q ingest.Querier, specs []sinks.Sink, topic
 			"give reset the run's --config (or its --pg-table), or --allow-duplicates", topic)}, nil
 	}
 	t := RewindTarget{Table: sink.Table.QualifiedName()}
+	if sink.Router != nil && sink.Upsert != nil {
+		t.Mode, t.Why = RewindUpsert, "upsert: the records read again rewrite their keys' rows in the tables they route to, no row is deleted"
+		return t, nil
+	}
+	if sink.Router != nil {
+		t.Mode, t.Why = RewindRefused, "the sink routes by content into many tables, and reset does not delete the rows read again from each of them: "+
+			"delete them by hand (the rows at or past the new offset, in every table the template names), or give --allow-duplicates"
+		return t, nil
+	}
 	have, err := ingest.ReadCatalog(ctx, q, t.Table)
 	if err != nil {
 		return t, err

@@ -25,6 +25,8 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 		{Topic: "missing", Table: "missing", Columns: []sinks.Column{col}},
 		{Topic: "a", Table: "shared", Columns: []sinks.Column{col}, Metadata: meta},
 		{Topic: "b", Table: "shared", Columns: []sinks.Column{col}, Metadata: meta},
+		{Topic: "routed", Table: "r_${value.kind}"},
+		{Topic: "routed_upsert", Table: "u_${header.h}", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{col}},
 	}
 	for _, q := range []string{
 		`CREATE TABLE zero (kafka_topic text NOT NULL, kafka_partition integer NOT NULL, kafka_offset bigint NOT NULL, kafka_timestamp timestamptz,
@@ -63,6 +65,8 @@ func TestPlanRewindTellsWhichTablesCanMoveBackWithoutDuplicates(t *testing.T) {
 		{"upsert", true, nil, RewindUpsert, "upsert"},
 		{"missing", true, nil, RewindNoTable, "does not exist"},
 		{"a", true, []string{"b"}, RewindRefused, "gathers topics a and b and has no topic column"},
+		{"routed", true, nil, RewindRefused, "routes by content into many tables"},
+		{"routed_upsert", true, nil, RewindUpsert, "upsert"},
 	}
 	for _, c := range cases {
 		got, err := planRewind(t.Context(), pool, specs, c.topic, fixed[c.topic], true, c.deleteRows, c.gathered)

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -31,6 +32,13 @@ func BenchmarkWrite(b *testing.B) {
 	for i := range records {
 		records[i] = stream.Record{Topic: topic, Key: []byte("k" + strconv.Itoa(i)), Value: value, Timestamp: time.Unix(1764495120, 0)}
 	}
+	writeBatches(ctx, b, w, epoch, records)
+}
+
+// writeBatches writes b.N batches of records into partition 0 of topic,
+// one after the other, and reports the time per record.
+func writeBatches(ctx context.Context, b *testing.B, w *ingest.Writer, epoch int64, records []stream.Record) {
+	rows := int64(len(records))
 	next := int64(0)
 	b.ReportAllocs()
 	b.ResetTimer()
@@ -44,5 +52,5 @@ func BenchmarkWrite(b *testing.B) {
 		}
 		next += rows
 	}
-	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*rows), "ns/record")
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(int64(b.N)*rows), "ns/record")
 }

@@ -59,6 +59,16 @@
 // path's prologue makes it a bad record (kind filter), as it does an
 // unreadable one.
 //
+// # Routing by content
+//
+// A sink's Router names each record's table (route.go). The writer keeps,
+// per Router, the set of tables its records have named since it started,
+// capped by Config.MaxTablesPerSink; a table joins the set, and is
+// prepared under the DDL advisory lock, on the first batch that routes a
+// record to it. The batch's records are then written into their tables in
+// the batch's one fenced transaction. Records that name no table are bad
+// records of kind route, and those past the cap of kind route_limit.
+//
 // # Tables
 //
 // A sink's table is planned once, for two callers: PlanTable reads it

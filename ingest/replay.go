@@ -19,7 +19,10 @@ import (
 // writes that very table, never into another one (a typed sink's letter
 // into the topic's zero-config table, say): a letter whose table no sink of
 // the configuration writes is kept as it is, and counted as Kept, as is a
-// letter of kind batch_too_large, which holds no record to write.
+// letter of kind batch_too_large, which holds no record to write. A
+// routed sink's letter replays into the table its record routes to now,
+// within the table cap: the way back for letters of kind route_limit once
+// the cap is raised.
 //
 // One transaction per batch of letters: the rows that go in now and the
 // removal of their letters commit together, so a replay killed at any point
@@ -131,7 +134,7 @@ func (w *Writer) replayBatch(ctx context.Context, f deadletters.Filter, dryRun b
 				l.Result = deadletters.Kept // never read: no value to write; read it again from Kafka
 				continue
 			}
-			sink, ok, err := w.replaySink(ctx, l.rec.Topic, l.Letter.Table)
+			sink, ok, err := w.replaySink(ctx, &l.rec, l.Letter.Table)
 			if err != nil {
 				return outcome{}, err
 			}
@@ -139,8 +142,9 @@ func (w *Writer) replayBatch(ctx context.Context, f deadletters.Filter, dryRun b
 				l.Result = deadletters.Kept
 				continue
 			}
-			bySink[l.Letter.Table] = append(bySink[l.Letter.Table], l)
-			sinks[l.Letter.Table] = sink
+			table := sink.Table.QualifiedName() // the letter's, or the table a routed record names now
+			bySink[table] = append(bySink[table], l)
+			sinks[table] = sink
 		}
 		for _, table := range slices.Sorted(maps.Keys(bySink)) {
 			if err := w.replayInto(ctx, tx, sinks[table], bySink[table], dryRun); err != nil {
@@ -168,9 +172,13 @@ func (w *Writer) replayBatch(ctx context.Context, f deadletters.Filter, dryRun b
 // the stream of its row's changes.
 var ErrChangeReplay = errors.New("dead letters of change events are not replayed")
 
-// replaySink is the sink a letter of topic, filed for table, replays
+// replaySink is the sink a letter of rec, filed for table, replays
 // through: the topic's sink when it writes that table; false otherwise.
-func (w *Writer) replaySink(ctx context.Context, topic, table string) (Sink, bool, error) {
+// The letter of a routed sink, filed for one of its tables or for the
+// sink itself (a record it could not route), replays into the table its
+// record routes to now (replayRouted).
+func (w *Writer) replaySink(ctx context.Context, rec *stream.Record, table string) (Sink, bool, error) {
+	topic := rec.Topic
 	rt := w.routes.Load()
 	sink, ok := rt.fixed[topic]
 	if !ok && rt.resolve != nil {
@@ -178,6 +186,9 @@ func (w *Writer) replaySink(ctx context.Context, topic, table string) (Sink, boo
 		if sink, ok, err = rt.resolve(ctx, topic); err != nil {
 			return Sink{}, false, fmt.Errorf("the sink of topic %q: %w", topic, err)
 		}
+	}
+	if ok && sink.Router != nil {
+		return w.replayRouted(ctx, sink, rec, table)
 	}
 	if !ok || table == "" || sink.Table.QualifiedName() != table {
 		return Sink{}, false, nil

@@ -46,6 +46,10 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 		// prepared then (writeChanging).
 		return 0, nil
 	}
+	if sink.Router != nil {
+		// Each routed table is prepared on its first record (route.go).
+		return 0, nil
+	}
 	if create && !sink.NoCreate || sink.Evolve || t.Partition != nil {
 		err := pgx.BeginFunc(ctx, w.pool, func(tx pgx.Tx) error {
 			ran = 0

@@ -59,6 +59,9 @@ type txSpec struct {
 	// records (a replay's letters), for the deadline.
 	rows int
 	opts pgx.TxOptions
+	// notifies: the body runs the NOTIFYs itself (a routed batch, one
+	// per table it wrote: routedNotify).
+	notifies bool
 }
 
 // batchTx is the transaction inBatchTx hands its body.
@@ -158,7 +161,7 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 			return outcome{}, err
 		}
 	}
-	if w.cfg.Notify {
+	if w.cfg.Notify && !spec.notifies {
 		tx.at(StepNotify)
 		for _, b := range spec.batches {
 			n := res.rows

@@ -362,6 +362,7 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 type oneOp struct {
 	rec   *stream.Record
 	apply func(ctx context.Context, tx pgx.Tx) error
+	table string // the table its dead letter names, when not the sink's
 }
 
 // applyEach applies ops in order, each under a savepoint: those Postgres
@@ -390,7 +391,7 @@ func (w *Writer) applyEach(ctx context.Context, tx *batchTx, b *stream.Batch, op
 			if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_op; RELEASE SAVEPOINT kafka2pg_op"); err != nil {
 				return outcome{}, err
 			}
-			bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr})
+			bad = append(bad, badRecord{rec: op.rec, kind: sqlstateKind(opErr), err: opErr, table: op.table})
 			if w.cfg.OnError == OnErrorStop {
 				if firstBad < 0 || op.rec.Offset < firstBad {
 					firstBad = op.rec.Offset

@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,6 +56,11 @@ type Sink struct {
 	// (BatchTrace.Filtered counts them). A record it cannot evaluate is a
 	// bad record. Optional.
 	Filter RecordFilter
+	// Router, when set, names each record's table (route.go): Table is
+	// then the model of the routed tables, each created and evolved like
+	// Table on its first record. Formats whose Mapper has a fixed table
+	// only (not a TableMapper, no Changes). Optional.
+	Router Router
 }
 
 // RecordFilter decides which records of a sink are written
@@ -186,6 +192,12 @@ type Config struct {
 	// negative number turns it off: every batch is written in a
 	// transaction of its own, at once.
 	TableWriters int
+	// MaxTablesPerSink caps the tables one routed sink (one Router) sends
+	// records to; a record routed to a table beyond it is a bad record of
+	// kind KindRouteLimit. The tables count from the writer's start,
+	// those that existed as well as those it created. Default 100; a
+	// negative number sets no limit.
+	MaxTablesPerSink int
 	// CombineMaxRows caps the rows of one combined transaction. Default
 	// 100,000.
 	CombineMaxRows int
@@ -249,6 +261,7 @@ type Writer struct {
 	lanes    map[string]*lane         // by qualified table name, with TableWriters
 	checks   map[string]*atomic.Int32 // by topic: batches to write checked (unchecked.go)
 	upserts  map[string]*upsertState  // by qualified table name (upsert.go)
+	routed   map[Router]*routeSet     // the tables of each routed sink (route.go)
 
 	// flightMu guards flights, the write transactions in flight
 	// (deadline.go); it is never held with mu.
@@ -301,8 +314,13 @@ func New(pool *pgxpool.Pool, cfg Config) (*Writer, error) {
 		return nil, err
 	}
 	w := &Writer{pool: pool, offs: offs, cfg: cfg, log: log, bad: newBadLog(log, cfg.BadRecordLogInterval), create: true, resolved: map[string]Sink{}, changed: map[string]Sink{},
-		lanes: map[string]*lane{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}
+		lanes: map[string]*lane{}, routed: map[Router]*routeSet{}, checks: map[string]*atomic.Int32{}, flights: map[flightKey]*txState{}, lat: newLatencies(DeadlineFloor)}
 	w.routes.Store(&routes{fixed: cfg.Sinks, resolve: cfg.Resolve})
+	for _, sink := range cfg.Sinks {
+		if sink.Router != nil {
+			w.routeSetOf(sink) // RoutedTables shows the sink from the start, at 0
+		}
+	}
 	return w, nil
 }
 
@@ -317,6 +335,7 @@ func DefaultConfig() Config {
 		OnError:              OnErrorDeadLetter,
 		MaxRecordBytes:       64 << 20,
 		TableWriters:         2,
+		MaxTablesPerSink:     100,
 		CombineMaxRows:       100000,
 		BadRecordLogInterval: 10 * time.Second,
 	}
@@ -331,6 +350,7 @@ func (cfg Config) withDefaults() Config {
 	orDefault(&cfg.WriteTimeoutRows, def.WriteTimeoutRows)
 	orDefault(&cfg.MaxRecordBytes, def.MaxRecordBytes)
 	orDefault(&cfg.TableWriters, def.TableWriters)
+	orDefault(&cfg.MaxTablesPerSink, def.MaxTablesPerSink)
 	if cfg.CombineMaxRows <= 0 {
 		cfg.CombineMaxRows = def.CombineMaxRows
 	}
@@ -347,6 +367,9 @@ func orDefault[T comparable](p *T, def T) {
 }
 
 func validateSink(topic string, sink Sink) error {
+	if sink.Router != nil && sink.Changes != nil {
+		return fmt.Errorf("ingest: the sink of topic %q routes by content (Router): its table cannot also follow the change events' schema (Changes)", topic)
+	}
 	if sink.Changes != nil {
 		if sink.Mapper != nil || sink.Upsert != nil {
 			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Mapper and no Upsert", topic)
@@ -414,9 +437,12 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	var res outcome
-	if w.cfg.TableWriters > 0 && combinable(sink) {
+	switch {
+	case sink.Router != nil:
+		res, err = w.writeRouted(ctx, b, sink)
+	case w.cfg.TableWriters > 0 && combinable(sink):
 		res, err = w.writeInLane(ctx, b, sink)
-	} else {
+	default:
 		res, err = w.writeChanging(ctx, b, sink)
 	}
 	res.filtered = countCommitted(filtered, err)
@@ -606,7 +632,7 @@ func (w *Writer) handleBad(ctx context.Context, tx pgx.Tx, sink Sink, bad []badR
 	}
 	letters := make([]deadletters.Letter, len(bad))
 	for i, x := range bad {
-		letters[i] = deadletters.Letter{Group: w.cfg.Group, Record: *x.rec, Table: table, Kind: x.kind, Message: x.err.Error()}
+		letters[i] = deadletters.Letter{Group: w.cfg.Group, Record: *x.rec, Table: cmp.Or(x.table, table), Kind: x.kind, Message: x.err.Error()}
 	}
 	if err := deadletters.Insert(ctx, tx, letters); err != nil {
 		return err
@@ -622,6 +648,9 @@ type badRecord struct {
 	rec  *stream.Record
 	kind string
 	err  error
+	// table names the record's table in its dead letter when it is not
+	// the sink's (a routed sink's, route.go).
+	table string
 }
 
 // refusedByMapping: the mapping refused the record, not the size limit

@@ -46,6 +46,9 @@ type Pattern struct {
 	re   *regexp.Regexp
 	spec Sink
 	b    builder
+	// router routes every topic's records when the templates read the
+	// records: one for the pattern, so that its tables count together.
+	router *contentRouter
 }
 
 // Validate checks c without building what needs a schema registry: every
@@ -115,6 +118,9 @@ func (s Set) Resolve(ctx context.Context, topic string) (ingest.Sink, bool, erro
 			sc := p.spec
 			sc.Topic = topic
 			sink, err := p.b.sink(ctx, sc)
+			if err == nil && p.router != nil {
+				sink.Router = p.router
+			}
 			return sink, err == nil, err
 		}
 	}
@@ -179,6 +185,9 @@ func (b builder) pattern(ctx context.Context, sc Sink) (Pattern, error) {
 		return Pattern{}, keyErr("topic_regex", err)
 	}
 	p := Pattern{Regex: sc.TopicRegex, Table: cmp.Or(sc.Table, "${topic}"), re: re, spec: sc, b: b}
+	if p.router, err = newContentRouter(sc, b.schema); err != nil {
+		return Pattern{}, err
+	}
 	probe := b
 	probe.check = true // the registry has no subject of a sample topic
 	sc.Topic = topicLike(sc.TopicRegex, re)
@@ -208,12 +217,19 @@ func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if err := checkPartitionBy(sc); err != nil {
 		return ingest.Sink{}, err
 	}
+	router, err := newContentRouter(sc, b.schema)
+	if err != nil {
+		return ingest.Sink{}, err
+	}
 	sink, err := b.mapping(ctx, sc)
 	if err == nil {
 		sink, err = partitioned(sc, sink)
 	}
 	if err == nil && filter != nil {
 		sink.Filter = filter
+	}
+	if err == nil && router != nil {
+		sink.Router = router
 	}
 	return sink, err
 }

@@ -50,9 +50,10 @@ type Sink struct {
 	Topic      string `yaml:"topic"`
 	TopicRegex string `yaml:"topic_regex"`
 	// Table and Schema name the sink's table. Both are templates of the
-	// topic's name (${topic}, ${topic.N}, the named groups of TopicRegex:
-	// see the package doc). Table defaults to ${topic}, Schema to
-	// Config.Schema.
+	// topic's name (${topic}, ${topic.N}, the named groups of TopicRegex)
+	// and of the record (${value.FIELD}, ${header.KEY}: the sink is then
+	// routed by content, each record into the table it names): see the
+	// package doc. Table defaults to ${topic}, Schema to Config.Schema.
 	Table  string `yaml:"table"`
 	Schema string `yaml:"schema"`
 	// Format is how the values are written: json (default), text or

@@ -31,6 +31,12 @@
 //	${topic.N}   its N-th dot-separated part as it is: 1 the first, -1 the last
 //	${NAME}      what the TopicRegex's named group (?P<NAME>...) matched
 //
+// They may also read the record: ${value.FIELD} and ${header.KEY} make
+// the sink routed by content (route_content.go): its ingest.Sink has a
+// Router, which names each record's table, and the writer creates each
+// table on its first record. One Router serves all the topics of a
+// topic_regex sink.
+//
 // Set.Resolve builds such a topic's sink when the writer first meets it
 // (ingest.Config.Resolve). A pattern is checked at Build with a sample
 // topic it matches, and that sample (Pattern.Sample) stands for its

@@ -88,7 +88,7 @@ func yamlType(t reflect.Type) string {
 var KeyDocs = map[string]string{
 	"topic":               "the topic this sink reads",
 	"topic_regex":         "instead of topic: every topic the pattern matches (anchored), including topics created later",
-	"table":               "the target table, a template of the topic: `${topic}` is its sanitized name (the default), `${topic.N}` its N-th dot-separated part as it is (1 the first, -1 the last), `${NAME}` what topic_regex's group `(?P<NAME>...)` matched",
+	"table":               "the target table, a template of the topic: `${topic}` is its sanitized name (the default), `${topic.N}` its N-th dot-separated part as it is (1 the first, -1 the last), `${NAME}` what topic_regex's group `(?P<NAME>...)` matched; `${value.FIELD}` a field of the JSON value and `${header.KEY}` a header route each record to a table of its own, created on first use (docs/MAPPING.md, Routing by content)",
 	"schema":              "the target table's schema (default: the Config's `schema`, then `public`); a template as table is",
 	"format":              "`json` (default), `text` or `bytes` without columns; `avro`, `protobuf` or `json_schema` with a Schema Registry; `debezium` (change events) or `connect_json` (Kafka Connect records with their schema)",
 	"mode":                "`append` (default; binary COPY) or `upsert` (the last record of each key wins); format debezium: each event's op decides",

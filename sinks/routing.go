@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/schema"
 )
 
@@ -41,8 +42,9 @@ type nameTemplate struct {
 type templatePart struct {
 	literal string
 	ref     templateRef
-	n       int    // refTopicPart: the position
-	group   string // refGroup: the group's name
+	n       int              // refTopicPart: the position
+	group   string           // refGroup: the group's name; refHeader: the header's key
+	path    decode.ValuePath // refValue: the field's path
 }
 
 type templateRef uint8
@@ -52,6 +54,8 @@ const (
 	refTopic
 	refTopicPart
 	refGroup
+	refValue  // ${value.PATH}: a field of the record's value (route_content.go)
+	refHeader // ${header.KEY}: a header of the record (route_content.go)
 )
 
 // parseNameTemplate parses text; groups are the named groups of the
@@ -76,7 +80,19 @@ func parseNameTemplate(text string, groups []string) (nameTemplate, error) {
 		}
 		ref := rest[i+2 : i+end]
 		rest = rest[i+end+1:]
+		field, isValue := strings.CutPrefix(ref, "value.")
+		header, isHeader := strings.CutPrefix(ref, "header.")
 		switch part, isPart := strings.CutPrefix(ref, "topic."); {
+		case isValue:
+			p, err := decode.ParseValuePath(field)
+			if err != nil {
+				return t, fmt.Errorf("%q: ${%s}: %w", text, ref, err)
+			}
+			t.parts = append(t.parts, templatePart{ref: refValue, path: p})
+		case isHeader && header != "":
+			t.parts = append(t.parts, templatePart{ref: refHeader, group: header})
+		case ref == "value" || ref == "header" || isHeader:
+			return t, fmt.Errorf("%q: ${%s} names no field: write ${value.FIELD} (a field of the JSON value, ${value.a.b} nested) or ${header.KEY}", text, ref)
 		case ref == "topic":
 			t.parts = append(t.parts, templatePart{ref: refTopic})
 		case isPart:
@@ -88,22 +104,41 @@ func parseNameTemplate(text string, groups []string) (nameTemplate, error) {
 		case slices.Contains(groups, ref):
 			t.parts = append(t.parts, templatePart{ref: refGroup, group: ref})
 		case len(groups) == 0:
-			return t, fmt.Errorf("%q: ${%s} is not ${topic} or ${topic.N}: a named group (?P<%s>...) is a part of a topic_regex sink's topic", text, ref, ref)
+			return t, fmt.Errorf("%q: ${%s} is not ${topic}, ${topic.N}, ${value.FIELD} or ${header.KEY}: a named group (?P<%s>...) is a part of a topic_regex sink's topic", text, ref, ref)
 		default:
-			return t, fmt.Errorf("%q: ${%s} is not ${topic}, ${topic.N} or a named group of topic_regex (it has %s): name the group (?P<%s>...) in topic_regex", text, ref, strings.Join(groups, ", "), ref)
+			return t, fmt.Errorf("%q: ${%s} is not ${topic}, ${topic.N}, ${value.FIELD}, ${header.KEY} or a named group of topic_regex (it has %s): name the group (?P<%s>...) in topic_regex", text, ref, strings.Join(groups, ", "), ref)
 		}
 	}
 }
 
+// routed reports whether the template reads the record (its value or
+// its headers), not only its topic.
+func (t nameTemplate) routed() bool {
+	return slices.ContainsFunc(t.parts, func(p templatePart) bool { return p.ref == refValue || p.ref == refHeader })
+}
+
 // expand is the template for topic; re is the sink's anchored topic_regex
 // (nil for a topic sink), which must match topic when a group is used.
-func (t nameTemplate) expand(topic string, re *regexp.Regexp) (string, error) {
+// rec gives the references to the record's value and headers; nil keeps
+// them as the template writes them, for the name that stands for all the
+// tables of a routed sink.
+func (t nameTemplate) expand(topic string, re *regexp.Regexp, rec *recordFields) (string, error) {
 	var b strings.Builder
 	var match []string
 	for _, p := range t.parts {
 		switch p.ref {
 		case refNone:
 			b.WriteString(p.literal)
+		case refValue, refHeader:
+			if rec == nil {
+				b.WriteString(p.text())
+				continue
+			}
+			v, err := rec.field(p)
+			if err != nil {
+				return "", fmt.Errorf("%q: %w", t.text, err)
+			}
+			b.WriteString(v)
 		case refTopic:
 			b.WriteString(schema.TableNameForTopic(topic))
 		case refTopicPart:
@@ -139,9 +174,12 @@ func routeName(what, template, topic string, re *regexp.Regexp, groups []string)
 	if err != nil {
 		return "", fmt.Errorf("%s template %w", what, err)
 	}
-	name, err := t.expand(topic, re)
+	name, err := t.expand(topic, re, nil)
 	if err != nil {
 		return "", fmt.Errorf("%s template %w", what, err)
+	}
+	if t.routed() {
+		return name, nil // each record's name is checked as it is routed
 	}
 	if err := schema.ValidateIdent(what, name); err != nil {
 		if name == template {

@@ -76,6 +76,7 @@ var cliFields = map[string]struct{ flag, also string }{
 	"ingest.Config.OnError":              {"--on-error", ""},
 	"ingest.Config.MaxRecordBytes":       {"--max-record-bytes", ""},
 	"ingest.Config.TableWriters":         {"--table-writers", ""},
+	"ingest.Config.MaxTablesPerSink":     {"--max-tables-per-sink", ""},
 	"ingest.Config.ClaimLockTimeout":     {"--claim-lock-timeout", ""},
 	"ingest.Config.WriteTimeout":         {"--pg-write-timeout", ""},
 	"ingest.Config.Notify":               {"--notify", ""},

@@ -111,7 +111,7 @@ var runSections = []helpSection{
 	{"Postgres", []string{
 		"pg-url", "pg-url-file", "pg-max-conns", "migrate", "pg-write-timeout", "claim-lock-timeout", "fence-check-interval"}},
 	{"Tables and mapping", []string{
-		"config", "config-watch", "pg-schema", "pg-table", "value-format", "create-tables", "notify"}},
+		"config", "config-watch", "pg-schema", "pg-table", "value-format", "create-tables", "max-tables-per-sink", "notify"}},
 	{"Batching and memory", []string{
 		"batch-max-rows", "batch-max-bytes", "batch-max-wait", "batch-linger", "batch-wait-at-end", "table-writers",
 		"max-buffered-bytes", "queue-capacity", "memory-limit"}},

@@ -51,6 +51,11 @@ var flagDetails = map[string]string{
 		"time at once.",
 	"batch-wait-at-end": "Wait `--batch-max-wait` even at the end offset: fewer, larger transactions on slow " +
 		"topics, at the price of that much latency.",
+	"max-tables-per-sink": "The most tables one sink whose `table` or `schema` reads the records " +
+		"(`${value.type}`, `${header.tenant}`: docs/MAPPING.md, Routing by content) sends records to, counted " +
+		"from the start, tables that existed included. A record routed to one more table is a dead letter of " +
+		"kind `route_limit`, and the log gets one WARN; `kafka2pg_ingest_dead_letters_total{kind=\"route_limit\"}` " +
+		"counts them. `0` sets no limit.",
 	"table-writers": "Transactions that may write one append table at once. Batches of the table's " +
 		"partitions that find them all busy share the next one: one COPY, one fenced offset advance per " +
 		"partition, one COMMIT. `0` gives every batch its own transaction at once. See docs/SCALING.md.",

@@ -103,6 +103,8 @@ func defineRunFlags(fs *pflag.FlagSet, o *runOptions) {
 	fs.Int32Var(&o.cfg.PostgresMaxConns, "pg-max-conns", def.PostgresMaxConns, "Postgres connections, at most")
 	fs.IntVar(&o.cfg.Writer.TableWriters, "table-writers", wd.TableWriters, "transactions writing one table at once; 0: one per batch")
 	zeroMeansOff(fs, "table-writers", &o.cfg.Writer.TableWriters)
+	fs.IntVar(&o.cfg.Writer.MaxTablesPerSink, "max-tables-per-sink", wd.MaxTablesPerSink, "tables one sink routed by content may fill; 0: no limit")
+	zeroMeansOff(fs, "max-tables-per-sink", &o.cfg.Writer.MaxTablesPerSink)
 	fs.StringVar(&o.table, "pg-table", "", "target table of every topic (default: the topic's name)")
 	textVar(fs, &o.valueFormat, "value-format", decode.ValueJSON, "value column type: json (jsonb), text or bytes (bytea)")
 	negatedBoolVar(fs, &o.cfg.SkipCreateTables, "create-tables", !def.SkipCreateTables, "create missing target tables")

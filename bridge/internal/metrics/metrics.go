@@ -219,6 +219,7 @@ type PoolState interface{ Stat() *pgxpool.Stat }
 // WriterState is what the metrics read of the writer at each scrape.
 type WriterState interface {
 	Estimates() []ingest.StepEstimate
+	RoutedTables() map[string]int
 }
 
 // Register adds the collectors that read the live reader, writer and
@@ -239,7 +240,23 @@ func (m *Metrics) Register(rd ReaderState, w WriterState, pool PoolState, queueC
 		prometheus.NewCounterFunc(prometheus.CounterOpts{Name: "kafka2pg_pg_pool_acquire_wait_seconds_total",
 			Help: "Time spent waiting for a Postgres connection."}, func() float64 { return pool.Stat().AcquireDuration().Seconds() }),
 		m.partitionsCollector,
-		&estimateCollector{w: w})
+		&estimateCollector{w: w},
+		&routedTablesCollector{w: w})
+}
+
+// routedTablesCollector exports how many tables each sink routed by
+// content fills (ingest.Writer.RoutedTables).
+type routedTablesCollector struct{ w WriterState }
+
+var routedTablesDesc = prometheus.NewDesc("kafka2pg_ingest_routed_tables",
+	"Tables a sink routed by content (table: events_${value.type}) has sent records to since the start, by the sink's table template: at --max-tables-per-sink, records routed to further tables become dead letters of kind route_limit.", []string{"table"}, nil)
+
+func (c *routedTablesCollector) Describe(ch chan<- *prometheus.Desc) { ch <- routedTablesDesc }
+
+func (c *routedTablesCollector) Collect(ch chan<- prometheus.Metric) {
+	for sink, n := range c.w.RoutedTables() {
+		ch <- prometheus.MustNewConstMetric(routedTablesDesc, prometheus.GaugeValue, float64(n), PlainTableName(sink))
+	}
 }
 
 // estimateCollector exports what the writer's step deadlines rest on
@@ -389,6 +406,10 @@ type sampleWriter struct{}
 func (sampleWriter) Estimates() []ingest.StepEstimate {
 	return []ingest.StepEstimate{{Step: ingest.StepCommit, Smoothed: 0.002, Var: 0.001, Samples: 1},
 		{Step: ingest.StepCopy, Table: `"public"."orders"`, Smoothed: 1e-8, Var: 1e-9, Samples: 1}}
+}
+
+func (sampleWriter) RoutedTables() map[string]int {
+	return map[string]int{`"public"."events_${value.type}"`: 1}
 }
 
 // sampleReader stands in for the reader: one partition, nothing else.
