@@ -58,6 +58,12 @@ type changeSet struct {
 	// sorted lists the kept operations' indexes in key order, once
 	// finish has run.
 	sorted []int
+	// g is the sink's soft delete and version (guard.go): with a version,
+	// an operation supersedes an earlier one of its key only when newer,
+	// and stale counts those that were not, and those the statements
+	// skipped.
+	g     guard
+	stale int
 }
 
 // change is one operation of a changeSet.
@@ -100,6 +106,7 @@ func (cs *changeSet) reset(m *pgtype.Map, oids []uint32, keyIdx []int, ops, size
 	cs.keys = slices.Grow(cs.keys[:0], 16*ops)
 	cs.ops = slices.Grow(cs.ops[:0], ops)
 	cs.sorted, cs.ascending, cs.kept, cs.deletes = cs.sorted[:0], true, 0, 0
+	cs.g, cs.stale = guard{del: -1, ver: -1}, 0
 }
 
 // release forgets the records and keys cs refers to, before it waits for
@@ -187,7 +194,15 @@ func (cs *changeSet) keep(r *stream.Record, seq int64, at int, del bool) error {
 		}
 	}
 	key := cs.keyAt(i)
-	if prev, ok := cs.last[string(key)]; ok {
+	if prev, ok := cs.last[string(key)]; ok && !cs.newer(i, prev) {
+		// An older version of the key than one the batch has: skipped.
+		cs.ops[i].superseded = true
+		cs.stale++
+		if del {
+			cs.deletes--
+		}
+		return nil
+	} else if ok {
 		cs.ops[prev].superseded = true
 		if cs.ops[prev].del {
 			cs.deletes--

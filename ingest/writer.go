@@ -55,6 +55,17 @@ type Sink struct {
 	// (BatchTrace.Filtered counts them). A record it cannot evaluate is a
 	// bad record. Optional.
 	Filter RecordFilter
+	// Deleted, when set, makes a delete (a tombstone of an Upsert sink with
+	// DeleteOnTombstone, a change sink's delete) mark the key's row
+	// instead of removing it, and an upsert of the key clear the mark
+	// (guard.go). Upsert and change sinks only.
+	Deleted *Deleted
+	// Version, when set, names the column that orders the changes of a
+	// key: a change applies only when its version is greater than the
+	// stored row's (guard.go). Upsert and change sinks only; an upsert
+	// sink with DeleteOnTombstone needs Deleted, whose rows keep the
+	// version of deleted keys.
+	Version string
 }
 
 // RecordFilter decides which records of a sink are written
@@ -341,6 +352,9 @@ func orDefault[T comparable](p *T, def T) {
 }
 
 func validateSink(topic string, sink Sink) error {
+	if err := validateGuard(topic, sink); err != nil {
+		return err
+	}
 	if sink.Changes != nil {
 		if sink.Mapper != nil || sink.Upsert != nil {
 			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Mapper and no Upsert", topic)

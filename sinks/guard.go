@@ -1,0 +1,120 @@
+package sinks
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// Soft deletes (delete, deleted_at, deleted_flag) and the version guard
+// (version) of upsert and debezium sinks: see ingest.Sink's Deleted and
+// Version.
+
+// defaultDeletedAt is the column of delete soft without deleted_at or
+// deleted_flag.
+const defaultDeletedAt = "deleted_at"
+
+// deletedOf reads sc's delete, deleted_at and deleted_flag: nil for hard
+// deletes.
+func deletedOf(sc Sink) (*ingest.Deleted, error) {
+	switch sc.Delete {
+	case "", "hard":
+		switch {
+		case sc.DeletedAt != "":
+			return nil, keyErr("deleted_at", errors.New("deleted_at names the column of delete: soft: set delete: soft, or remove deleted_at"))
+		case sc.DeletedFlag != "":
+			return nil, keyErr("deleted_flag", errors.New("deleted_flag names the column of delete: soft: set delete: soft, or remove deleted_flag"))
+		}
+		return nil, nil
+	case "soft":
+	default:
+		return nil, keyErr("delete", fmt.Errorf("delete %q is not hard or soft", sc.Delete))
+	}
+	if sc.DeletedAt != "" && sc.DeletedFlag != "" {
+		return nil, keyErr("deleted_flag", errors.New("deleted_at (a timestamptz column) and deleted_flag (a boolean column) are two ways to mark a deleted row: keep one"))
+	}
+	d := &ingest.Deleted{Column: cmp.Or(sc.DeletedFlag, sc.DeletedAt, defaultDeletedAt), Flag: sc.DeletedFlag != ""}
+	key := "deleted_at"
+	if d.Flag {
+		key = "deleted_flag"
+	}
+	if err := schema.ValidateIdent(key, d.Column); err != nil {
+		return nil, keyErr(key, err)
+	}
+	if hasColumn(sc.Columns, d.Column) || slices.Contains(sc.Key, d.Column) {
+		return nil, keyErr(key, fmt.Errorf("column %q is in columns: the column of delete: soft is kafka2pg's to fill; name another (%s: is_deleted)", d.Column, key))
+	}
+	return d, nil
+}
+
+// guardedUpsert checks delete and version of a json upsert sink (mode
+// upsert, or append when mode is not upsert), and returns sink with them:
+// its table gains the deleted column, last.
+func guardedUpsert(sc Sink, mode string, sink ingest.Sink) (ingest.Sink, error) {
+	d, err := deletedOf(sc)
+	if err != nil {
+		return sink, err
+	}
+	if err := checkGuardMode(sc, mode, d); err != nil {
+		return sink, err
+	}
+	if sc.Version != "" {
+		i := slices.IndexFunc(sc.Columns, func(c Column) bool { return c.Name == sc.Version })
+		if i < 0 {
+			return sink, keyErr("version", fmt.Errorf("version %q is not in columns: name the column that holds each record's version (a sequence number, an updated_at)", sc.Version))
+		}
+		if ct, err := schema.ParseType(sc.Columns[i].Type); err == nil && (ct.Array || !ingest.VersionType(ct.Base.OID)) {
+			return sink, keyErr("version", fmt.Errorf("version %q is of type %s: a version is an integer, numeric, timestamp or date, which order as numbers and times", sc.Version, sc.Columns[i].Type))
+		}
+		if slices.Contains(sc.Key, sc.Version) {
+			return sink, keyErr("version", fmt.Errorf("version %q is a key column: each version would be its own row; name a column outside the key", sc.Version))
+		}
+	}
+	if m, ok := sink.Mapper.(*decode.JSONMapper); ok && d != nil {
+		lm := ingest.NewLiveMapper(m, *d)
+		sink.Mapper, sink.Table = lm, lm.Table()
+	}
+	sink.Deleted, sink.Version = d, sc.Version
+	return sink, nil
+}
+
+// checkGuardMode refuses delete soft and version where they mean nothing
+// (an append sink; soft deletes without deletes), and version with hard
+// deletes.
+func checkGuardMode(sc Sink, mode string, d *ingest.Deleted) error {
+	switch {
+	case mode != "upsert" && d != nil:
+		return keyErr("delete", errors.New("delete: soft marks the rows an upsert sink's tombstones delete: set mode: upsert with delete_on_tombstone, or remove delete"))
+	case mode != "upsert" && sc.Version != "":
+		return keyErr("version", errors.New("version orders the changes of a key: set mode: upsert with key, or remove version"))
+	case d != nil && !sc.DeleteOnTombstone:
+		return keyErr("delete", errors.New("delete: soft marks the rows tombstones delete, and without delete_on_tombstone none does: set delete_on_tombstone: true, or remove delete"))
+	case sc.Version != "" && sc.DeleteOnTombstone && d == nil:
+		return keyErr("version", errors.New("version with hard deletes: a deleted key's row is gone with its version, so an older update would bring the key back; set delete: soft, whose rows keep it"))
+	}
+	return nil
+}
+
+// guardKeys reports whether sc sets any of the keys of soft deletes and
+// the version guard.
+func guardKeys(sc Sink) bool {
+	return sc.Delete != "" || sc.DeletedAt != "" || sc.DeletedFlag != "" || sc.Version != ""
+}
+
+// noGuard refuses soft deletes and the version guard on a sink of format
+// format, which does not take them.
+func noGuard(sc Sink, format string) error {
+	if !guardKeys(sc) {
+		return nil
+	}
+	key := "version"
+	if sc.Version == "" {
+		key = "delete"
+	}
+	return keyErr(key, fmt.Errorf("delete, deleted_at, deleted_flag and version are for format json with mode upsert and for format debezium, not %s: remove them", format))
+}
