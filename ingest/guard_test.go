@@ -69,10 +69,17 @@ func (s *staleCount) get() int {
 // claimed: their epochs.
 func itemsWriter(t *testing.T, sink ingest.Sink) (*ingest.Writer, *pgxpool.Pool, map[int32]int64, *staleCount) {
 	t.Helper()
+	return itemsWriterOf(t, "items", sink)
+}
+
+// itemsWriterOf writes topic through sink, partitions 0 and 1 claimed:
+// their epochs.
+func itemsWriterOf(t *testing.T, topic string, sink ingest.Sink) (*ingest.Writer, *pgxpool.Pool, map[int32]int64, *staleCount) {
+	t.Helper()
 	_, pool := pgtest.MigratedPool(t)
 	stale := &staleCount{}
-	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"items": sink}, Tracer: stale})
-	pos, err := w.Claim(context.Background(), "items", []int32{0, 1})
+	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{topic: sink}, Tracer: stale})
+	pos, err := w.Claim(context.Background(), topic, []int32{0, 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,6 +46,9 @@ func deletedOf(sc Sink) (*ingest.Deleted, error) {
 	if err := schema.ValidateIdent(key, d.Column); err != nil {
 		return nil, keyErr(key, err)
 	}
+	if d.Column == sc.Version {
+		return nil, keyErr(key, fmt.Errorf("column %q is also version: the mark of a deleted row and the version are two columns; name another (%s: is_deleted)", d.Column, key))
+	}
 	if hasColumn(sc.Columns, d.Column) || slices.Contains(sc.Key, d.Column) {
 		return nil, keyErr(key, fmt.Errorf("column %q is in columns: the column of delete: soft is kafka2pg's to fill; name another (%s: is_deleted)", d.Column, key))
 	}
@@ -117,4 +120,26 @@ func noGuard(sc Sink, format string) error {
 		key = "delete"
 	}
 	return keyErr(key, fmt.Errorf("delete, deleted_at, deleted_flag and version are for format json with mode upsert and for format debezium, not %s: remove them", format))
+}
+
+// debeziumGuard checks delete and version of a debezium sink: version
+// needs delete soft, as every debezium sink deletes.
+func debeziumGuard(sc Sink) (*ingest.Deleted, error) {
+	d, err := deletedOf(sc)
+	if err != nil {
+		return nil, err
+	}
+	if sc.Version == "" {
+		return d, nil
+	}
+	if d == nil {
+		return nil, keyErr("version", errors.New("version with hard deletes: a deleted key's row is gone with its version, so an older change would bring the key back; set delete: soft, whose rows keep it"))
+	}
+	if err := schema.ValidateIdent("version", sc.Version); err != nil {
+		return nil, keyErr("version", err)
+	}
+	if hasColumn(sc.Columns, sc.Version) || slices.Contains(sc.Key, sc.Version) {
+		return nil, keyErr("version", fmt.Errorf("version %q is in columns: format debezium fills the version column from the event's source position; name a column of its own (version: src_version)", sc.Version))
+	}
+	return d, nil
 }
