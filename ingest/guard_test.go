@@ -224,3 +224,28 @@ func TestTheVersionGuardHoldsChangeByChange(t *testing.T) {
 		t.Fatalf("%d dead letters, want the refused row's", n)
 	}
 }
+
+// A table created before delete soft was set gains its deleted column
+// with evolve, and its rows stay live.
+func TestEvolveAddsTheDeletedColumn(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE items (id bigint PRIMARY KEY, name text, v bigint); INSERT INTO items VALUES (1, 'a', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	sink := itemsSink(t, "delete: soft\nevolve: true")
+	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{"items": sink}})
+	pos, err := w.Claim(ctx, "items", []int32{0})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := itemsState(t, pool, "deleted_at"); got != "1=a:1:NULL" {
+		t.Fatalf("after evolve: %s, want 1=a:1:NULL", got)
+	}
+	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	write(t, w, itemsBatch(0, pos[0].Epoch, 0, item{id: 1, at: at}))
+	if got := itemsState(t, pool, "deleted_at IS NOT NULL"); got != "1=a:1:true" {
+		t.Fatalf("after the delete: %s, want 1=a:1:true", got)
+	}
+}
