@@ -1,9 +1,11 @@
 package cdc
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/kafka2pg/kafka2pg/pgvalue"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // The version of a change grows with the source's position: Postgres'
@@ -61,5 +63,58 @@ func TestThePositionVersionOrdersChangesOfARow(t *testing.T) {
 	}
 	if v, ok := positionVersion(&envelope{op: 'u', source: sourceBlock{Sequence: `not json`}}); ok {
 		t.Errorf("a sequence that is not JSON: version %v, want none", v)
+	}
+}
+
+// In the events a real Debezium PostgreSQL connector recorded, each row's
+// changes have growing versions in offset order, snapshot reads 0, and
+// the version column of each upserted row holds its change's version.
+func TestRecordedEventsHaveGrowingVersionsPerRow(t *testing.T) {
+	t.Parallel()
+	for _, c := range recordedConnectors(t) {
+		for _, table := range recordedTables {
+			t.Run(c.Name+"/"+table, func(t *testing.T) {
+				t.Parallel()
+				cfg := Config{Schema: "rec_" + c.Name, Table: table, Version: "src_version", Deleted: "deleted_at"}
+				if c.Config["value.converter.schemas.enable"] == "false" {
+					cfg.Columns = columnsOfRecording(t, table)
+					cfg.Key = primaryKeys[table]
+				}
+				d := mustDecoder(t, cfg)
+				last := map[string]*pgvalue.Numeric{}
+				streamed := 0
+				for _, rec := range recordedEvents(t, c.Name, table) {
+					ch, err := decodeGrowing(t, d, rec)
+					if err != nil || ch.Op == stream.OpNone || ch.Op == stream.OpTruncate {
+						continue // the bad records TestEveryRecordedEventDecodes checks
+					}
+					v, ok := ch.Version.(pgvalue.Numeric)
+					if !ok {
+						t.Fatalf("offset %d: version %#v", rec.Offset, ch.Version)
+					}
+					if ch.Op == stream.OpUpsert {
+						cols := d.Table().ColumnNames()
+						row := ch.Row[slices.Index(cols, "src_version")].(pgvalue.Numeric)
+						if row.Int.Cmp(v.Int) != 0 || ch.Row[slices.Index(cols, "deleted_at")] != nil {
+							t.Fatalf("offset %d: the row's version %s and deleted_at %v, want %s and NULL", rec.Offset, row.Int, ch.Row[slices.Index(cols, "deleted_at")], v.Int)
+						}
+					}
+					key := recordedKey(rec, table)
+					if ch.Event == 'r' {
+						if v.Int.Sign() != 0 {
+							t.Fatalf("offset %d: a snapshot read of version %s, want 0", rec.Offset, v.Int)
+						}
+					} else if prev := last[key]; prev != nil && v.Int.Cmp(prev.Int) <= 0 {
+						t.Fatalf("offset %d (key %s, op %c): version %s, not above the row's previous %s", rec.Offset, key, ch.Event, v.Int, prev.Int)
+					} else {
+						streamed++
+					}
+					last[key] = &v
+				}
+				if streamed == 0 {
+					t.Fatal("no streamed change: the recording has none to order")
+				}
+			})
+		}
 	}
 }
