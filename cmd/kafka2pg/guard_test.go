@@ -32,38 +32,18 @@ func TestRunAndCheckRefuseABadSoftDeleteOrVersion(t *testing.T) {
 	t.Setenv("KAFKA2PG_PG_URL", "")
 	t.Setenv("DATABASE_URL", "")
 	head := "kafka-brokers: [127.0.0.1:1]\nkafka-group: g\npg-url: postgres://x@127.0.0.1:1/db\nsinks:\n"
+	// upsert is a sink of t by id with a bigint revision, keys between.
+	upsert := func(keys string) string {
+		return "  - topic: t\n    mode: upsert\n    key: [id]\n" + keys +
+			"    columns:\n      - {name: id, type: bigint, from: key, path: id, not_null: true}\n      - {name: revision, type: bigint}\n      - {name: note, type: text}\n"
+	}
 	cases := []struct{ name, sink, want string }{
-		{"a version naming no column", `  - topic: t
-    mode: upsert
-    key: [id]
-    version: revison
-    columns:
-      - {name: id, type: bigint, not_null: true}
-      - {name: revision, type: bigint}
-`, `sink of topic "t" at line 5: version "revison" is not in columns`},
-		{"delete soft on an append sink", `  - topic: t
-    delete: soft
-    columns:
-      - {name: id, type: bigint}
-`, "sink of topic \"t\" at line 5: delete: soft marks the rows an upsert sink's tombstones delete: set mode: upsert"},
-		{"a version with hard deletes", `  - topic: t
-    mode: upsert
-    key: [id]
-    delete_on_tombstone: true
-    version: revision
-    columns:
-      - {name: id, type: bigint, from: key, path: id, not_null: true}
-      - {name: revision, type: bigint}
-`, "sink of topic \"t\" at line 5: version with hard deletes"},
+		{"a version naming no column", upsert("    version: revison\n"), `sink of topic "t" at line 5: version "revison" is not in columns`},
+		{"delete soft on an append sink", "  - {topic: t, delete: soft, columns: [{name: id, type: bigint}]}\n",
+			"sink of topic \"t\" at line 5: delete: soft marks the rows an upsert sink's tombstones delete: set mode: upsert"},
+		{"a version with hard deletes", upsert("    delete_on_tombstone: true\n    version: revision\n"), "sink of topic \"t\" at line 5: version with hard deletes"},
 		{"a debezium version with hard deletes", "  - {topic: t, format: debezium, version: v}\n", "sink of topic \"t\" at line 5: version with hard deletes"},
-		{"a version of type text", `  - topic: t
-    mode: upsert
-    key: [id]
-    version: revision
-    columns:
-      - {name: id, type: bigint, not_null: true}
-      - {name: revision, type: text}
-`, `sink of topic "t" at line 5: version "revision" is of type text`},
+		{"a version of type text", upsert("    version: note\n"), `sink of topic "t" at line 5: version "note" is of type text`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
