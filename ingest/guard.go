@@ -255,9 +255,8 @@ func compareVersions(oid uint32, a, b []byte) int {
 	switch oid {
 	case pgtype.NumericOID:
 		return numericOf(a).Cmp(numericOf(b))
-	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestampOID:
-		return cmp.Compare(signed(a), signed(b))
-	case pgtype.DateOID:
+	case pgtype.Int2OID, pgtype.Int4OID, pgtype.Int8OID, pgtype.TimestamptzOID, pgtype.TimestampOID, pgtype.DateOID:
+		// Big-endian two's complement: microseconds, days.
 		return cmp.Compare(signed(a), signed(b))
 	}
 	return bytes.Compare(a, b)
