@@ -74,6 +74,11 @@ type change struct {
 	keyStart, keyEnd int // its key fields in keys, as encoded (length and bytes each)
 	del              bool
 	superseded       bool // a later operation of the set has its key
+	// pre, on a soft delete (guard.go), is 1 + the index of the upsert of
+	// its key it follows in the batch, which the set keeps and applies
+	// before it, so that the marked row holds the key's last columns
+	// whatever the batch's bounds; 0: none.
+	pre int
 }
 
 func (cs *changeSet) keyAt(i int) []byte { return cs.keys[cs.ops[i].keyStart:cs.ops[i].keyEnd] }
@@ -203,10 +208,25 @@ func (cs *changeSet) keep(r *stream.Record, seq int64, at int, del bool) error {
 		}
 		return nil
 	} else if ok {
-		cs.ops[prev].superseded = true
-		if cs.ops[prev].del {
-			cs.deletes--
+		p := &cs.ops[prev]
+		pre := p.pre
+		if del && !p.del && cs.g.del >= 0 {
+			// A soft delete after an upsert: both stay.
+			pre = prev + 1
+			cs.kept++
+		} else {
+			p.superseded = true
+			if p.del {
+				cs.deletes--
+			}
 		}
+		if !del && pre > 0 {
+			// An upsert after a soft delete supersedes the upsert before it too.
+			cs.ops[pre-1].superseded = true
+			cs.kept--
+			pre = 0
+		}
+		cs.ops[i].pre = pre
 	} else {
 		cs.kept++
 	}

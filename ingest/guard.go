@@ -236,17 +236,28 @@ func (cs *changeSet) newer(i, prev int) bool {
 	if cs.g.ver < 0 {
 		return true
 	}
-	a, errA := fieldAt(cs.buf[cs.ops[i].start:cs.ops[i].end], cs.g.ver)
-	b, errB := fieldAt(cs.buf[cs.ops[prev].start:cs.ops[prev].end], cs.g.ver)
-	if errA != nil || errB != nil {
-		return true
-	}
-	fa, nullA, _ := nextField(a)
-	fb, nullB, _ := nextField(b)
+	a, nullA := cs.version(i)
+	b, nullB := cs.version(prev)
 	if nullA || nullB {
 		return true
 	}
-	return compareVersions(cs.oids[cs.g.ver], fa, fb) > 0
+	return compareVersions(cs.oids[cs.g.ver], a, b) > 0
+}
+
+// version is the version field of operation j; a soft delete without one
+// (a tombstone) has that of the upsert it follows in the batch, which the
+// row it marks keeps.
+func (cs *changeSet) version(j int) (field []byte, null bool) {
+	op := &cs.ops[j]
+	f, err := fieldAt(cs.buf[op.start:op.end], cs.g.ver)
+	if err != nil {
+		return nil, true
+	}
+	field, null, _ = nextField(f)
+	if null && op.del && op.pre > 0 {
+		return cs.version(op.pre - 1)
+	}
+	return field, null
 }
 
 // compareVersions orders two binary fields of a version column of type
@@ -282,36 +293,40 @@ func numericOf(b []byte) *big.Rat {
 var numericScanner = pgtype.NewMap()
 
 // guardedSQL are the statements that apply a staging table of a guarded
-// sink: the soft deletes (or hard ones), then the upserts. Each returns
-// two counts: the staged operations it applies, and the rows it changed.
-func guardedSQL(t schema.Table, key []string, stage pgx.Identifier, g guard) (del, upsert string) {
+// sink: the upserts, then the soft deletes (or hard ones). A key has at
+// most one upsert and one delete in the changeSet, the upsert only when
+// it came before the delete (changeSet.keep), so upserts go first. Each
+// statement returns two counts: the staged operations it applies, and
+// the rows it changed.
+func guardedSQL(t schema.Table, key []string, stage pgx.Identifier, g guard) (upsert, del string) {
 	cols := t.ColumnNames()
 	k := schema.QuoteIdentList(key)
 	order := k
 	if g.ver >= 0 {
 		order += ", " + pgx.Identifier{cols[g.ver]}.Sanitize() + " DESC NULLS LAST"
 	}
-	s := fmt.Sprintf("WITH s AS (\n    SELECT DISTINCT ON (%s) * FROM %s ORDER BY %s, %s DESC\n)", k, stage.Sanitize(), order, stageSeqCol)
-	counts := func(which string) string {
-		return fmt.Sprintf("\nSELECT (SELECT count(*) FROM s WHERE %ss.%s), (SELECT count(*) FROM u)", which, stageDelCol)
+	staged := func(which string) string {
+		return fmt.Sprintf("WITH s AS (\n    SELECT DISTINCT ON (%s) * FROM %s WHERE %s%s ORDER BY %s, %s DESC\n)",
+			k, stage.Sanitize(), which, stageDelCol, order, stageSeqCol)
 	}
+	const counts = "\nSELECT (SELECT count(*) FROM s), (SELECT count(*) FROM u)"
 	quoted := schema.QuoteIdentList(cols)
-	upsert = fmt.Sprintf("%s, u AS (\n    INSERT INTO %s AS t (%s)\n    SELECT %s FROM s WHERE NOT s.%s\n    ON CONFLICT (%s) %s\n    RETURNING 1\n)%s",
-		s, t.QualifiedName(), quoted, quoted, stageDelCol, k, guardedUpdate(t, key, nil, g), counts("NOT "))
+	upsert = fmt.Sprintf("%s, u AS (\n    INSERT INTO %s AS t (%s)\n    SELECT %s FROM s\n    ON CONFLICT (%s) %s\n    RETURNING 1\n)%s",
+		staged("NOT "), t.QualifiedName(), quoted, quoted, k, guardedUpdate(t, key, nil, g), counts)
 	switch {
 	case g.del < 0:
-		del = fmt.Sprintf("%s, u AS (\n    DELETE FROM %s t USING s WHERE s.%s AND %s\n    RETURNING 1\n)%s",
-			s, t.QualifiedName(), stageDelCol, keyMatch(key), counts(""))
+		del = fmt.Sprintf("%s, u AS (\n    DELETE FROM %s t USING s WHERE %s\n    RETURNING 1\n)%s",
+			staged(""), t.QualifiedName(), keyMatch(key), counts)
 	case g.ver < 0:
 		d := pgx.Identifier{cols[g.del]}.Sanitize()
-		del = fmt.Sprintf("%s, u AS (\n    UPDATE %s t SET %s = s.%s FROM s WHERE s.%s AND %s\n    RETURNING 1\n)%s",
-			s, t.QualifiedName(), d, d, stageDelCol, keyMatch(key), counts(""))
+		del = fmt.Sprintf("%s, u AS (\n    UPDATE %s t SET %s = s.%s FROM s WHERE %s\n    RETURNING 1\n)%s",
+			staged(""), t.QualifiedName(), d, d, keyMatch(key), counts)
 	default:
 		marked := schema.QuoteIdentList(append(slices.Clone(key), cols[g.del], cols[g.ver]))
-		del = fmt.Sprintf("%s, u AS (\n    INSERT INTO %s AS t (%s)\n    SELECT %s FROM s WHERE s.%s\n    ON CONFLICT (%s) %s\n    RETURNING 1\n)%s",
-			s, t.QualifiedName(), marked, marked, stageDelCol, k, markUpdate(cols, g), counts(""))
+		del = fmt.Sprintf("%s, u AS (\n    INSERT INTO %s AS t (%s)\n    SELECT %s FROM s\n    ON CONFLICT (%s) %s\n    RETURNING 1\n)%s",
+			staged(""), t.QualifiedName(), marked, marked, k, markUpdate(cols, g), counts)
 	}
-	return del, upsert
+	return upsert, del
 }
 
 // guardedUpdate is the ON CONFLICT action of a guarded upsert: every
@@ -339,10 +354,10 @@ func markUpdate(cols []string, g guard) string {
 // applyGuarded applies the staged change set cs of a guarded sink, and
 // counts the operations the version guard skipped in cs.stale.
 func applyGuarded(ctx context.Context, tx *batchTx, t schema.Table, key []string, stage pgx.Identifier, cs *changeSet) error {
-	del, upsert := guardedSQL(t, key, stage, cs.g)
+	upsert, del := guardedSQL(t, key, stage, cs.g)
 	stmts := []string{upsert}
 	if cs.deletes > 0 {
-		stmts = []string{del, upsert}
+		stmts = append(stmts, del)
 	}
 	for _, q := range stmts {
 		var staged, changed int

@@ -137,9 +137,9 @@ func TestSoftDeleteMarksTheRowAndAnUpsertClearsIt(t *testing.T) {
 		want                 [3]string
 	}{
 		{"deleted_at", "delete: soft", "to_char(deleted_at AT TIME ZONE 'UTC', 'HH24:MI')",
-			[3]string{"1=a:1:03:04 2=b:1:03:04", "1=c:2:NULL 2=b:1:03:04", "1=c:2:04:04 2=d:3:NULL"}},
+			[3]string{"1=a:1:03:04 2=b:1:03:04", "1=c:2:NULL 2=b:1:03:04", "1=c:2:04:04 2=d:3:NULL 3=e:4:04:04"}},
 		{"deleted_flag", "delete: soft\ndeleted_flag: is_deleted", "is_deleted",
-			[3]string{"1=a:1:true 2=b:1:true", "1=c:2:false 2=b:1:true", "1=c:2:true 2=d:3:false"}},
+			[3]string{"1=a:1:true 2=b:1:true", "1=c:2:false 2=b:1:true", "1=c:2:true 2=d:3:false 3=e:4:true"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
@@ -153,8 +153,10 @@ func TestSoftDeleteMarksTheRowAndAnUpsertClearsIt(t *testing.T) {
 			if got := itemsState(t, pool, tc.deleted); got != tc.want[1] {
 				t.Fatalf("after the upsert: %s, want %s", got, tc.want[1])
 			}
-			// One batch: key 1 deleted again; key 2 deleted, then back.
-			write(t, w, itemsBatch(0, e[0], 5, item{id: 1, at: t2}, item{id: 2, at: t2}, item{2, `{"name":"d","v":3}`, t2}))
+			// One batch: key 1 deleted again; key 2 deleted, then back; key
+			// 3 created, then deleted: its row keeps the created columns.
+			write(t, w, itemsBatch(0, e[0], 5, item{id: 1, at: t2}, item{id: 2, at: t2}, item{2, `{"name":"d","v":3}`, t2},
+				item{3, `{"name":"e","v":4}`, t2}, item{id: 3, at: t2}))
 			if got := itemsState(t, pool, tc.deleted); got != tc.want[2] {
 				t.Fatalf("after the second delete: %s, want %s", got, tc.want[2])
 			}
@@ -189,6 +191,10 @@ func TestTheVersionGuardKeepsTheNewestChangeOfAKey(t *testing.T) {
 		{itemsBatch(1, e[1], 2, item{1, `{"name":"old","v":2}`, at}), "1=d:4:true", 1},
 		// A newer update brings the key back.
 		{itemsBatch(1, e[1], 3, item{1, `{"name":"e","v":5}`, at}), "1=e:5:false", 0},
+		// A new key created, updated and deleted in one batch, an older
+		// version after the delete: marked, with its newest columns.
+		{itemsBatch(0, e[0], 5, item{2, `{"name":"x","v":1}`, at}, item{2, `{"name":"y","v":2}`, at}, item{id: 2, at: at}, item{2, `{"name":"old","v":1}`, at}),
+			"1=e:5:false 2=y:2:true", 1},
 	}
 	total := 0
 	for i, s := range steps {

@@ -49,22 +49,13 @@ sinks:
 		return &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d,"rev":%d}`, id, rev),
 			Value: fmt.Appendf(nil, `{"rev":%d,"body":"%d.%d"}`, rev, id, rev)}
 	}
-	produced := int64(0)
+	w := &committedWaiter{s: s}
 	produce := func(rs []*kgo.Record) {
 		t.Helper()
 		rand.Shuffle(len(rs), func(i, j int) { rs[i], rs[j] = rs[j], rs[i] })
-		s.kafka.Produce(t, rs...)
-		produced += int64(len(rs))
-		pollUntil(t, time.Minute, "the bridge to commit every record", func() (bool, string) {
-			n := sumOffsets(t, s.db, s.group)
-			return n == produced, fmt.Sprintf("%d of %d offsets committed", n, produced)
-		})
+		w.produce(t, rs)
 	}
-	stale := func() float64 {
-		t.Helper()
-		v, _ := scrapeMetric(t, metrics, "kafka2pg_ingest_stale_changes_skipped_total")
-		return v
-	}
+	stale := func() float64 { return staleChanges(t, metrics) }
 	state := func(where string) string {
 		t.Helper()
 		var live, deleted int64
@@ -125,6 +116,114 @@ sinks:
 	produce(rs)
 	if got, want := state("true"), fmt.Sprintf("%d live, %d deleted, revisions summing to %d", ids/2+ids/4, ids/4, ids*revisions+ids/4); got != want {
 		t.Fatalf("after revision 5: %s, want %s", got, want)
+	}
+	b.signal(t, 15)
+	b.requireExitZero(t, time.Minute)
+}
+
+// committedWaiter produces records to a scenario's bridge and waits until
+// it has committed every record produced so far.
+type committedWaiter struct {
+	s        *scenario
+	produced int64
+}
+
+func (w *committedWaiter) produce(t *testing.T, rs []*kgo.Record) {
+	t.Helper()
+	w.s.kafka.Produce(t, rs...)
+	w.produced += int64(len(rs))
+	pollUntil(t, time.Minute, "the bridge to commit every record", func() (bool, string) {
+		n := sumOffsets(t, w.s.db, w.s.group)
+		return n == w.produced, fmt.Sprintf("%d of %d offsets committed", n, w.produced)
+	})
+}
+
+// staleChanges is the bridge's count of changes its version guards skipped.
+func staleChanges(t *testing.T, metrics string) float64 {
+	t.Helper()
+	v, ok := scrapeMetric(t, metrics, "kafka2pg_ingest_stale_changes_skipped_total")
+	if !ok {
+		t.Fatal("no kafka2pg_ingest_stale_changes_skipped_total")
+	}
+	return v
+}
+
+// TestDebeziumSoftDeletesAndTheSourceVersionEndToEnd drives a debezium sink
+// with delete: soft and version through the binary: a snapshot, streamed
+// changes with Postgres' source.sequence, then what arrives late (an
+// incremental snapshot's reads, a replay of older updates) loses to the
+// stored rows, deleted ones included.
+func TestDebeziumSoftDeletesAndTheSourceVersionEndToEnd(t *testing.T) {
+	parallel(t)
+	s := newScenario(t, 1)
+	metrics := freeAddr(t)
+	config := fmt.Sprintf(`kafka-brokers: [%s]
+kafka-group: %s
+pg-url: ${K2P_IT_PG_URL}
+metrics-addr: %q
+kafka-fetch-max-wait: 250ms
+sinks:
+  - topic: %s
+    table: %s
+    format: debezium
+    key: [id]
+    columns:
+      - {name: id, type: integer}
+      - {name: name, type: text}
+    delete: soft
+    version: src_version
+`, s.kafka.Brokers(), s.group, metrics, s.topic, s.table)
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// event is a change of row id at the source's LSN at (sequence
+	// [at-5, at]); a snapshot read (op r) has none.
+	event := func(op string, id int, name string, at int) *kgo.Record {
+		seq := `[null,\"900\"]`
+		if op != "r" {
+			seq = fmt.Sprintf(`[\"%d\",\"%d\"]`, at-5, at)
+		}
+		after, before := fmt.Sprintf(`{"id":%d,"name":%q}`, id, name), "null"
+		if op == "d" {
+			after, before = "null", fmt.Sprintf(`{"id":%d,"name":null}`, id)
+		}
+		return &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d}`, id),
+			Value: fmt.Appendf(nil, `{"before":%s,"after":%s,"op":%q,"source":{"connector":"postgresql","sequence":"%s"}}`, before, after, op, seq)}
+	}
+	// state is the rows by id: a deleted row keeps the columns of its last
+	// upsert, whether the delete came in the upsert's batch or later.
+	state := func() string {
+		t.Helper()
+		var s2 string
+		q := fmt.Sprintf(`SELECT string_agg(id || '=' || name || CASE WHEN deleted_at IS NULL THEN '' ELSE '(deleted)' END, ' ' ORDER BY id) FROM %q`, s.table)
+		if err := s.db.QueryRow(t.Context(), q).Scan(&s2); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return s2
+	}
+	b := startBridgeEnv(t, "debezium-softversion", []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path)
+	w := &committedWaiter{s: s}
+	w.produce(t, []*kgo.Record{event("r", 1, "a", 0), event("r", 2, "b", 0), event("r", 3, "c", 0),
+		event("u", 1, "a2", 1010), event("d", 2, "", 1020), event("c", 4, "d", 1030)})
+	if got, want := state(), "1=a2 2=b(deleted) 3=c 4=d"; got != want {
+		t.Fatalf("after the snapshot and the stream: %s, want %s", got, want)
+	}
+	before := staleChanges(t, metrics)
+	// Late reads of every row (an incremental snapshot), then, in a batch
+	// of its own, an update of 2 older than its delete (a replay).
+	w.produce(t, []*kgo.Record{event("r", 1, "a", 0), event("r", 2, "b", 0), event("r", 3, "c3", 0), event("r", 4, "d", 0)})
+	w.produce(t, []*kgo.Record{event("u", 2, "b-old", 1015)})
+	if got, want := state(), "1=a2 2=b(deleted) 3=c 4=d"; got != want {
+		t.Errorf("after the late reads and the older update: %s, want %s", got, want)
+	}
+	if got := staleChanges(t, metrics) - before; got != 5 {
+		t.Errorf("%v stale changes counted, want 5: the reads and the older update", got)
+	}
+	// A newer create brings 2 back.
+	w.produce(t, []*kgo.Record{event("c", 2, "b3", 1040)})
+	if got, want := state(), "1=a2 2=b3 3=c 4=d"; got != want {
+		t.Errorf("after the new create: %s, want %s", got, want)
 	}
 	b.signal(t, 15)
 	b.requireExitZero(t, time.Minute)
