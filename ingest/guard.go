@@ -27,7 +27,9 @@ import (
 // upsert of the key writes NULL (or false) there, which clears the mark:
 // the sink's mapper fills the column in every row it maps (LiveMapper
 // adds it to one that does not know it; a change sink's decoder fills it
-// itself, cdc.Config.Deleted).
+// itself, cdc.Config.Deleted). A marked row keeps the columns of the
+// key's last upsert, also when that upsert is in the delete's batch: the
+// changeSet keeps it, and the upserts apply before the deletes.
 //
 // The version guard applies a change only when its version is greater
 // than the stored row's; an equal version is a change already applied.
@@ -35,9 +37,9 @@ import (
 // so that it holds against every writer of the table, and in the
 // changeSet, which keeps the newest version of each key of a batch, not
 // the last by offset. A delete keeps its version in the marked row, so
-// an older upsert cannot bring the key back; a delete of a key that has
-// no row inserts one (the key, the mark and the version, the other
-// columns NULL) for the same reason. A change without a version (NULL:
+// an older upsert cannot bring the key back; with a version, a delete of
+// a key that has no row inserts one (the key, the mark and the version,
+// the other columns NULL) for the same reason. A change without a version (NULL:
 // a tombstone, a record whose version is null) never overwrites a row
 // that has one, but for a tombstone, which marks the row and keeps its
 // version. Skipped changes are counted (outcome.stale, BatchTrace.Stale).
