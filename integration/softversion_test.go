@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -22,16 +23,7 @@ func TestSoftDeletesAndVersionsEndToEnd(t *testing.T) {
 	parallel(t)
 	s := newScenario(t, 3)
 	const ids, revisions = 60, 4
-	metrics := freeAddr(t)
-	config := fmt.Sprintf(`kafka-brokers: [%s]
-kafka-group: %s
-pg-url: ${K2P_IT_PG_URL}
-metrics-addr: %q
-kafka-fetch-max-wait: 250ms
-sinks:
-  - topic: %s
-    table: %s
-    mode: upsert
+	b, metrics := startSinkBridge(t, s, "softversion", `    mode: upsert
     key: [id]
     delete_on_tombstone: true
     delete: soft
@@ -40,11 +32,7 @@ sinks:
       - {name: id, from: key, path: id, type: bigint, not_null: true}
       - {name: rev, type: bigint}
       - {name: body, type: text}
-`, s.kafka.Brokers(), s.group, metrics, s.topic, s.table)
-	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	revision := func(id, rev int) *kgo.Record {
 		return &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d,"rev":%d}`, id, rev),
 			Value: fmt.Appendf(nil, `{"rev":%d,"body":"%d.%d"}`, rev, id, rev)}
@@ -66,8 +54,6 @@ sinks:
 		}
 		return fmt.Sprintf("%d live, %d deleted, revisions summing to %d", live, deleted, sum)
 	}
-	b := startBridgeEnv(t, "softversion", []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path)
-
 	// Every revision of every id, in random order: the newest wins.
 	var rs []*kgo.Record
 	for id := range ids {
@@ -117,7 +103,7 @@ sinks:
 	if got, want := state("true"), fmt.Sprintf("%d live, %d deleted, revisions summing to %d", ids/2+ids/4, ids/4, ids*revisions+ids/4); got != want {
 		t.Fatalf("after revision 5: %s, want %s", got, want)
 	}
-	b.signal(t, 15)
+	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)
 }
 
@@ -156,27 +142,14 @@ func staleChanges(t *testing.T, metrics string) float64 {
 func TestDebeziumSoftDeletesAndTheSourceVersionEndToEnd(t *testing.T) {
 	parallel(t)
 	s := newScenario(t, 1)
-	metrics := freeAddr(t)
-	config := fmt.Sprintf(`kafka-brokers: [%s]
-kafka-group: %s
-pg-url: ${K2P_IT_PG_URL}
-metrics-addr: %q
-kafka-fetch-max-wait: 250ms
-sinks:
-  - topic: %s
-    table: %s
-    format: debezium
+	b, metrics := startSinkBridge(t, s, "debezium-softversion", `    format: debezium
     key: [id]
     columns:
       - {name: id, type: integer}
       - {name: name, type: text}
     delete: soft
     version: src_version
-`, s.kafka.Brokers(), s.group, metrics, s.topic, s.table)
-	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`)
 	// event is a change of row id at the source's LSN at (sequence
 	// [at-5, at]); a snapshot read (op r) has none.
 	event := func(op string, id int, name string, at int) *kgo.Record {
@@ -202,7 +175,6 @@ sinks:
 		}
 		return s2
 	}
-	b := startBridgeEnv(t, "debezium-softversion", []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path)
 	w := &committedWaiter{s: s}
 	w.produce(t, []*kgo.Record{event("r", 1, "a", 0), event("r", 2, "b", 0), event("r", 3, "c", 0),
 		event("u", 1, "a2", 1010), event("d", 2, "", 1020), event("c", 4, "d", 1030)})
@@ -225,6 +197,28 @@ sinks:
 	if got, want := state(), "1=a2 2=b3 3=c 4=d"; got != want {
 		t.Errorf("after the new create: %s, want %s", got, want)
 	}
-	b.signal(t, 15)
+	b.signal(t, syscall.SIGTERM)
 	b.requireExitZero(t, time.Minute)
+}
+
+// startSinkBridge starts `run` with one sink of the scenario's topic into
+// its table, the sink's other keys in sink (YAML, indented for the sink),
+// and metrics on an address of its own, which it returns.
+func startSinkBridge(t *testing.T, s *scenario, name, sink string) (*bridge, string) {
+	t.Helper()
+	metrics := freeAddr(t)
+	config := fmt.Sprintf(`kafka-brokers: [%s]
+kafka-group: %s
+pg-url: ${K2P_IT_PG_URL}
+metrics-addr: %q
+kafka-fetch-max-wait: 250ms
+sinks:
+  - topic: %s
+    table: %s
+%s`, s.kafka.Brokers(), s.group, metrics, s.topic, s.table, sink)
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return startBridgeEnv(t, name, []string{"K2P_IT_PG_URL=" + s.pgURL}, "run", "--config", path), metrics
 }
