@@ -9,6 +9,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/sinks"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -40,12 +41,10 @@ func (e srcEv) record(offset int64, ts time.Time) stream.Record {
 	return r
 }
 
-// A debezium sink with delete soft and version: deletes mark rows, a
-// snapshot read that arrives after a streamed change loses to it, an
-// older update does not undo a delete, a newer create brings the row
-// back, and a second delete marks it with its own timestamp.
-func TestDebeziumSoftDeletesAndTheSourceVersion(t *testing.T) {
-	t.Parallel()
+// debeziumGuardedSink is a format debezium sink of topic customers with
+// delete soft and version src_version, built from its YAML.
+func debeziumGuardedSink(t *testing.T) ingest.Sink {
+	t.Helper()
 	var cfg sinks.Config
 	doc := "sinks:\n  - {topic: customers, format: debezium, delete: soft, version: src_version}\n"
 	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
@@ -55,16 +54,60 @@ func TestDebeziumSoftDeletesAndTheSourceVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, pool, e, stale := itemsWriterOf(t, "customers", set.Fixed["customers"])
+	return set.Fixed["customers"]
+}
+
+// customersBatch is a batch of topic customers, partition 0, from first,
+// each record at ts.
+func customersBatch(epoch, first int64, ts time.Time, evs ...srcEv) *stream.Batch {
+	b := &stream.Batch{Topic: "customers", Epoch: epoch, PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + int64(len(evs))}
+	for i, ev := range evs {
+		b.Records = append(b.Records, ev.record(first+int64(i), ts))
+	}
+	return b
+}
+
+// The batch redone change by change, after Postgres refused a change,
+// keeps the guard of a debezium sink: the late read is skipped and
+// counted, the delete marks its row.
+func TestDebeziumVersionGuardHoldsChangeByChange(t *testing.T) {
+	t.Parallel()
+	w, pool, e, stale := itemsWriterOf(t, "customers", debeziumGuardedSink(t))
+	t1 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	write(t, w, customersBatch(e[0], 0, t1, srcEv{"c", 1, "a", 100, 110}, srcEv{"c", 2, "b", 100, 120}))
+	if _, err := pool.Exec(context.Background(), `ALTER TABLE customers ADD CHECK (name <> 'refused')`); err != nil {
+		t.Fatal(err)
+	}
+	write(t, w, customersBatch(e[0], 2, t1, srcEv{"c", 3, "refused", 200, 210}, srcEv{"r", 1, "snap", 0, 60}, srcEv{"d", 2, "", 200, 220}))
+	var got string
+	q := `SELECT string_agg(id || '=' || name || ':' || (deleted_at IS NOT NULL), ' ' ORDER BY id) FROM customers`
+	if err := pool.QueryRow(context.Background(), q).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1=a:false 2=b:true"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	if n := stale.get(); n != 1 {
+		t.Fatalf("%d stale changes counted, want the late read", n)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 1 {
+		t.Fatalf("%d dead letters, want the refused change's", n)
+	}
+}
+
+// A debezium sink with delete soft and version: deletes mark rows, a
+// snapshot read that arrives after a streamed change loses to it, an
+// older update does not undo a delete, a newer create brings the row
+// back, and a second delete marks it with its own timestamp.
+func TestDebeziumSoftDeletesAndTheSourceVersion(t *testing.T) {
+	t.Parallel()
+	w, pool, e, stale := itemsWriterOf(t, "customers", debeziumGuardedSink(t))
 	t1 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
 	t2 := t1.Add(time.Hour)
 	next := int64(0)
 	batch := func(ts time.Time, evs ...srcEv) *stream.Batch {
-		b := &stream.Batch{Topic: "customers", Epoch: e[0], PrevOffset: prevOf(next), FirstOffset: next, NextOffset: next + int64(len(evs))}
-		for _, ev := range evs {
-			b.Records = append(b.Records, ev.record(next, ts))
-			next++
-		}
+		b := customersBatch(e[0], next, ts, evs...)
+		next = b.NextOffset
 		return b
 	}
 	state := func() string {
