@@ -84,6 +84,11 @@ func validateGuard(topic string, sink Sink) error {
 	}
 	if v := sink.Version; v != "" && !slices.Contains(names, v) {
 		return fmt.Errorf("ingest: the version column %q of topic %q is not a column of %s", v, topic, sink.Table.QualifiedName())
+	} else if v != "" {
+		c := sink.Table.Columns[slices.Index(names, v)]
+		if ct, err := schema.ParseType(c.Type); err != nil || ct.Array || !VersionType(ct.Base.OID) {
+			return fmt.Errorf("ingest: the version column %q of topic %q is of type %s: a version is an integer, numeric, timestamp or date", v, topic, c.Type)
+		}
 	}
 	if sink.Version != "" && sink.Deleted == nil && (sink.Changes != nil || sink.Upsert.DeleteOnTombstone) {
 		return fmt.Errorf("ingest: the sink of topic %q has a version and hard deletes: a deleted key must keep its version, so it needs Deleted", topic)
@@ -173,6 +178,14 @@ func (l *LiveMapper) Row(r *stream.Record, dst []any) ([]any, error) {
 		return row, err
 	}
 	return append(row, l.g.live()), nil
+}
+
+// ResolveSchemas is the mapper's, when it has one (SchemaResolver).
+func (l *LiveMapper) ResolveSchemas(ctx context.Context, records []stream.Record) error {
+	if r, ok := l.m.(SchemaResolver); ok {
+		return r.ResolveSchemas(ctx, records)
+	}
+	return nil
 }
 
 func (l *LiveMapper) IsTombstone(r *stream.Record) bool      { return l.m.IsTombstone(r) }

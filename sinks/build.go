@@ -277,9 +277,6 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 		}
 	}
 	if registryFormat(sc.Format) {
-		if err := noGuard(sc, "format "+sc.Format); err != nil {
-			return ingest.Sink{}, err
-		}
 		return b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
 	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
 		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro, protobuf or json_schema, not %q: remove them, or set the format", sc.Format)

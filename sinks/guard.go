@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
@@ -71,11 +72,8 @@ func guardedUpsert(sc Sink, mode string, sink ingest.Sink) (ingest.Sink, error) 
 		if i < 0 {
 			return sink, keyErr("version", fmt.Errorf("version %q is not in columns: name the column that holds each record's version (a sequence number, an updated_at)", sc.Version))
 		}
-		if ct, err := schema.ParseType(sc.Columns[i].Type); err == nil && (ct.Array || !ingest.VersionType(ct.Base.OID)) {
-			return sink, keyErr("version", fmt.Errorf("version %q is of type %s: a version is an integer, numeric, timestamp or date, which order as numbers and times", sc.Version, sc.Columns[i].Type))
-		}
-		if slices.Contains(sc.Key, sc.Version) {
-			return sink, keyErr("version", fmt.Errorf("version %q is a key column: each version would be its own row; name a column outside the key", sc.Version))
+		if err := versionColumn(sc, sc.Columns[i].Type); err != nil {
+			return sink, err
 		}
 	}
 	if m, ok := sink.Mapper.(*decode.JSONMapper); ok && d != nil {
@@ -119,7 +117,7 @@ func noGuard(sc Sink, format string) error {
 	if sc.Version == "" {
 		key = "delete"
 	}
-	return keyErr(key, fmt.Errorf("delete, deleted_at, deleted_flag and version are for format json with mode upsert and for format debezium, not %s: remove them", format))
+	return keyErr(key, fmt.Errorf("delete, deleted_at, deleted_flag and version are for upsert sinks of formats json, avro, protobuf and json_schema, and for format debezium, not %s: remove them", format))
 }
 
 // debeziumGuard checks delete and version of a debezium sink: version
@@ -142,4 +140,40 @@ func debeziumGuard(sc Sink) (*ingest.Deleted, error) {
 		return nil, keyErr("version", fmt.Errorf("version %q is in columns: format debezium fills the version column from the event's source position; name a column of its own (version: src_version)", sc.Version))
 	}
 	return d, nil
+}
+
+// guardedRegistry is the upsert sink of a registry format with sc's
+// version, checked against the columns the subject's schemas give, and
+// deleted's column.
+func guardedRegistry(sc Sink, sink ingest.Sink, m *decode.RegistryMapper, deleted *ingest.Deleted) (ingest.Sink, error) {
+	t := m.Table()
+	if sc.Version != "" {
+		i := slices.IndexFunc(t.Columns, func(c schema.Column) bool { return c.Name == sc.Version })
+		if i < 0 {
+			return sink, keyErr("version", fmt.Errorf("version %q is not a column of the subject's schema: name the field that holds each record's version (columns %s)", sc.Version, strings.Join(t.ColumnNames(), ", ")))
+		}
+		if err := versionColumn(sc, t.Columns[i].Type); err != nil {
+			return sink, err
+		}
+	}
+	if deleted != nil {
+		if slices.Contains(t.ColumnNames(), deleted.Column) {
+			return sink, keyErr("delete", fmt.Errorf("column %q of delete: soft is a column of the subject's schema: name another with deleted_at or deleted_flag", deleted.Column))
+		}
+		lm := ingest.NewLiveMapper(m, *deleted)
+		sink.Mapper, sink.Table = lm, lm.Table()
+	}
+	sink.Deleted, sink.Version = deleted, sc.Version
+	return sink, nil
+}
+
+// versionColumn checks the type of sc's version column.
+func versionColumn(sc Sink, typ string) error {
+	if ct, err := schema.ParseType(typ); err == nil && (ct.Array || !ingest.VersionType(ct.Base.OID)) {
+		return keyErr("version", fmt.Errorf("version %q is of type %s: a version is an integer, numeric, timestamp or date, which order as numbers and times", sc.Version, typ))
+	}
+	if slices.Contains(sc.Key, sc.Version) {
+		return keyErr("version", fmt.Errorf("version %q is a key column: each version would be its own row; name a column outside the key", sc.Version))
+	}
+	return nil
 }

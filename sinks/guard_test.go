@@ -28,7 +28,8 @@ func TestSoftDeleteAndVersionErrorsNameTheirKey(t *testing.T) {
 		{"a debezium version with hard deletes", "sinks:\n  - {topic: t, format: debezium, version: v}\n", "sinks[0].version", "set delete: soft"},
 		{"a debezium version that is a column", "sinks:\n  - {topic: t, format: debezium, delete: soft, version: v, columns: [{name: v, type: bigint}]}\n", "sinks[0].version", "name a column of its own"},
 		{"connect_json", "sinks:\n  - {topic: t, format: connect_json, delete: soft}\n", "sinks[0].delete", "not format connect_json"},
-		{"avro", "sinks:\n  - {topic: t, format: avro, mode: upsert, key: [id], version: v}\n", "sinks[0].version", "not format avro"},
+		{"avro without delete_on_tombstone", "sinks:\n  - {topic: t, format: avro, mode: upsert, key: [id], delete: soft}\n", "sinks[0].delete", "set delete_on_tombstone: true"},
+		{"avro with hard deletes", "sinks:\n  - {topic: t, format: avro, mode: upsert, key: [id], delete_on_tombstone: true, version: v}\n", "sinks[0].version", "set delete: soft"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
