@@ -214,20 +214,33 @@ func TestTheVersionGuardKeepsTheNewestChangeOfAKey(t *testing.T) {
 func TestTheVersionGuardHoldsChangeByChange(t *testing.T) {
 	t.Parallel()
 	w, pool, e, stale := itemsWriter(t, itemsSink(t, "delete: soft\nversion: v"))
-	if _, err := pool.Exec(context.Background(), `ALTER TABLE items ADD CHECK (name <> 'refused')`); err != nil {
-		t.Fatal(err)
-	}
+	refuseNamed(t, pool, "items")
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	write(t, w, itemsBatch(0, e[0], 0, item{1, `{"name":"b","v":2}`, at}))
 	write(t, w, itemsBatch(0, e[0], 1, item{2, `{"name":"refused","v":1}`, at}, item{1, `{"name":"a","v":1}`, at}, item{3, `{"name":"c","v":1}`, at}))
 	if got := itemsState(t, pool, "deleted_at IS NOT NULL"); got != "1=b:2:false 3=c:1:false" {
 		t.Fatalf("%s, want 1=b:2:false 3=c:1:false", got)
 	}
-	if got := stale.get(); got != 1 {
-		t.Fatalf("%d stale changes counted, want 1", got)
+	wantCounts(t, pool, stale, 1, 1)
+}
+
+// refuseNamed makes table refuse the rows named refused.
+func refuseNamed(t *testing.T, pool *pgxpool.Pool, table string) {
+	t.Helper()
+	if _, err := pool.Exec(context.Background(), fmt.Sprintf(`ALTER TABLE %s ADD CHECK (name <> 'refused')`, table)); err != nil {
+		t.Fatal(err)
 	}
-	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != 1 {
-		t.Fatalf("%d dead letters, want the refused row's", n)
+}
+
+// wantCounts fails unless stale counted staleN changes and the dead
+// letters are dead.
+func wantCounts(t *testing.T, pool *pgxpool.Pool, stale *staleCount, staleN int, dead int64) {
+	t.Helper()
+	if got := stale.get(); got != staleN {
+		t.Fatalf("%d stale changes counted, want %d", got, staleN)
+	}
+	if n := queryInt(t, pool, `SELECT count(*) FROM kafka2pg.dead_letters`); n != dead {
+		t.Fatalf("%d dead letters, want %d", n, dead)
 	}
 }
 
