@@ -6,8 +6,11 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/sinks"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -65,5 +68,58 @@ func TestSoftDeleteAndVersionOfARegistrySink(t *testing.T) {
 	}
 	if got := stale.get(); got != 2 {
 		t.Fatalf("%d stale changes counted, want 2", got)
+	}
+}
+
+// A connect_json upsert sink takes soft deletes and a version among its
+// typed columns.
+func TestSoftDeleteAndVersionOfAConnectJSONSink(t *testing.T) {
+	t.Parallel()
+	doc := `
+sinks:
+  - topic: items
+    format: connect_json
+    mode: upsert
+    key: [id]
+    delete_on_tombstone: true
+    delete: soft
+    version: rev
+    columns:
+      - {name: id, type: bigint, not_null: true}
+      - {name: rev, type: bigint}
+      - {name: name, type: text}
+`
+	var cfg sinks.Config
+	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	set, err := cfg.Build(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, pool, e, stale := itemsWriterOf(t, "items", set.Fixed["items"])
+	rec := func(offset int64, id, rev int, name string) stream.Record {
+		r := stream.Record{Topic: "items", Offset: offset, Timestamp: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Key: fmt.Appendf(nil, `{"id":%d}`, id)}
+		if name != "" {
+			r.Value = fmt.Appendf(nil, `{"id":%d,"rev":%d,"name":%q}`, id, rev, name)
+		}
+		return r
+	}
+	batch := func(first int64, rs ...stream.Record) *stream.Batch {
+		return &stream.Batch{Topic: "items", Epoch: e[0], PrevOffset: prevOf(first), FirstOffset: first, NextOffset: first + int64(len(rs)), Records: rs}
+	}
+	write(t, w, batch(0, rec(0, 1, 2, "b"), rec(1, 1, 1, "a")))
+	write(t, w, batch(2, rec(2, 1, 0, "")))
+	write(t, w, batch(3, rec(3, 1, 1, "a-again")))
+	var got string
+	q := `SELECT string_agg(id || '=' || name || ':' || rev || ':' || (deleted_at IS NOT NULL), ' ' ORDER BY id) FROM items`
+	if err := pool.QueryRow(context.Background(), q).Scan(&got); err != nil {
+		t.Fatal(err)
+	}
+	if want := "1=b:2:true"; got != want {
+		t.Fatalf("%s, want %s", got, want)
+	}
+	if n := stale.get(); n != 2 {
+		t.Fatalf("%d stale changes counted, want 2", n)
 	}
 }

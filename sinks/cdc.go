@@ -59,8 +59,6 @@ func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, err
 			cfg.Deleted, cfg.DeletedFlag = deleted.Column, deleted.Flag
 		}
 		cfg.Version = sc.Version
-	} else if err := noGuard(sc, "format "+sc.Format); err != nil {
-		return ingest.Sink{}, err
 	}
 	if sc.Format == formatConnectJSON {
 		m, err := cdc.NewConnectMapper(cfg)
@@ -71,7 +69,7 @@ func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, err
 		if sc.Mode == "upsert" {
 			sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
 		}
-		return sink, nil
+		return guardedConnect(sc, sink, m)
 	}
 	var later bool
 	switch sc.ValueFormat {

@@ -80,7 +80,8 @@ type Sink struct {
 	// Version names the column that orders the changes of a key: a change
 	// applies only when its version is greater than the stored row's.
 	// Upsert sinks: one of the columns (of the subject's schema, with a
-	// registry format), an integer, numeric, timestamp or date; with
+	// registry format; of columns, with connect_json), an integer,
+	// numeric, timestamp or date; with
 	// delete_on_tombstone it needs delete soft, whose rows keep the
 	// version of deleted keys. Format debezium: a numeric column that
 	// kafka2pg fills from the event's source position (docs/CDC.md); it

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -101,23 +102,32 @@ func checkGuardMode(sc Sink, mode string, d *ingest.Deleted) error {
 	return nil
 }
 
-// guardKeys reports whether sc sets any of the keys of soft deletes and
-// the version guard.
-func guardKeys(sc Sink) bool {
-	return sc.Delete != "" || sc.DeletedAt != "" || sc.DeletedFlag != "" || sc.Version != ""
-}
-
-// noGuard refuses soft deletes and the version guard on a sink of format
-// format, which does not take them.
-func noGuard(sc Sink, format string) error {
-	if !guardKeys(sc) {
-		return nil
+// guardedConnect is the connect_json sink with sc's delete and version:
+// the version is one of the typed columns, as the key is, since the
+// table's other columns come with the records.
+func guardedConnect(sc Sink, sink ingest.Sink, m *cdc.ConnectMapper) (ingest.Sink, error) {
+	d, err := deletedOf(sc)
+	if err != nil {
+		return sink, err
 	}
-	key := "version"
-	if sc.Version == "" {
-		key = "delete"
+	if err := checkGuardMode(sc, cmp.Or(sc.Mode, "append"), d); err != nil {
+		return sink, err
 	}
-	return keyErr(key, fmt.Errorf("delete, deleted_at, deleted_flag and version are for upsert sinks of formats json, avro, protobuf and json_schema, and for format debezium, not %s: remove them", format))
+	if sc.Version != "" {
+		i := slices.IndexFunc(sc.Columns, func(c Column) bool { return c.Name == sc.Version })
+		if i < 0 {
+			return sink, keyErr("version", fmt.Errorf("version %q is not in columns: format connect_json creates the table before the first record, so type the version column in columns, as the key's", sc.Version))
+		}
+		if err := versionColumn(sc, m.Table().Columns[slices.Index(m.Table().ColumnNames(), sc.Version)].Type); err != nil {
+			return sink, err
+		}
+	}
+	if d != nil {
+		lm := ingest.NewLiveMapper(m, *d)
+		sink.Mapper, sink.Table = lm, lm.Table()
+	}
+	sink.Deleted, sink.Version = d, sc.Version
+	return sink, nil
 }
 
 // debeziumGuard checks delete and version of a debezium sink: version
@@ -176,4 +186,10 @@ func versionColumn(sc Sink, typ string) error {
 		return keyErr("version", fmt.Errorf("version %q is a key column: each version would be its own row; name a column outside the key", sc.Version))
 	}
 	return nil
+}
+
+// guardKeys reports whether sc sets any of the keys of soft deletes and
+// the version guard.
+func guardKeys(sc Sink) bool {
+	return sc.Delete != "" || sc.DeletedAt != "" || sc.DeletedFlag != "" || sc.Version != ""
 }

@@ -27,7 +27,8 @@ func TestSoftDeleteAndVersionErrorsNameTheirKey(t *testing.T) {
 		{"a version with hard deletes", upsert + "    delete_on_tombstone: true\n    version: rev\n", "sinks[0].version", "set delete: soft"},
 		{"a debezium version with hard deletes", "sinks:\n  - {topic: t, format: debezium, version: v}\n", "sinks[0].version", "set delete: soft"},
 		{"a debezium version that is a column", "sinks:\n  - {topic: t, format: debezium, delete: soft, version: v, columns: [{name: v, type: bigint}]}\n", "sinks[0].version", "name a column of its own"},
-		{"connect_json", "sinks:\n  - {topic: t, format: connect_json, delete: soft}\n", "sinks[0].delete", "not format connect_json"},
+		{"connect_json appending", "sinks:\n  - {topic: t, format: connect_json, delete: soft}\n", "sinks[0].delete", "set mode: upsert"},
+		{"a connect_json version not in columns", "sinks:\n  - {topic: t, format: connect_json, mode: upsert, key: [id], columns: [{name: id, type: bigint}], version: rev}\n", "sinks[0].version", "type the version column in columns"},
 		{"avro without delete_on_tombstone", "sinks:\n  - {topic: t, format: avro, mode: upsert, key: [id], delete: soft}\n", "sinks[0].delete", "set delete_on_tombstone: true"},
 		{"avro with hard deletes", "sinks:\n  - {topic: t, format: avro, mode: upsert, key: [id], delete_on_tombstone: true, version: v}\n", "sinks[0].version", "set delete: soft"},
 	} {

@@ -96,7 +96,7 @@ var KeyDocs = map[string]string{
 	"delete":              "`hard` (default) or `soft`: a delete marks the row (deleted_at, or deleted_flag) instead of removing it, and a later upsert of the key clears the mark; upsert with delete_on_tombstone, and debezium",
 	"deleted_at":          "delete soft: the timestamptz column that takes the delete's Kafka timestamp (default `deleted_at`)",
 	"deleted_flag":        "delete soft, instead of deleted_at: a boolean column, true when deleted",
-	"version":             "the column that orders the changes of a key: a change applies only when its version is greater than the row's; upsert: one of the columns, or of the subject's with a registry format (integer, numeric, timestamp or date); debezium: a numeric column filled from the source position; needs delete soft when deletes happen",
+	"version":             "the column that orders the changes of a key: a change applies only when its version is greater than the row's; upsert (json, registry formats, connect_json): one of the columns, or of the subject's with a registry format (integer, numeric, timestamp or date); debezium: a numeric column filled from the source position; needs delete soft when deletes happen",
 	"where":               "write only the records for which the expression is true, as `value.type == \"order\"`: `value` (the JSON value; debezium's and connect_json's payload), `key` (a string) and `headers` (name → last value); deletes (tombstones of delete_on_tombstone, debezium's d and t) bypass it; formats json, debezium and connect_json",
 	"create":              "create the table when missing (default true)",
 	"evolve":              "add columns that appear, widen types safely; never drop or narrow",
