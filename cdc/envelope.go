@@ -81,6 +81,9 @@ type sourceBlock struct {
 	Pos      int64  // MySQL binlog position
 	Row      int64  // MySQL row within the binlog event
 	GTID     string // MySQL GTID
+	// Sequence is Postgres' ["<last commit LSN>","<LSN>"], as its JSON
+	// text.
+	Sequence string
 }
 
 // transactionBlock is the envelope's transaction block (provide.transaction
@@ -229,6 +232,9 @@ func (d *Decoder) decode(rec *stream.Record, ch *stream.Change, env *envelope, r
 	}
 	l, err := d.fold(rec, rs, v)
 	if err != nil {
+		return err
+	}
+	if err := d.changeVersion(rec, env, ch); err != nil {
 		return err
 	}
 	if env.op == 'd' {
@@ -510,6 +516,8 @@ func readSource(r *reader, s, last *sourceBlock) {
 			s.Row = lenientInt(r)
 		case "gtid":
 			s.GTID = lenientString(r, last.GTID)
+		case "sequence":
+			s.Sequence = lenientString(r, "")
 		default:
 			r.skip()
 		}
@@ -627,6 +635,8 @@ func sourceValue(f sourceField, env *envelope) any {
 		if env.op != 0 {
 			return string(env.op)
 		}
+	case srcDeletedFlag:
+		return false
 	}
 	return nil
 }

@@ -137,7 +137,8 @@ func TestSourceAndTransactionAreRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantSrc := sourceBlock{Connector: "postgresql", Name: "shop", DB: "postgres", Schema: "public", Table: "customers", TsMs: 1559033904863, Snapshot: "false", TxID: 556, LSN: 24023200}
+	wantSrc := sourceBlock{Connector: "postgresql", Name: "shop", DB: "postgres", Schema: "public", Table: "customers", TsMs: 1559033904863, Snapshot: "false", TxID: 556, LSN: 24023200,
+		Sequence: `["24023119","24023128"]`}
 	if ch.Source != wantSrc {
 		t.Fatalf("source %+v, want %+v", ch.Source, wantSrc)
 	}

@@ -161,7 +161,11 @@ func (t *table) assemble(dst []any, l *layout, v *version, vals []any, unavail [
 				}
 			}
 		case colSource:
-			x = sourceValue(sourceField(c.meta), env)
+			if sourceField(c.meta) == srcVersion {
+				x = ch.Version
+			} else {
+				x = sourceValue(sourceField(c.meta), env)
+			}
 		case colKafka:
 			x = kafka[c.meta]
 		}

@@ -41,6 +41,15 @@ type Config struct {
 	// which stands for an unchanged TOASTed value; "" is Debezium's
 	// default, __debezium_unavailable_value.
 	UnavailableValue string
+	// Deleted names the column of soft deletes, which the decoder fills
+	// in every upserted row: NULL in a timestamptz column, or false in a
+	// boolean one (DeletedFlag). The writer sets it on a delete. "": none.
+	Deleted     string
+	DeletedFlag bool
+	// Version names a numeric column that takes each change's version, a
+	// number that grows with the source's position (version.go), also
+	// set in Change.Version. "": none.
+	Version string
 }
 
 // Column is a typed column for records without a schema.
@@ -184,6 +193,9 @@ const (
 	srcTxID
 	srcTimestamp
 	srcOp
+	srcDeletedAt   // NULL: Config.Deleted of a live row
+	srcDeletedFlag // false: the same, with DeletedFlag
+	srcVersion     // Change.Version
 )
 
 // column is one column of the table.
@@ -295,6 +307,8 @@ func newTable(cfg Config) (*table, error) {
 		{src.TxID, "source txid", "text", srcTxID},
 		{src.Timestamp, "source timestamp", "timestamp with time zone", srcTimestamp},
 		{src.Op, "source op", "text", srcOp},
+		{cfg.Deleted, "deleted column", deletedType(cfg), deletedField(cfg)},
+		{cfg.Version, "version column", "numeric", srcVersion},
 	} {
 		if m.name == "" {
 			continue
@@ -559,4 +573,19 @@ func (v *version) indexOf(l *layout) *versionIndex {
 	}
 	v.idx.Store(x)
 	return x
+}
+
+// deletedType and deletedField describe cfg's column of soft deletes.
+func deletedType(cfg Config) string {
+	if cfg.DeletedFlag {
+		return "boolean"
+	}
+	return "timestamp with time zone"
+}
+
+func deletedField(cfg Config) sourceField {
+	if cfg.DeletedFlag {
+		return srcDeletedFlag
+	}
+	return srcDeletedAt
 }

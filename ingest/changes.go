@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/decode"
@@ -129,7 +130,7 @@ func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, ch
 		}
 		st := w.upsertStateOf(t.QualifiedName())
 		encode := func(oids []uint32) (*changeSet, []badRecord, error) {
-			return encodeChanges(changes, st, tx.Conn().TypeMap(), oids, keyIndexes(t, key))
+			return encodeChanges(changes, st, tx.Conn().TypeMap(), oids, keyIndexes(t, key), guardOf(sink))
 		}
 		cs, more, err := encode(tx.oids)
 		if err != nil {
@@ -143,28 +144,37 @@ func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, ch
 			return outcome{redo: res.redo}, err
 		}
 		res.copyDuration = time.Since(start)
+		res.stale = cs.stale
 		return res, nil
 	})
 }
 
 // encodeChanges encodes changes (upserts and deletes, no truncate) as a
 // changeSet of rows of the column types oids, keyed by the columns
-// keyIdx. A change whose values do not encode is set aside.
-func encodeChanges(changes []keyedChange, st *upsertState, m *pgtype.Map, oids []uint32, keyIdx []int) (*changeSet, []badRecord, error) {
+// keyIdx, with the sink's soft deletes and version g. A change whose
+// values do not encode is set aside.
+func encodeChanges(changes []keyedChange, st *upsertState, m *pgtype.Map, oids []uint32, keyIdx []int, g guard) (*changeSet, []badRecord, error) {
 	size := 0
 	for _, c := range changes {
 		size += len(c.rec.Value)/2 + 8*len(oids)
 	}
 	cs := st.changeSet(m, oids, keyIdx, len(changes)+len(changes)/8, size)
+	cs.g = g
+	del := func(c keyedChange, seq int64, key []any) error {
+		if g.del >= 0 {
+			return cs.softDelete(c.rec, seq, key, c.ch.Version)
+		}
+		return cs.appendDelete(c.rec, seq, key)
+	}
 	var bad []badRecord
 	seq := int64(0)
 	for _, c := range changes {
 		var err error
 		switch {
 		case c.ch.Op == stream.OpDelete:
-			err = cs.appendDelete(c.rec, seq, c.ch.Key)
+			err = del(c, seq, c.ch.Key)
 		case c.ch.OldKey != nil:
-			if err = cs.appendDelete(c.rec, seq, c.ch.OldKey); err == nil {
+			if err = del(c, seq, c.ch.OldKey); err == nil {
 				seq++
 				err = cs.appendValues(c.rec, seq, c.ch.Row)
 			}
@@ -198,15 +208,18 @@ func truncateSQL(t schema.Table) string { return "TRUNCATE " + t.QualifiedName()
 func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord) (outcome, error) {
 	t := sink.Table
 	key := t.PrimaryKey
-	stmts := changeStatements{t: t, key: key, upserts: map[string]string{}}
+	stmts := changeStatements{t: t, key: key, g: guardOf(sink), upserts: map[string]string{}}
 	ops := make([]oneOp, len(changes))
 	for i := range changes {
 		c := &changes[i]
-		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error { return stmts.apply(ctx, tx, &c.ch) }}
+		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error { return stmts.apply(ctx, tx, c.rec, &c.ch) }}
 	}
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		return w.applyEach(ctx, tx, b, ops, bad, "apply changes to "+t.QualifiedName())
+		stmts.stale = 0
+		res, err := w.applyEach(ctx, tx, b, ops, bad, "apply changes to "+t.QualifiedName())
+		res.stale = stmts.stale
+		return res, err
 	})
 }
 
@@ -214,27 +227,34 @@ func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink
 type changeStatements struct {
 	t       schema.Table
 	key     []string
+	g       guard // the sink's soft deletes and version
 	del     string
 	upserts map[string]string // by the unavailable columns
+	stale   int               // the changes the version guard skipped
 }
 
-// apply runs the statements of one change in tx. The change's values are
-// package pgvalue's: pgcopy.PgxValues hands them to pgx as the pgtype
-// values pgx sends in binary.
-func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, ch *stream.Change) error {
+// apply runs the statements of one change of rec in tx. The change's
+// values are package pgvalue's: pgcopy.PgxValues hands them to pgx as the
+// pgtype values pgx sends in binary.
+func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, rec *stream.Record, ch *stream.Change) error {
 	var err error
+	var tag pgconn.CommandTag
 	switch {
 	case ch.Op == stream.OpTruncate:
 		_, err = tx.Exec(ctx, truncateSQL(s.t))
+		return err
 	case ch.Op == stream.OpDelete:
-		_, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(ch.Key)...)
+		tag, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.Key, ch.Version))...)
 	case ch.Op == stream.OpUpsert:
 		if ch.OldKey != nil {
-			if _, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(ch.OldKey)...); err != nil {
+			if _, err = tx.Exec(ctx, s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.OldKey, ch.Version))...); err != nil {
 				return err
 			}
 		}
-		_, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...)
+		tag, err = tx.Exec(ctx, s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...)
+	}
+	if err == nil && s.g.ver >= 0 && tag.RowsAffected() == 0 {
+		s.stale++
 	}
 	return err
 }
@@ -242,6 +262,9 @@ func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, ch *stream.Chan
 func (s *changeStatements) deleteSQL() string {
 	if s.del == "" {
 		_, s.del = upsertOneSQL(s.t, s.key)
+		if s.g.active() {
+			_, s.del = guardedOneSQL(s.t, s.key, nil, s.g)
+		}
 	}
 	return s.del
 }
@@ -263,13 +286,13 @@ func (s *changeStatements) upsertSQL(unavailable []int) string {
 	for i := range cols {
 		params[i] = "$" + strconv.Itoa(i+1)
 	}
-	q := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", s.t.QualifiedName(), schema.QuoteIdentList(cols), strings.Join(params, ", "))
+	q := fmt.Sprintf("INSERT INTO %s AS t (%s) VALUES (%s)", s.t.QualifiedName(), schema.QuoteIdentList(cols), strings.Join(params, ", "))
 	if len(s.key) > 0 {
-		keep := slices.Clone(s.key)
+		var keep []string
 		for _, i := range unavailable {
 			keep = append(keep, cols[i])
 		}
-		q += fmt.Sprintf(" ON CONFLICT (%s) %s", schema.QuoteIdentList(s.key), conflictUpdate(s.t, keep))
+		q += fmt.Sprintf(" ON CONFLICT (%s) %s", schema.QuoteIdentList(s.key), guardedUpdate(s.t, s.key, keep, s.g))
 	}
 	s.upserts[id.String()] = q
 	return q

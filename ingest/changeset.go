@@ -58,6 +58,12 @@ type changeSet struct {
 	// sorted lists the kept operations' indexes in key order, once
 	// finish has run.
 	sorted []int
+	// g is the sink's soft delete and version (guard.go): with a version,
+	// an operation supersedes an earlier one of its key only when newer,
+	// and stale counts those that were not, and those the statements
+	// skipped.
+	g     guard
+	stale int
 }
 
 // change is one operation of a changeSet.
@@ -68,6 +74,11 @@ type change struct {
 	keyStart, keyEnd int // its key fields in keys, as encoded (length and bytes each)
 	del              bool
 	superseded       bool // a later operation of the set has its key
+	// pre, on a soft delete (guard.go), is 1 + the index of the upsert of
+	// its key it follows in the batch, which the set keeps and applies
+	// before it, so that the marked row holds the key's last columns
+	// whatever the batch's bounds; 0: none.
+	pre int
 }
 
 func (cs *changeSet) keyAt(i int) []byte { return cs.keys[cs.ops[i].keyStart:cs.ops[i].keyEnd] }
@@ -100,6 +111,7 @@ func (cs *changeSet) reset(m *pgtype.Map, oids []uint32, keyIdx []int, ops, size
 	cs.keys = slices.Grow(cs.keys[:0], 16*ops)
 	cs.ops = slices.Grow(cs.ops[:0], ops)
 	cs.sorted, cs.ascending, cs.kept, cs.deletes = cs.sorted[:0], true, 0, 0
+	cs.g, cs.stale = guard{del: -1, ver: -1}, 0
 }
 
 // release forgets the records and keys cs refers to, before it waits for
@@ -187,11 +199,34 @@ func (cs *changeSet) keep(r *stream.Record, seq int64, at int, del bool) error {
 		}
 	}
 	key := cs.keyAt(i)
-	if prev, ok := cs.last[string(key)]; ok {
-		cs.ops[prev].superseded = true
-		if cs.ops[prev].del {
+	if prev, ok := cs.last[string(key)]; ok && !cs.newer(i, prev) {
+		// An older version of the key than one the batch has: skipped.
+		cs.ops[i].superseded = true
+		cs.stale++
+		if del {
 			cs.deletes--
 		}
+		return nil
+	} else if ok {
+		p := &cs.ops[prev]
+		pre := p.pre
+		if del && !p.del && cs.g.del >= 0 {
+			// A soft delete after an upsert: both stay.
+			pre = prev + 1
+			cs.kept++
+		} else {
+			p.superseded = true
+			if p.del {
+				cs.deletes--
+			}
+		}
+		if !del && pre > 0 {
+			// An upsert after a soft delete supersedes the upsert before it too.
+			cs.ops[pre-1].superseded = true
+			cs.kept--
+			pre = 0
+		}
+		cs.ops[i].pre = pre
 	} else {
 		cs.kept++
 	}

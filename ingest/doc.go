@@ -30,7 +30,10 @@
 //     refuses (SQLSTATE 22, 23, 54000) under savepoints; upserts keep the
 //     last operation of each key, sorted by key, then COPY a batch of new
 //     keys into the table, or apply the batch through the session's
-//     staging table in one statement, or one operation at a time; several
+//     staging table in one statement, or one operation at a time; with a
+//     Sink.Version they keep the newest version of each key instead, and
+//     the statements skip what is not newer than the stored row, with
+//     Sink.Deleted a delete marks the row (guard.go); several
 //     partitions' batches may share one transaction;
 //  4. COPY of the dead letters: the records the mapping or Postgres
 //     refused, through package deadletters (deadletters.Insert), which

@@ -255,7 +255,7 @@ func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters [
 // applyOneByOne applies upsert operations in order, each under a savepoint,
 // and returns those Postgres refused.
 func applyOneByOne(ctx context.Context, tx pgx.Tx, sink Sink, ops []upsertOp) ([]badRecord, error) {
-	insert, del := upsertOneSQL(sink.Table, sink.Upsert.Key)
+	insert, del := upsertSinkSQL(sink)
 	var bad []badRecord
 	for _, op := range ops {
 		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {

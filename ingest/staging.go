@@ -52,7 +52,11 @@ func (w *Writer) applyStaged(ctx context.Context, tx *batchTx, t schema.Table, k
 	if exact {
 		apply = upsertExactSQL(t, key, stage, cs.deletes > 0)
 	}
-	_, err = tx.Exec(ctx, apply)
+	if cs.g.active() {
+		err = applyGuarded(ctx, tx, t, key, stage, cs)
+	} else {
+		_, err = tx.Exec(ctx, apply)
+	}
 	var pgErr *pgconn.PgError
 	switch {
 	case err == nil:

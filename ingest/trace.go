@@ -34,6 +34,10 @@ type BatchTrace struct {
 	// Filtered counts the records the sink's Filter dropped: not written,
 	// their offsets committed with the batch's.
 	Filtered int
+	// Stale counts the changes the sink's version guard skipped (Sink.
+	// Version): older than, or as old as, the stored row's version, or
+	// than a later change of the same key in the batch.
+	Stale int
 	// CopyDuration and CommitDuration time the COPY (or the upsert's
 	// statements) and the COMMIT; zero when not run, and in a combined
 	// transaction for every batch but the first, so that each statement is
@@ -60,6 +64,7 @@ type outcome struct {
 	deadLetterKinds []string
 	skipped         int
 	filtered        int
+	stale           int
 	copyDuration    time.Duration
 	commitDuration  time.Duration
 	isolated        bool
@@ -79,7 +84,7 @@ type outcome struct {
 
 func (w *Writer) trace(ctx context.Context, b *stream.Batch, res outcome, err error) {
 	w.cfg.Tracer.TraceBatchEnd(ctx, BatchTrace{Batch: b, Table: w.TableName(b.Topic), Err: err,
-		Rows: res.rows, DeadLetters: res.deadLetters, DeadLetterKinds: res.deadLetterKinds, Skipped: res.skipped, Filtered: res.filtered,
+		Rows: res.rows, DeadLetters: res.deadLetters, DeadLetterKinds: res.deadLetterKinds, Skipped: res.skipped, Filtered: res.filtered, Stale: res.stale,
 		CopyDuration: res.copyDuration, CommitDuration: res.commitDuration,
 		Isolated: res.isolated, Rechecked: res.rechecked, Combined: res.combined})
 }

@@ -75,11 +75,14 @@ func keyIndexes(t schema.Table, key []string) []int {
 // any record (which decides whether it is a bad record).
 func (w *Writer) upsertOps(records []stream.Record, sink Sink) ([]upsertOp, []badRecord, error) {
 	km := sink.Mapper.(KeyMapper)
+	g := guardOf(sink)
 	ops := make([]upsertOp, 0, len(records))
 	bad, err := decodeRecords(records, w.cfg.MaxRecordBytes, func(r *stream.Record, _ int) (err error) {
 		op := upsertOp{rec: r}
 		if op.del = sink.Upsert.DeleteOnTombstone && km.IsTombstone(r); op.del {
-			op.values, err = km.KeyRow(r)
+			if op.values, err = km.KeyRow(r); err == nil {
+				op.values = g.deleteArgs(r, op.values, nil)
+			}
 		} else {
 			op.values, err = sink.Mapper.Row(r, nil)
 		}
@@ -188,6 +191,7 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 		size += len(records[i].Key) + len(records[i].Value) + 8*len(oids)
 	}
 	cs := st.changeSet(m, oids, keyIndexes(sink.Table, sink.Upsert.Key), len(records), size)
+	cs.g = guardOf(sink)
 	var appendRow appendFunc
 	if a, ok := sink.Mapper.(RowAppender); ok {
 		appendRow = appendFuncOf(a)
@@ -198,7 +202,9 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 		switch {
 		case sink.Upsert.DeleteOnTombstone && km.IsTombstone(r):
 			var key []any
-			if key, err = km.KeyRow(r); err == nil {
+			if key, err = km.KeyRow(r); err == nil && cs.g.del >= 0 {
+				err = cs.softDelete(r, seq, key, nil)
+			} else if err == nil {
 				err = cs.appendDelete(r, seq, key)
 			}
 		case appendRow != nil:
@@ -243,6 +249,7 @@ func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (ou
 			return outcome{redo: res.redo}, err
 		}
 		res.copyDuration = time.Since(start)
+		res.stale = cs.stale
 		return res, nil
 	})
 }
@@ -338,8 +345,9 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 		return outcome{}, err
 	}
 	t := sink.Table
-	insert, del := upsertOneSQL(t, sink.Upsert.Key)
-
+	g := guardOf(sink)
+	insert, del := upsertSinkSQL(sink)
+	stale := 0
 	items := make([]oneOp, len(ops))
 	for i, op := range ops {
 		q := insert
@@ -347,13 +355,19 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 			q = del
 		}
 		items[i] = oneOp{rec: op.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, q, op.values...)
+			tag, err := tx.Exec(ctx, q, op.values...)
+			if err == nil && g.ver >= 0 && tag.RowsAffected() == 0 {
+				stale++
+			}
 			return err
 		}}
 	}
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		return w.applyEach(ctx, tx, b, items, bad, "upsert into "+t.QualifiedName())
+		stale = 0
+		res, err := w.applyEach(ctx, tx, b, items, bad, "upsert into "+t.QualifiedName())
+		res.stale = stale
+		return res, err
 	})
 }
 

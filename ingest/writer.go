@@ -61,6 +61,17 @@ type Sink struct {
 	// Table on its first record. Formats whose Mapper has a fixed table
 	// only (not a TableMapper, no Changes). Optional.
 	Router Router
+	// Deleted, when set, makes a delete (a tombstone of an Upsert sink with
+	// DeleteOnTombstone, a change sink's delete) mark the key's row
+	// instead of removing it, and an upsert of the key clear the mark
+	// (guard.go). Upsert and change sinks only.
+	Deleted *Deleted
+	// Version, when set, names the column that orders the changes of a
+	// key: a change applies only when its version is greater than the
+	// stored row's (guard.go). Upsert and change sinks only; an upsert
+	// sink with DeleteOnTombstone needs Deleted, whose rows keep the
+	// version of deleted keys.
+	Version string
 }
 
 // RecordFilter decides which records of a sink are written
@@ -369,6 +380,9 @@ func orDefault[T comparable](p *T, def T) {
 func validateSink(topic string, sink Sink) error {
 	if sink.Router != nil && sink.Changes != nil {
 		return fmt.Errorf("ingest: the sink of topic %q routes by content (Router): its table cannot also follow the change events' schema (Changes)", topic)
+	}
+	if err := validateGuard(topic, sink); err != nil {
+		return err
 	}
 	if sink.Changes != nil {
 		if sink.Mapper != nil || sink.Upsert != nil {

@@ -299,6 +299,11 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 		return ingest.Sink{}, keyErr("mode", fmt.Errorf("mode %q is not append or upsert", mode))
 	}
 	noCreate := sc.Create != nil && !*sc.Create
+	if mode != "upsert" && guardKeys(sc) {
+		if _, err := guardedUpsert(sc, mode, ingest.Sink{}); err != nil {
+			return ingest.Sink{}, err
+		}
+	}
 	if registryFormat(sc.Format) {
 		return b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
 	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
@@ -342,5 +347,5 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if mode == "upsert" {
 		sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
 	}
-	return sink, nil
+	return guardedUpsert(sc, mode, sink)
 }

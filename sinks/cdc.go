@@ -49,6 +49,17 @@ func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, err
 		cfg.Columns = append(cfg.Columns, cdc.Column{Name: c.Name, Type: c.Type, Connect: c.Connect, NotNull: c.NotNull})
 	}
 	noCreate := sc.Create != nil && !*sc.Create
+	var deleted *ingest.Deleted
+	if sc.Format == formatDebezium {
+		var err error
+		if deleted, err = debeziumGuard(sc); err != nil {
+			return ingest.Sink{}, err
+		}
+		if deleted != nil {
+			cfg.Deleted, cfg.DeletedFlag = deleted.Column, deleted.Flag
+		}
+		cfg.Version = sc.Version
+	}
 	if sc.Format == formatConnectJSON {
 		m, err := cdc.NewConnectMapper(cfg)
 		if err != nil {
@@ -58,7 +69,7 @@ func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, err
 		if sc.Mode == "upsert" {
 			sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
 		}
-		return sink, nil
+		return guardedConnect(sc, sink, m)
 	}
 	var later bool
 	switch sc.ValueFormat {
@@ -87,7 +98,7 @@ func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, err
 	if later {
 		return ingest.Sink{}, errRegistryLater
 	}
-	return ingest.Sink{Table: d.Table(), Changes: d, NoCreate: noCreate, Evolve: true}, nil
+	return ingest.Sink{Table: d.Table(), Changes: d, NoCreate: noCreate, Evolve: true, Deleted: deleted, Version: sc.Version}, nil
 }
 
 // checkChangeSink refuses the keys a debezium or connect_json sink does

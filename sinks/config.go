@@ -67,6 +67,27 @@ type Sink struct {
 	Key []string `yaml:"key"`
 	// DeleteOnTombstone makes a record without a value delete its key's row.
 	DeleteOnTombstone bool `yaml:"delete_on_tombstone"`
+	// Delete is hard (default: a delete removes the key's row) or soft:
+	// a delete marks the row in DeletedAt's column, or DeletedFlag's, and
+	// a later upsert of the key clears the mark. Upsert sinks with
+	// delete_on_tombstone, and format debezium.
+	Delete string `yaml:"delete"`
+	// DeletedAt names the timestamptz column of delete soft, which takes
+	// the delete's Kafka timestamp. Default deleted_at.
+	DeletedAt string `yaml:"deleted_at"`
+	// DeletedFlag, instead of DeletedAt, names a boolean column of delete
+	// soft: true when deleted, false when not.
+	DeletedFlag string `yaml:"deleted_flag"`
+	// Version names the column that orders the changes of a key: a change
+	// applies only when its version is greater than the stored row's.
+	// Upsert sinks: one of the columns (of the subject's schema, with a
+	// registry format; of columns, with connect_json), an integer,
+	// numeric, timestamp or date; with
+	// delete_on_tombstone it needs delete soft, whose rows keep the
+	// version of deleted keys. Format debezium: a numeric column that
+	// kafka2pg fills from the event's source position (docs/CDC.md); it
+	// needs delete soft.
+	Version string `yaml:"version"`
 	// Where keeps only the records for which the expression is true
 	// (expr-lang's language, decode.FilterSpec): value is the record's
 	// value decoded as JSON (a debezium or connect_json value's payload),

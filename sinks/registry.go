@@ -46,6 +46,13 @@ func (b builder) registrySink(ctx context.Context, sc Sink, schemaName, table, m
 	case mode != "upsert" && (len(sc.Key) > 0 || sc.DeleteOnTombstone):
 		return ingest.Sink{}, keyErr("mode", errors.New("key and delete_on_tombstone need mode: upsert"))
 	}
+	deleted, err := deletedOf(sc)
+	if err != nil {
+		return ingest.Sink{}, err
+	}
+	if err := checkGuardMode(sc, mode, deleted); err != nil {
+		return ingest.Sink{}, err
+	}
 	format, _ := decode.ParseFormat(sc.Format) // a registry format: the caller asked registryFormat
 	var nested decode.Nested
 	if sc.Nested != "" {
@@ -91,5 +98,5 @@ func (b builder) registrySink(ctx context.Context, sc Sink, schemaName, table, m
 	if mode == "upsert" {
 		sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
 	}
-	return sink, nil
+	return guardedRegistry(sc, sink, m, deleted)
 }

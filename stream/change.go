@@ -49,4 +49,8 @@ type Change struct {
 	// keeps their stored value, and inserts NULL when there is no stored
 	// row. Their Row values are nil.
 	Unavailable []int
+	// Version is the change's version when the decoder gives changes one
+	// (cdc.Config.Version), for a delete, whose Key holds no other column;
+	// an upsert's Row holds it too. nil: none.
+	Version any
 }

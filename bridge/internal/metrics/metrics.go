@@ -40,6 +40,7 @@ type Metrics struct {
 	deadLetters         *prometheus.CounterVec // table, kind
 	skipped             *prometheus.CounterVec // table
 	filtered            *prometheus.CounterVec // table
+	stale               *prometheus.CounterVec // table
 	writeErrors         *prometheus.CounterVec // cause
 	writeErrorCounts    causeCounts            // the same, for the progress line
 	endToEndSeconds     *batchHistogram
@@ -72,6 +73,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		deadLetters:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_dead_letters_total", Help: "Records written to kafka2pg.dead_letters, by error kind."}, []string{"table", "kind"}),
 		skipped:          prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_skipped_records_total", Help: "Bad records skipped (--on-error=skip)."}, []string{"table"}),
 		filtered:         prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_filtered_records_total", Help: "Records a sink's where dropped: not written, their offsets committed."}, []string{"table"}),
+		stale:            prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_stale_changes_skipped_total", Help: "Changes a sink's version guard skipped: not newer than the stored row's version, or than a later change of the key in the batch."}, []string{"table"}),
 		writeErrors:      prometheus.NewCounterVec(prometheus.CounterOpts{Name: "kafka2pg_ingest_write_errors_total", Help: "Failed batch writes, by cause: fenced, timeout, connection, read_only, refused (a role or privilege), data, other, stopped; each but stopped is followed by a re-claim and a retry."}, []string{"cause"}),
 		endToEndSeconds:  newBatchHistogram("kafka2pg_end_to_end_latency_seconds", "From a record's Kafka timestamp to the commit of its row.", e2eBuckets),
 		config:           newConfigMetrics(),
@@ -90,7 +92,7 @@ func New(reg prometheus.Registerer) (*Metrics, error) {
 		reg:   kpromFilter{m},
 	}
 	if err := m.register(m.rows, m.batches, m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds,
-		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.filtered, m.writeErrors, m.endToEndSeconds, m.kafka.fetch,
+		m.isolatedBatches, m.recheckedBatches, m.deadLetters, m.skipped, m.filtered, m.stale, m.writeErrors, m.endToEndSeconds, m.kafka.fetch,
 		m.config.generation, m.config.reloads); err != nil {
 		return nil, err
 	}
@@ -116,7 +118,7 @@ func (m *Metrics) InitTable(table string) {
 	if _, seen := m.tables.LoadOrStore(table, struct{}{}); seen {
 		return
 	}
-	for _, v := range []*prometheus.CounterVec{m.rows, m.batches, m.isolatedBatches, m.recheckedBatches, m.skipped, m.filtered} {
+	for _, v := range []*prometheus.CounterVec{m.rows, m.batches, m.isolatedBatches, m.recheckedBatches, m.skipped, m.filtered, m.stale} {
 		v.WithLabelValues(table)
 	}
 	for _, v := range []*prometheus.HistogramVec{m.batchRows, m.batchBytes, m.copySeconds, m.commitSeconds} {
@@ -188,6 +190,9 @@ func (m *Metrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	}
 	if t.Filtered > 0 {
 		m.filtered.WithLabelValues(table).Add(float64(t.Filtered))
+	}
+	if t.Stale > 0 {
+		m.stale.WithLabelValues(table).Add(float64(t.Stale))
 	}
 	// One walk of the batch's records, dense copies just written, for
 	// their bytes and their end-to-end latency.
