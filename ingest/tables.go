@@ -78,7 +78,17 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 	if err != nil {
 		return ran, fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
 	}
-	return ran, p.Err()
+	if err := p.Err(); err != nil {
+		return ran, err
+	}
+	for _, c := range sink.Children {
+		n, err := w.ensureTable(ctx, topic, Sink{Table: c.Table, NoCreate: sink.NoCreate, Evolve: sink.Evolve}, create)
+		ran += n
+		if err != nil {
+			return ran, err
+		}
+	}
+	return ran, nil
 }
 
 // TableMapper is a RowMapper whose table follows a schema that changes while

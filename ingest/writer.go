@@ -55,6 +55,11 @@ type Sink struct {
 	// (BatchTrace.Filtered counts them). A record it cannot evaluate is a
 	// bad record. Optional.
 	Filter RecordFilter
+	// Children map an array of each record to rows of child tables,
+	// written in the batch's transaction with the record's row (see
+	// children.go). A record whose children do not fit is a bad record
+	// whole. Not with Changes. Optional.
+	Children []Child
 }
 
 // RecordFilter decides which records of a sink are written
@@ -342,6 +347,9 @@ func orDefault[T comparable](p *T, def T) {
 
 func validateSink(topic string, sink Sink) error {
 	if sink.Changes != nil {
+		if len(sink.Children) > 0 {
+			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Children", topic)
+		}
 		if sink.Mapper != nil || sink.Upsert != nil {
 			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Mapper and no Upsert", topic)
 		}
@@ -405,6 +413,9 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 	}
 	b, filtered, err := filterBatch(b, sink.Filter)
 	if err != nil {
+		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
+	}
+	if b, err = checkChildren(b, sink); err != nil {
 		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
 	var res outcome
@@ -533,6 +544,8 @@ func (w *Writer) attempt(ctx context.Context, b *stream.Batch, sink Sink, a atte
 	switch {
 	case sink.Changes != nil:
 		return w.changesAttempt(ctx, b, sink, a)
+	case len(sink.Children) > 0 && a == attemptIsolated:
+		return w.childrenIsolated(ctx, b, sink)
 	case sink.Upsert != nil && a == attemptIsolated:
 		return w.upsertIsolated(ctx, b, sink)
 	case sink.Upsert != nil:

@@ -261,6 +261,9 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 		return ingest.Sink{}, keyErr("table", err)
 	}
 	if changeFormat(sc.Format) {
+		if err := noChildren(sc, "format "+sc.Format+" maps change events, whose after image children do not read yet"); err != nil {
+			return ingest.Sink{}, err
+		}
 		return b.changeSink(sc, schemaName, table)
 	}
 	if sc.ValueFormat != "" || sc.Source != (cdc.SourceColumns{}) || sc.UnavailableValue != "" {
@@ -272,6 +275,9 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	}
 	noCreate := sc.Create != nil && !*sc.Create
 	if registryFormat(sc.Format) {
+		if err := noChildren(sc, "format "+sc.Format+" takes its columns from a schema registry"); err != nil {
+			return ingest.Sink{}, err
+		}
 		return b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
 	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
 		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro, protobuf or json_schema, not %q: remove them, or set the format", sc.Format)
@@ -280,6 +286,9 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if !typed {
 		if mode == "upsert" || len(sc.Key) > 0 || sc.DeleteOnTombstone {
 			return ingest.Sink{}, keyErr("columns", errors.New("mode upsert, key and delete_on_tombstone need columns: declare the columns the key is made of"))
+		}
+		if err := noChildren(sc, "this sink has no columns"); err != nil {
+			return ingest.Sink{}, err
 		}
 		format, err := decode.ParseValueFormat(sc.Format)
 		if err != nil {
@@ -313,6 +322,9 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	sink := ingest.Sink{Table: m.Table(), Mapper: m, NoCreate: noCreate, Evolve: sc.Evolve}
 	if mode == "upsert" {
 		sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
+	}
+	if sink.Children, err = childSinks(sc, m.Table(), m.KeyColumns(), re, groups); err != nil {
+		return ingest.Sink{}, err
 	}
 	return sink, nil
 }

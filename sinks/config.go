@@ -89,6 +89,9 @@ type Sink struct {
 	Columns []Column `yaml:"columns"`
 	// Metadata names the columns that receive the record's Kafka metadata.
 	Metadata decode.MetadataSpec `yaml:"metadata"`
+	// Children map arrays of the value to child tables written with the
+	// sink's rows (ChildTable). Format json with columns only.
+	Children []ChildTable `yaml:"children"`
 
 	// Formats avro, protobuf and json_schema only.
 	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value

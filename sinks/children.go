@@ -1,0 +1,129 @@
+package sinks
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"regexp"
+
+	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/schema"
+)
+
+// ChildTable maps an array of each record's value to the rows of a child
+// table, written in the same transaction as the record's row:
+//
+//	children:
+//	  - path: items
+//	    table: order_items
+//	    index_column: item_index
+//	    columns:
+//	      - {name: sku, type: text}
+//	      - {name: qty, type: integer}
+//
+// Each child row holds the parent's key columns (mode upsert: named and
+// typed like the parent's; the child table's primary key is them and the
+// index), or in mode append the record's coordinates, in the columns the
+// sink's metadata names for topic, partition and offset (which append
+// mode then requires, so children join their parent); then the element's
+// index in the array; then the element's columns. In mode upsert a record
+// replaces its key's children, and a delete deletes them. A record with
+// an element that does not fit is a bad record whole: neither its row
+// nor its children are written.
+type ChildTable struct {
+	// Path is the array in the value (decode.ColumnSpec's path syntax).
+	Path string `yaml:"path"`
+	// Table and Schema name the child table, templates as the sink's
+	// are. Schema defaults to the sink's schema.
+	Table  string `yaml:"table"`
+	Schema string `yaml:"schema"`
+	// IndexColumn names the column of the element's index, from 0.
+	// Default index.
+	IndexColumn string `yaml:"index_column"`
+	// Columns are the element's columns, paths relative to the element.
+	Columns []Column `yaml:"columns"`
+}
+
+// childSinks builds the children of the typed sink sc, whose table is
+// parent, keyed by key in mode upsert (nil: mode append); re and groups
+// are its topic_regex's, for the templates of the child tables' names.
+func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, groups []string) ([]ingest.Child, error) {
+	if len(sc.Children) == 0 {
+		return nil, nil
+	}
+	upsert := len(key) > 0
+	var cols []schema.Column
+	if upsert {
+		for _, k := range key {
+			for _, c := range parent.Columns {
+				if c.Name == k {
+					cols = append(cols, schema.Column{Name: c.Name, Type: c.Type, NotNull: true})
+				}
+			}
+		}
+	} else {
+		md := sc.Metadata
+		if md.Topic == "" || md.Partition == "" || md.Offset == "" {
+			return nil, keyErr("children", errors.New("in mode append a child row joins its parent by the record's topic, partition and offset: name their columns in metadata (metadata: {topic: kafka_topic, partition: kafka_partition, offset: kafka_offset}), or use mode upsert"))
+		}
+		cols = []schema.Column{{Name: md.Topic, Type: "text", NotNull: true},
+			{Name: md.Partition, Type: "integer", NotNull: true}, {Name: md.Offset, Type: "bigint", NotNull: true}}
+	}
+	var out []ingest.Child
+	var errs []error
+	tables := map[string]bool{parent.QualifiedName(): true}
+	for i, c := range sc.Children {
+		at := func(key string, err error) error { return keyErr(fmt.Sprintf("children[%d]%s", i, key), err) }
+		if c.Table == "" {
+			errs = append(errs, at(".table", errors.New("table is missing: name the child table")))
+			continue
+		}
+		table, err := routeName("table", c.Table, sc.Topic, re, groups)
+		if err != nil {
+			errs = append(errs, at(".table", err))
+			continue
+		}
+		schemaName := parent.Schema
+		if c.Schema != "" {
+			if schemaName, err = routeName("schema", c.Schema, sc.Topic, re, groups); err != nil {
+				errs = append(errs, at(".schema", err))
+				continue
+			}
+		}
+		spec := decode.ChildSpec{Path: c.Path, Schema: schemaName, Table: table, IndexColumn: c.IndexColumn,
+			Parent: cols, Key: upsert, Envelope: changeFormat(sc.Format)}
+		if c.Path == "" {
+			errs = append(errs, at(".path", errors.New("path is missing: name the array of the value whose elements become the child rows")))
+			continue
+		}
+		for j, col := range c.Columns {
+			if col.Connect != "" {
+				errs = append(errs, at(fmt.Sprintf(".columns[%d].connect", j), fmt.Errorf("column %q: connect is for the columns of format debezium and connect_json: remove it", col.Name)))
+			}
+			spec.Columns = append(spec.Columns, col.ColumnSpec)
+		}
+		cm, err := decode.NewChildMapper(spec)
+		if err != nil {
+			errs = append(errs, at("", err))
+			continue
+		}
+		t := cm.Table()
+		if tables[t.QualifiedName()] {
+			errs = append(errs, at(".table", fmt.Errorf("table %s is written twice by this sink: give each child table a name of its own", t.QualifiedName())))
+			continue
+		}
+		tables[t.QualifiedName()] = true
+		out = append(out, ingest.Child{Table: t, Mapper: cm})
+	}
+	return out, errors.Join(errs...)
+}
+
+// noChildren refuses children on a sink of a format that cannot have
+// them, saying which can.
+func noChildren(sc Sink, why string) error {
+	if len(sc.Children) == 0 {
+		return nil
+	}
+	return keyErr("children", fmt.Errorf("children read the array of a typed JSON mapping, and %s: remove children, or use format json (or connect_json) with columns", cmp.Or(why, "this sink has none")))
+}
