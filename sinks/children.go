@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"regexp"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
@@ -32,6 +34,9 @@ import (
 // an element that does not fit is a bad record whole: neither its row
 // nor its children are written.
 type ChildTable struct {
+	// Line is the line of the child table in the YAML it was decoded
+	// from, for messages; 0 when it was not decoded.
+	Line int `yaml:"-"`
 	// Path is the array in the value (decode.ColumnSpec's path syntax).
 	Path string `yaml:"path"`
 	// Table and Schema name the child table, templates as the sink's
@@ -43,6 +48,19 @@ type ChildTable struct {
 	IndexColumn string `yaml:"index_column"`
 	// Columns are the element's columns, paths relative to the element.
 	Columns []Column `yaml:"columns"`
+}
+
+// UnmarshalYAML decodes a child table and records its Line; the sink's
+// UnmarshalYAML has checked its keys.
+func (c *ChildTable) UnmarshalYAML(n *yaml.Node) error {
+	type plain ChildTable // without this method
+	var p plain
+	if err := n.Decode(&p); err != nil {
+		return err
+	}
+	*c = ChildTable(p)
+	c.Line = n.Line
+	return nil
 }
 
 // childSinks builds the children of the typed sink sc, whose table is
@@ -65,7 +83,7 @@ func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, g
 	} else {
 		md := sc.Metadata
 		if md.Topic == "" || md.Partition == "" || md.Offset == "" {
-			return nil, keyErr("children", errors.New("in mode append a child row joins its parent by the record's topic, partition and offset: name their columns in metadata (metadata: {topic: kafka_topic, partition: kafka_partition, offset: kafka_offset}), or use mode upsert"))
+			return nil, &keyError{key: "children", line: sc.childrenLine, err: errors.New("in mode append a child row joins its parent by the record's topic, partition and offset: name their columns in metadata (metadata: {topic: kafka_topic, partition: kafka_partition, offset: kafka_offset}), or use mode upsert")}
 		}
 		cols = []schema.Column{{Name: md.Topic, Type: "text", NotNull: true},
 			{Name: md.Partition, Type: "integer", NotNull: true}, {Name: md.Offset, Type: "bigint", NotNull: true}}
@@ -74,7 +92,9 @@ func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, g
 	var errs []error
 	tables := map[string]bool{parent.QualifiedName(): true}
 	for i, c := range sc.Children {
-		at := func(key string, err error) error { return keyErr(fmt.Sprintf("children[%d]%s", i, key), err) }
+		at := func(key string, err error) error {
+			return &keyError{key: fmt.Sprintf("children[%d]%s", i, key), line: c.Line, err: err}
+		}
 		if c.Table == "" {
 			errs = append(errs, at(".table", errors.New("table is missing: name the child table")))
 			continue
@@ -125,5 +145,5 @@ func noChildren(sc Sink, why string) error {
 	if len(sc.Children) == 0 {
 		return nil
 	}
-	return keyErr("children", fmt.Errorf("children read the array of a typed JSON mapping, and %s: remove children, or use format json (or connect_json) with columns", cmp.Or(why, "this sink has none")))
+	return &keyError{key: "children", line: sc.childrenLine, err: fmt.Errorf("children read the array of a typed JSON mapping, and %s: remove children, or use format json (or connect_json) with columns", cmp.Or(why, "this sink has none"))}
 }

@@ -92,6 +92,8 @@ type Sink struct {
 	// Children map arrays of the value to child tables written with the
 	// sink's rows (ChildTable). Format json with columns only.
 	Children []ChildTable `yaml:"children"`
+	// childrenLine is the line of the children key, for messages.
+	childrenLine int
 
 	// Formats avro, protobuf and json_schema only.
 	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value
@@ -129,8 +131,11 @@ func (s *Sink) UnmarshalYAML(n *yaml.Node) error {
 	*s = Sink(p)
 	s.Line = n.Line
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "where" {
+		switch n.Content[i].Value {
+		case "where":
 			s.whereLine = n.Content[i+1].Line
+		case "children":
+			s.childrenLine = n.Content[i].Line
 		}
 	}
 	return nil
