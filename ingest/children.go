@@ -68,42 +68,55 @@ func isDelete(r *stream.Record, sink Sink) bool {
 
 // checkChildren is b with the records whose children do not fit marked
 // unreadable with the reason, so that every path sets them aside whole;
-// b itself when no record's children are bad. A record whose parent
-// values cannot be read is left to the parent's mapping, which refuses it.
+// b itself when no record's children are bad.
 func checkChildren(b *stream.Batch, sink Sink) (*stream.Batch, error) {
 	if len(sink.Children) == 0 {
 		return b, nil
 	}
 	var out *stream.Batch
 	for i := range b.Records {
-		r := &b.Records[i]
-		if r.Unreadable != nil || isDelete(r, sink) {
-			continue
-		}
-		parent, err := parentValues(r, sink)
+		reason, err := childrenError(&b.Records[i], sink)
 		if err != nil {
+			return b, err
+		}
+		if reason == nil {
 			continue
 		}
-		for _, c := range sink.Children {
-			if _, err := c.Mapper.Rows(r, parent); err != nil {
-				bad, err := classify(r, err)
-				if err != nil {
-					return b, err
-				}
-				if out == nil {
-					cp := *b
-					cp.Records = append([]stream.Record(nil), b.Records...)
-					out = &cp
-				}
-				out.Records[i].Unreadable = bad.err
-				break
-			}
+		if out == nil {
+			cp := *b
+			cp.Records = append([]stream.Record(nil), b.Records...)
+			out = &cp
 		}
+		out.Records[i].Unreadable = reason
 	}
 	if out == nil {
 		return b, nil
 	}
 	return out, nil
+}
+
+// childrenError is why r's children do not fit (an error wrapping
+// decode.ErrBadRecord), nil when they do or when r has none to check: it
+// is unreadable already, a delete, or its parent values cannot be read,
+// which the parent's mapping refuses. err is not about the record.
+func childrenError(r *stream.Record, sink Sink) (reason, err error) {
+	if r.Unreadable != nil || isDelete(r, sink) {
+		return nil, nil
+	}
+	parent, perr := parentValues(r, sink)
+	if perr != nil {
+		return nil, nil
+	}
+	for _, c := range sink.Children {
+		if _, err := c.Mapper.Rows(r, parent); err != nil {
+			bad, err := classify(r, err)
+			if err != nil {
+				return nil, err
+			}
+			return bad.err, nil
+		}
+	}
+	return nil, nil
 }
 
 // writeChildren writes, in tx, the children of the records of b that the
@@ -234,15 +247,28 @@ func keyString(key []any) string {
 // record a bad record. OnError "stop" commits what comes before the first
 // bad record (applyEach).
 func (w *Writer) childrenIsolated(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
+	items, bad, err := w.childrenOps(b.Records, sink)
+	if err != nil {
+		return outcome{}, err
+	}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		return w.applyEach(ctx, tx, b, items, bad, "write "+sink.Table.QualifiedName()+" and its children")
+	})
+}
+
+// childrenOps are the operations of records of a sink with children, one
+// a record, each writing (or deleting) the record's row and replacing its
+// children; the records the mapping refuses are set aside. The caller
+// has marked the records whose children do not fit (childrenError).
+func (w *Writer) childrenOps(records []stream.Record, sink Sink) ([]oneOp, []badRecord, error) {
 	t := sink.Table
 	var items []oneOp
-	var bad []badRecord
 	if sink.Upsert != nil {
-		ops, setAside, err := w.upsertOps(b.Records, sink)
+		ops, bad, err := w.upsertOps(records, sink)
 		if err != nil {
-			return outcome{}, err
+			return nil, nil, err
 		}
-		bad = setAside
 		insert, del := upsertOneSQL(t, sink.Upsert.Key)
 		for _, op := range ops {
 			q := insert
@@ -256,30 +282,26 @@ func (w *Writer) childrenIsolated(ctx context.Context, b *stream.Batch, sink Sin
 				return w.replaceChildren(ctx, tx, op.rec, sink, op.del)
 			}})
 		}
-	} else {
-		rows, setAside, err := materialize(b.Records, sink.Mapper, w.cfg.MaxRecordBytes)
-		if err != nil {
-			return outcome{}, err
-		}
-		bad = setAside
-		params := make([]string, len(t.Columns))
-		for i := range params {
-			params[i] = fmt.Sprintf("$%d", i+1)
-		}
-		insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t.QualifiedName(), schema.QuoteIdentList(t.ColumnNames()), strings.Join(params, ", "))
-		for _, row := range rows {
-			items = append(items, oneOp{rec: row.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
-				if _, err := tx.Exec(ctx, insert, row.values...); err != nil {
-					return err
-				}
-				return w.replaceChildren(ctx, tx, row.rec, sink, false)
-			}})
-		}
+		return items, bad, nil
 	}
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
-	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		return w.applyEach(ctx, tx, b, items, bad, "write "+t.QualifiedName()+" and its children")
-	})
+	rows, bad, err := materialize(records, sink.Mapper, w.cfg.MaxRecordBytes)
+	if err != nil {
+		return nil, nil, err
+	}
+	params := make([]string, len(t.Columns))
+	for i := range params {
+		params[i] = fmt.Sprintf("$%d", i+1)
+	}
+	insert := fmt.Sprintf("INSERT INTO %s (%s) VALUES (%s)", t.QualifiedName(), schema.QuoteIdentList(t.ColumnNames()), strings.Join(params, ", "))
+	for _, row := range rows {
+		items = append(items, oneOp{rec: row.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, insert, row.values...); err != nil {
+				return err
+			}
+			return w.replaceChildren(ctx, tx, row.rec, sink, false)
+		}})
+	}
+	return items, bad, nil
 }
 
 // replaceChildren writes r's children in tx: in upsert mode it deletes

@@ -338,19 +338,7 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 		return outcome{}, err
 	}
 	t := sink.Table
-	insert, del := upsertOneSQL(t, sink.Upsert.Key)
-
-	items := make([]oneOp, len(ops))
-	for i, op := range ops {
-		q := insert
-		if op.del {
-			q = del
-		}
-		items[i] = oneOp{rec: op.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, q, op.values...)
-			return err
-		}}
-	}
+	items := upsertOneByOne(sink, ops)
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		return w.applyEach(ctx, tx, b, items, bad, "upsert into "+t.QualifiedName())

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/sinks"
@@ -233,6 +234,44 @@ func TestAChildRowPostgresRefusesMakesItsOrderADeadLetter(t *testing.T) {
 			}
 			if got := queryString(t, pool, `SELECT string_agg(kafka_offset || '=' || error_kind, ' ') FROM kafka2pg.dead_letters`); got != "1=check_violation" {
 				t.Errorf("dead letters: %s", got)
+			}
+		})
+	}
+}
+
+// A dead letter of an order replays with its children, once the cause is
+// fixed, and one whose item is still bad stays, writing nothing.
+func TestAReplayedOrderLandsWithItsChildren(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct{ name, config string }{
+		{"upsert", ordersUpsert},
+		{"append", ordersAppend},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			w, pool, e := childWriter(t, tc.config)
+			if _, err := pool.Exec(t.Context(), `ALTER TABLE order_items ADD CONSTRAINT small CHECK (qty < 50)`); err != nil {
+				t.Fatal(err)
+			}
+			wrong := `{"id":3,"customer":"c3","items":[{"sku":"3-0","qty":"many"}]}`
+			if err := w.Write(t.Context(), orderBatch(e, 0, order(1, 1, 0), order(2, 2, 49), wrong)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := pool.Exec(t.Context(), `ALTER TABLE order_items DROP CONSTRAINT small`); err != nil {
+				t.Fatal(err)
+			}
+			rep, err := w.Replay(t.Context(), deadletters.Filter{Group: "g"}, ingest.ReplayOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if rep.Replayed != 1 || rep.StillBad != 1 {
+				t.Errorf("replay: %+v, want 1 replayed (order 2) and 1 still bad (order 3)", rep)
+			}
+			if got := queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "1,2" {
+				t.Errorf("orders after the replay: %s, want 1,2", got)
+			}
+			if got := queryString(t, pool, `SELECT string_agg(sku || 'x' || qty, ',' ORDER BY sku) FROM order_items`); got != "1-0x0,2-0x49,2-1x50" {
+				t.Errorf("children after the replay: %s", got)
 			}
 		})
 	}
