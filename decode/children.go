@@ -41,11 +41,21 @@ type ChildSpec struct {
 	// (upsert mode, where a record delivered again replaces its
 	// children).
 	Key bool
-	// Envelope says the value is a Debezium (or Kafka Connect) change
-	// event: Path is relative to its after image (payload.after, or after
-	// in an event without schema).
+	// Envelope says the value is a Debezium change event: Path is
+	// relative to its after image (payload.after, or after in an event
+	// without schema).
 	Envelope bool
+	// UnavailableValue is the string that stands for a value the source
+	// left out of the event (Debezium's unavailable.value.placeholder, for
+	// an unchanged TOASTed column): an array of that value makes Rows
+	// return ErrChildrenUnavailable. "" means none.
+	UnavailableValue string
 }
+
+// ErrChildrenUnavailable is Rows' error for a record whose array the
+// source left out (ChildSpec.UnavailableValue): its children are as they
+// were, and the caller keeps them.
+var ErrChildrenUnavailable = errors.New("the array is unavailable: the source left it out of the event")
 
 // ChildMapper builds the child rows of records (ChildSpec). It is
 // immutable and safe for concurrent use; build it with NewChildMapper.
@@ -113,6 +123,15 @@ func NewChildMapper(spec ChildSpec) (*ChildMapper, error) {
 	}
 	m.table = t
 	return m, nil
+}
+
+// WithParent is m with the parent's columns parent, its primary key
+// theirs and the index: for a parent whose key is known only once its
+// events have told it (format debezium).
+func (m *ChildMapper) WithParent(parent []schema.Column) (*ChildMapper, error) {
+	spec := m.spec
+	spec.Parent, spec.Key = parent, true
+	return NewChildMapper(spec)
 }
 
 // Table is the child table: the parent's columns, the index column, the
@@ -215,6 +234,9 @@ func (m *ChildMapper) elements(r *stream.Record) ([]json.RawMessage, error) {
 		var s string
 		if err := json.Unmarshal(doc, &s); err != nil {
 			return nil, m.bad(r, "", KindInvalidJSON, fmt.Sprintf("path %s: %v", m.path.text, err))
+		}
+		if m.spec.UnavailableValue != "" && s == m.spec.UnavailableValue {
+			return nil, ErrChildrenUnavailable
 		}
 		doc = json.RawMessage(s)
 	}

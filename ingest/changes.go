@@ -74,6 +74,11 @@ func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChang
 // changesAttempt writes a change sink's batch one way: the fast path,
 // unless the attempt or the batch asks for change by change.
 func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
+	// The children are bound once the table is known (changeTable).
+	b, err := checkChildren(b, sink)
+	if err != nil {
+		return outcome{}, err
+	}
 	changes, bad, err := w.decodeChanges(b.Records, sink)
 	if err != nil {
 		return outcome{}, err
@@ -202,7 +207,12 @@ func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink
 	ops := make([]oneOp, len(changes))
 	for i := range changes {
 		c := &changes[i]
-		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error { return stmts.apply(ctx, tx, &c.ch) }}
+		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
+			if err := stmts.apply(ctx, tx, &c.ch); err != nil {
+				return err
+			}
+			return applyChildOps(ctx, tx, sink, changeChildOps(c.rec, &c.ch))
+		}}
 	}
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {

@@ -2,11 +2,13 @@ package ingest
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -39,6 +41,30 @@ type Child struct {
 	Table schema.Table
 	// Mapper builds a record's child rows.
 	Mapper ChildMapper
+	// Bind, on a sink of change events (Changes), whose table and key
+	// the events tell, builds the child of the parent's table once it is
+	// known: Table and Mapper are zero until then. The writer binds the
+	// children when the parent's table is created or changes.
+	Bind func(parent schema.Table) (Child, error)
+}
+
+// bindChildren is children bound to the parent's table t (Child.Bind);
+// children without Bind as they are.
+func bindChildren(children []Child, t schema.Table) ([]Child, error) {
+	out := make([]Child, len(children))
+	for i, c := range children {
+		out[i] = c
+		if c.Bind == nil {
+			continue
+		}
+		bound, err := c.Bind(t)
+		if err != nil {
+			return nil, err
+		}
+		bound.Bind = c.Bind
+		out[i] = bound
+	}
+	return out, nil
 }
 
 // ChildMapper builds the rows of a child table from a record
@@ -65,6 +91,59 @@ func parentValues(r *stream.Record, sink Sink) ([]any, error) {
 func isDelete(r *stream.Record, sink Sink) bool {
 	return sink.Upsert != nil && sink.Upsert.DeleteOnTombstone && sink.Mapper.(KeyMapper).IsTombstone(r)
 }
+
+// childOp is what a record does to the children of a key.
+type childOp struct {
+	rec *stream.Record
+	// parent are the values the children's rows start with: the key, or
+	// the record's coordinates in append mode.
+	parent []any
+	// del deletes the key's children and writes none; truncate empties
+	// the child tables.
+	del, truncate bool
+}
+
+// childOpsOf are r's operations on children, in order. A change event
+// has none (a message, a tombstone), one, or two (an update that changed
+// its key deletes the children of the old key). An error is the
+// record's mapping's, which the write path meets too.
+func childOpsOf(r *stream.Record, sink Sink) ([]childOp, error) {
+	if sink.Changes == nil {
+		parent, err := parentValues(r, sink)
+		if err != nil {
+			return nil, err
+		}
+		return []childOp{{rec: r, parent: parent, del: isDelete(r, sink)}}, nil
+	}
+	var ch stream.Change
+	if err := sink.Changes.Decode(r, &ch); err != nil {
+		return nil, err
+	}
+	return changeChildOps(r, &ch), nil
+}
+
+// changeChildOps are the operations on children of the change ch of r.
+// The key's values go to pgx as queries' arguments and COPY rows
+// (pgcopy.PgxValues).
+func changeChildOps(r *stream.Record, ch *stream.Change) []childOp {
+	switch ch.Op {
+	case stream.OpTruncate:
+		return []childOp{{rec: r, truncate: true}}
+	case stream.OpDelete:
+		return []childOp{{rec: r, parent: pgcopy.PgxValues(ch.Key), del: true}}
+	case stream.OpUpsert:
+		var ops []childOp
+		if ch.OldKey != nil {
+			ops = append(ops, childOp{rec: r, parent: pgcopy.PgxValues(ch.OldKey), del: true})
+		}
+		return append(ops, childOp{rec: r, parent: pgcopy.PgxValues(ch.Key)})
+	}
+	return nil
+}
+
+// keyed reports whether a sink's children belong to a key (upsert and
+// change sinks), which a later record replaces, rather than to a record.
+func keyed(sink Sink) bool { return sink.Upsert != nil || sink.Changes != nil }
 
 // checkChildren is b with the records whose children do not fit marked
 // unreadable with the reason, so that every path sets them aside whole;
@@ -97,18 +176,28 @@ func checkChildren(b *stream.Batch, sink Sink) (*stream.Batch, error) {
 
 // childrenError is why r's children do not fit (an error wrapping
 // decode.ErrBadRecord), nil when they do or when r has none to check: it
-// is unreadable already, a delete, or its parent values cannot be read,
-// which the parent's mapping refuses. err is not about the record.
+// is unreadable already, it writes no children, or its mapping fails,
+// which the write path meets and handles. err is not about the record.
 func childrenError(r *stream.Record, sink Sink) (reason, err error) {
-	if r.Unreadable != nil || isDelete(r, sink) {
+	if r.Unreadable != nil {
 		return nil, nil
 	}
-	parent, perr := parentValues(r, sink)
-	if perr != nil {
+	ops, oerr := childOpsOf(r, sink)
+	if oerr != nil {
 		return nil, nil
 	}
-	for _, c := range sink.Children {
-		if _, err := c.Mapper.Rows(r, parent); err != nil {
+	for _, op := range ops {
+		if op.del || op.truncate {
+			continue
+		}
+		for _, c := range sink.Children {
+			if c.Mapper == nil {
+				continue // not bound yet: no table, so no change to check
+			}
+			_, err := c.Mapper.Rows(r, op.parent)
+			if err == nil || errors.Is(err, decode.ErrChildrenUnavailable) {
+				continue
+			}
 			bad, err := classify(r, err)
 			if err != nil {
 				return nil, err
@@ -127,60 +216,93 @@ func (w *Writer) writeChildren(ctx context.Context, tx pgx.Tx, b *stream.Batch, 
 	for _, x := range bad {
 		skip[x.rec.Offset] = true
 	}
-	type written struct {
-		rec    *stream.Record
-		parent []any
-		del    bool
-	}
-	var recs []written
-	last := map[string]int{} // upsert: the last record of each key, by its index in recs
+	var ops []childOp
 	for i := range b.Records {
 		r := &b.Records[i]
 		if skip[r.Offset] || r.Unreadable != nil {
 			continue
 		}
-		parent, err := parentValues(r, sink)
+		more, err := childOpsOf(r, sink)
 		if err != nil {
-			return 0, fmt.Errorf("children of %s/%d@%d: parent key: %w", r.Topic, r.Partition, r.Offset, err)
+			return 0, fmt.Errorf("children of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
-		recs = append(recs, written{rec: r, parent: parent, del: isDelete(r, sink)})
-		if sink.Upsert != nil {
-			last[keyString(parent)] = len(recs) - 1
-		}
+		ops = append(ops, more...)
 	}
 	for _, c := range sink.Children {
-		var rows [][]any
-		var keys [][]any
-		for i, x := range recs {
-			if sink.Upsert != nil {
-				if last[keyString(x.parent)] != i {
-					continue // a later record of the key replaces it
-				}
-				keys = append(keys, x.parent)
-			}
-			if x.del {
-				continue
-			}
-			cr, err := c.Mapper.Rows(x.rec, x.parent)
-			if err != nil {
-				return 0, fmt.Errorf("children of %s/%d@%d: %w", x.rec.Topic, x.rec.Partition, x.rec.Offset, err)
-			}
-			rows = append(rows, cr...)
+		if c.Mapper == nil {
+			continue // not bound yet: the parent's table does not exist either
 		}
-		if sink.Upsert != nil {
-			if err := deleteChildren(ctx, tx, c.Table, len(sink.Upsert.Key), keys); err != nil {
-				return 0, err
-			}
+		if redo, err := writeChildTable(ctx, tx, c, ops, keyed(sink)); err != nil || redo != 0 {
+			return redo, err
 		}
-		if len(rows) == 0 {
+	}
+	return 0, nil
+}
+
+// writeChildTable writes the child table of c for ops, in order: with
+// keyed, the children of each key's last operation replace the key's, in
+// one DELETE of the keys and one COPY; without, every operation's
+// children are copied. A truncate empties the table and voids the
+// operations before it. An operation whose array the source left out
+// (decode.ErrChildrenUnavailable) leaves the key's children as they are.
+func writeChildTable(ctx context.Context, tx pgx.Tx, c Child, ops []childOp, keyed bool) (attempt, error) {
+	type keyRows struct {
+		key  []any
+		rows [][]any
+	}
+	truncate := false
+	var order []string
+	last := map[string]keyRows{}
+	var rows [][]any
+	for _, op := range ops {
+		if op.truncate {
+			truncate, order, last, rows = true, nil, map[string]keyRows{}, nil
 			continue
 		}
-		if _, err := pgcopy.CopyFrom(ctx, tx, c.Table.Ident(), c.Table.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
-			if rowError(err) {
-				return attemptIsolated, nil
+		var cr [][]any
+		if !op.del {
+			var err error
+			cr, err = c.Mapper.Rows(op.rec, op.parent)
+			if errors.Is(err, decode.ErrChildrenUnavailable) {
+				continue
 			}
-			return 0, fmt.Errorf("copy into %s: %w", c.Table.QualifiedName(), err)
+			if err != nil {
+				return 0, fmt.Errorf("children of %s/%d@%d: %w", op.rec.Topic, op.rec.Partition, op.rec.Offset, err)
+			}
 		}
+		if !keyed {
+			rows = append(rows, cr...)
+			continue
+		}
+		k := keyString(op.parent)
+		if _, seen := last[k]; !seen {
+			order = append(order, k)
+		}
+		last[k] = keyRows{key: op.parent, rows: cr}
+	}
+	if truncate {
+		if _, err := tx.Exec(ctx, truncateSQL(c.Table)); err != nil {
+			return 0, fmt.Errorf("truncate %s: %w", c.Table.QualifiedName(), err)
+		}
+	}
+	if len(order) > 0 {
+		keys := make([][]any, len(order))
+		for i, k := range order {
+			keys[i] = last[k].key
+			rows = append(rows, last[k].rows...)
+		}
+		if err := deleteChildren(ctx, tx, c.Table, len(keys[0]), keys); err != nil {
+			return 0, err
+		}
+	}
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	if _, err := pgcopy.CopyFrom(ctx, tx, c.Table.Ident(), c.Table.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
+		if rowError(err) {
+			return attemptIsolated, nil
+		}
+		return 0, fmt.Errorf("copy into %s: %w", c.Table.QualifiedName(), err)
 	}
 	return 0, nil
 }
@@ -279,7 +401,7 @@ func (w *Writer) childrenOps(records []stream.Record, sink Sink) ([]oneOp, []bad
 				if _, err := tx.Exec(ctx, q, op.values...); err != nil {
 					return err
 				}
-				return w.replaceChildren(ctx, tx, op.rec, sink, op.del)
+				return replaceChildren(ctx, tx, op.rec, sink)
 			}})
 		}
 		return items, bad, nil
@@ -298,38 +420,60 @@ func (w *Writer) childrenOps(records []stream.Record, sink Sink) ([]oneOp, []bad
 			if _, err := tx.Exec(ctx, insert, row.values...); err != nil {
 				return err
 			}
-			return w.replaceChildren(ctx, tx, row.rec, sink, false)
+			return replaceChildren(ctx, tx, row.rec, sink)
 		}})
 	}
 	return items, bad, nil
 }
 
-// replaceChildren writes r's children in tx: in upsert mode it deletes
-// its key's children first; with del, it writes none.
-func (w *Writer) replaceChildren(ctx context.Context, tx pgx.Tx, r *stream.Record, sink Sink, del bool) error {
-	parent, err := parentValues(r, sink)
-	if err != nil {
-		return err
-	}
-	for _, c := range sink.Children {
-		if sink.Upsert != nil {
-			if err := deleteChildren(ctx, tx, c.Table, len(parent), [][]any{parent}); err != nil {
+// applyChildOps applies ops, one record's operations on children, in
+// tx: a truncate empties the child tables; any other replaces the key's
+// children (keyed) or adds the record's.
+func applyChildOps(ctx context.Context, tx pgx.Tx, sink Sink, ops []childOp) error {
+	for _, op := range ops {
+		for _, c := range sink.Children {
+			if c.Mapper == nil {
+				continue // not bound yet: the parent's table does not exist either
+			}
+			if op.truncate {
+				if _, err := tx.Exec(ctx, truncateSQL(c.Table)); err != nil {
+					return err
+				}
+				continue
+			}
+			var rows [][]any
+			if !op.del {
+				var err error
+				rows, err = c.Mapper.Rows(op.rec, op.parent)
+				if errors.Is(err, decode.ErrChildrenUnavailable) {
+					continue // the children stay as they are
+				}
+				if err != nil {
+					return err
+				}
+			}
+			if keyed(sink) {
+				q, args := deleteChildrenSQL(c.Table, len(op.parent), [][]any{op.parent})
+				if _, err := tx.Exec(ctx, q, args...); err != nil {
+					return err
+				}
+			}
+			if len(rows) == 0 {
+				continue
+			}
+			if _, err := pgcopy.CopyFrom(ctx, tx, c.Table.Ident(), c.Table.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
 				return err
 			}
 		}
-		if del {
-			continue
-		}
-		rows, err := c.Mapper.Rows(r, parent)
-		if err != nil {
-			return err
-		}
-		if len(rows) == 0 {
-			continue
-		}
-		if _, err := pgcopy.CopyFrom(ctx, tx, c.Table.Ident(), c.Table.ColumnNames(), pgx.CopyFromRows(rows)); err != nil {
-			return err
-		}
 	}
 	return nil
+}
+
+// replaceChildren writes r's children in tx (applyChildOps).
+func replaceChildren(ctx context.Context, tx pgx.Tx, r *stream.Record, sink Sink) error {
+	ops, err := childOpsOf(r, sink)
+	if err != nil {
+		return err
+	}
+	return applyChildOps(ctx, tx, sink, ops)
 }

@@ -82,6 +82,9 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 		return ran, err
 	}
 	for _, c := range sink.Children {
+		if c.Table.Name == "" {
+			continue // not bound yet (Child.Bind)
+		}
 		n, err := w.ensureTable(ctx, topic, Sink{Table: c.Table, NoCreate: sink.NoCreate, Evolve: sink.Evolve}, create)
 		ran += n
 		if err != nil {
@@ -127,6 +130,10 @@ func sameColumns(a, b schema.Table) bool {
 func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t schema.Table) (Sink, error) {
 	next := sink
 	next.Table, next.Evolve = t, true
+	var err error
+	if next.Children, err = bindChildren(sink.Children, t); err != nil {
+		return Sink{}, fmt.Errorf("children of table %s: %w", t.QualifiedName(), err)
+	}
 	w.mu.Lock()
 	if cur, ok := w.changed[topic]; ok && sameColumns(cur.Table, t) && slices.Equal(cur.Table.PrimaryKey, t.PrimaryKey) {
 		w.mu.Unlock()

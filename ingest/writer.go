@@ -58,7 +58,7 @@ type Sink struct {
 	// Children map an array of each record to rows of child tables,
 	// written in the batch's transaction with the record's row (see
 	// children.go). A record whose children do not fit is a bad record
-	// whole. Not with Changes. Optional.
+	// whole. With Changes, each child has Bind. Optional.
 	Children []Child
 }
 
@@ -347,8 +347,10 @@ func orDefault[T comparable](p *T, def T) {
 
 func validateSink(topic string, sink Sink) error {
 	if sink.Changes != nil {
-		if len(sink.Children) > 0 {
-			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Children", topic)
+		for _, c := range sink.Children {
+			if c.Bind == nil {
+				return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): its children need Bind, as their table follows the events' key", topic)
+			}
 		}
 		if sink.Mapper != nil || sink.Upsert != nil {
 			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Mapper and no Upsert", topic)

@@ -261,10 +261,18 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 		return ingest.Sink{}, keyErr("table", err)
 	}
 	if changeFormat(sc.Format) {
-		if err := noChildren(sc, "format "+sc.Format+" maps change events, whose after image children do not read yet"); err != nil {
+		if sc.Format != formatDebezium {
+			if err := noChildren(sc, "format "+sc.Format+" has no after image to read them from"); err != nil {
+				return ingest.Sink{}, err
+			}
+		}
+		children, err := changeChildren(sc, schemaName, table, re, groups)
+		if err != nil {
 			return ingest.Sink{}, err
 		}
-		return b.changeSink(sc, schemaName, table)
+		sink, err := b.changeSink(sc, schemaName, table)
+		sink.Children = children
+		return sink, err
 	}
 	if sc.ValueFormat != "" || sc.Source != (cdc.SourceColumns{}) || sc.UnavailableValue != "" {
 		return ingest.Sink{}, fmt.Errorf("value_format, source and unavailable_value are for format debezium (and unavailable_value for connect_json), not %q: remove them, or set the format", sc.Format)

@@ -73,13 +73,7 @@ func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, g
 	upsert := len(key) > 0
 	var cols []schema.Column
 	if upsert {
-		for _, k := range key {
-			for _, c := range parent.Columns {
-				if c.Name == k {
-					cols = append(cols, schema.Column{Name: c.Name, Type: c.Type, NotNull: true})
-				}
-			}
-		}
+		cols = keyColumns(parent, key)
 	} else {
 		md := sc.Metadata
 		if md.Topic == "" || md.Partition == "" || md.Offset == "" {
@@ -88,6 +82,60 @@ func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, g
 		cols = []schema.Column{{Name: md.Topic, Type: "text", NotNull: true},
 			{Name: md.Partition, Type: "integer", NotNull: true}, {Name: md.Offset, Type: "bigint", NotNull: true}}
 	}
+	return buildChildren(sc, parent, cols, upsert, re, groups, func(cm *decode.ChildMapper) ingest.Child {
+		return ingest.Child{Table: cm.Table(), Mapper: cm}
+	})
+}
+
+// keyColumns are the columns of t named key, in key's order, NOT NULL.
+func keyColumns(t schema.Table, key []string) []schema.Column {
+	var cols []schema.Column
+	for _, k := range key {
+		for _, c := range t.Columns {
+			if c.Name == k {
+				cols = append(cols, schema.Column{Name: c.Name, Type: c.Type, NotNull: true})
+			}
+		}
+	}
+	return cols
+}
+
+// debeziumUnavailable is Debezium's default
+// unavailable.value.placeholder: the value of an unchanged TOASTed
+// column it leaves out of an event.
+const debeziumUnavailable = "__debezium_unavailable_value"
+
+// changeChildren builds the children of the debezium sink sc, whose
+// table, schemaName.table, and key the events tell: each is checked now
+// against a stand-in key, and bound to the table's key when the writer
+// knows it (ingest.Child.Bind). The path is relative to the after image.
+func changeChildren(sc Sink, schemaName, table string, re *regexp.Regexp, groups []string) ([]ingest.Child, error) {
+	if len(sc.Children) == 0 {
+		return nil, nil
+	}
+	if sc.ValueFormat != "" && sc.ValueFormat != "json" {
+		return nil, &keyError{key: "children", line: sc.childrenLine, err: fmt.Errorf("children read the after image as JSON, and value_format %s is not: remove children, or use value_format json", sc.ValueFormat)}
+	}
+	standIn := []schema.Column{{Name: "kafka2pg parent key", Type: "text", NotNull: true}}
+	parent := schema.Table{Schema: schemaName, Name: table}
+	return buildChildren(sc, parent, standIn, true, re, groups, func(cm *decode.ChildMapper) ingest.Child {
+		return ingest.Child{Bind: func(t schema.Table) (ingest.Child, error) {
+			if len(t.PrimaryKey) == 0 {
+				return ingest.Child{}, fmt.Errorf("table %s has no primary key, which its children's rows start with: give the source table one, or set key in the sink", t.QualifiedName())
+			}
+			bound, err := cm.WithParent(keyColumns(t, t.PrimaryKey))
+			if err != nil {
+				return ingest.Child{}, err
+			}
+			return ingest.Child{Table: bound.Table(), Mapper: bound}, nil
+		}}
+	})
+}
+
+// buildChildren builds the child tables of sc, whose table is parent,
+// each row starting with the columns cols (keyed: the child table's
+// primary key is them and the index), each child made by child.
+func buildChildren(sc Sink, parent schema.Table, cols []schema.Column, keyed bool, re *regexp.Regexp, groups []string, child func(*decode.ChildMapper) ingest.Child) ([]ingest.Child, error) {
 	var out []ingest.Child
 	var errs []error
 	tables := map[string]bool{parent.QualifiedName(): true}
@@ -112,7 +160,10 @@ func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, g
 			}
 		}
 		spec := decode.ChildSpec{Path: c.Path, Schema: schemaName, Table: table, IndexColumn: c.IndexColumn,
-			Parent: cols, Key: upsert, Envelope: changeFormat(sc.Format)}
+			Parent: cols, Key: keyed, Envelope: sc.Format == formatDebezium}
+		if spec.Envelope {
+			spec.UnavailableValue = cmp.Or(sc.UnavailableValue, debeziumUnavailable)
+		}
 		if c.Path == "" {
 			errs = append(errs, at(".path", errors.New("path is missing: name the array of the value whose elements become the child rows")))
 			continue
@@ -134,7 +185,7 @@ func childSinks(sc Sink, parent schema.Table, key []string, re *regexp.Regexp, g
 			continue
 		}
 		tables[t.QualifiedName()] = true
-		out = append(out, ingest.Child{Table: t, Mapper: cm})
+		out = append(out, child(cm))
 	}
 	return out, errors.Join(errs...)
 }
@@ -145,5 +196,5 @@ func noChildren(sc Sink, why string) error {
 	if len(sc.Children) == 0 {
 		return nil
 	}
-	return &keyError{key: "children", line: sc.childrenLine, err: fmt.Errorf("children read the array of a typed JSON mapping, and %s: remove children, or use format json (or connect_json) with columns", cmp.Or(why, "this sink has none"))}
+	return &keyError{key: "children", line: sc.childrenLine, err: fmt.Errorf("children read an array of a typed JSON mapping or of a Debezium after image, and %s: remove children, or use format json with columns, or format debezium", cmp.Or(why, "this sink has none"))}
 }

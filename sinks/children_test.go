@@ -2,6 +2,7 @@ package sinks_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -301,8 +302,10 @@ func TestChildrenConfigErrorsNameTheField(t *testing.T) {
 			"sinks[0].children[0]", "item_index"},
 		{"a child table named like the parent", strings.Replace(ordersUpsert, "table: order_items", "table: orders", 1), "sinks[0].children[0].table", "written twice"},
 		{"an unknown key", strings.Replace(ordersUpsert, "index_column:", "index_col:", 1), "children[0].index_col", "unknown key"},
-		{"format debezium", "sinks:\n  - topic: orders\n    format: debezium\n    children:\n      - {path: items, table: order_items, columns: [{name: sku, type: text}]}\n",
-			"sinks[0].children", "format debezium"},
+		{"format connect_json", "sinks:\n  - topic: orders\n    format: connect_json\n    children:\n      - {path: items, table: order_items, columns: [{name: sku, type: text}]}\n",
+			"sinks[0].children", "format connect_json"},
+		{"format debezium with value_format avro", "sinks:\n  - topic: orders\n    format: debezium\n    value_format: avro\n    children:\n      - {path: items, table: order_items, columns: [{name: sku, type: text}]}\n",
+			"sinks[0].children", "value_format avro"},
 		{"a raw sink", "sinks:\n  - topic: orders\n    children:\n      - {path: items, table: order_items, columns: [{name: sku, type: text}]}\n",
 			"sinks[0].children", "no columns"},
 	} {
@@ -325,4 +328,120 @@ func fieldOf(fe *sinks.FieldError) string {
 		return "none"
 	}
 	return fe.Field
+}
+
+// Debezium change events of a source table orders(id int PRIMARY KEY,
+// items jsonb), as the JsonConverter writes them with schemas: the jsonb
+// column is a string holding the array (io.debezium.data.Json).
+const (
+	dbzKeySchema = `{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"}],"optional":false,"name":"shop.public.orders.Key"}`
+	dbzRow       = `{"type":"struct","fields":[{"type":"int32","optional":false,"field":"id"},{"type":"string","optional":true,"name":"io.debezium.data.Json","field":"items"}],"optional":true,"name":"shop.public.orders.Value","field":"%s"}`
+)
+
+// dbz is the record of a change event of order id: op c, u, d or t;
+// items the after image's array as JSON ("" for null), or the
+// placeholder of an unchanged TOASTed value.
+func dbz(op string, id int, items string) stream.Record {
+	schema := `{"type":"struct","fields":[` + fmt.Sprintf(dbzRow, "before") + `,` + fmt.Sprintf(dbzRow, "after") +
+		`,{"type":"string","optional":false,"field":"op"},{"type":"int64","optional":true,"field":"ts_ms"}],"optional":false,"name":"shop.public.orders.Envelope"}`
+	after := "null"
+	if op == "c" || op == "u" {
+		it := "null"
+		if items != "" {
+			q, _ := json.Marshal(items)
+			it = string(q)
+		}
+		after = fmt.Sprintf(`{"id":%d,"items":%s}`, id, it)
+	}
+	before := "null"
+	if op == "d" {
+		before = fmt.Sprintf(`{"id":%d,"items":null}`, id)
+	}
+	r := stream.Record{Topic: "orders", Value: fmt.Appendf(nil, `{"schema":%s,"payload":{"before":%s,"after":%s,"op":%q,"ts_ms":1}}`, schema, before, after, op)}
+	if op != "t" {
+		r.Key = fmt.Appendf(nil, `{"schema":%s,"payload":{"id":%d}}`, dbzKeySchema, id)
+	}
+	return r
+}
+
+func dbzBatch(epoch, first int64, records ...stream.Record) *stream.Batch {
+	b := orderBatch(epoch, first, make([]string, len(records))...)
+	for i := range records {
+		records[i].Offset = first + int64(i)
+		b.Records[i] = records[i]
+	}
+	return b
+}
+
+func TestADebeziumAfterImageWithAnArrayBecomesChildren(t *testing.T) {
+	t.Parallel()
+	w, pool, e := childWriter(t, `sinks:
+  - topic: orders
+    format: debezium
+    children:
+      - path: items
+        table: order_items
+        index_column: item_index
+        columns:
+          - {name: sku, type: text, not_null: true}
+          - {name: qty, type: integer}
+`)
+	item := func(sku string, qty int) string { return fmt.Sprintf(`{"sku":%q,"qty":%d}`, sku, qty) }
+	if err := w.Write(t.Context(), dbzBatch(e, 0,
+		dbz("c", 1, "["+item("a", 1)+","+item("b", 2)+"]"),
+		dbz("c", 2, "["+item("c", 3)+"]"),
+		dbz("u", 1, "["+item("d", 4)+"]"),           // replaces 1's
+		dbz("d", 2, ""),                             // takes 2's
+		dbz("c", 3, "["+item("e", 5)+"]"),           //
+		dbz("u", 3, "__debezium_unavailable_value"), // unchanged TOASTed items: 3's stay
+		dbz("c", 4, `[{"sku":"f","qty":"many"}]`),   // a bad item: a dead letter, no order 4
+		dbz("c", 5, ""),                             // no items
+	)); err != nil {
+		t.Fatal(err)
+	}
+	if got := childrenOf(t, pool, "id"); got != "1:dx4;3:ex5" {
+		t.Errorf("children after the first batch: %s", got)
+	}
+	if got := queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "1,3,5" {
+		t.Errorf("orders: %s, want 1,3,5", got)
+	}
+	if got := queryString(t, pool, `SELECT string_agg(kafka_offset || '=' || error_kind, ' ') FROM kafka2pg.dead_letters`); got != "6=type_mismatch" {
+		t.Errorf("dead letters: %s", got)
+	}
+
+	// A truncate empties the children with the table; a child row
+	// Postgres refuses makes its change a dead letter, through the
+	// change-by-change path.
+	if _, err := pool.Exec(t.Context(), `ALTER TABLE order_items ADD CHECK (qty < 50)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Write(t.Context(), dbzBatch(e, 8,
+		dbz("t", 0, ""),
+		dbz("c", 6, "["+item("g", 6)+"]"),
+		dbz("c", 7, "["+item("h", 70)+"]"),
+		dbz("u", 6, "["+item("i", 7)+","+item("j", 8)+"]"),
+	)); err != nil {
+		t.Fatal(err)
+	}
+	if got := childrenOf(t, pool, "id"); got != "6:ix7,jx8" {
+		t.Errorf("children after the truncate: %s", got)
+	}
+	if got := queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "6" {
+		t.Errorf("orders after the truncate: %s, want 6", got)
+	}
+	if got := queryString(t, pool, `SELECT string_agg(kafka_offset || '=' || error_kind, ' ' ORDER BY kafka_offset) FROM kafka2pg.dead_letters`); got != "6=type_mismatch 10=check_violation" {
+		t.Errorf("dead letters: %s", got)
+	}
+	// The same on the fast path, which no refused row sends elsewhere.
+	if err := w.Write(t.Context(), dbzBatch(e, 12,
+		dbz("c", 8, "["+item("k", 9)+"]"),
+		dbz("t", 0, ""),
+		dbz("c", 9, "["+item("l", 10)+"]"),
+		dbz("u", 9, "["+item("m", 11)+"]"),
+	)); err != nil {
+		t.Fatal(err)
+	}
+	if got := childrenOf(t, pool, "id") + " " + queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "9:mx11 9" {
+		t.Errorf("children and orders after a truncate on the fast path: %s", got)
+	}
 }
