@@ -122,6 +122,20 @@ func childOpsOf(r *stream.Record, sink Sink) ([]childOp, error) {
 	return changeChildOps(r, &ch), nil
 }
 
+// rows are the rows of c that op writes: none for a delete; keep says
+// the source left the array out (decode.ErrChildrenUnavailable), so the
+// key's children stay as they are.
+func (op childOp) rows(c Child) (rows [][]any, keep bool, err error) {
+	if op.del {
+		return nil, false, nil
+	}
+	rows, err = c.Mapper.Rows(op.rec, op.parent)
+	if errors.Is(err, decode.ErrChildrenUnavailable) {
+		return nil, true, nil
+	}
+	return rows, false, err
+}
+
 // changeChildOps are the operations on children of the change ch of r.
 // The key's values go to pgx as queries' arguments and COPY rows
 // (pgcopy.PgxValues).
@@ -259,16 +273,12 @@ func writeChildTable(ctx context.Context, tx pgx.Tx, c Child, ops []childOp, key
 			truncate, order, last, rows = true, nil, map[string]keyRows{}, nil
 			continue
 		}
-		var cr [][]any
-		if !op.del {
-			var err error
-			cr, err = c.Mapper.Rows(op.rec, op.parent)
-			if errors.Is(err, decode.ErrChildrenUnavailable) {
-				continue
-			}
-			if err != nil {
-				return 0, fmt.Errorf("children of %s/%d@%d: %w", op.rec.Topic, op.rec.Partition, op.rec.Offset, err)
-			}
+		cr, keep, err := op.rows(c)
+		if err != nil {
+			return 0, fmt.Errorf("children of %s/%d@%d: %w", op.rec.Topic, op.rec.Partition, op.rec.Offset, err)
+		}
+		if keep {
+			continue
 		}
 		if !keyed {
 			rows = append(rows, cr...)
@@ -441,16 +451,12 @@ func applyChildOps(ctx context.Context, tx pgx.Tx, sink Sink, ops []childOp) err
 				}
 				continue
 			}
-			var rows [][]any
-			if !op.del {
-				var err error
-				rows, err = c.Mapper.Rows(op.rec, op.parent)
-				if errors.Is(err, decode.ErrChildrenUnavailable) {
-					continue // the children stay as they are
-				}
-				if err != nil {
-					return err
-				}
+			rows, keep, err := op.rows(c)
+			if err != nil {
+				return err
+			}
+			if keep {
+				continue // the children stay as they are
 			}
 			if keyed(sink) {
 				q, args := deleteChildrenSQL(c.Table, len(op.parent), [][]any{op.parent})

@@ -88,23 +88,7 @@ func TestChildrenUnderACrashLoopAreEachOrdersItemsExactlyOnce(t *testing.T) {
 	prod := s.startOrderProducer(t, keys, 20, 30*time.Millisecond, 4_000)
 
 	loopStart := time.Now()
-	for i := range kills {
-		before := totalDurable(s.durableOffsets(t))
-		b := startBridge(t, fmt.Sprintf("children-crash-%d", i), s.configArgs(config, flags...)...)
-		pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
-			requireRunning(t, b)
-			now := totalDurable(s.durableOffsets(t))
-			caughtUp := prod.finished() && now == prod.count.Load()
-			return b.joined() && (now > before || caughtUp), fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
-		})
-		time.Sleep(randomDuration(10*time.Millisecond, 300*time.Millisecond)) // the chaos schedule
-		requireRunning(t, b)
-		if !b.kill(t) {
-			t.Fatalf("bridge %s: ended on its own (%s) before it could be killed", b.name, b.status())
-		}
-		t.Logf("killed %s %v after start: sum of next_offset %d -> %d, %d produced so far",
-			b.name, time.Since(b.started).Round(time.Millisecond), before, totalDurable(s.durableOffsets(t)), prod.count.Load())
-	}
+	s.crashLoop(t, "children-crash", kills, prod, s.configArgs(config, flags...))
 	ops := prod.stopAndCheck(t)
 	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
 	final := startBridge(t, "children-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)

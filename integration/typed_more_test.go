@@ -120,6 +120,47 @@ func (p *accountProducer) finished() bool {
 	}
 }
 
+// crashLoop starts kills bridges one after the other, named name-N, each
+// run with args, while prod produces, and SIGKILLs each: every third
+// while it claims or starts fetching, the others 10-300ms after they
+// committed a batch (or, once prod has finished and they caught up, on an
+// idle bridge).
+func (s *scenario) crashLoop(t testing.TB, name string, kills int, prod *accountProducer, args []string) {
+	t.Helper()
+	for i := range kills {
+		before := totalDurable(s.durableOffsets(t))
+		b := startBridge(t, fmt.Sprintf("%s-%d", name, i), args...)
+		if i%3 == 2 {
+			// Die while claiming or starting to fetch. On kfake only after
+			// joining: see TestCrashLoopKeepsExactlyOnce.
+			if s.kafka.Fake() {
+				if !b.waitLog("partitions assigned", 45*time.Second) {
+					t.Fatalf("bridge %s never joined the group (%s)", b.name, b.status())
+				}
+				time.Sleep(randomDuration(0, 300*time.Millisecond)) // the chaos schedule
+			} else {
+				time.Sleep(randomDuration(100*time.Millisecond, 900*time.Millisecond))
+			}
+		} else {
+			pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
+				requireRunning(t, b)
+				now := totalDurable(s.durableOffsets(t))
+				// A finished producer leaves nothing to catch up on: then
+				// the kill lands on an idle bridge.
+				caughtUp := prod.finished() && now == prod.count.Load()
+				return b.joined() && (now > before || caughtUp), fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
+			})
+			time.Sleep(randomDuration(10*time.Millisecond, 300*time.Millisecond)) // the chaos schedule
+		}
+		requireRunning(t, b)
+		if !b.kill(t) {
+			t.Fatalf("bridge %s: ended on its own (%s) before it could be killed", b.name, b.status())
+		}
+		t.Logf("killed %s %v after start: sum of next_offset %d -> %d, %d produced so far",
+			b.name, time.Since(b.started).Round(time.Millisecond), before, totalDurable(s.durableOffsets(t)), prod.count.Load())
+	}
+}
+
 // foldAccounts computes the table an upsert sink must end with: the stream
 // applied partition by partition in offset order, each key keeping its last
 // upsert unless a later tombstone deleted it. It fails the test when the
@@ -179,38 +220,7 @@ func TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream(t *testing.T) {
 	prod := s.startAccountProducer(t, keys, 25, 30*time.Millisecond, 60_000)
 
 	loopStart := time.Now()
-	for i := range kills {
-		before := totalDurable(s.durableOffsets(t))
-		b := startBridge(t, fmt.Sprintf("upsert-crash-%d", i), s.configArgs(config, flags...)...)
-		if i%3 == 2 {
-			// Die while claiming or starting to fetch. On kfake only after
-			// joining: see TestCrashLoopKeepsExactlyOnce.
-			if s.kafka.Fake() {
-				if !b.waitLog("partitions assigned", 45*time.Second) {
-					t.Fatalf("bridge %s never joined the group (%s)", b.name, b.status())
-				}
-				time.Sleep(randomDuration(0, 300*time.Millisecond)) // the chaos schedule
-			} else {
-				time.Sleep(randomDuration(100*time.Millisecond, 900*time.Millisecond))
-			}
-		} else {
-			pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
-				requireRunning(t, b)
-				now := totalDurable(s.durableOffsets(t))
-				// A finished producer leaves nothing to catch up on: then
-				// the kill lands on an idle bridge.
-				caughtUp := prod.finished() && now == prod.count.Load()
-				return b.joined() && (now > before || caughtUp), fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
-			})
-			time.Sleep(randomDuration(10*time.Millisecond, 300*time.Millisecond)) // the chaos schedule
-		}
-		requireRunning(t, b)
-		if !b.kill(t) {
-			t.Fatalf("bridge %s: ended on its own (%s) before it could be killed", b.name, b.status())
-		}
-		t.Logf("killed %s %v after start: sum of next_offset %d -> %d, %d produced so far",
-			b.name, time.Since(b.started).Round(time.Millisecond), before, totalDurable(s.durableOffsets(t)), prod.count.Load())
-	}
+	s.crashLoop(t, "upsert-crash", kills, prod, s.configArgs(config, flags...))
 	ops := prod.stopAndCheck(t)
 	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
 	final := startBridge(t, "upsert-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)

@@ -399,15 +399,7 @@ func TestADebeziumAfterImageWithAnArrayBecomesChildren(t *testing.T) {
 	)); err != nil {
 		t.Fatal(err)
 	}
-	if got := childrenOf(t, pool, "id"); got != "1:dx4;3:ex5" {
-		t.Errorf("children after the first batch: %s", got)
-	}
-	if got := queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "1,3,5" {
-		t.Errorf("orders: %s, want 1,3,5", got)
-	}
-	if got := queryString(t, pool, `SELECT string_agg(kafka_offset || '=' || error_kind, ' ') FROM kafka2pg.dead_letters`); got != "6=type_mismatch" {
-		t.Errorf("dead letters: %s", got)
-	}
+	assertOrders(t, pool, "after the first batch", "1:dx4;3:ex5", "1,3,5", "6=type_mismatch")
 
 	// A truncate empties the children with the table; a child row
 	// Postgres refuses makes its change a dead letter, through the
@@ -423,15 +415,7 @@ func TestADebeziumAfterImageWithAnArrayBecomesChildren(t *testing.T) {
 	)); err != nil {
 		t.Fatal(err)
 	}
-	if got := childrenOf(t, pool, "id"); got != "6:ix7,jx8" {
-		t.Errorf("children after the truncate: %s", got)
-	}
-	if got := queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "6" {
-		t.Errorf("orders after the truncate: %s, want 6", got)
-	}
-	if got := queryString(t, pool, `SELECT string_agg(kafka_offset || '=' || error_kind, ' ' ORDER BY kafka_offset) FROM kafka2pg.dead_letters`); got != "6=type_mismatch 10=check_violation" {
-		t.Errorf("dead letters: %s", got)
-	}
+	assertOrders(t, pool, "after the truncate", "6:ix7,jx8", "6", "6=type_mismatch 10=check_violation")
 	// The same on the fast path, which no refused row sends elsewhere.
 	if err := w.Write(t.Context(), dbzBatch(e, 12,
 		dbz("c", 8, "["+item("k", 9)+"]"),
@@ -441,7 +425,17 @@ func TestADebeziumAfterImageWithAnArrayBecomesChildren(t *testing.T) {
 	)); err != nil {
 		t.Fatal(err)
 	}
-	if got := childrenOf(t, pool, "id") + " " + queryString(t, pool, `SELECT string_agg(id::text, ',' ORDER BY id) FROM orders`); got != "9:mx11 9" {
-		t.Errorf("children and orders after a truncate on the fast path: %s", got)
+	assertOrders(t, pool, "after a truncate on the fast path", "9:mx11", "9", "6=type_mismatch 10=check_violation")
+}
+
+// assertOrders compares the children of the orders (childrenOf), their
+// ids and the dead letters (offset=kind) with what they should be when.
+func assertOrders(t *testing.T, pool *pgxpool.Pool, when, children, ids, letters string) {
+	t.Helper()
+	got := [3]string{childrenOf(t, pool, "id"),
+		queryString(t, pool, `SELECT coalesce(string_agg(id::text, ',' ORDER BY id), '') FROM orders`),
+		queryString(t, pool, `SELECT coalesce(string_agg(kafka_offset || '=' || error_kind, ' ' ORDER BY kafka_offset), '') FROM kafka2pg.dead_letters`)}
+	if want := [3]string{children, ids, letters}; got != want {
+		t.Errorf("%s: children, orders and dead letters\n got %q\nwant %q", when, got, want)
 	}
 }
