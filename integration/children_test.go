@@ -87,19 +87,7 @@ func TestChildrenUnderACrashLoopAreEachOrdersItemsExactlyOnce(t *testing.T) {
 	flags := append([]string{"--batch-max-rows", "100", "--batch-max-wait", "20ms"}, fastGroupFlags...)
 	prod := s.startOrderProducer(t, keys, 20, 30*time.Millisecond, 4_000)
 
-	loopStart := time.Now()
-	s.crashLoop(t, "children-crash", kills, prod, s.configArgs(config, flags...))
-	ops := prod.stopAndCheck(t)
-	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
-	final := startBridge(t, "children-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)
-	final.requireExitZero(t, 2*time.Minute)
-
-	ends := s.kafka.EndOffsets(t, s.topic)
-	s.requireAllPartitionsHaveData(t, ends)
-	want, tombstones := foldAccounts(t, ops, ends)
-	if tombstones == 0 || len(want) == keys {
-		t.Fatalf("test setup: %d tombstones, %d of %d keys live at the end: the stream must delete keys", tombstones, len(want), keys)
-	}
+	ops, want, tombstones, ends := s.crashLoopFold(t, "children", kills, keys, prod, config, flags)
 	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
 
 	// The orders are the fold: each live id with the version of its last

@@ -120,16 +120,22 @@ func (p *accountProducer) finished() bool {
 	}
 }
 
-// crashLoop starts kills bridges one after the other, named name-N, each
-// run with args, while prod produces, and SIGKILLs each: every third
-// while it claims or starts fetching, the others 10-300ms after they
-// committed a batch (or, once prod has finished and they caught up, on an
-// idle bridge).
-func (s *scenario) crashLoop(t testing.TB, name string, kills int, prod *accountProducer, args []string) {
+// crashLoopFold starts kills bridges one after the other, named
+// name-crash-N, each run with the config file and flags, while prod
+// produces over keys ids, and SIGKILLs each: every third while it claims
+// or starts fetching, the others 10-300ms after they committed a batch
+// (or, once prod has finished and they caught up, on an idle bridge).
+// Then it stops prod, lets a last bridge catch up, and folds what prod
+// acknowledged (foldAccounts) up to the topic's end offsets, which the
+// stream must have deleted keys before.
+func (s *scenario) crashLoopFold(t testing.TB, name string, kills, keys int, prod *accountProducer, config string, flags []string) (
+	ops []accountOp, want map[int]accountOp, tombstones int, ends map[int32]int64) {
 	t.Helper()
+	loopStart := time.Now()
+	args := s.configArgs(config, flags...)
 	for i := range kills {
 		before := totalDurable(s.durableOffsets(t))
-		b := startBridge(t, fmt.Sprintf("%s-%d", name, i), args...)
+		b := startBridge(t, fmt.Sprintf("%s-crash-%d", name, i), args...)
 		if i%3 == 2 {
 			// Die while claiming or starting to fetch. On kfake only after
 			// joining: see TestCrashLoopKeepsExactlyOnce.
@@ -159,6 +165,18 @@ func (s *scenario) crashLoop(t testing.TB, name string, kills int, prod *account
 		t.Logf("killed %s %v after start: sum of next_offset %d -> %d, %d produced so far",
 			b.name, time.Since(b.started).Round(time.Millisecond), before, totalDurable(s.durableOffsets(t)), prod.count.Load())
 	}
+	ops = prod.stopAndCheck(t)
+	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
+	final := startBridge(t, name+"-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)
+	final.requireExitZero(t, 2*time.Minute)
+
+	ends = s.kafka.EndOffsets(t, s.topic)
+	s.requireAllPartitionsHaveData(t, ends)
+	want, tombstones = foldAccounts(t, ops, ends)
+	if tombstones == 0 || len(want) == keys {
+		t.Fatalf("test setup: %d tombstones, %d of %d keys live at the end: the stream must delete keys", tombstones, len(want), keys)
+	}
+	return ops, want, tombstones, ends
 }
 
 // foldAccounts computes the table an upsert sink must end with: the stream
@@ -219,19 +237,7 @@ func TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream(t *testing.T) {
 	flags := append([]string{"--batch-max-rows", "200", "--batch-max-wait", "20ms"}, fastGroupFlags...)
 	prod := s.startAccountProducer(t, keys, 25, 30*time.Millisecond, 60_000)
 
-	loopStart := time.Now()
-	s.crashLoop(t, "upsert-crash", kills, prod, s.configArgs(config, flags...))
-	ops := prod.stopAndCheck(t)
-	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
-	final := startBridge(t, "upsert-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)
-	final.requireExitZero(t, 2*time.Minute)
-
-	ends := s.kafka.EndOffsets(t, s.topic)
-	s.requireAllPartitionsHaveData(t, ends)
-	want, tombstones := foldAccounts(t, ops, ends)
-	if tombstones == 0 || len(want) == keys {
-		t.Fatalf("test setup: %d tombstones, %d of %d keys live at the end: the stream must delete keys", tombstones, len(want), keys)
-	}
+	ops, want, tombstones, ends := s.crashLoopFold(t, "upsert", kills, keys, prod, config, flags)
 	assertAccountsEqualFold(t, s, want)
 	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
 	t.Logf("%d records (%d tombstones) over %d keys fold to %d rows", len(ops), tombstones, keys, len(want))
