@@ -1,14 +1,10 @@
 package integration_test
 
 import (
-	"context"
 	"fmt"
-	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // maxItems bounds an order's items: order version v has v % (maxItems+1).
@@ -22,34 +18,13 @@ const maxItems = 50
 // which foldAccounts folds.
 func (s *scenario) startOrderProducer(t testing.TB, keys, batch int, pause time.Duration, limit int) *accountProducer {
 	t.Helper()
-	p := &accountProducer{}
-	var version int64
-	p.producer = startProducing(t, batch, pause, limit, func(ctx context.Context, n int) error {
-		rs := make([]*kgo.Record, n)
-		ops := make([]accountOp, n)
-		for i := range rs {
-			version++
-			op := accountOp{id: rand.N(keys), version: version, tombstone: rand.N(100) < 15}
-			rs[i] = &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d}`, op.id)}
-			if !op.tombstone {
-				items := make([]string, version%(maxItems+1))
-				for j := range items {
-					items[j] = fmt.Sprintf(`{"sku":"v%d-%d","qty":%d}`, version, j, j)
-				}
-				rs[i].Value = fmt.Appendf(nil, `{"version":%d,"items":[%s]}`, version, strings.Join(items, ","))
-			}
-			ops[i] = op
+	return s.startKeyedProducer(t, keys, batch, pause, limit, func(op *accountOp) []byte {
+		items := make([]string, op.version%(maxItems+1))
+		for j := range items {
+			items[j] = fmt.Sprintf(`{"sku":"v%d-%d","qty":%d}`, op.version, j, j)
 		}
-		if err := s.kafka.TryProduce(ctx, rs...); err != nil {
-			return err
-		}
-		for i, r := range rs {
-			ops[i].at = position{r.Partition, r.Offset}
-		}
-		p.ops = append(p.ops, ops...)
-		return nil
+		return fmt.Appendf(nil, `{"version":%d,"items":[%s]}`, op.version, strings.Join(items, ","))
 	})
-	return p
 }
 
 // TestChildrenUnderACrashLoopAreEachOrdersItemsExactlyOnce SIGKILLs the

@@ -73,6 +73,19 @@ type accountProducer struct {
 // stopped and joined when the test ends at the latest.
 func (s *scenario) startAccountProducer(t testing.TB, keys, batch int, pause time.Duration, limit int) *accountProducer {
 	t.Helper()
+	return s.startKeyedProducer(t, keys, batch, pause, limit, func(op *accountOp) []byte {
+		cents := rand.N(10_000_000)
+		op.balance = fmt.Sprintf("%d.%02d", cents/100, cents%100)
+		op.name = fmt.Sprintf("n%d-é'v%d", op.id, op.version)
+		return fmt.Appendf(nil, `{"balance":%s,"name":"%s","version":%d}`, op.balance, op.name, op.version)
+	})
+}
+
+// startKeyedProducer is startAccountProducer for any values: a record of
+// key {"id": op.id} is a tombstone (15%) or has the value value makes of
+// op, which it may complete; op.version counts the records from 1.
+func (s *scenario) startKeyedProducer(t testing.TB, keys, batch int, pause time.Duration, limit int, value func(op *accountOp) []byte) *accountProducer {
+	t.Helper()
 	p := &accountProducer{}
 	var version int64
 	p.producer = startProducing(t, batch, pause, limit, func(ctx context.Context, n int) error {
@@ -83,10 +96,7 @@ func (s *scenario) startAccountProducer(t testing.TB, keys, batch int, pause tim
 			op := accountOp{id: rand.N(keys), version: version, tombstone: rand.N(100) < 15}
 			rs[i] = &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d}`, op.id)}
 			if !op.tombstone {
-				cents := rand.N(10_000_000)
-				op.balance = fmt.Sprintf("%d.%02d", cents/100, cents%100)
-				op.name = fmt.Sprintf("n%d-é'v%d", op.id, version)
-				rs[i].Value = fmt.Appendf(nil, `{"balance":%s,"name":"%s","version":%d}`, op.balance, op.name, op.version)
+				rs[i].Value = value(&op)
 			}
 			ops[i] = op
 		}
