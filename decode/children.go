@@ -50,6 +50,13 @@ type ChildSpec struct {
 	// an unchanged TOASTed column): an array of that value makes Rows
 	// return ErrChildrenUnavailable. "" means none.
 	UnavailableValue string
+	// Row, when set, reads the array from the parent's row rather than
+	// from the record's value: Path's first member names a column of the
+	// row (a registry format's array, which its mapper writes as jsonb),
+	// and the rest of Path is a path in that column's JSON. Row returns
+	// the parent's row of r and the table it fills; its error is the
+	// parent mapping's, which Rows returns as it is.
+	Row func(r *stream.Record) ([]any, schema.Table, error)
 }
 
 // ErrChildrenUnavailable is Rows' error for a record whose array the
@@ -80,7 +87,7 @@ func NewChildMapper(spec ChildSpec) (*ChildMapper, error) {
 	if m.path, err = parsePath(spec.Path); err != nil {
 		return nil, fmt.Errorf("path: %w", err)
 	}
-	if len(m.path.steps) == 0 {
+	if len(m.path.steps) == 0 || (spec.Row != nil && m.path.steps[0].isIndex) {
 		return nil, fmt.Errorf("path %q is the whole document, which is no array of the record: name the array's member", spec.Path)
 	}
 	if len(spec.Parent) == 0 {
@@ -134,6 +141,13 @@ func (m *ChildMapper) WithParent(parent []schema.Column) (*ChildMapper, error) {
 	return NewChildMapper(spec)
 }
 
+// FromRow is m reading its array from the parent's row (ChildSpec.Row).
+func (m *ChildMapper) FromRow(row func(r *stream.Record) ([]any, schema.Table, error)) (*ChildMapper, error) {
+	spec := m.spec
+	spec.Row = row
+	return NewChildMapper(spec)
+}
+
 // Table is the child table: the parent's columns, the index column, the
 // element's columns; its primary key is the parent's and the index with
 // ChildSpec.Key.
@@ -183,10 +197,32 @@ func (m *ChildMapper) Rows(r *stream.Record, parent []any) ([][]any, error) {
 // elements are the raw JSON elements of r's array: none when it is
 // missing or null.
 func (m *ChildMapper) elements(r *stream.Record) ([]json.RawMessage, error) {
-	if r.Value == nil {
+	steps, base := m.path.steps, 0
+	var doc json.RawMessage
+	switch {
+	case m.spec.Row != nil:
+		row, t, err := m.spec.Row(r)
+		if err != nil {
+			return nil, err
+		}
+		i := slices.Index(t.ColumnNames(), steps[0].key)
+		if i < 0 || i >= len(row) || row[i] == nil {
+			return nil, nil // no such column in this version of the schema, or null
+		}
+		switch v := row[i].(type) {
+		case []byte:
+			doc = v
+		case string:
+			doc = json.RawMessage(v)
+		default:
+			return nil, m.bad(r, "", KindTypeMismatch, fmt.Sprintf("column %s of the parent is %s, not a jsonb array: point path at an array field", steps[0].key, t.Columns[i].Type))
+		}
+		steps, base = steps[1:], 1
+	case r.Value == nil:
 		return nil, nil
+	default:
+		doc = json.RawMessage(r.Value)
 	}
-	doc := json.RawMessage(r.Value)
 	if m.spec.Envelope {
 		var ok bool
 		var err error
@@ -196,7 +232,8 @@ func (m *ChildMapper) elements(r *stream.Record) ([]json.RawMessage, error) {
 			return nil, nil // a delete, a truncate: no after image
 		}
 	}
-	for n, st := range m.path.steps {
+	for n, st := range steps {
+		n += base
 		if isNull(doc) {
 			return nil, nil
 		}

@@ -74,11 +74,6 @@ func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChang
 // changesAttempt writes a change sink's batch one way: the fast path,
 // unless the attempt or the batch asks for change by change.
 func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
-	// The children are bound once the table is known (changeTable).
-	b, err := checkChildren(b, sink)
-	if err != nil {
-		return outcome{}, err
-	}
 	changes, bad, err := w.decodeChanges(b.Records, sink)
 	if err != nil {
 		return outcome{}, err

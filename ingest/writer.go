@@ -417,9 +417,6 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 	if err != nil {
 		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 	}
-	if b, err = checkChildren(b, sink); err != nil {
-		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
-	}
 	var res outcome
 	if w.cfg.TableWriters > 0 && combinable(sink) {
 		res, err = w.writeInLane(ctx, b, sink)
@@ -542,7 +539,14 @@ func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome
 }
 
 // attempt writes b one way: the body of its sink's kind and the attempt.
+// The records whose children do not fit are set aside first, with the
+// table the attempt writes: a change of it (decode.ErrTableChanged) ends
+// the attempt, and the next one, after the change, checks them again.
 func (w *Writer) attempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
+	b, err := checkChildren(b, sink)
+	if err != nil {
+		return outcome{}, err
+	}
 	switch {
 	case sink.Changes != nil:
 		return w.changesAttempt(ctx, b, sink, a)

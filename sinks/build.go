@@ -283,10 +283,19 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	}
 	noCreate := sc.Create != nil && !*sc.Create
 	if registryFormat(sc.Format) {
-		if err := noChildren(sc, "format "+sc.Format+" takes its columns from a schema registry"); err != nil {
-			return ingest.Sink{}, err
+		sink, err := b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
+		if errors.Is(err, errRegistryLater) {
+			// The children's paths and columns, checked against a
+			// stand-in for the table the registry will tell.
+			_, cerr := buildChildren(sc, schema.Table{Schema: schemaName, Name: table}, standInKey, true, re, groups,
+				func(cm *decode.ChildMapper) ingest.Child { return ingest.Child{} })
+			return sink, cmp.Or(cerr, err)
 		}
-		return b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
+		if err != nil {
+			return sink, err
+		}
+		sink.Children, err = registryChildren(sc, sink, re, groups)
+		return sink, err
 	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
 		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro, protobuf or json_schema, not %q: remove them, or set the format", sc.Format)
 	}

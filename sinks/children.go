@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
+	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // ChildTable maps an array of each record's value to the rows of a child
@@ -116,9 +119,8 @@ func changeChildren(sc Sink, schemaName, table string, re *regexp.Regexp, groups
 	if sc.ValueFormat != "" && sc.ValueFormat != "json" {
 		return nil, &keyError{key: "children", line: sc.childrenLine, err: fmt.Errorf("children read the after image as JSON, and value_format %s is not: remove children, or use value_format json", sc.ValueFormat)}
 	}
-	standIn := []schema.Column{{Name: "kafka2pg parent key", Type: "text", NotNull: true}}
 	parent := schema.Table{Schema: schemaName, Name: table}
-	return buildChildren(sc, parent, standIn, true, re, groups, func(cm *decode.ChildMapper) ingest.Child {
+	return buildChildren(sc, parent, standInKey, true, re, groups, func(cm *decode.ChildMapper) ingest.Child {
 		return ingest.Child{Bind: func(t schema.Table) (ingest.Child, error) {
 			if len(t.PrimaryKey) == 0 {
 				return ingest.Child{}, fmt.Errorf("table %s has no primary key, which its children's rows start with: give the source table one, or set key in the sink", t.QualifiedName())
@@ -130,6 +132,56 @@ func changeChildren(sc Sink, schemaName, table string, re *regexp.Regexp, groups
 			return ingest.Child{Table: bound.Table(), Mapper: bound}, nil
 		}}
 	})
+}
+
+// standInKey stands in for the parent's key of children checked before
+// the parent's table is known.
+var standInKey = []schema.Column{{Name: "kafka2pg parent key", Type: "text", NotNull: true}}
+
+// registryChildren builds the children of the registry sink sc, built as
+// sink: each reads its array from the parent's row, the first member of
+// its path naming the jsonb column the registry's mapper writes the
+// array to (decode.ChildSpec.Row).
+func registryChildren(sc Sink, sink ingest.Sink, re *regexp.Regexp, groups []string) ([]ingest.Child, error) {
+	if len(sc.Children) == 0 {
+		return nil, nil
+	}
+	tm := sink.Mapper.(ingest.TableMapper)
+	row := func(r *stream.Record) ([]any, schema.Table, error) {
+		t := tm.Table() // before the row: a change it needs makes the row fail
+		row, err := tm.Row(r, nil)
+		return row, t, err
+	}
+	for i, c := range sc.Children {
+		first, _, _ := strings.Cut(strings.TrimPrefix(strings.TrimPrefix(c.Path, "$"), "."), ".")
+		first, _, _ = strings.Cut(first, "[")
+		j := slices.IndexFunc(sink.Table.Columns, func(col schema.Column) bool { return col.Name == first })
+		if j < 0 || sink.Table.Columns[j].Type != "jsonb" {
+			return nil, &keyError{key: fmt.Sprintf("children[%d].path", i), line: c.Line,
+				err: fmt.Errorf("path %q: with format %s a child's path starts with the jsonb column of the parent that holds the array (an array field), and %s has no jsonb column %q", c.Path, sc.Format, sink.Table.QualifiedName(), first)}
+		}
+	}
+	children, err := childSinks(sc, sink.Table, keyOf(sink), re, groups)
+	if err != nil {
+		return nil, err
+	}
+	for i := range children {
+		cm := children[i].Mapper.(*decode.ChildMapper)
+		bound, err := cm.FromRow(row)
+		if err != nil {
+			return nil, &keyError{key: fmt.Sprintf("children[%d]", i), line: sc.Children[i].Line, err: err}
+		}
+		children[i].Mapper = bound
+	}
+	return children, nil
+}
+
+// keyOf is the upsert key of sink, nil in append mode.
+func keyOf(sink ingest.Sink) []string {
+	if sink.Upsert == nil {
+		return nil
+	}
+	return sink.Upsert.Key
 }
 
 // buildChildren builds the child tables of sc, whose table is parent,
