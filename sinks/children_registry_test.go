@@ -85,6 +85,52 @@ func TestAnAvroArrayBecomesChildren(t *testing.T) {
 		t.Errorf("orders joined to their children: %s", got)
 	}
 
+	// In mode upsert, keyed by the Kafka key's id, a record delivered
+	// again replaces its order's children.
+	fake.SeedSchema("orders-key", 1, 8, sr.Schema{Schema: `{"type": "record", "name": "OrderKey", "fields": [{"name": "id", "type": "long"}]}`})
+	set, err = load(t, `sinks:
+  - topic: orders
+    format: avro
+    mode: upsert
+    key: [key_id]
+    table: orders_by_key
+    children:
+      - {path: items, table: order_items_by_key, columns: [{name: sku, type: text}]}
+`).Build(t.Context(), reg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err = ingest.New(pool, ingest.Config{Group: "g2", Sinks: set.Fixed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.EnsureTables(t.Context(), true); err != nil {
+		t.Fatal(err)
+	}
+	if pos, err = w.Claim(t.Context(), "orders", []int32{0}); err != nil {
+		t.Fatal(err)
+	}
+	keyOf := func(id int64) []byte {
+		b, err := avro.Marshal(avro.MustParse(`{"type": "record", "name": "OrderKey", "fields": [{"name": "id", "type": "long"}]}`), map[string]any{"id": id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return append(decode.AppendWireHeader(nil, 8, nil), b...)
+	}
+	for n, values := range [][][]byte{{value(1, "a", "b"), value(2, "c")}, {value(1, "d"), value(2, "c")}} {
+		b := orderBatch(pos[0].Epoch, int64(2*n), "", "")
+		for i, v := range values {
+			b.Records[i] = stream.Record{Topic: "orders", Offset: int64(2*n + i), Key: keyOf(int64(i + 1)), Value: v}
+		}
+		if err := w.Write(t.Context(), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	got = queryString(t, pool, `SELECT string_agg(format('%s:%s', key_id, sku), ' ' ORDER BY key_id, index) FROM order_items_by_key`)
+	if got != "1:d 2:c" {
+		t.Errorf("children after order 1 came again with other items: %s", got)
+	}
+
 	// A path that starts with no jsonb column of the parent is refused.
 	_, err = load(t, "sinks:\n  - topic: orders\n    format: avro\n    metadata: {topic: t, partition: p, offset: o}\n    children:\n      - {path: id, table: c, columns: [{name: a, type: text}]}\n").Build(t.Context(), reg)
 	var fe *sinks.FieldError
