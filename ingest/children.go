@@ -19,19 +19,25 @@ import (
 // transaction with the parent's rows, so a parent and its children commit
 // together or not at all:
 //
-//   - before any attempt, every record's children are mapped; a record
-//     with a bad element is marked unreadable (like a record its filter
-//     cannot evaluate), so every path sets it aside as a bad record and
-//     neither its parent row nor its children are written;
+//   - at the start of each attempt, every record's children are mapped;
+//     a record with a bad element is marked unreadable (like a record its
+//     filter cannot evaluate), so every path sets it aside as a bad record
+//     and neither its parent row nor its children are written;
 //   - the fast paths write the parents as usual, then writeChildren, in
 //     the same transaction, writes the children of the records the body
-//     wrote: in append mode a COPY of them; in upsert mode one DELETE of
-//     the children of every key the batch wrote (an upsert or a delete),
-//     then a COPY of the children of each key's last record, so a record
-//     delivered again replaces its children;
-//   - the isolating path applies each record, parent and children, under
-//     a savepoint of its own (childrenIsolated), so a row Postgres
-//     refuses, parent or child, makes the whole record a dead letter.
+//     wrote: in append mode a COPY of them; in upsert mode, and for change
+//     events, one DELETE of the children of every key the batch wrote (an
+//     upsert or a delete), then a COPY of the children of each key's last
+//     record, so a record delivered again replaces its children; a
+//     truncate truncates the child tables;
+//   - the isolating paths apply each record, parent and children, under
+//     a savepoint of its own (childrenIsolated, changesOneByOne), so a row
+//     Postgres refuses, parent or child, makes the whole record a dead
+//     letter; a replay does the same with each letter.
+//
+// The children of a change sink are bound to the parent's table once its
+// events have told it (Child.Bind, changeTable): their rows start with
+// its primary key.
 
 // Child is a child table of a sink.
 type Child struct {

@@ -59,6 +59,14 @@
 // path's prologue makes it a bad record (kind filter), as it does an
 // unreadable one.
 //
+// # Children
+//
+// A sink's Children map an array of each record to rows of child tables,
+// written by the body's transaction after the parent's rows (children.go):
+// a record and its children commit together. A record whose children do
+// not fit is marked before the body runs, as one its filter cannot
+// evaluate, and becomes a bad record whole.
+//
 // # Tables
 //
 // A sink's table is planned once, for two callers: PlanTable reads it
