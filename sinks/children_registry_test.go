@@ -10,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/sr/srfake"
 
 	"github.com/kafka2pg/kafka2pg/decode"
-	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/registry"
 	"github.com/kafka2pg/kafka2pg/sinks"
@@ -49,17 +48,7 @@ func TestAnAvroArrayBecomesChildren(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, pool := pgtest.MigratedPool(t)
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: set.Fixed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	pos, err := w.Claim(t.Context(), "orders", []int32{0})
-	if err != nil {
-		t.Fatal(err)
-	}
+	w, epoch := setWriter(t, pool, set, "g")
 	sch := avro.MustParse(orderAvro)
 	value := func(id int64, skus ...string) []byte {
 		items := []map[string]any{}
@@ -72,7 +61,7 @@ func TestAnAvroArrayBecomesChildren(t *testing.T) {
 		}
 		return append(decode.AppendWireHeader(nil, 7, nil), b...)
 	}
-	b := orderBatch(pos[0].Epoch, 0, "", "", "")
+	b := orderBatch(epoch, 0, "", "", "")
 	for i, v := range [][]byte{value(1, "a", "b"), value(2), value(3, "c")} {
 		b.Records[i] = stream.Record{Topic: "orders", Offset: int64(i), Value: v}
 	}
@@ -100,16 +89,7 @@ func TestAnAvroArrayBecomesChildren(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w, err = ingest.New(pool, ingest.Config{Group: "g2", Sinks: set.Fixed})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.EnsureTables(t.Context(), true); err != nil {
-		t.Fatal(err)
-	}
-	if pos, err = w.Claim(t.Context(), "orders", []int32{0}); err != nil {
-		t.Fatal(err)
-	}
+	w, epoch = setWriter(t, pool, set, "g2")
 	keyOf := func(id int64) []byte {
 		b, err := avro.Marshal(avro.MustParse(`{"type": "record", "name": "OrderKey", "fields": [{"name": "id", "type": "long"}]}`), map[string]any{"id": id})
 		if err != nil {
@@ -118,7 +98,7 @@ func TestAnAvroArrayBecomesChildren(t *testing.T) {
 		return append(decode.AppendWireHeader(nil, 8, nil), b...)
 	}
 	for n, values := range [][][]byte{{value(1, "a", "b"), value(2, "c")}, {value(1, "d"), value(2, "c")}} {
-		b := orderBatch(pos[0].Epoch, int64(2*n), "", "")
+		b := orderBatch(epoch, int64(2*n), "", "")
 		for i, v := range values {
 			b.Records[i] = stream.Record{Topic: "orders", Offset: int64(2*n + i), Key: keyOf(int64(i + 1)), Value: v}
 		}

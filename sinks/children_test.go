@@ -52,8 +52,15 @@ const ordersAppend = `sinks:
 func childWriter(t *testing.T, config string) (*ingest.Writer, *pgxpool.Pool, int64) {
 	t.Helper()
 	_, pool := pgtest.MigratedPool(t)
-	set := build(t, config)
-	w, err := ingest.New(pool, ingest.Config{Group: "g", Sinks: set.Fixed})
+	w, epoch := setWriter(t, pool, build(t, config), "g")
+	return w, pool, epoch
+}
+
+// setWriter is a writer of set's sinks for group on pool, its tables
+// created and partition 0 of topic orders claimed: its epoch.
+func setWriter(t *testing.T, pool *pgxpool.Pool, set sinks.Set, group string) (*ingest.Writer, int64) {
+	t.Helper()
+	w, err := ingest.New(pool, ingest.Config{Group: group, Sinks: set.Fixed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +71,7 @@ func childWriter(t *testing.T, config string) (*ingest.Writer, *pgxpool.Pool, in
 	if err != nil {
 		t.Fatal(err)
 	}
-	return w, pool, pos[0].Epoch
+	return w, pos[0].Epoch
 }
 
 // orderBatch is a batch of topic orders from offset first, one record a
