@@ -208,12 +208,20 @@ func CheckPostgres(ctx context.Context, pool *pgxpool.Pool, pc PostgresCheck, se
 			out = append(out, finding(Note, name, "tables %s for topic %q: routed by content, each created (and evolved) on its first record, at most the limit of tables per sink", name, topic))
 			continue
 		}
-		p, err := ingest.PlanTable(ctx, tx, topic, sink, pc.CreateTables)
-		if err != nil {
-			out = append(out, finding(Fail, name, "table %s for topic %q: %v", name, topic, redact.Err(err)))
-			continue
+		tables := []ingest.Sink{sink}
+		for _, c := range sink.Children {
+			// A child table is created and evolved with its parent's.
+			tables = append(tables, ingest.Sink{Table: c.Table, NoCreate: sink.NoCreate, Evolve: sink.Evolve})
 		}
-		out = append(out, tableFindings(p)...)
+		for _, t := range tables {
+			name := t.Table.QualifiedName()
+			p, err := ingest.PlanTable(ctx, tx, topic, t, pc.CreateTables)
+			if err != nil {
+				out = append(out, finding(Fail, name, "table %s for topic %q: %v", name, topic, redact.Err(err)))
+				continue
+			}
+			out = append(out, tableFindings(p)...)
+		}
 	}
 	return out
 }

@@ -24,7 +24,8 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 		{Topic: "c_lacks", Table: "lacks", Columns: []sinks.Column{id, note}},
 		{Topic: "d_evolves", Table: "evolves", Columns: []sinks.Column{id, note}, Evolve: true},
 		{Topic: "e_keyless", Table: "keyless", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{id}},
-		{Topic: "f_keyed", Table: "keyed", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{id}},
+		{Topic: "f_keyed", Table: "keyed", Mode: "upsert", Key: []string{"id"}, Columns: []sinks.Column{id},
+			Children: []sinks.ChildTable{{Path: "items", Table: "keyed_items", Columns: []sinks.Column{note}}}},
 		{Topic: "g_routed", Table: "ev_${value.type}", Columns: []sinks.Column{id}},
 	}}.Build(t.Context(), nil)
 	if err != nil {
@@ -49,6 +50,8 @@ func TestCheckPostgresReportsThePlanEnsureTablesApplies(t *testing.T) {
 		`FAIL table "public"."keyless" for topic "e_keyless" has no unique index on the upsert key (id)`,
 		`ok table "public"."keyed" for topic "f_keyed" has a unique index on the upsert key (id)` + "\n",
 		`note tables "public"."ev_${value.type}" for topic "g_routed": routed by content, each created (and evolved) on its first record`,
+		`ok table "public"."keyed_items" for topic "f_keyed" does not exist; run will create it:` + "\n  DDL CREATE TABLE",
+		`PRIMARY KEY ("id", "index")`,
 	} {
 		if !strings.Contains(got, want) {
 			t.Errorf("the findings lack %q:\n%s", want, got)

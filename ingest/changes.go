@@ -212,7 +212,13 @@ func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink
 	ops := make([]oneOp, len(changes))
 	for i := range changes {
 		c := &changes[i]
-		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error { return stmts.apply(ctx, tx, c.rec, &c.ch) }}
+		ops[i] = oneOp{rec: c.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
+			skipped := stmts.stale
+			if err := stmts.apply(ctx, tx, c.rec, &c.ch); err != nil || stmts.stale != skipped {
+				return err // a change the version guard skips leaves the children as they are
+			}
+			return applyChildOps(ctx, tx, sink, changeChildOps(c.rec, &c.ch))
+		}}
 	}
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {

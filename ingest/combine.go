@@ -57,7 +57,7 @@ type laneOutcome struct {
 // combinable reports whether a sink's batches may share a transaction:
 // appends with a fixed table (not upserts, not change events).
 func combinable(s Sink) bool {
-	if s.Upsert != nil || s.Changes != nil {
+	if s.Upsert != nil || s.Changes != nil || len(s.Children) > 0 {
 		return false
 	}
 	_, changing := s.Mapper.(TableMapper)

@@ -72,6 +72,14 @@
 // the batch's one fenced transaction. Records that name no table are bad
 // records of kind route, and those past the cap of kind route_limit.
 //
+// # Children
+//
+// A sink's Children map an array of each record to rows of child tables,
+// written by the body's transaction after the parent's rows (children.go):
+// a record and its children commit together. A record whose children do
+// not fit is marked before the body runs, as one its filter cannot
+// evaluate, and becomes a bad record whole.
+//
 // # Tables
 //
 // A sink's table is planned once, for two callers: PlanTable reads it

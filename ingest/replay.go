@@ -215,20 +215,42 @@ func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters [
 		return err
 	}
 	var bad []badRecord
-	if sink.Upsert != nil {
+	switch {
+	case len(sink.Children) > 0:
+		// Each record with its children, or neither.
+		for i := range records {
+			reason, err := childrenError(&records[i], sink)
+			if err != nil {
+				return err
+			}
+			records[i].Unreadable = reason
+		}
+		ops, refused, err := w.childrenOps(records, sink)
+		if err != nil {
+			return err
+		}
+		bad = refused
+		if !dryRun {
+			more, err := applyOneByOne(ctx, tx, ops)
+			if err != nil {
+				return err
+			}
+			bad = append(bad, more...)
+		}
+	case sink.Upsert != nil:
 		ops, refused, err := w.upsertOps(records, sink)
 		if err != nil {
 			return err
 		}
 		bad = refused
 		if !dryRun {
-			more, err := applyOneByOne(ctx, tx, sink, ops)
+			more, err := applyOneByOne(ctx, tx, upsertOneByOne(sink, ops, nil, nil))
 			if err != nil {
 				return err
 			}
 			bad = append(bad, more...)
 		}
-	} else {
+	default:
 		rows, refused, err := materialize(records, sink.Mapper, w.cfg.MaxRecordBytes)
 		if err != nil {
 			return err
@@ -252,20 +274,46 @@ func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters [
 	return nil
 }
 
-// applyOneByOne applies upsert operations in order, each under a savepoint,
-// and returns those Postgres refused.
-func applyOneByOne(ctx context.Context, tx pgx.Tx, sink Sink, ops []upsertOp) ([]badRecord, error) {
+// upsertOneByOne are the upsert operations ops as operations of their
+// own statement each (upsertSinkSQL's), for applyOneByOne and applyEach.
+// stale, when not nil, counts the operations the version guard skipped;
+// then, when not nil, runs after each operation, in its savepoint (a
+// record's children).
+func upsertOneByOne(sink Sink, ops []upsertOp, stale *int, then func(ctx context.Context, tx pgx.Tx, rec *stream.Record) error) []oneOp {
+	g := guardOf(sink)
 	insert, del := upsertSinkSQL(sink)
+	out := make([]oneOp, len(ops))
+	for i, op := range ops {
+		q := insert
+		if op.del {
+			q = del
+		}
+		out[i] = oneOp{rec: op.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
+			tag, err := tx.Exec(ctx, q, op.values...)
+			if err != nil {
+				return err
+			}
+			if stale != nil && g.ver >= 0 && tag.RowsAffected() == 0 {
+				*stale++
+			}
+			if then != nil {
+				return then(ctx, tx, op.rec)
+			}
+			return nil
+		}}
+	}
+	return out
+}
+
+// applyOneByOne applies operations in order, each under a savepoint, and
+// returns those Postgres refused.
+func applyOneByOne(ctx context.Context, tx pgx.Tx, ops []oneOp) ([]badRecord, error) {
 	var bad []badRecord
 	for _, op := range ops {
 		if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_op"); err != nil {
 			return nil, err
 		}
-		q := insert
-		if op.del {
-			q = del
-		}
-		_, opErr := tx.Exec(ctx, q, op.values...)
+		opErr := op.apply(ctx, tx)
 		switch {
 		case opErr != nil && !rowError(opErr):
 			return nil, opErr

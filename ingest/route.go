@@ -332,16 +332,9 @@ func (w *Writer) upsertRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 			return outcome{}, err
 		}
 		bad = append(bad, inTable(refused, g.sink.Table)...)
-		insert, del := upsertOneSQL(g.sink.Table, g.sink.Upsert.Key)
-		for _, op := range ops {
-			q := insert
-			if op.del {
-				q = del
-			}
-			items = append(items, oneOp{rec: op.rec, table: g.sink.Table.QualifiedName(), apply: func(ctx context.Context, tx pgx.Tx) error {
-				_, err := tx.Exec(ctx, q, op.values...)
-				return err
-			}})
+		for _, op := range upsertOneByOne(g.sink, ops, nil, nil) {
+			op.table = g.sink.Table.QualifiedName()
+			items = append(items, op)
 		}
 	}
 	slices.SortStableFunc(items, func(x, y oneOp) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })

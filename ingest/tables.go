@@ -92,7 +92,20 @@ func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, creat
 	if err != nil {
 		return ran, fmt.Errorf("check table %s: %w", t.QualifiedName(), err)
 	}
-	return ran, p.Err()
+	if err := p.Err(); err != nil {
+		return ran, err
+	}
+	for _, c := range sink.Children {
+		if c.Table.Name == "" {
+			continue // not bound yet (Child.Bind)
+		}
+		n, err := w.ensureTable(ctx, topic, Sink{Table: c.Table, NoCreate: sink.NoCreate, Evolve: sink.Evolve}, create)
+		ran += n
+		if err != nil {
+			return ran, err
+		}
+	}
+	return ran, nil
 }
 
 // TableMapper is a RowMapper whose table follows a schema that changes while
@@ -131,6 +144,10 @@ func sameColumns(a, b schema.Table) bool {
 func (w *Writer) changeTable(ctx context.Context, topic string, sink Sink, t schema.Table) (Sink, error) {
 	next := sink
 	next.Table, next.Evolve = t, true
+	var err error
+	if next.Children, err = bindChildren(sink.Children, t); err != nil {
+		return Sink{}, fmt.Errorf("children of table %s: %w", t.QualifiedName(), err)
+	}
 	w.mu.Lock()
 	if cur, ok := w.changed[topic]; ok && sameColumns(cur.Table, t) && slices.Equal(cur.Table.PrimaryKey, t.PrimaryKey) {
 		w.mu.Unlock()

@@ -155,6 +155,12 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 	if res, err = body(tctx, tx); err != nil || res.redo != 0 {
 		return res, err
 	}
+	if len(spec.sink.Children) > 0 && !spec.isolating && len(spec.batches) == 1 {
+		// The isolating body writes each record's children with it.
+		if res.redo, err = w.writeChildren(tctx, tx, spec.batches[0], spec.sink, res.bad); err != nil || res.redo != 0 {
+			return outcome{redo: res.redo}, err
+		}
+	}
 	if len(res.bad) > 0 {
 		tx.at(StepDeadLetters)
 		if err := w.handleBad(tctx, tx, spec.sink, res.bad, &res); err != nil {

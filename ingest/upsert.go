@@ -345,23 +345,8 @@ func (w *Writer) upsertIsolated(ctx context.Context, b *stream.Batch, sink Sink)
 		return outcome{}, err
 	}
 	t := sink.Table
-	g := guardOf(sink)
-	insert, del := upsertSinkSQL(sink)
 	stale := 0
-	items := make([]oneOp, len(ops))
-	for i, op := range ops {
-		q := insert
-		if op.del {
-			q = del
-		}
-		items[i] = oneOp{rec: op.rec, apply: func(ctx context.Context, tx pgx.Tx) error {
-			tag, err := tx.Exec(ctx, q, op.values...)
-			if err == nil && g.ver >= 0 && tag.RowsAffected() == 0 {
-				stale++
-			}
-			return err
-		}}
-	}
+	items := upsertOneByOne(sink, ops, &stale, nil)
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		stale = 0

@@ -72,6 +72,11 @@ type Sink struct {
 	// sink with DeleteOnTombstone needs Deleted, whose rows keep the
 	// version of deleted keys.
 	Version string
+	// Children map an array of each record to rows of child tables,
+	// written in the batch's transaction with the record's row (see
+	// children.go). A record whose children do not fit is a bad record
+	// whole. With Changes, each child has Bind. Optional.
+	Children []Child
 }
 
 // RecordFilter decides which records of a sink are written
@@ -385,6 +390,11 @@ func validateSink(topic string, sink Sink) error {
 		return err
 	}
 	if sink.Changes != nil {
+		for _, c := range sink.Children {
+			if c.Bind == nil {
+				return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): its children need Bind, as their table follows the events' key", topic)
+			}
+		}
 		if sink.Mapper != nil || sink.Upsert != nil {
 			return fmt.Errorf("ingest: the sink of topic %q decodes change events (Changes): it takes no Mapper and no Upsert", topic)
 		}
@@ -589,10 +599,19 @@ func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome
 }
 
 // attempt writes b one way: the body of its sink's kind and the attempt.
+// The records whose children do not fit are set aside first, with the
+// table the attempt writes: a change of it (decode.ErrTableChanged) ends
+// the attempt, and the next one, after the change, checks them again.
 func (w *Writer) attempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
+	b, err := checkChildren(b, sink)
+	if err != nil {
+		return outcome{}, err
+	}
 	switch {
 	case sink.Changes != nil:
 		return w.changesAttempt(ctx, b, sink, a)
+	case len(sink.Children) > 0 && a == attemptIsolated:
+		return w.childrenIsolated(ctx, b, sink)
 	case sink.Upsert != nil && a == attemptIsolated:
 		return w.upsertIsolated(ctx, b, sink)
 	case sink.Upsert != nil:

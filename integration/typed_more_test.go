@@ -73,6 +73,19 @@ type accountProducer struct {
 // stopped and joined when the test ends at the latest.
 func (s *scenario) startAccountProducer(t testing.TB, keys, batch int, pause time.Duration, limit int) *accountProducer {
 	t.Helper()
+	return s.startKeyedProducer(t, keys, batch, pause, limit, func(op *accountOp) []byte {
+		cents := rand.N(10_000_000)
+		op.balance = fmt.Sprintf("%d.%02d", cents/100, cents%100)
+		op.name = fmt.Sprintf("n%d-é'v%d", op.id, op.version)
+		return fmt.Appendf(nil, `{"balance":%s,"name":"%s","version":%d}`, op.balance, op.name, op.version)
+	})
+}
+
+// startKeyedProducer is startAccountProducer for any values: a record of
+// key {"id": op.id} is a tombstone (15%) or has the value value makes of
+// op, which it may complete; op.version counts the records from 1.
+func (s *scenario) startKeyedProducer(t testing.TB, keys, batch int, pause time.Duration, limit int, value func(op *accountOp) []byte) *accountProducer {
+	t.Helper()
 	p := &accountProducer{}
 	var version int64
 	p.producer = startProducing(t, batch, pause, limit, func(ctx context.Context, n int) error {
@@ -83,10 +96,7 @@ func (s *scenario) startAccountProducer(t testing.TB, keys, batch int, pause tim
 			op := accountOp{id: rand.N(keys), version: version, tombstone: rand.N(100) < 15}
 			rs[i] = &kgo.Record{Topic: s.topic, Key: fmt.Appendf(nil, `{"id":%d}`, op.id)}
 			if !op.tombstone {
-				cents := rand.N(10_000_000)
-				op.balance = fmt.Sprintf("%d.%02d", cents/100, cents%100)
-				op.name = fmt.Sprintf("n%d-é'v%d", op.id, version)
-				rs[i].Value = fmt.Appendf(nil, `{"balance":%s,"name":"%s","version":%d}`, op.balance, op.name, op.version)
+				rs[i].Value = value(&op)
 			}
 			ops[i] = op
 		}
@@ -118,6 +128,65 @@ func (p *accountProducer) finished() bool {
 	default:
 		return false
 	}
+}
+
+// crashLoopFold starts kills bridges one after the other, named
+// name-crash-N, each run with the config file and flags, while prod
+// produces over keys ids, and SIGKILLs each: every third while it claims
+// or starts fetching, the others 10-300ms after they committed a batch
+// (or, once prod has finished and they caught up, on an idle bridge).
+// Then it stops prod, lets a last bridge catch up, and folds what prod
+// acknowledged (foldAccounts) up to the topic's end offsets, which the
+// stream must have deleted keys before.
+func (s *scenario) crashLoopFold(t testing.TB, name string, kills, keys int, prod *accountProducer, config string, flags []string) (
+	ops []accountOp, want map[int]accountOp, tombstones int, ends map[int32]int64) {
+	t.Helper()
+	loopStart := time.Now()
+	args := s.configArgs(config, flags...)
+	for i := range kills {
+		before := totalDurable(s.durableOffsets(t))
+		b := startBridge(t, fmt.Sprintf("%s-crash-%d", name, i), args...)
+		if i%3 == 2 {
+			// Die while claiming or starting to fetch. On kfake only after
+			// joining: see TestCrashLoopKeepsExactlyOnce.
+			if s.kafka.Fake() {
+				if !b.waitLog("partitions assigned", 45*time.Second) {
+					t.Fatalf("bridge %s never joined the group (%s)", b.name, b.status())
+				}
+				time.Sleep(randomDuration(0, 300*time.Millisecond)) // the chaos schedule
+			} else {
+				time.Sleep(randomDuration(100*time.Millisecond, 900*time.Millisecond))
+			}
+		} else {
+			pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
+				requireRunning(t, b)
+				now := totalDurable(s.durableOffsets(t))
+				// A finished producer leaves nothing to catch up on: then
+				// the kill lands on an idle bridge.
+				caughtUp := prod.finished() && now == prod.count.Load()
+				return b.joined() && (now > before || caughtUp), fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
+			})
+			time.Sleep(randomDuration(10*time.Millisecond, 300*time.Millisecond)) // the chaos schedule
+		}
+		requireRunning(t, b)
+		if !b.kill(t) {
+			t.Fatalf("bridge %s: ended on its own (%s) before it could be killed", b.name, b.status())
+		}
+		t.Logf("killed %s %v after start: sum of next_offset %d -> %d, %d produced so far",
+			b.name, time.Since(b.started).Round(time.Millisecond), before, totalDurable(s.durableOffsets(t)), prod.count.Load())
+	}
+	ops = prod.stopAndCheck(t)
+	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
+	final := startBridge(t, name+"-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)
+	final.requireExitZero(t, 2*time.Minute)
+
+	ends = s.kafka.EndOffsets(t, s.topic)
+	s.requireAllPartitionsHaveData(t, ends)
+	want, tombstones = foldAccounts(t, ops, ends)
+	if tombstones == 0 || len(want) == keys {
+		t.Fatalf("test setup: %d tombstones, %d of %d keys live at the end: the stream must delete keys", tombstones, len(want), keys)
+	}
+	return ops, want, tombstones, ends
 }
 
 // foldAccounts computes the table an upsert sink must end with: the stream
@@ -178,50 +247,7 @@ func TestUpsertAndDeleteUnderACrashLoopEqualTheFoldOfTheStream(t *testing.T) {
 	flags := append([]string{"--batch-max-rows", "200", "--batch-max-wait", "20ms"}, fastGroupFlags...)
 	prod := s.startAccountProducer(t, keys, 25, 30*time.Millisecond, 60_000)
 
-	loopStart := time.Now()
-	for i := range kills {
-		before := totalDurable(s.durableOffsets(t))
-		b := startBridge(t, fmt.Sprintf("upsert-crash-%d", i), s.configArgs(config, flags...)...)
-		if i%3 == 2 {
-			// Die while claiming or starting to fetch. On kfake only after
-			// joining: see TestCrashLoopKeepsExactlyOnce.
-			if s.kafka.Fake() {
-				if !b.waitLog("partitions assigned", 45*time.Second) {
-					t.Fatalf("bridge %s never joined the group (%s)", b.name, b.status())
-				}
-				time.Sleep(randomDuration(0, 300*time.Millisecond)) // the chaos schedule
-			} else {
-				time.Sleep(randomDuration(100*time.Millisecond, 900*time.Millisecond))
-			}
-		} else {
-			pollUntil(t, 45*time.Second, "bridge "+b.name+" to commit a batch", func() (bool, string) {
-				requireRunning(t, b)
-				now := totalDurable(s.durableOffsets(t))
-				// A finished producer leaves nothing to catch up on: then
-				// the kill lands on an idle bridge.
-				caughtUp := prod.finished() && now == prod.count.Load()
-				return b.joined() && (now > before || caughtUp), fmt.Sprintf("sum of next_offset %d, %d when it started; joined %v", now, before, b.joined())
-			})
-			time.Sleep(randomDuration(10*time.Millisecond, 300*time.Millisecond)) // the chaos schedule
-		}
-		requireRunning(t, b)
-		if !b.kill(t) {
-			t.Fatalf("bridge %s: ended on its own (%s) before it could be killed", b.name, b.status())
-		}
-		t.Logf("killed %s %v after start: sum of next_offset %d -> %d, %d produced so far",
-			b.name, time.Since(b.started).Round(time.Millisecond), before, totalDurable(s.durableOffsets(t)), prod.count.Load())
-	}
-	ops := prod.stopAndCheck(t)
-	t.Logf("%d kills in %v while %d records were produced", kills, time.Since(loopStart).Round(time.Millisecond), len(ops))
-	final := startBridge(t, "upsert-final", s.configArgs(config, append([]string{"--until-caught-up"}, flags...)...)...)
-	final.requireExitZero(t, 2*time.Minute)
-
-	ends := s.kafka.EndOffsets(t, s.topic)
-	s.requireAllPartitionsHaveData(t, ends)
-	want, tombstones := foldAccounts(t, ops, ends)
-	if tombstones == 0 || len(want) == keys {
-		t.Fatalf("test setup: %d tombstones, %d of %d keys live at the end: the stream must delete keys", tombstones, len(want), keys)
-	}
+	ops, want, tombstones, ends := s.crashLoopFold(t, "upsert", kills, keys, prod, config, flags)
 	assertAccountsEqualFold(t, s, want)
 	assertDurableOffsets(t, s.db, s.group, s.topic, ends)
 	t.Logf("%d records (%d tombstones) over %d keys fold to %d rows", len(ops), tombstones, keys, len(want))

@@ -289,7 +289,18 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 		return ingest.Sink{}, keyErr("table", err)
 	}
 	if changeFormat(sc.Format) {
-		return b.changeSink(sc, schemaName, table)
+		if sc.Format != formatDebezium {
+			if err := noChildren(sc, "format "+sc.Format+" has no after image to read them from"); err != nil {
+				return ingest.Sink{}, err
+			}
+		}
+		children, err := changeChildren(sc, schemaName, table, re, groups)
+		if err != nil {
+			return ingest.Sink{}, err
+		}
+		sink, err := b.changeSink(sc, schemaName, table)
+		sink.Children = children
+		return sink, err
 	}
 	if sc.ValueFormat != "" || sc.Source != (cdc.SourceColumns{}) || sc.UnavailableValue != "" {
 		return ingest.Sink{}, fmt.Errorf("value_format, source and unavailable_value are for format debezium (and unavailable_value for connect_json), not %q: remove them, or set the format", sc.Format)
@@ -305,7 +316,19 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 		}
 	}
 	if registryFormat(sc.Format) {
-		return b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
+		sink, err := b.registrySink(ctx, sc, schemaName, table, mode, noCreate)
+		if errors.Is(err, errRegistryLater) {
+			// The children's paths and columns, checked against a
+			// stand-in for the table the registry will tell.
+			_, cerr := buildChildren(sc, schema.Table{Schema: schemaName, Name: table}, standInKey, true, re, groups,
+				func(cm *decode.ChildMapper) ingest.Child { return ingest.Child{} })
+			return sink, cmp.Or(cerr, err)
+		}
+		if err != nil {
+			return sink, err
+		}
+		sink.Children, err = registryChildren(sc, sink, re, groups)
+		return sink, err
 	} else if sc.Subject != "" || sc.KeySubject != "" || sc.Nested != "" || sc.Message != "" {
 		return ingest.Sink{}, fmt.Errorf("subject, key_subject, nested and message are for format avro, protobuf or json_schema, not %q: remove them, or set the format", sc.Format)
 	}
@@ -313,6 +336,9 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	if !typed {
 		if mode == "upsert" || len(sc.Key) > 0 || sc.DeleteOnTombstone {
 			return ingest.Sink{}, keyErr("columns", errors.New("mode upsert, key and delete_on_tombstone need columns: declare the columns the key is made of"))
+		}
+		if err := noChildren(sc, "this sink has no columns"); err != nil {
+			return ingest.Sink{}, err
 		}
 		format, err := decode.ParseValueFormat(sc.Format)
 		if err != nil {
@@ -346,6 +372,9 @@ func (b builder) mapping(ctx context.Context, sc Sink) (ingest.Sink, error) {
 	sink := ingest.Sink{Table: m.Table(), Mapper: m, NoCreate: noCreate, Evolve: sc.Evolve}
 	if mode == "upsert" {
 		sink.Upsert = &ingest.Upsert{Key: m.KeyColumns(), DeleteOnTombstone: sc.DeleteOnTombstone}
+	}
+	if sink.Children, err = childSinks(sc, m.Table(), m.KeyColumns(), re, groups); err != nil {
+		return ingest.Sink{}, err
 	}
 	return guardedUpsert(sc, mode, sink)
 }

@@ -114,6 +114,11 @@ type Sink struct {
 	// PartitionBy makes the table partitioned by range of a time column
 	// (typed JSON sinks): see PartitionBy.
 	PartitionBy PartitionBy `yaml:"partition_by"`
+	// Children map arrays of the value to child tables written with the
+	// sink's rows (ChildTable). Format json with columns only.
+	Children []ChildTable `yaml:"children"`
+	// childrenLine is the line of the children key, for messages.
+	childrenLine int
 
 	// Formats avro, protobuf and json_schema only.
 	Subject    string `yaml:"subject"`     // the value's subject; default <topic>-value
@@ -151,8 +156,11 @@ func (s *Sink) UnmarshalYAML(n *yaml.Node) error {
 	*s = Sink(p)
 	s.Line = n.Line
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		if n.Content[i].Value == "where" {
+		switch n.Content[i].Value {
+		case "where":
 			s.whereLine = n.Content[i+1].Line
+		case "children":
+			s.childrenLine = n.Content[i].Line
 		}
 	}
 	return nil

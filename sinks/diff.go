@@ -92,6 +92,12 @@ func sameSpec(schemaA string, a map[string]Sink, schemaB string, b map[string]Si
 
 // withoutPosition is s without what says where it was written.
 func withoutPosition(s Sink) Sink {
-	s.Line, s.whereLine = 0, 0
+	s.Line, s.whereLine, s.childrenLine = 0, 0, 0
+	if len(s.Children) > 0 {
+		s.Children = slices.Clone(s.Children)
+		for i := range s.Children {
+			s.Children[i].Line = 0
+		}
+	}
 	return s
 }

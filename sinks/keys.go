@@ -37,6 +37,7 @@ func Keys() []KeyGroup {
 		{"metadata.", "A sink's `metadata`: each key names the column that receives it", reflect.TypeFor[decode.MetadataSpec]()},
 		{"source.", "A debezium sink's `source`: each key names the column that receives it", reflect.TypeFor[cdc.SourceColumns]()},
 		{"partition_by.", "A sink's `partition_by`: its table partitioned by range of a time column", reflect.TypeFor[PartitionBy]()},
+		{"children.", "A child table (an item of a sink's `children`)", reflect.TypeFor[ChildTable]()},
 	}
 	var out []KeyGroup
 	for _, g := range groups {
@@ -104,6 +105,7 @@ var KeyDocs = map[string]string{
 	"columns":             "the typed columns, each `{name, path, type}` and the keys below; none: the zero-config table. debezium and connect_json: the columns of records without a Connect schema, each `{name, type}` (the field of that name fills it)",
 	"metadata":            "columns for the record's Kafka metadata, each key naming its column (keys below)",
 	"partition_by":        "typed JSON sinks: the table kafka2pg creates is partitioned by range of a time column, one partition per interval, made ahead and as rows need them (keys below); an upsert key must hold the column",
+	"children":            "child tables, each the rows of an array of the value (keys below), written in the record's transaction; formats json with columns, avro, protobuf, json_schema and debezium (value_format json)",
 	"subject":             "registry formats: the value's subject (default `<topic>-value`)",
 	"key_subject":         "registry formats: the key's subject (default `<topic>-key` in upsert mode)",
 	"nested":              "registry formats: nested records as `flatten` (default) columns or one `jsonb` column",
@@ -121,6 +123,12 @@ var KeyDocs = map[string]string{
 	"columns.default":    "a JSON literal taken when the value is missing or null",
 	"columns.on_missing": "a missing field: `null` (default), `default` (takes default) or `error` (a bad record)",
 	"columns.connect":    "debezium and connect_json: the Connect type of the field's values, as `int64` or `io.debezium.time.MicroTimestamp` (default: from type)",
+
+	"children.path":         "the array: a path of the value (debezium: of the after image; avro, protobuf and json_schema: starting with the jsonb column of the array field); a JSON string holding an array is read as that array",
+	"children.table":        "the child table, a template as table is",
+	"children.schema":       "the child table's schema (default: the sink's)",
+	"children.index_column": "the column of the element's index in the array, from 0 (default `index`)",
+	"children.columns":      "the element's typed columns, as columns are, paths relative to the element (`$`: the element itself)",
 
 	"metadata.topic":          "column of the topic name (text)",
 	"metadata.partition":      "column of the partition (integer)",

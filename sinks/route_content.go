@@ -73,6 +73,10 @@ func newContentRouter(sc Sink, defaultSchema string) (*contentRouter, error) {
 		key = "schema"
 	}
 	switch {
+	case len(sc.Children) > 0:
+		return nil, keyErr("children", fmt.Errorf("children of a sink whose %s is routed by content: the child tables are named by the topic, so the children of every routed table would share one; remove children, or route by ${topic}", key))
+	case sc.PartitionBy.Column != "":
+		return nil, keyErr("partition_by", fmt.Errorf("partition_by on a sink whose %s is routed by content: routed tables are created on first use, unpartitioned; remove partition_by, or partition the routed tables yourself", key))
 	case changeFormat(sc.Format) || registryFormat(sc.Format):
 		return nil, keyErr(key, fmt.Errorf("format %s takes its table from the records' schema, which a routed %s cannot follow: ${value...} and ${header...} are for formats json, text and bytes; route by ${topic} instead", sc.Format, key))
 	case cmp.Or(sc.Format, "json") != "json" && (c.table.readsValue() || c.schema.readsValue()):

@@ -129,6 +129,8 @@ func TestRoutingByContentIsCheckedAtConfigTime(t *testing.T) {
 		{"a debezium sink", "{topic: t, format: debezium, table: 'e_${header.h}'}", "sinks[0].table", "format debezium takes its table from the records' schema"},
 		{"a registry sink", "{topic: t, format: avro, schema: 's_${value.x}'}", "sinks[0].schema", "format avro"},
 		{"a pattern's bad path", "{topic_regex: 'a.*', table: 'e_${value.a[}'}", "sinks[0].table", "${value.a[}"},
+		{"children", "{topic: t, table: 'e_${value.type}', columns: [{name: id, type: bigint}], children: [{path: items, table: items, columns: [{name: sku, type: text}]}]}", "sinks[0].children", "the children of every routed table would share one"},
+		{"partition_by", "{topic: t, table: 'e_${header.h}', columns: [{name: at, type: timestamptz}], partition_by: {column: at}}", "sinks[0].partition_by", "routed tables are created on first use, unpartitioned"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
