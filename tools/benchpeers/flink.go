@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -106,6 +107,7 @@ type flinkSystem struct {
 	brokers     string
 	pgURL       string
 	tmp         string
+	logDir      string
 	db          *db
 	parallelism int
 	checkpoint  time.Duration
@@ -143,6 +145,9 @@ func (s *flinkSystem) start(ctx context.Context, sc scenario, topic, table, name
 			"user=" + pc.User, "password=" + pc.Password, "table=" + table, "mode=" + mode,
 			"parallelism=" + strconv.Itoa(s.parallelism), "checkpoint-ms=" + strconv.FormatInt(s.checkpoint.Milliseconds(), 10),
 			"batch=5000", "checkpoint-dir=file://" + ckpt}}
+	if err := os.MkdirAll(s.logDir, 0o755); err == nil {
+		r.logFile, _ = os.Create(filepath.Join(s.logDir, name+".log"))
+	}
 	if probe {
 		r.args = append(r.args, "session-timeout-ms="+strconv.FormatInt(probeSessionTimeout.Milliseconds(), 10))
 	}
@@ -166,6 +171,10 @@ type flinkRun struct {
 	watch    tableWatch
 	// restoredFrom is the checkpoint of each restart from one.
 	restoredFrom []string
+	// logFile keeps the JVM's output of every incarnation in
+	// REPO/.tmp/flink/logs, after the harness's temporary directory is
+	// gone.
+	logFile *os.File
 }
 
 func (r *flinkRun) launch(ctx context.Context, restore string) error {
@@ -175,8 +184,12 @@ func (r *flinkRun) launch(ctx context.Context, restore string) error {
 		args = append(args, "restore="+restore)
 	}
 	r.cmd = exec.CommandContext(ctx, "java", args...)
-	fmt.Fprintf(&r.log, "--- start%s\n", map[bool]string{true: " from " + restore}[restore != ""])
+	fmt.Fprintf(&r.log, "--- %s start%s\n", time.Now().Format(time.TimeOnly), map[bool]string{true: " from " + restore}[restore != ""])
 	r.cmd.Stdout, r.cmd.Stderr = &r.log, &r.log
+	if r.logFile != nil {
+		r.cmd.Stdout, r.cmd.Stderr = io.MultiWriter(&r.log, r.logFile), io.MultiWriter(&r.log, r.logFile)
+		fmt.Fprintf(r.logFile, "--- %s start%s\n", time.Now().Format(time.TimeOnly), map[bool]string{true: " from " + restore}[restore != ""])
+	}
 	r.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	r.exited = make(chan error, 1)
 	if err := r.cmd.Start(); err != nil {
@@ -216,7 +229,8 @@ func (r *flinkRun) kill9(context.Context) error {
 	if err := r.cmd.Process.Kill(); err != nil {
 		return fmt.Errorf("kill -9 the Flink job: %w", err)
 	}
-	<-r.exited
+	err := <-r.exited
+	r.exited <- err // for stop, should the restart fail
 	return nil
 }
 
@@ -274,6 +288,9 @@ func (r *flinkRun) stop(ctx context.Context) error {
 			_ = r.cmd.Process.Kill()
 			<-r.exited
 		}
+	}
+	if r.logFile != nil {
+		r.logFile.Close()
 	}
 	_, err := r.sys.db.rollbackPrepared(ctx)
 	return err
@@ -369,6 +386,13 @@ func newFlinkSystems(ctx context.Context, o options, d *db, tmp string, f *facts
 		return nil, fmt.Errorf("Postgres has max_prepared_transactions %d: Flink's XA sink prepares a transaction per subtask and checkpoint and needs at least %d (scripts/pg-up.sh sets 64: make pg-down and start it again), or pass -flink-parallelism= to leave Flink out",
 			prepared, 2*slices.Max(o.flinkParallelism))
 	}
+	// Transactions an interrupted run left prepared hold locks on its
+	// tables, and the harness's DROP TABLE would wait on them.
+	if n, err := d.rollbackPrepared(ctx); err != nil {
+		return nil, err
+	} else if n > 0 {
+		o.logf("rolled back %d transactions an earlier run left prepared", n)
+	}
 	jar, err := flinkJar(ctx, o.repo, o.logf)
 	if err != nil {
 		return nil, err
@@ -376,7 +400,7 @@ func newFlinkSystems(ctx context.Context, o options, d *db, tmp string, f *facts
 	f.flink = flinkVersions(o.repo)
 	var out []*flinkSystem
 	for _, p := range o.flinkParallelism {
-		out = append(out, &flinkSystem{jar: jar, brokers: o.brokers, pgURL: o.pgURL, tmp: tmp, db: d, parallelism: p, checkpoint: o.flinkCheckpoint})
+		out = append(out, &flinkSystem{jar: jar, brokers: o.brokers, pgURL: o.pgURL, tmp: tmp, logDir: filepath.Join(o.repo, ".tmp", "flink", "logs"), db: d, parallelism: p, checkpoint: o.flinkCheckpoint})
 	}
 	return out, nil
 }

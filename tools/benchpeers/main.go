@@ -78,17 +78,23 @@ type options struct {
 	// default); -smoke keeps one.
 	freshWorker bool
 	instance    string
-	// debezium runs the Debezium JDBC sink (-debezium=false: kafka2pg and
-	// Flink only).
-	debezium bool
+	// noDebezium leaves the Debezium JDBC sink out (-debezium=false:
+	// kafka2pg and Flink only).
+	noDebezium bool
 	// flinkParallelism lists the parallelisms Flink's XA sink runs with;
 	// empty: Flink does not run.
 	flinkParallelism []int
 	// flinkCheckpoint is the job's checkpoint interval: when its rows
 	// become visible.
 	flinkCheckpoint time.Duration
-	logf        func(format string, args ...any)
-	command     string
+	// latencyRate is the producer's rate of the latency runs; 0: half
+	// the slowest system's median append rate; negative: no latency runs.
+	latencyRate float64
+	// latencyWindow is how long the latency runs measure, after a warm-up
+	// as long.
+	latencyWindow time.Duration
+	logf          func(format string, args ...any)
+	command       string
 }
 
 // defaultRecords keeps the default run at about 10 minutes on an idle
@@ -111,12 +117,14 @@ func main() {
 	flag.StringVar(&o.chart, "chart", "", "SVG chart to write (default REPO/bench/peers.svg)")
 	flag.DurationVar(&o.runTimeout, "run-timeout", 15*time.Minute, "longest one run may take")
 	flag.DurationVar(&o.offsetFlush, "offset-flush", time.Minute, "the Connect worker's offset.flush.interval.ms (Kafka's default 60s): how often the JDBC sink's offsets are committed")
-	flag.BoolVar(&o.debezium, "debezium", true, "run the Debezium JDBC sink on Kafka Connect")
+	debezium := flag.Bool("debezium", true, "run the Debezium JDBC sink on Kafka Connect")
 	flinkPar := flag.String("flink-parallelism", "2,4", "parallelisms of Flink's exactly-once JDBC sink (XA), comma-separated; empty: Flink does not run")
 	flag.DurationVar(&o.flinkCheckpoint, "flink-checkpoint", time.Second, "Flink's checkpoint interval (its rows become visible at checkpoints)")
+	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency runs (every system on an empty topic fed at this rate); 0: half the slowest system's median append rate; -1: no latency runs")
+	flag.DurationVar(&o.latencyWindow, "latency-window", 20*time.Second, "how long each latency run measures, after a warm-up as long")
 	flag.BoolVar(&smoke, "smoke", false, "check that both systems run: 2,000 records, 1 repetition, two scenarios, no probe, one worker; writes the results to -out only when given")
 	flag.Parse()
-	o.freshWorker, o.instance = true, "peers"
+	o.freshWorker, o.instance, o.noDebezium = true, "peers", !*debezium
 	var err error
 	if o.flinkParallelism, err = parseParallelism(*flinkPar); err != nil {
 		fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
@@ -232,13 +240,14 @@ func findRepo() (string, error) {
 type report struct {
 	results []result // in the order they ran
 	probes  []result
+	latency []latencyResult
 	// flinkProbes: Flink's kill -9 probe, restarted from its checkpoint
 	// and plainly.
 	flinkProbes []result
-	facts   facts
-	reps    int
-	order   []scenario
-	changes dataset // of the changes scenario
+	facts       facts
+	reps        int
+	order       []scenario
+	changes     dataset // of the changes scenario
 }
 
 // run measures every repetition, then the probe, and writes the results.
@@ -331,7 +340,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	k2p := &kafka2pgSystem{bin: o.bin, brokers: o.brokers, pgURL: o.pgURL, tmp: tmp, db: d}
 	peers := []system{k2p}
 	var dbz *debeziumSystem
-	if o.debezium {
+	if !o.noDebezium {
 		w := &worker{repo: o.repo, instance: o.instance, brokers: o.brokers, flushMS: int(o.offsetFlush.Milliseconds()),
 			client: &http.Client{Timeout: 30 * time.Second}, logf: o.logf}
 		// A worker of an earlier, interrupted run would resume its
@@ -396,6 +405,9 @@ func run(ctx context.Context, o options) (*report, error) {
 				rep.results = append(rep.results, r)
 			}
 		}
+	}
+	if err := latencies(ctx, o, h, k, peers, rep); err != nil {
+		return rep, err
 	}
 	if o.probe {
 		o.logf("== the kill -9 probe (append, %d records, two kills each)", newKeys.n)

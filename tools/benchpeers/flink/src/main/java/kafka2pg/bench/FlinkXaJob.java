@@ -171,7 +171,11 @@ public final class FlinkXaJob {
     String restore = a.get("restore");
 
     Configuration conf = new Configuration();
+    // Flink 2.0 reads the directory under its 1.x key (the notes' run
+    // retained its checkpoints with it); the 2.x key is set as well.
+    conf.setString("state.checkpoints.dir", need(a, "checkpoint-dir"));
     conf.setString("execution.checkpointing.dir", need(a, "checkpoint-dir"));
+    conf.setString("execution.checkpointing.storage", "filesystem");
     conf.setString(
         "execution.checkpointing.externalized-checkpoint-retention", "RETAIN_ON_CANCELLATION");
     if (restore != null && !restore.isEmpty()) {
