@@ -430,3 +430,23 @@ func runs(sys system, sc scenario) bool {
 	}
 	return true
 }
+
+// duplicateRanges describes, per partition, the seqs that are in table
+// more than once: "p0 1200-1650 (451 seqs, 2x)": where a restart replayed.
+func (d *db) duplicateRanges(ctx context.Context, table string) (string, error) {
+	rows, err := d.conn.Query(ctx, fmt.Sprintf(`SELECT id %% %d, min(seq), max(seq), count(*), max(n) FROM
+		(SELECT id, seq, count(*) AS n FROM %s GROUP BY id, seq HAVING count(*) > 1) d GROUP BY 1 ORDER BY 1`, partitions, pgx.Identifier{table}.Sanitize()))
+	if err != nil {
+		return "", fmt.Errorf("find the duplicates of %s: %w", table, err)
+	}
+	var parts []string
+	var p, lo, hi, n, times int64
+	_, err = pgx.ForEachRow(rows, []any{&p, &lo, &hi, &n, &times}, func() error {
+		parts = append(parts, fmt.Sprintf("p%d %d-%d (%d seqs, up to %dx)", p, lo, hi, n, times))
+		return nil
+	})
+	if err != nil {
+		return "", fmt.Errorf("find the duplicates of %s: %w", table, err)
+	}
+	return strings.Join(parts, "; "), nil
+}

@@ -69,6 +69,11 @@ func flinkMarkdown(o options, rep *report) string {
 			w("| %s | %s | %s | %s | %s | %s | %.0f s |\n", r.System, strings.Join(kills, ", "), figures.Num(float64(r.Rows), 0),
 				figures.Num(float64(r.Duplicates), 0), figures.Num(float64(r.Lost), 0), figures.Num(float64(r.Prepared), 0), r.Wall.Seconds())
 		}
+		for _, r := range rep.flinkProbes {
+			if r.DuplicateRanges != "" {
+				w("- %s, the duplicates by partition (`seq` from-to, how many, most copies of one): %s.\n", r.System, r.DuplicateRanges)
+			}
+		}
 		w("\n")
 	}
 	return b.String()

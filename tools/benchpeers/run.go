@@ -126,6 +126,8 @@ type result struct {
 	// Prepared is the number of transactions left prepared in Postgres at
 	// the probe's end (Flink's XA sink), holding their locks.
 	Prepared int64
+	// DuplicateRanges says where the duplicates are (duplicateRanges).
+	DuplicateRanges string
 }
 
 // lossSettle is how long the probe waits on a table that misses records
@@ -359,6 +361,12 @@ func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, e
 		return r, err
 	}
 	h.logf("  %-18s kill -9 probe: %d rows for %d records: %d duplicates, %d lost, in %.0fs", sys.label(), r.Rows, n, r.Duplicates, r.Lost, r.Wall.Seconds())
+	if r.Duplicates > 0 {
+		if r.DuplicateRanges, err = h.db.duplicateRanges(ctx, table); err != nil {
+			return r, err
+		}
+		h.logf("  %-18s duplicates by partition: %s", sys.label(), r.DuplicateRanges)
+	}
 	if err := run.stop(ctx); err != nil {
 		return r, err
 	}
