@@ -326,36 +326,6 @@ func (d *db) rollbackPrepared(ctx context.Context) (int, error) {
 	return len(gids), nil
 }
 
-// tableWatch tells when an append table holds every row, counting it less
-// often while much is missing (a count scans the table).
-type tableWatch struct {
-	lastRows  int64
-	lastCheck time.Time
-	rate      float64
-}
-
-func (w *tableWatch) complete(ctx context.Context, d *db, table string, want int64) (bool, error) {
-	n, err := d.count(ctx, table)
-	if err != nil {
-		return false, err
-	}
-	now := time.Now()
-	if !w.lastCheck.IsZero() && now.After(w.lastCheck) {
-		w.rate = float64(n-w.lastRows) / now.Sub(w.lastCheck).Seconds()
-	}
-	w.lastRows, w.lastCheck = n, now
-	return n >= want, nil
-}
-
-// interval is about when the rows should be complete, halved.
-func (w *tableWatch) interval(want int64) time.Duration {
-	if w.rate <= 0 {
-		return 50 * time.Millisecond
-	}
-	left := time.Duration(float64(want-w.lastRows) / w.rate / 2 * float64(time.Second))
-	return min(max(left, 50*time.Millisecond), 2*time.Second)
-}
-
 // parseParallelism reads -flink-parallelism: "2,4", or "" for none.
 func parseParallelism(s string) ([]int, error) {
 	var out []int

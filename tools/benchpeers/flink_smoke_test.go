@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -49,15 +48,7 @@ func TestPeersSmokeFlink(t *testing.T) {
 		out: filepath.Join(dir, "peers.md"), chart: filepath.Join(dir, "peers.svg"), logf: t.Logf, command: "TestPeersSmokeFlink",
 		noDebezium: true, records: 2000, reps: 1, scenarios: "append-batch,upsert-updates", instance: "peers-smoke-flink",
 		flinkParallelism: []int{2}, flinkCheckpoint: time.Second, latencyRate: 500, latencyWindow: 3 * time.Second}
-	if err := o.resolve(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
-	defer cancel()
-	rep, err := run(ctx, o)
-	if err != nil {
-		t.Fatalf("the smoke run failed: %v", err)
-	}
+	rep := smokeRun(t, o, 8*time.Minute)
 	if len(rep.results) != 4 {
 		t.Fatalf("%d runs, want 4 (two scenarios on two systems)", len(rep.results))
 	}

@@ -222,6 +222,9 @@ func latencies(ctx context.Context, o options, h *harness, k *kafka, peers []sys
 	if rate == 0 {
 		rate = math.Inf(1)
 		for _, sys := range peers {
+			if _, ok := sys.(*debeziumSystem); ok {
+				continue // no latency run (below)
+			}
 			s := figures.SpreadOver(rep.series("append-batch", sys.label()), result.rate)
 			if s.N > 0 {
 				rate = min(rate, s.Med/2)

@@ -42,7 +42,7 @@ func (rep *report) summaryOf(pair []string) []summaryRow {
 		row := summaryRow{sc: sc}
 		for i, sys := range pair[:2] {
 			rs := rep.series(sc.key, sys)
-			row.runs = len(rs)
+			row.runs = max(row.runs, len(rs))
 			row.rate[i] = figures.SpreadOver(rs, result.rate)
 			row.cpu[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.CPU) })
 			row.pg[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.PGCPU) })
@@ -141,11 +141,7 @@ func markdown(o options, rep *report) string {
 			figures.Num(float64(o.records), 0), secs(o.offsetFlush), secs(probeSessionTimeout))
 		w("| system | rows in the table at the kills | rows at the end | duplicates | lost | wall |\n|---|---|---|---|---|---|\n")
 		for _, r := range rep.probes {
-			kills := make([]string, len(r.Kills))
-			for i, k := range r.Kills {
-				kills[i] = figures.Num(float64(k), 0)
-			}
-			w("| %s | %s | %s | %s | %s | %.0f s |\n", r.System, strings.Join(kills, ", "), figures.Num(float64(r.Rows), 0),
+			w("| %s | %s | %s | %s | %s | %.0f s |\n", r.System, r.killsText(), figures.Num(float64(r.Rows), 0),
 				figures.Num(float64(r.Duplicates), 0), figures.Num(float64(r.Lost), 0), r.Wall.Seconds())
 		}
 		w("\n")
@@ -194,6 +190,15 @@ func markdown(o options, rep *report) string {
 	}
 	w("\n  batch.size alone would not batch more than 500: Connect hands a put() at most max.poll.records records (500), and the sink flushes at the end of each put(), so the batch scenarios raise `consumer.override.max.poll.records` with it.\n")
 	return b.String()
+}
+
+// killsText lists the rows in the table at each kill of a probe.
+func (r result) killsText() string {
+	kills := make([]string, len(r.Kills))
+	for i, k := range r.Kills {
+		kills[i] = figures.Num(float64(k), 0)
+	}
+	return strings.Join(kills, ", ")
 }
 
 func secs(d time.Duration) string { return figures.Num(d.Seconds(), 0) + " s" }

@@ -52,15 +52,7 @@ func TestPeersSmoke(t *testing.T) {
 	o := options{pgURL: pgURL, brokers: brokers, repo: repo, bin: bin, runTimeout: 3 * time.Minute, offsetFlush: time.Minute,
 		out: filepath.Join(dir, "peers.md"), chart: filepath.Join(dir, "peers.svg"), logf: t.Logf, command: "TestPeersSmoke"}
 	o.smoke()
-	if err := o.resolve(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := run(ctx, o)
-	if err != nil {
-		t.Fatalf("the smoke run failed: %v", err)
-	}
+	rep := smokeRun(t, o, 5*time.Minute)
 	if len(rep.results) != 6 {
 		t.Fatalf("%d runs, want 6 (three scenarios on two systems)", len(rep.results))
 	}
@@ -106,4 +98,20 @@ func TestPeersSmoke(t *testing.T) {
 		}
 	}
 	t.Logf("smoke done in %s", time.Since(started).Round(time.Second))
+}
+
+// smokeRun resolves o and runs the harness, for at most timeout; a failed
+// run fails t.
+func smokeRun(t *testing.T, o options, timeout time.Duration) *report {
+	t.Helper()
+	if err := o.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rep, err := run(ctx, o)
+	if err != nil {
+		t.Fatalf("the smoke run failed: %v", err)
+	}
+	return rep
 }
