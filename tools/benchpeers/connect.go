@@ -306,21 +306,10 @@ func (r *debeziumRun) done(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	if r.upsert {
-		n, err := r.sys.db.lastRowsIn(ctx, r.table, r.want.last)
-		return n == int64(len(r.want.last)), err
-	}
-	return r.watch.complete(ctx, r.sys.db, r.table, r.want.rows)
+	return r.watch.done(ctx, r.sys.db, r.table, r.want, r.upsert)
 }
 
-// interval is how long to wait before the next done: a count of an append
-// table scans it, so it is taken about when the rows should be complete.
-func (r *debeziumRun) interval() time.Duration {
-	if r.upsert {
-		return 50 * time.Millisecond
-	}
-	return r.watch.interval(r.want.rows)
-}
+func (r *debeziumRun) interval() time.Duration { return r.watch.next(r.want, r.upsert) }
 
 func (r *debeziumRun) kill9(context.Context) error {
 	r.pastCPU, r.pastPeak = r.cpu(), r.peak()

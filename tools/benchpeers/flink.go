@@ -210,19 +210,10 @@ func (r *flinkRun) done(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("the Flink job exited (%v)", err)
 	default:
 	}
-	if r.upsert {
-		n, err := r.sys.db.lastRowsIn(ctx, r.table, r.want.last)
-		return n == int64(len(r.want.last)), err
-	}
-	return r.watch.complete(ctx, r.sys.db, r.table, r.want.rows)
+	return r.watch.done(ctx, r.sys.db, r.table, r.want, r.upsert)
 }
 
-func (r *flinkRun) interval() time.Duration {
-	if r.upsert {
-		return 50 * time.Millisecond
-	}
-	return r.watch.interval(r.want.rows)
-}
+func (r *flinkRun) interval() time.Duration { return r.watch.next(r.want, r.upsert) }
 
 func (r *flinkRun) kill9(context.Context) error {
 	r.pastCPU, r.pastPeak = r.cpu(), r.peak()

@@ -21,18 +21,7 @@ func TestPeersSmokeFlink(t *testing.T) {
 	if os.Getenv("KAFKA2PG_TEST_FLINK") != "1" {
 		t.Skip("set KAFKA2PG_TEST_FLINK=1 to run the Flink XA bench-peers smoke (make bench-peers-flink-smoke): it builds a Flink job with Maven")
 	}
-	brokers := os.Getenv("KAFKA2PG_TEST_BROKERS")
-	if brokers == "" {
-		t.Skip("set KAFKA2PG_TEST_BROKERS to a real Kafka broker (make kafka-up) to run the Flink bench-peers smoke")
-	}
-	pgURL := os.Getenv("KAFKA2PG_TEST_PG_URL")
-	if pgURL == "" {
-		t.Skip("set KAFKA2PG_TEST_PG_URL (scripts/pg-url.sh KAFKA2PG_TEST_PG_URL) to run the Flink bench-peers smoke")
-	}
-	bin := os.Getenv("KAFKA2PG_BIN")
-	if bin == "" {
-		t.Skip("set KAFKA2PG_BIN to the built binary (make build) to run the Flink bench-peers smoke")
-	}
+	brokers, pgURL, bin := smokeEnv(t, "the Flink bench-peers smoke")
 	for _, tool := range []string{"java", "mvn"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Skipf("no %s on PATH: the Flink bench-peers smoke builds and runs a Flink job (KAFKA2PG_TEST_FLINK is set, but Java 17 and Maven are needed too)", tool)
