@@ -23,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers bench-peers-smoke test-real-kafka test-cdc test-security faults chart bench scale test-registry
+.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers bench-peers-smoke bench-peers-flink-smoke test-real-kafka test-cdc test-security faults chart bench scale test-registry
 
 ## help            list the targets (the "## " lines of this Makefile)
 help:
@@ -340,10 +340,21 @@ bench: build
 # takes both cores: run it alone; bench/peers.md says how long its run took
 # and the load beside it); RECORDS=1000000 for a million records, about 30
 # minutes idle.
-## bench-peers     kafka2pg against the Debezium JDBC sink (Kafka Connect); bench/peers.md
+# Flink's exactly-once JDBC sink (XA) runs beside them at each parallelism
+# of FLINK_PARALLELISM (default 2,4; empty leaves it out), checkpointing
+# every FLINK_CHECKPOINT (default 1s): a job of tools/benchpeers/flink built
+# once by Maven from Maven Central (kept in .tmp/flink), in a local
+# MiniCluster; then the latency of every system at half the slowest one's
+# append rate, and Flink's kill -9 probe restarted from its retained
+# checkpoint and plainly. Postgres needs max_prepared_transactions > 0
+# (scripts/pg-up.sh sets 64).
+FLINK_PARALLELISM ?= 2,4
+FLINK_CHECKPOINT ?= 1s
+## bench-peers     kafka2pg against the Debezium JDBC sink (Kafka Connect) and Flink's XA sink; bench/peers.md
 bench-peers: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
 	$(GO) -C tools run ./benchpeers -pg-url "$$url" -records $(or $(RECORDS),150000) -reps $(or $(REPS),3) \
+		-flink-parallelism "$(FLINK_PARALLELISM)" -flink-checkpoint "$(FLINK_CHECKPOINT)" \
 		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/peers.md" -chart "$(CURDIR)/bench/peers.svg"
 
 # bench-peers-smoke checks that the harness runs both systems on 2,000
@@ -356,6 +367,19 @@ bench-peers-smoke: build
 	export KAFKA2PG_TEST_BROKERS=$${KAFKA2PG_TEST_BROKERS:-$$(scripts/kafka-up.sh)}
 	export KAFKA2PG_BIN="$(CURDIR)/$(BIN)"
 	$(GO) -C tools test -count=1 -timeout 10m -run '^TestPeersSmoke$$' -v ./benchpeers/
+
+# bench-peers-flink-smoke checks that the harness runs kafka2pg and Flink's
+# XA sink on 2,000 records, with a short latency run of each
+# (TestPeersSmokeFlink, KAFKA2PG_TEST_FLINK=1), on the same broker and
+# Postgres as bench-peers-smoke. The first Maven build of the job takes
+# about 45 s (then .tmp/flink keeps the jar); Flink's start-up makes each
+# of its runs about 15 s.
+## bench-peers-flink-smoke the Flink XA peer of bench-peers on a few records, on a real broker
+bench-peers-flink-smoke: build
+	@export KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
+	export KAFKA2PG_TEST_BROKERS=$${KAFKA2PG_TEST_BROKERS:-$$(scripts/kafka-up.sh)}
+	export KAFKA2PG_BIN="$(CURDIR)/$(BIN)" KAFKA2PG_TEST_FLINK=1
+	$(GO) -C tools test -count=1 -timeout 10m -run '^TestPeersSmokeFlink$$' -v ./benchpeers/
 
 # scale runs the scale suite of integration/scale*_test.go at full size
 # (KAFKA2PG_SCALE=1): the 1,000-partition run on kfake, then the

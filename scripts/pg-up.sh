@@ -197,6 +197,9 @@ shared_buffers = 128MB
 max_wal_size = 8GB
 fsync = on
 synchronous_commit = on
+# Two-phase commit for bench-peers' Flink XA sink (one prepared
+# transaction per sink subtask and checkpoint); 0 refuses PREPARE TRANSACTION.
+max_prepared_transactions = 64
 log_line_prefix = '%m [%p] %q%u@%d '
 log_min_messages = warning
 log_checkpoints = off

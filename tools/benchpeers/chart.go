@@ -14,9 +14,10 @@ import (
 // max, and the probe's duplicates as a line of text under them.
 func chartSVG(rep *report) (string, error) {
 	colors := []string{"#1f77b4", "#d62728"}
+	flinkColors := []string{"#2ca02c", "#9467bd", "#8c564b", "#e377c2"}
 	f := rep.facts
 	c := svgchart.Bars{
-		Title: "kafka2pg and the Debezium JDBC sink: rows/s into PostgreSQL, same records, broker and database",
+		Title: "kafka2pg and its peers: rows/s into PostgreSQL, same records, broker and database",
 		Notes: []string{
 			fmt.Sprintf("%s, %d CPUs (shared), PostgreSQL %s, Kafka Connect %s, Debezium %s, kafka2pg %s.",
 				f.started.UTC().Format("2006-01-02"), f.nproc, f.pgVersion, f.connect, f.debezium, f.kafka2pg),
@@ -35,6 +36,15 @@ func chartSVG(rep *report) (string, error) {
 				b.Text += fmt.Sprintf(" (× %s)", figures.Num(row.ratio(), 1))
 			}
 			g.Bars = append(g.Bars, b)
+		}
+		// Flink's XA sink, at each parallelism, where it ran.
+		for i, label := range rep.flinkLabels() {
+			rs := rep.series(row.sc.key, label)
+			if len(rs) == 0 {
+				continue
+			}
+			s := figures.SpreadOver(rs, result.rate)
+			g.Bars = append(g.Bars, svgchart.Bar{Label: label, Color: flinkColors[i%len(flinkColors)], Med: s.Med, Lo: s.Lo, Hi: s.Hi, Text: figures.Num(s.Med, 0)})
 		}
 		c.Groups = append(c.Groups, g)
 	}

@@ -280,11 +280,8 @@ type debeziumRun struct {
 	cpu0     float64 // the worker's CPU when the connector was created
 	pastCPU  float64 // of killed incarnations of the worker
 	pastPeak int64
-	// For the adaptive count of an append table.
-	lastRows  int64
-	lastCheck time.Time
-	rate      float64
-	checked   time.Time // of the status
+	watch    tableWatch // for the adaptive count of an append table
+	checked  time.Time  // of the status
 }
 
 func (r *debeziumRun) pid() int { return r.sys.w.pid }
@@ -309,31 +306,10 @@ func (r *debeziumRun) done(ctx context.Context) (bool, error) {
 			}
 		}
 	}
-	if r.upsert {
-		n, err := r.sys.db.lastRowsIn(ctx, r.table, r.want.last)
-		return n == int64(len(r.want.last)), err
-	}
-	n, err := r.sys.db.count(ctx, r.table)
-	if err != nil {
-		return false, err
-	}
-	now := time.Now()
-	if !r.lastCheck.IsZero() && now.After(r.lastCheck) {
-		r.rate = float64(n-r.lastRows) / now.Sub(r.lastCheck).Seconds()
-	}
-	r.lastRows, r.lastCheck = n, now
-	return n >= r.want.rows, nil
+	return r.watch.done(ctx, r.sys.db, r.table, r.want, r.upsert)
 }
 
-// interval is how long to wait before the next done: a count of an append
-// table scans it, so it is taken about when the rows should be complete.
-func (r *debeziumRun) interval() time.Duration {
-	if r.upsert || r.rate <= 0 {
-		return 50 * time.Millisecond
-	}
-	left := time.Duration(float64(r.want.rows-r.lastRows) / r.rate / 2 * float64(time.Second))
-	return min(max(left, 50*time.Millisecond), 2*time.Second)
-}
+func (r *debeziumRun) interval() time.Duration { return r.watch.next(r.want, r.upsert) }
 
 func (r *debeziumRun) kill9(context.Context) error {
 	r.pastCPU, r.pastPeak = r.cpu(), r.peak()

@@ -26,6 +26,7 @@ type facts struct {
 	loadBefore, loadAfter string
 	kafka                 string
 	connect, debezium     string
+	flink                 string // the versions of the Flink job's pom.xml
 	java                  string
 	pgVersion, pgSettings string
 	pgCPUNote             string

@@ -36,12 +36,8 @@ func (k *kafka) Close() { k.cl.Close() }
 // produces every record of d into it, waiting until Kafka acknowledged them
 // all.
 func (k *kafka) fill(ctx context.Context, topic string, d dataset) error {
-	resp, err := k.admin.CreateTopic(ctx, partitions, -1, nil, topic)
-	if err == nil {
-		err = resp.Err
-	}
-	if err != nil {
-		return fmt.Errorf("create topic %s: %w", topic, err)
+	if err := k.create(ctx, topic); err != nil {
+		return err
 	}
 	var mu sync.Mutex
 	var failed error
@@ -68,6 +64,18 @@ func (k *kafka) fill(ctx context.Context, topic string, d dataset) error {
 	defer mu.Unlock()
 	if failed != nil {
 		return fmt.Errorf("produce to %s: %w", topic, failed)
+	}
+	return nil
+}
+
+// create creates topic: 8 partitions, the broker's replication factor.
+func (k *kafka) create(ctx context.Context, topic string) error {
+	resp, err := k.admin.CreateTopic(ctx, partitions, -1, nil, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		return fmt.Errorf("create topic %s: %w", topic, err)
 	}
 	return nil
 }

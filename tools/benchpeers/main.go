@@ -78,8 +78,23 @@ type options struct {
 	// default); -smoke keeps one.
 	freshWorker bool
 	instance    string
-	logf        func(format string, args ...any)
-	command     string
+	// noDebezium leaves the Debezium JDBC sink out (-debezium=false:
+	// kafka2pg and Flink only).
+	noDebezium bool
+	// flinkParallelism lists the parallelisms Flink's XA sink runs with;
+	// empty: Flink does not run.
+	flinkParallelism []int
+	// flinkCheckpoint is the job's checkpoint interval: when its rows
+	// become visible.
+	flinkCheckpoint time.Duration
+	// latencyRate is the producer's rate of the latency runs; 0: half
+	// the slowest system's median append rate; negative: no latency runs.
+	latencyRate float64
+	// latencyWindow is how long the latency runs measure, after a warm-up
+	// as long.
+	latencyWindow time.Duration
+	logf          func(format string, args ...any)
+	command       string
 }
 
 // defaultRecords keeps the default run at about 10 minutes on an idle
@@ -102,9 +117,19 @@ func main() {
 	flag.StringVar(&o.chart, "chart", "", "SVG chart to write (default REPO/bench/peers.svg)")
 	flag.DurationVar(&o.runTimeout, "run-timeout", 15*time.Minute, "longest one run may take")
 	flag.DurationVar(&o.offsetFlush, "offset-flush", time.Minute, "the Connect worker's offset.flush.interval.ms (Kafka's default 60s): how often the JDBC sink's offsets are committed")
+	debezium := flag.Bool("debezium", true, "run the Debezium JDBC sink on Kafka Connect")
+	flinkPar := flag.String("flink-parallelism", "2,4", "parallelisms of Flink's exactly-once JDBC sink (XA), comma-separated; empty: Flink does not run")
+	flag.DurationVar(&o.flinkCheckpoint, "flink-checkpoint", time.Second, "Flink's checkpoint interval (its rows become visible at checkpoints)")
+	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency runs (every system on an empty topic fed at this rate); 0: half the slowest system's median append rate; -1: no latency runs")
+	flag.DurationVar(&o.latencyWindow, "latency-window", 20*time.Second, "how long each latency run measures, after a warm-up as long")
 	flag.BoolVar(&smoke, "smoke", false, "check that both systems run: 2,000 records, 1 repetition, two scenarios, no probe, one worker; writes the results to -out only when given")
 	flag.Parse()
-	o.freshWorker, o.instance = true, "peers"
+	o.freshWorker, o.instance, o.noDebezium = true, "peers", !*debezium
+	var err error
+	if o.flinkParallelism, err = parseParallelism(*flinkPar); err != nil {
+		fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
+		os.Exit(2)
+	}
 	if smoke {
 		o.smoke()
 	}
@@ -152,6 +177,8 @@ func (o *options) resolve() error {
 		return fmt.Errorf("-reps is %d: it must be 0 (the probe only) or more", o.reps)
 	case o.offsetFlush < time.Millisecond:
 		return fmt.Errorf("-offset-flush is %s: it must be at least 1ms", o.offsetFlush)
+	case len(o.flinkParallelism) > 0 && o.flinkCheckpoint < 10*time.Millisecond:
+		return fmt.Errorf("-flink-checkpoint is %s: it must be at least 10ms (Flink's minimum)", o.flinkCheckpoint)
 	}
 	for _, k := range o.scenarioList() {
 		if !slices.Contains(scenarioKeys(), k) {
@@ -213,10 +240,14 @@ func findRepo() (string, error) {
 type report struct {
 	results []result // in the order they ran
 	probes  []result
-	facts   facts
-	reps    int
-	order   []scenario
-	changes dataset // of the changes scenario
+	latency []latencyResult
+	// flinkProbes: Flink's kill -9 probe, restarted from its checkpoint
+	// and plainly.
+	flinkProbes []result
+	facts       facts
+	reps        int
+	order       []scenario
+	changes     dataset // of the changes scenario
 }
 
 // run measures every repetition, then the probe, and writes the results.
@@ -245,7 +276,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		return nil, fmt.Errorf("SHOW server_version: %w", err)
 	}
 	if err := conn.QueryRow(ctx, `SELECT string_agg(name || ' ' || current_setting(name), ', ' ORDER BY name) FROM pg_settings
-		WHERE name IN ('fsync', 'max_wal_size', 'shared_buffers', 'synchronous_commit')`).Scan(&f.pgSettings); err != nil {
+		WHERE name IN ('fsync', 'max_prepared_transactions', 'max_wal_size', 'shared_buffers', 'synchronous_commit')`).Scan(&f.pgSettings); err != nil {
 		return nil, fmt.Errorf("read the Postgres settings: %w", err)
 	}
 	pg := procfs.FindPostgres(ctx, conn)
@@ -305,29 +336,41 @@ func run(ctx context.Context, o options) (*report, error) {
 		}
 	}()
 
-	w := &worker{repo: o.repo, instance: o.instance, brokers: o.brokers, flushMS: int(o.offsetFlush.Milliseconds()),
-		client: &http.Client{Timeout: 30 * time.Second}, logf: o.logf}
-	// A worker of an earlier, interrupted run would resume its connectors:
-	// start from a new one.
-	if err := w.down(ctx); err != nil {
-		return nil, err
-	}
-	o.logf("starting a Kafka Connect worker (scripts/connect-up.sh, CONNECT_INSTANCE=%s)", o.instance)
-	if err := w.up(ctx); err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err := w.down(context.WithoutCancel(ctx)); err != nil {
-			o.logf("note: %v", err)
-		}
-	}()
-	if f.connect, f.debezium, err = w.versions(ctx); err != nil {
-		return nil, err
-	}
 	f.java = javaVersion()
 	k2p := &kafka2pgSystem{bin: o.bin, brokers: o.brokers, pgURL: o.pgURL, tmp: tmp, db: d}
-	dbz := &debeziumSystem{w: w, pgURL: o.pgURL, db: d}
-	if o.freshWorker {
+	peers := []system{k2p}
+	var dbz *debeziumSystem
+	if !o.noDebezium {
+		w := &worker{repo: o.repo, instance: o.instance, brokers: o.brokers, flushMS: int(o.offsetFlush.Milliseconds()),
+			client: &http.Client{Timeout: 30 * time.Second}, logf: o.logf}
+		// A worker of an earlier, interrupted run would resume its
+		// connectors: start from a new one.
+		if err := w.down(ctx); err != nil {
+			return nil, err
+		}
+		o.logf("starting a Kafka Connect worker (scripts/connect-up.sh, CONNECT_INSTANCE=%s)", o.instance)
+		if err := w.up(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err := w.down(context.WithoutCancel(ctx)); err != nil {
+				o.logf("note: %v", err)
+			}
+		}()
+		if f.connect, f.debezium, err = w.versions(ctx); err != nil {
+			return nil, err
+		}
+		dbz = &debeziumSystem{w: w, pgURL: o.pgURL, db: d}
+		peers = append(peers, dbz)
+	}
+	flinks, err := newFlinkSystems(ctx, o, d, tmp, &f)
+	if err != nil {
+		return nil, err
+	}
+	for _, fs := range flinks {
+		peers = append(peers, fs)
+	}
+	if dbz != nil && o.freshWorker {
 		started := false // the worker just started serves the first run
 		h.fresh = func(ctx context.Context) error {
 			if !started {
@@ -337,17 +380,23 @@ func run(ctx context.Context, o options) (*report, error) {
 			return dbz.freshWorker(ctx)
 		}
 	}
-	o.logf("Postgres %s; %s; Kafka Connect %s, Debezium JDBC sink %s; %d records a topic, %d repetition(s) of %d scenario(s)%s",
-		f.pgVersion, f.kafka, f.connect, f.debezium, o.records, o.reps, len(chosen), map[bool]string{true: ", then the kill -9 probe"}[o.probe])
+	o.logf("Postgres %s; %s; Kafka Connect %s, Debezium JDBC sink %s; %s; %d records a topic, %d repetition(s) of %d scenario(s)%s",
+		f.pgVersion, f.kafka, cmp.Or(f.connect, "not run"), cmp.Or(f.debezium, "not run"), cmp.Or(f.flink, "Flink not run"),
+		o.records, o.reps, len(chosen), map[bool]string{true: ", then the kill -9 probe"}[o.probe])
 
 	rep := &report{facts: f, reps: o.reps, order: chosen, changes: changes}
 	for i := range o.reps {
 		o.logf("== repetition %d of %d", i+1, o.reps)
 		for j, sc := range chosen {
-			systems := []system{k2p, dbz}
-			if (i+j)%2 == 1 {
-				systems = []system{dbz, k2p}
+			var systems []system
+			for _, sys := range peers {
+				if runs(sys, sc) {
+					systems = append(systems, sys)
+				}
 			}
+			// Each system goes first in turn.
+			k := (i + j) % len(systems)
+			systems = append(systems[k:], systems[:k]...)
 			for _, sys := range systems {
 				r, err := h.measure(ctx, sys, sc, i+1)
 				if err != nil {
@@ -357,15 +406,35 @@ func run(ctx context.Context, o options) (*report, error) {
 			}
 		}
 	}
+	if err := latencies(ctx, o, h, k, peers, rep); err != nil {
+		return rep, err
+	}
 	if o.probe {
 		o.logf("== the kill -9 probe (append, %d records, two kills each)", newKeys.n)
 		probe := scenario{key: "kill-probe", title: "kill -9 probe, append, Debezium defaults", data: newKeys}
-		for _, sys := range []system{k2p, dbz} {
+		for _, sys := range peers {
+			if _, ok := sys.(*flinkSystem); ok {
+				continue
+			}
 			r, err := h.probe(ctx, sys, probe)
 			if err != nil {
 				return rep, err
 			}
 			rep.probes = append(rep.probes, r)
+		}
+		// Flink's exactly-once holds only when it resumes from its
+		// retained checkpoint: the probe restarts it both ways.
+		if len(flinks) > 0 {
+			for _, restore := range []bool{true, false} {
+				fs := *flinks[0]
+				fs.restore = restore
+				r, err := h.probe(ctx, &fs, probe)
+				if err != nil {
+					return rep, err
+				}
+				r.System += ", " + fs.restartLabel()
+				rep.flinkProbes = append(rep.flinkProbes, r)
+			}
 		}
 	}
 	rep.facts.loadAfter = procfs.LoadAverage()

@@ -213,3 +213,39 @@ func poll(ctx context.Context, deadline time.Time, interval func() time.Duration
 }
 
 var errDeadline = fmt.Errorf("deadline passed")
+
+// tableWatch tells when a table holds every record: an upsert table by the
+// last record of each partition (index lookups), an append table by its
+// count, taken less often while much is missing (a count scans the table).
+type tableWatch struct {
+	lastRows  int64
+	lastCheck time.Time
+	rate      float64
+}
+
+func (w *tableWatch) done(ctx context.Context, d *db, table string, want finalState, upsert bool) (bool, error) {
+	if upsert {
+		n, err := d.lastRowsIn(ctx, table, want.last)
+		return n == int64(len(want.last)), err
+	}
+	n, err := d.count(ctx, table)
+	if err != nil {
+		return false, err
+	}
+	now := time.Now()
+	if !w.lastCheck.IsZero() && now.After(w.lastCheck) {
+		w.rate = float64(n-w.lastRows) / now.Sub(w.lastCheck).Seconds()
+	}
+	w.lastRows, w.lastCheck = n, now
+	return n >= want.rows, nil
+}
+
+// next is how long to wait before the next done: for an append table,
+// about when the rows should be complete, halved.
+func (w *tableWatch) next(want finalState, upsert bool) time.Duration {
+	if upsert || w.rate <= 0 {
+		return 50 * time.Millisecond
+	}
+	left := time.Duration(float64(want.rows-w.lastRows) / w.rate / 2 * float64(time.Second))
+	return min(max(left, 50*time.Millisecond), 2*time.Second)
+}

@@ -24,7 +24,7 @@ func (rep *report) series(scenarioKey, system string) []result {
 
 var systems = []string{"kafka2pg", "Debezium JDBC sink"}
 
-// summaryRow is one scenario's medians for both systems.
+// summaryRow is one scenario's medians for two systems.
 type summaryRow struct {
 	sc                 scenario
 	rate, cpu, pg, rss [2]figures.Spread
@@ -33,13 +33,16 @@ type summaryRow struct {
 	notRun [2]string
 }
 
-func (rep *report) summary() []summaryRow {
+func (rep *report) summary() []summaryRow { return rep.summaryOf(systems) }
+
+// summaryOf is summary for the two systems of pair.
+func (rep *report) summaryOf(pair []string) []summaryRow {
 	var rows []summaryRow
 	for _, sc := range rep.order {
 		row := summaryRow{sc: sc}
-		for i, sys := range systems {
+		for i, sys := range pair[:2] {
 			rs := rep.series(sc.key, sys)
-			row.runs = len(rs)
+			row.runs = max(row.runs, len(rs))
 			row.rate[i] = figures.SpreadOver(rs, result.rate)
 			row.cpu[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.CPU) })
 			row.pg[i] = figures.SpreadOver(rs, func(r result) float64 { return r.perMillion(r.PGCPU) })
@@ -66,6 +69,9 @@ func (row summaryRow) cells(i int) (rate, cpu, pg, rss string) {
 	if row.notRun[i] != "" {
 		return "not run: " + row.notRun[i], "–", "–", "–"
 	}
+	if row.rate[i].N == 0 {
+		return "not run", "–", "–", "–"
+	}
 	return row.rate[i].Format(0), figures.Num(row.cpu[i].Med, 1), figures.Num(row.pg[i].Med, 1), figures.Num(row.rss[i].Med, 0)
 }
 
@@ -90,7 +96,11 @@ func markdown(o options, rep *report) string {
 	var b strings.Builder
 	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
 	f := rep.facts
-	w("# kafka2pg against the Debezium JDBC sink\n\n")
+	title := "the Debezium JDBC sink"
+	if len(rep.flinkLabels()) > 0 {
+		title += " and Flink's exactly-once JDBC sink"
+	}
+	w("# kafka2pg against %s\n\n", title)
 	w("Written by `make bench-peers` (tools/benchpeers) on %s, in %s. **One run on a shared 2-core machine**: other work ran beside it (load average %s before, %s after), which slows both systems, and the JDBC sink's long runs more surely than kafka2pg's short ones; compare runs made at a similar load.\n\n",
 		f.started.UTC().Format("2006-01-02 15:04 UTC"), f.finished.Sub(f.started).Round(time.Second), f.loadBefore, f.loadAfter)
 	w("![rows/s per scenario](%s)\n\n", filepath.Base(o.chart))
@@ -131,16 +141,13 @@ func markdown(o options, rep *report) string {
 			figures.Num(float64(o.records), 0), secs(o.offsetFlush), secs(probeSessionTimeout))
 		w("| system | rows in the table at the kills | rows at the end | duplicates | lost | wall |\n|---|---|---|---|---|---|\n")
 		for _, r := range rep.probes {
-			kills := make([]string, len(r.Kills))
-			for i, k := range r.Kills {
-				kills[i] = figures.Num(float64(k), 0)
-			}
-			w("| %s | %s | %s | %s | %s | %.0f s |\n", r.System, strings.Join(kills, ", "), figures.Num(float64(r.Rows), 0),
+			w("| %s | %s | %s | %s | %s | %.0f s |\n", r.System, r.killsText(), figures.Num(float64(r.Rows), 0),
 				figures.Num(float64(r.Duplicates), 0), figures.Num(float64(r.Lost), 0), r.Wall.Seconds())
 		}
 		w("\n")
 	}
 
+	b.WriteString(flinkMarkdown(o, rep))
 	w("## Every run\n\n")
 	w("| rep | scenario | system | rows/s | start to first row | records in then | first to last row | rows/s from the start | CPU s | Postgres CPU s | peak RSS MiB | rows |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.results {
@@ -183,6 +190,15 @@ func markdown(o options, rep *report) string {
 	}
 	w("\n  batch.size alone would not batch more than 500: Connect hands a put() at most max.poll.records records (500), and the sink flushes at the end of each put(), so the batch scenarios raise `consumer.override.max.poll.records` with it.\n")
 	return b.String()
+}
+
+// killsText lists the rows in the table at each kill of a probe.
+func (r result) killsText() string {
+	kills := make([]string, len(r.Kills))
+	for i, k := range r.Kills {
+		kills[i] = figures.Num(float64(k), 0)
+	}
+	return strings.Join(kills, ", ")
 }
 
 func secs(d time.Duration) string { return figures.Num(d.Seconds(), 0) + " s" }

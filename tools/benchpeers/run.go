@@ -123,7 +123,17 @@ type result struct {
 	Kills      []int64
 	Duplicates int64
 	Lost       int64
+	// Prepared is the number of transactions left prepared in Postgres at
+	// the probe's end (Flink's XA sink), holding their locks.
+	Prepared int64
+	// DuplicateRanges says where the duplicates are (duplicateRanges).
+	DuplicateRanges string
 }
+
+// lossSettle is how long the probe waits on a table that misses records
+// and no longer changes before it counts them lost: longer than a
+// restarted Connect worker or Flink job takes to write again.
+const lossSettle = 60 * time.Second
 
 // rate is the steady rows/s: the records after the first batch over the
 // time from the first row to the last;
@@ -318,23 +328,25 @@ func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, e
 		}
 	}
 	// Done when every record is in (a redelivery comes before the
-	// records after it in its partition), then still for 2 s.
+	// records after it in its partition), then still for 2 s; or, for a
+	// system that lost records, when the table has not changed for
+	// lossSettle.
 	var st tableState
 	stableSince := time.Time{}
 	err = poll(ctx, deadline, func() time.Duration { return 200 * time.Millisecond }, func() (bool, error) {
 		if _, err := run.done(ctx); err != nil {
 			return false, err
 		}
-		rows, err := h.db.count(ctx, table)
-		if err != nil || rows < n {
+		prev := st
+		var err error
+		if st, err = h.db.state(ctx, table); err != nil {
 			return false, err
 		}
-		prev := st.rows
-		if st, err = h.db.state(ctx, table); err != nil || st.distinct < n {
-			return false, err
-		}
-		if st.rows != prev || stableSince.IsZero() {
+		if st != prev || stableSince.IsZero() {
 			stableSince = time.Now()
+		}
+		if st.distinct < n {
+			return st.rows > 0 && time.Since(stableSince) >= lossSettle, nil
 		}
 		return time.Since(stableSince) >= 2*time.Second, nil
 	})
@@ -345,7 +357,16 @@ func (h *harness) probe(ctx context.Context, sys system, sc scenario) (result, e
 	r.CPU, r.PeakRSS, r.PGCPU = run.cpu(), run.peak(), h.pg.CPU()-pg0
 	r.Rows, r.Distinct, r.SeqSum = st.rows, st.distinct, st.seqSum
 	r.Duplicates, r.Lost = st.rows-st.distinct, n-st.distinct
+	if r.Prepared, err = h.db.preparedCount(ctx); err != nil {
+		return r, err
+	}
 	h.logf("  %-18s kill -9 probe: %d rows for %d records: %d duplicates, %d lost, in %.0fs", sys.label(), r.Rows, n, r.Duplicates, r.Lost, r.Wall.Seconds())
+	if r.Duplicates > 0 {
+		if r.DuplicateRanges, err = h.db.duplicateRanges(ctx, table); err != nil {
+			return r, err
+		}
+		h.logf("  %-18s duplicates by partition: %s", sys.label(), r.DuplicateRanges)
+	}
 	if err := run.stop(ctx); err != nil {
 		return r, err
 	}

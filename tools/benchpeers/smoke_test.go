@@ -20,21 +20,10 @@ import (
 // checks that every run wrote what the records make (run fails otherwise)
 // and that the report and the chart are written.
 func TestPeersSmoke(t *testing.T) {
-	brokers := os.Getenv("KAFKA2PG_TEST_BROKERS")
-	if brokers == "" {
-		t.Skip("set KAFKA2PG_TEST_BROKERS to a real Kafka broker (make kafka-up) to run the bench-peers smoke: Kafka Connect needs one")
-	}
-	pgURL := os.Getenv("KAFKA2PG_TEST_PG_URL")
-	if pgURL == "" {
-		t.Skip("set KAFKA2PG_TEST_PG_URL (scripts/pg-url.sh KAFKA2PG_TEST_PG_URL) to run the bench-peers smoke")
-	}
+	brokers, pgURL, bin := smokeEnv(t, "the bench-peers smoke")
 	repo, err := findRepo()
 	if err != nil {
 		t.Fatal(err)
-	}
-	bin := os.Getenv("KAFKA2PG_BIN")
-	if bin == "" {
-		t.Skip("set KAFKA2PG_BIN to the built binary (make build) to run the bench-peers smoke")
 	}
 	for _, tool := range []string{"java", "mvn", "curl"} {
 		if _, err := exec.LookPath(tool); err != nil {
@@ -52,15 +41,7 @@ func TestPeersSmoke(t *testing.T) {
 	o := options{pgURL: pgURL, brokers: brokers, repo: repo, bin: bin, runTimeout: 3 * time.Minute, offsetFlush: time.Minute,
 		out: filepath.Join(dir, "peers.md"), chart: filepath.Join(dir, "peers.svg"), logf: t.Logf, command: "TestPeersSmoke"}
 	o.smoke()
-	if err := o.resolve(); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	rep, err := run(ctx, o)
-	if err != nil {
-		t.Fatalf("the smoke run failed: %v", err)
-	}
+	rep := smokeRun(t, o, 5*time.Minute)
 	if len(rep.results) != 6 {
 		t.Fatalf("%d runs, want 6 (three scenarios on two systems)", len(rep.results))
 	}
@@ -106,4 +87,36 @@ func TestPeersSmoke(t *testing.T) {
 		}
 	}
 	t.Logf("smoke done in %s", time.Since(started).Round(time.Second))
+}
+
+// smokeEnv is the broker, the Postgres and the binary a smoke test runs
+// against; it skips t, naming the variable, when one is not set.
+func smokeEnv(t *testing.T, what string) (brokers, pgURL, bin string) {
+	t.Helper()
+	for _, v := range []struct{ name, how string }{
+		{"KAFKA2PG_TEST_BROKERS", "to a real Kafka broker (make kafka-up)"},
+		{"KAFKA2PG_TEST_PG_URL", "(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)"},
+		{"KAFKA2PG_BIN", "to the built binary (make build)"},
+	} {
+		if os.Getenv(v.name) == "" {
+			t.Skipf("set %s %s to run %s", v.name, v.how, what)
+		}
+	}
+	return os.Getenv("KAFKA2PG_TEST_BROKERS"), os.Getenv("KAFKA2PG_TEST_PG_URL"), os.Getenv("KAFKA2PG_BIN")
+}
+
+// smokeRun resolves o and runs the harness, for at most timeout; a failed
+// run fails t.
+func smokeRun(t *testing.T, o options, timeout time.Duration) *report {
+	t.Helper()
+	if err := o.resolve(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	rep, err := run(ctx, o)
+	if err != nil {
+		t.Fatalf("the smoke run failed: %v", err)
+	}
+	return rep
 }
