@@ -493,3 +493,149 @@ func TestTransactionsZombieApplierCommitsNothing(t *testing.T) {
 	}
 	src.equalsSource(t, pool)
 }
+
+func TestTransactionsCheckerSeesHalfAppliedTransactionsWithoutThem(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	rng := rand.New(rand.NewPCG(3, 37))
+	src := newBankSource(10)
+	src.transfersOf(rng, 50)
+	sinks := bankSinks(t)
+	for topic, s := range sinks {
+		s.Transactions = nil
+		sinks[topic] = s
+	}
+	delete(sinks, bankTxTopic)
+	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: sinks})
+	m := &member{w: w, pos: map[topicPart]stream.Position{}, prev: map[topicPart]int64{}}
+	// Table a's partitions whole, table b's snapshot only: what a reader
+	// sees while b's partitions lag.
+	for _, tp := range allParts() {
+		if tp.topic == bankTxTopic {
+			continue
+		}
+		pos, err := w.Claim(t.Context(), tp.topic, []int32{tp.part})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.pos[tp], m.prev[tp] = pos[tp.part], pos[tp.part].NextOffset
+		m.own = append(m.own, tp)
+	}
+	full := src.log
+	src.log = map[topicPart][]stream.Record{}
+	for tp, recs := range full {
+		if tp.topic == bankTopic("b") {
+			recs = recs[:len(recs)-len(recs)/2]
+		}
+		src.log[tp] = recs
+	}
+	feedAll(t, rng, src, m)
+	c := &checker{pool: pool, accounts: src.accounts, total: src.total()}
+	c.check(t.Context())
+	if c.snapshots.Load() != 1 || c.bad.Load() != 1 {
+		t.Fatalf("the checker saw %d bad of %d snapshots of a replica applied change by change, want 1 of 1", c.bad.Load(), c.snapshots.Load())
+	}
+}
+
+func TestTransactionsRestartedMembersAndApplierResumeAndStayWhole(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	rng := rand.New(rand.NewPCG(4, 37))
+	src := newBankSource(20)
+	src.transfersOf(rng, 100)
+	src.transfer(rng, 2*src.accounts) // a large one, that the kill may cut
+	src.transfersOf(rng, 100)
+	c, stopChecker := startChecker(t, pool, src)
+	parts := allParts()
+	own := func(i int) []topicPart {
+		var out []topicPart
+		for j, tp := range parts {
+			if j%2 == i {
+				out = append(out, tp)
+			}
+		}
+		return out
+	}
+	m1, m2 := newMember(t, pool, own(0)), newMember(t, pool, own(1))
+	_, stopApplier := runApplier(t, m1.w, ingest.ApplierConfig{FetchRows: 7})
+	for round := 0; round < 5; round++ {
+		for range 3 + rng.IntN(5) {
+			if _, err := m1.feed(t.Context(), src, rng, 30); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := m2.feed(t.Context(), src, rng, 30); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// "kill -9" both members and the applier: their successors claim
+		// again and go on from what is durable; the old ones are zombies.
+		if err := stopApplier(); err != nil {
+			t.Fatal(err)
+		}
+		old := m1
+		m1, m2 = newMember(t, pool, own(0)), newMember(t, pool, own(1))
+		if _, err := old.feed(t.Context(), src, rng, 30); !errors.Is(err, stream.ErrFenced) {
+			t.Fatalf("a write of the replaced member: %v, want ErrFenced", err)
+		}
+		_, stopApplier = runApplier(t, m1.w, ingest.ApplierConfig{FetchRows: 7})
+	}
+	feedAll(t, rng, src, m1, m2)
+	waitApplied(t, pool, src.transfers, time.Minute)
+	if err := stopApplier(); err != nil {
+		t.Fatal(err)
+	}
+	stopChecker()
+	c.verdict(t)
+	src.equalsSource(t, pool)
+}
+
+func TestTransactionsIncompleteTransactionWaitsThenAppliesWhatArrivedAndDeadLettersTheRest(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	rng := rand.New(rand.NewPCG(5, 37))
+	src := newBankSource(4)
+	txid := src.transfer(rng, 2)
+	// The event of transfers never comes (a filtered table): hold back the
+	// transfers topic's partition that has it.
+	lost := topicPart{bankTopic("transfers"), int32(1 % bankParts)}
+	held := src.log[lost]
+	delete(src.log, lost)
+	m := newMember(t, pool, allParts())
+	feedAll(t, rng, src, m)
+	a, err := m.w.NewApplier(ingest.ApplierConfig{Source: bankSourceName, OnIncomplete: ingest.IncompleteApply, IncompleteTimeout: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.ApplyReady(t.Context()); err != nil || n != 0 {
+		t.Fatalf("applied %d (%v) of an incomplete transaction, want 0", n, err)
+	}
+	if got := a.Stats().Incomplete; got.ID != txid || got.Seen != 2 || got.Expected != 3 {
+		t.Fatalf("incomplete %+v, want transaction %s with 2 of 3 events", got, txid)
+	}
+	// Past the timeout, it applies what arrived.
+	if _, err := pool.Exec(t.Context(), "UPDATE kafka2pg.cdc_tx_ends SET staged_at = now() - interval '2 hours'"); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := a.ApplyReady(t.Context()); err != nil || n != 1 {
+		t.Fatalf("applied %d (%v) after the timeout, want 1", n, err)
+	}
+	if st := a.Stats(); st.Partial != 1 || st.Incomplete.ID != "" {
+		t.Fatalf("stats %+v, want 1 partial and nothing incomplete", st)
+	}
+	if n := queryInt(t, pool, "SELECT (SELECT sum(balance) FROM a) + (SELECT sum(balance) FROM b)"); n != src.total() {
+		t.Fatalf("total of balances %d, want %d: the transfer's account changes apply together", n, src.total())
+	}
+	// The lost event arrives late: a dead letter, not a change.
+	src.log[lost] = held
+	m.own = append(m.own, lost)
+	feedAll(t, rng, src, m)
+	if n := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = $1", ingest.KindLateEvent); n != 1 {
+		t.Fatalf("%d dead letters of kind %s, want the late event's", n, ingest.KindLateEvent)
+	}
+	if n := queryInt(t, pool, "SELECT count(*) FROM transfers"); n != 0 {
+		t.Fatalf("transfers has %d rows, want none: the late event must not apply", n)
+	}
+}
