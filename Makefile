@@ -23,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers bench-peers-smoke test-real-kafka test-cdc test-security faults chart bench scale test-registry
+.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers bench-peers-smoke test-real-kafka test-cdc test-cdc-tx-large test-security faults chart bench scale test-registry
 
 ## help            list the targets (the "## " lines of this Makefile)
 help:
@@ -229,6 +229,16 @@ test-cdc: build
 	mkdir -p .tmp
 	$(GO) test -count=1 -timeout 10m -v -run '^TestDebeziumReplicatesASourceDatabase$$' ./integration/ 2>&1 | tee .tmp/test-cdc.log |
 		grep --line-buffered -E '^(=== RUN|\s*--- |ok|FAIL|PASS|panic)|cdc_debezium_test.go'
+
+# test-cdc-tx-large applies one source transaction of 200,000 change events
+# (KAFKA2PG_TEST_TX_EVENTS) staged by a transactions: true sink, and fails
+# when a reader sees part of it or the heap passes its bound while it
+# applies; make test runs the same test with 20,000 events.
+## test-cdc-tx-large one source transaction of 200,000 events applied whole, heap bounded
+test-cdc-tx-large:
+	@KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
+	export KAFKA2PG_TEST_PG_URL KAFKA2PG_TEST_TX_EVENTS=$${KAFKA2PG_TEST_TX_EVENTS:-200000}
+	$(GO) test -count=1 -timeout 10m -v -run '^TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap$$' ./ingest/
 
 # test-registry runs the Schema Registry suite: the Avro and Protobuf
 # mappers, the registry client, the registry sinks of run, check and infer,

@@ -23,6 +23,9 @@ type Set struct {
 	// Patterns build the sinks of the topics a TopicRegex matches, in
 	// the order of the config: the first that matches a topic wins.
 	Patterns []Pattern
+	// Appliers are the sources of the sinks with transactions, one per
+	// transaction topic: each needs an ingest.Applier.
+	Appliers []ingest.ApplierConfig
 }
 
 // Pattern is a topic_regex sink, built per topic by Set.Resolve.
@@ -96,6 +99,7 @@ func (c Config) build(ctx context.Context, b builder) (Set, error) {
 			set.Fixed[sc.Topic] = sink
 		}
 	}
+	errs = append(errs, c.addTransactionTopics(&set)...)
 	return set, errors.Join(errs...)
 }
 
@@ -195,6 +199,11 @@ func (b builder) pattern(ctx context.Context, sc Sink) (Pattern, error) {
 }
 
 func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
+	if !changeFormat(sc.Format) {
+		if errs := checkTransactions(sc); len(errs) > 0 {
+			return ingest.Sink{}, errors.Join(errs...)
+		}
+	}
 	filter, err := sinkFilter(sc)
 	if err != nil {
 		return ingest.Sink{}, err
