@@ -99,6 +99,8 @@ type ApplierStats struct {
 	// Incomplete describes the next transaction in order while its
 	// events are not all staged; zero otherwise.
 	Incomplete IncompleteTx
+	// Leading is true while RunLeased holds the source's lock.
+	Leading bool
 }
 
 // IncompleteTx is a transaction whose END is staged but not all of its
@@ -144,6 +146,9 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 	}
 	return &Applier{w: w, cfg: cfg, log: log.With("source", cfg.Source)}, nil
 }
+
+// Source is the source whose transactions the Applier applies.
+func (a *Applier) Source() string { return a.cfg.Source }
 
 // Stats returns what the Applier did, and the transaction it waits on.
 func (a *Applier) Stats() ApplierStats {

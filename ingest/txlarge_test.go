@@ -2,7 +2,6 @@ package ingest_test
 
 import (
 	"context"
-	"fmt"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -15,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -45,19 +45,17 @@ func TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap(t *testing.T) {
 	n := largeTxEvents(t)
 	per := n / 2 // one create in a and one in b per account id
 	txid := "9000:1"
-	m := newMember(t, pool, allParts())
+	m := newMember(t, pool, newBankSource(1).AllParts())
 	// The transaction's events are made and written a batch at a time, so
 	// that the test holds no more of it than the Applier may.
 	record := func(table string, id, i int) stream.Record {
-		value := fmt.Appendf(nil, `{"schema":%s,"payload":{"before":null,"after":{"id":%d,"balance":1},"source":{"connector":"postgresql","name":"bank","db":"src","schema":"public","table":%q,"lsn":%d},"op":"c","ts_ms":1,"transaction":{"id":%q,"total_order":%d,"data_collection_order":%d}}}`,
-			bankValueSchema(table), id, table, 100+i, txid, i, id)
-		key := fmt.Appendf(nil, `{"schema":%s,"payload":{"id":%d}}`, bankKeySchema(table), id)
+		key, value := cdctest.BankEvent(table, id, 1, "c", txid, int64(i), int64(id), int64(100+i))
 		return stream.Record{Key: key, Value: value}
 	}
 	var staged int64
 	for ti, table := range []string{"a", "b"} {
 		for p := range int32(bankParts) {
-			tp := topicPart{bankTopic(table), p}
+			tp := topicPart{Topic: bankTopic(table), Part: p}
 			var recs []stream.Record
 			flush := func() {
 				if len(recs) == 0 {
@@ -65,10 +63,10 @@ func TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap(t *testing.T) {
 				}
 				first := max(m.prev[tp], 0)
 				for i := range recs {
-					recs[i].Topic, recs[i].Partition, recs[i].Offset = tp.topic, p, first+int64(i)
+					recs[i].Topic, recs[i].Partition, recs[i].Offset = tp.Topic, p, first+int64(i)
 					staged += int64(len(recs[i].Key) + len(recs[i].Value))
 				}
-				b := &stream.Batch{Topic: tp.topic, Partition: p, Epoch: m.pos[tp].Epoch, PrevOffset: m.prev[tp],
+				b := &stream.Batch{Topic: tp.Topic, Partition: p, Epoch: m.pos[tp].Epoch, PrevOffset: m.prev[tp],
 					FirstOffset: first, NextOffset: first + int64(len(recs)), LeaderEpoch: -1, LogEndOffset: -1, Records: recs}
 				if err := m.w.Write(t.Context(), b); err != nil {
 					t.Fatal(err)
@@ -88,8 +86,8 @@ func TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap(t *testing.T) {
 			flush()
 		}
 	}
-	src := &bankSource{log: map[topicPart][]stream.Record{}}
-	src.boundary(txid, map[string]int64{"a": int64(per), "b": int64(per)})
+	src := &cdctest.Bank{TxTopic: bankTxTopic, Log: map[topicPart][]stream.Record{}}
+	src.Boundary(txid, map[string]int64{"a": int64(per), "b": int64(per)})
 	if _, err := m.feed(t.Context(), src, rand.New(rand.NewPCG(6, 37)), 1); err != nil {
 		t.Fatal(err)
 	}
