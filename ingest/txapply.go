@@ -182,6 +182,9 @@ func (a *Applier) Claim(ctx context.Context) error {
 // logged and tried again after a pause.
 func (a *Applier) Run(ctx context.Context) error {
 	if err := a.Claim(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	t := time.NewTicker(a.cfg.PollInterval)
