@@ -56,11 +56,18 @@ const BankStart = 1000
 // prefix.transaction, with its snapshot: a read event (without a
 // transaction block) of every account.
 func NewBank(prefix string, accounts, parts int) *Bank {
-	s := &Bank{Topics: map[string]string{}, TxTopic: prefix + ".transaction", Accounts: accounts, Parts: parts,
-		Log: map[TopicPart][]stream.Record{}, Balances: map[string][]int64{}}
+	topics := map[string]string{}
 	for _, t := range BankTables {
-		s.Topics[t] = prefix + ".public." + t
+		topics[t] = prefix + ".public." + t
 	}
+	return NewBankOn(topics, prefix+".transaction", accounts, parts)
+}
+
+// NewBankOn is NewBank on the topics named by topics (by table) and
+// txTopic.
+func NewBankOn(topics map[string]string, txTopic string, accounts, parts int) *Bank {
+	s := &Bank{Topics: topics, TxTopic: txTopic, Accounts: accounts, Parts: parts,
+		Log: map[TopicPart][]stream.Record{}, Balances: map[string][]int64{}}
 	for _, t := range []string{"a", "b"} {
 		s.Balances[t] = make([]int64, accounts)
 		for id := 1; id <= accounts; id++ {
