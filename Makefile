@@ -233,12 +233,16 @@ test-cdc: build
 # test-cdc-tx-large applies one source transaction of 200,000 change events
 # (KAFKA2PG_TEST_TX_EVENTS) staged by a transactions: true sink, and fails
 # when a reader sees part of it or the heap passes its bound while it
-# applies; make test runs the same test with 20,000 events.
-## test-cdc-tx-large one source transaction of 200,000 events applied whole, heap bounded
+# applies; then it replicates a bank of 20,000 source transactions
+# (KAFKA2PG_TEST_TX_COST_TRANSFERS) change by change and with transactions,
+# and logs what each costs (docs/CDC.md quotes it). make test runs both
+# with 20,000 events and 300 transactions.
+## test-cdc-tx-large one source transaction of 200,000 events applied whole, heap bounded; costs
 test-cdc-tx-large:
 	@KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
 	export KAFKA2PG_TEST_PG_URL KAFKA2PG_TEST_TX_EVENTS=$${KAFKA2PG_TEST_TX_EVENTS:-200000}
-	$(GO) test -count=1 -timeout 10m -v -run '^TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap$$' ./ingest/
+	export KAFKA2PG_TEST_TX_COST_TRANSFERS=$${KAFKA2PG_TEST_TX_COST_TRANSFERS:-20000}
+	$(GO) test -count=1 -p 1 -timeout 20m -v -run '^TestTransactions(LargeTransactionAppliesWholeWithBoundedHeap|CostComparedWithChangeByChange)$$' ./ingest/
 
 # test-registry runs the Schema Registry suite: the Avro and Protobuf
 # mappers, the registry client, the registry sinks of run, check and infer,

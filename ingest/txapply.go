@@ -76,6 +76,12 @@ type ApplierConfig struct {
 	// FetchRows is how many staged events one FETCH of the cursor reads.
 	// Default 1,000.
 	FetchRows int
+	// GroupEvents bounds the events of the complete source transactions
+	// that one Postgres transaction applies together, in order: a reader
+	// sees them at once, never part of one, and each costs fewer round
+	// trips. A transaction larger than it is applied alone. Default
+	// 10,000.
+	GroupEvents int
 	// IncompleteWarn is the age of an incomplete transaction (since its
 	// END was staged) past which the Applier logs a WARN naming it, its
 	// events seen and expected, at most once per IncompleteWarn. Default 30s.
@@ -138,6 +144,7 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 	}
 	orDefault(&cfg.PollInterval, 50*time.Millisecond)
 	orDefault(&cfg.FetchRows, 1000)
+	orDefault(&cfg.GroupEvents, 10000)
 	orDefault(&cfg.IncompleteWarn, 30*time.Second)
 	orDefault(&cfg.IncompleteTimeout, 5*time.Minute)
 	log := cfg.Logger
@@ -219,7 +226,7 @@ func (a *Applier) Run(ctx context.Context) error {
 	}
 }
 
-// pendingTx is the next source transaction in order, as nextSQL reads it.
+// pendingTx is a source transaction not applied yet, as nextSQL reads it.
 type pendingTx struct {
 	id       string
 	part     int32
@@ -236,44 +243,80 @@ const nextSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count,
 FROM kafka2pg.cdc_tx_ends e
 WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL
 ORDER BY e.tx_offset
-LIMIT 1`
+LIMIT $3`
 
-// ApplyReady applies the source's transactions in order, each in a
-// Postgres transaction of its own, while the next one is complete. It
-// returns how many it applied. Call Claim first (Run does).
+// pendingRead is how many pending transactions ApplyReady reads at once.
+const pendingRead = 256
+
+// ApplyReady applies the source's transactions in order while the next
+// one is complete, several in one Postgres transaction (up to
+// GroupEvents events). It returns how many it applied. Call Claim first
+// (Run does).
 func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 	if a.epoch == 0 {
 		return 0, fmt.Errorf("apply source %q: the applier has not claimed it", a.cfg.Source)
 	}
-	for n := 0; ; n++ {
-		var p pendingTx
-		var age float64
-		err := a.w.pool.QueryRow(ctx, nextSQL, a.w.cfg.Group, a.cfg.Source).
-			Scan(&p.id, &p.part, &p.offset, &p.expected, &p.seen, &age)
-		if errors.Is(err, pgx.ErrNoRows) {
+	n := 0
+	for {
+		pending, err := a.pending(ctx)
+		if err != nil {
+			return n, err
+		}
+		if len(pending) == 0 {
 			a.setIncomplete(IncompleteTx{})
 			return n, nil
 		}
-		if err != nil {
-			return n, fmt.Errorf("apply source %q: find the next transaction: %w", a.cfg.Source, err)
+		group, events := 0, int64(0)
+		for _, p := range pending {
+			if p.seen < p.expected || group > 0 && events+p.expected > int64(a.cfg.GroupEvents) {
+				break
+			}
+			group++
+			events += p.expected
 		}
-		if p.part != 0 {
-			return n, fmt.Errorf("apply source %q: an END record of partition %d of the transaction topic: the topic must have one partition, so that its records keep the source's commit order", a.cfg.Source, p.part)
-		}
-		p.age = time.Duration(age * float64(time.Second))
-		if p.seen < p.expected {
+		if group == 0 {
+			p := pending[0]
 			a.incomplete(ctx, p)
 			if a.cfg.OnIncomplete != IncompleteApply || p.age < a.cfg.IncompleteTimeout {
 				return n, nil
 			}
 			a.log.Warn("applying an incomplete source transaction: its missing events will be dead letters",
 				"txid", p.id, "seen", p.seen, "expected", p.expected, "waited", p.age.Round(time.Second))
+			group = 1
 		}
 		a.setIncomplete(IncompleteTx{})
-		if err := a.applyEvolving(ctx, p); err != nil {
+		if err := a.applyEvolving(ctx, pending[:group]); err != nil {
 			return n, err
 		}
+		n += group
 	}
+}
+
+// pending reads the next pending transactions in order.
+func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
+	rows, err := a.w.pool.Query(ctx, nextSQL, a.w.cfg.Group, a.cfg.Source, pendingRead)
+	if err != nil {
+		return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+	}
+	var out []pendingTx
+	for rows.Next() {
+		var p pendingTx
+		var age float64
+		if err := rows.Scan(&p.id, &p.part, &p.offset, &p.expected, &p.seen, &age); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+		}
+		if p.part != 0 {
+			rows.Close()
+			return nil, fmt.Errorf("apply source %q: an END record of partition %d of the transaction topic: the topic must have one partition, so that its records keep the source's commit order", a.cfg.Source, p.part)
+		}
+		p.age = time.Duration(age * float64(time.Second))
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+	}
+	return out, nil
 }
 
 func (a *Applier) setIncomplete(t IncompleteTx) {
@@ -318,16 +361,17 @@ func (e *tableChanged) Error() string {
 	return fmt.Sprintf("the table of topic %q changed", e.topic)
 }
 
-// applyEvolving applies p, evolving the tables its events change first.
-func (a *Applier) applyEvolving(ctx context.Context, p pendingTx) error {
+// applyEvolving applies group, evolving the tables its events change
+// first.
+func (a *Applier) applyEvolving(ctx context.Context, group []pendingTx) error {
 	for changes := 0; ; changes++ {
-		err := a.apply(ctx, p)
+		err := a.apply(ctx, group)
 		var tc *tableChanged
 		if !errors.As(err, &tc) || changes >= maxTableChanges {
 			return err
 		}
 		if _, err := a.w.changeTable(ctx, tc.topic, tc.sink, tc.sink.Changes.Table()); err != nil {
-			return fmt.Errorf("apply source %q transaction %q: %w", a.cfg.Source, p.id, err)
+			return fmt.Errorf("apply source %q transaction %q: %w", a.cfg.Source, group[0].id, err)
 		}
 	}
 }
@@ -335,34 +379,49 @@ func (a *Applier) applyEvolving(ctx context.Context, p pendingTx) error {
 const (
 	advanceApplierSQL = `UPDATE kafka2pg.cdc_appliers SET applied_tx_offset = $3, applied_txid = $4, updated_at = now()
 WHERE consumer_group = $1 AND source = $2 AND epoch = $5`
+	// $3 are the transactions' ids in order: the events of the first
+	// come first.
 	declareStagedSQL = `DECLARE kafka2pg_staged NO SCROLL CURSOR FOR
-SELECT topic, partition, kafka_offset, key, value FROM kafka2pg.cdc_staged
-WHERE consumer_group = $1 AND source = $2 AND txid = $3
-ORDER BY total_order`
-	deleteStagedSQL = `DELETE FROM kafka2pg.cdc_staged WHERE consumer_group = $1 AND source = $2 AND txid = $3`
-	endAppliedSQL   = `UPDATE kafka2pg.cdc_tx_ends SET applied_at = now(), applied_events = $4
-WHERE consumer_group = $1 AND source = $2 AND txid = $3`
+SELECT s.topic, s.partition, s.kafka_offset, s.key, s.value
+FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
+JOIN kafka2pg.cdc_staged s ON s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
+ORDER BY t.n, s.total_order`
+	deleteStagedSQL = `DELETE FROM kafka2pg.cdc_staged WHERE consumer_group = $1 AND source = $2 AND txid = ANY($3)`
+	// $4 are the events applied of each of $3.
+	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = t.events
+FROM unnest($3::text[], $4::int8[]) AS t(txid, events)
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid`
 )
 
-// apply applies the staged events of p in one transaction: the fence
-// first, then the events in total_order, then the staged events go and
-// the END is marked applied.
-func (a *Applier) apply(ctx context.Context, p pendingTx) error {
+// apply applies the staged events of group, consecutive transactions, in
+// one transaction: the fence first, then the events in order, then the
+// staged events go and the ENDs are marked applied. Each but a lone
+// transaction (OnIncomplete apply) is complete.
+func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	g, src := a.w.cfg.Group, a.cfg.Source
+	last := group[len(group)-1]
+	ids, counts := make([]string, len(group)), make([]int64, len(group))
+	for i, p := range group {
+		ids[i], counts[i] = p.id, p.seen
+	}
+	what := fmt.Sprintf("apply source %q transaction %q", src, group[0].id)
+	if len(group) > 1 {
+		what = fmt.Sprintf("apply source %q transactions %q to %q", src, group[0].id, last.id)
+	}
 	tx, err := a.w.pool.Begin(ctx)
 	if err != nil {
-		return fmt.Errorf("apply source %q transaction %q: begin: %w", src, p.id, err)
+		return fmt.Errorf("%s: begin: %w", what, err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
-	tag, err := tx.Exec(ctx, advanceApplierSQL, g, src, p.offset+1, p.id, a.epoch)
+	tag, err := tx.Exec(ctx, advanceApplierSQL, g, src, last.offset+1, last.id, a.epoch)
 	if err != nil {
-		return fmt.Errorf("apply source %q transaction %q: fence: %w", src, p.id, err)
+		return fmt.Errorf("%s: fence: %w", what, err)
 	}
 	if tag.RowsAffected() != 1 {
-		return fmt.Errorf("apply source %q transaction %q with epoch %d: %w", src, p.id, a.epoch, ErrApplierFenced)
+		return fmt.Errorf("%s with epoch %d: %w", what, a.epoch, ErrApplierFenced)
 	}
-	if _, err := tx.Exec(ctx, declareStagedSQL, g, src, p.id); err != nil {
-		return fmt.Errorf("apply source %q transaction %q: declare the cursor: %w", src, p.id, err)
+	if _, err := tx.Exec(ctx, declareStagedSQL, g, src, ids); err != nil {
+		return fmt.Errorf("%s: declare the cursor: %w", what, err)
 	}
 	ap := eventApplier{w: a.w, stmts: map[string]*changeStatements{}}
 	fetch := fmt.Sprintf("FETCH %d FROM kafka2pg_staged", a.cfg.FetchRows)
@@ -374,7 +433,7 @@ func (a *Applier) apply(ctx context.Context, p pendingTx) error {
 			if errors.As(err, &tc) {
 				return err
 			}
-			return fmt.Errorf("apply source %q transaction %q: %w", src, p.id, err)
+			return fmt.Errorf("%s: %w", what, err)
 		}
 		if n == 0 {
 			break
@@ -382,22 +441,24 @@ func (a *Applier) apply(ctx context.Context, p pendingTx) error {
 		events += int64(n)
 	}
 	if _, err := tx.Exec(ctx, "CLOSE kafka2pg_staged"); err != nil {
-		return fmt.Errorf("apply source %q transaction %q: close the cursor: %w", src, p.id, err)
+		return fmt.Errorf("%s: close the cursor: %w", what, err)
 	}
-	if _, err := tx.Exec(ctx, deleteStagedSQL, g, src, p.id); err != nil {
-		return fmt.Errorf("apply source %q transaction %q: delete its staged events: %w", src, p.id, err)
+	if _, err := tx.Exec(ctx, deleteStagedSQL, g, src, ids); err != nil {
+		return fmt.Errorf("%s: delete the staged events: %w", what, err)
 	}
-	if _, err := tx.Exec(ctx, endAppliedSQL, g, src, p.id, events); err != nil {
-		return fmt.Errorf("apply source %q transaction %q: mark it applied: %w", src, p.id, err)
+	if _, err := tx.Exec(ctx, endAppliedSQL, g, src, ids, counts); err != nil {
+		return fmt.Errorf("%s: mark them applied: %w", what, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		return fmt.Errorf("apply source %q transaction %q: commit (outcome unknown): %w", src, p.id, err)
+		return fmt.Errorf("%s: commit (outcome unknown): %w", what, err)
 	}
 	a.mu.Lock()
-	a.stats.Applied++
+	a.stats.Applied += int64(len(group))
 	a.stats.AppliedEvents += events
-	if events < p.expected {
-		a.stats.Partial++
+	for _, p := range group {
+		if p.seen < p.expected {
+			a.stats.Partial++
+		}
 	}
 	a.mu.Unlock()
 	return nil
