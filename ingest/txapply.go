@@ -381,10 +381,17 @@ const (
 WHERE consumer_group = $1 AND source = $2 AND epoch = $5`
 	// $3 are the transactions' ids in order: the events of the first
 	// come first.
+	// The lateral join reads each transaction's events by the index of
+	// its id, whatever the size of the staging (OFFSET 0 keeps the
+	// planner from flattening it into a scan of all the source's staged
+	// events, which stale statistics of a table that fills and empties
+	// make it choose).
 	declareStagedSQL = `DECLARE kafka2pg_staged NO SCROLL CURSOR FOR
 SELECT s.topic, s.partition, s.kafka_offset, s.key, s.value
 FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
-JOIN kafka2pg.cdc_staged s ON s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
+CROSS JOIN LATERAL (SELECT * FROM kafka2pg.cdc_staged s
+                    WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
+                    ORDER BY s.total_order OFFSET 0) s
 ORDER BY t.n, s.total_order`
 	deleteStagedSQL = `DELETE FROM kafka2pg.cdc_staged WHERE consumer_group = $1 AND source = $2 AND txid = ANY($3)`
 	// $4 are the events applied of each of $3.
@@ -419,6 +426,11 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	}
 	if tag.RowsAffected() != 1 {
 		return fmt.Errorf("%s with epoch %d: %w", what, a.epoch, ErrApplierFenced)
+	}
+	// The cursor is read to its end: plan it for all its rows, not the
+	// first tenth.
+	if _, err := tx.Exec(ctx, "SET LOCAL cursor_tuple_fraction = 1"); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	if _, err := tx.Exec(ctx, declareStagedSQL, g, src, ids); err != nil {
 		return fmt.Errorf("%s: declare the cursor: %w", what, err)
