@@ -246,7 +246,7 @@ ORDER BY e.tx_offset
 LIMIT $3`
 
 // pendingRead is how many pending transactions ApplyReady reads at once.
-const pendingRead = 256
+const pendingRead = 4096
 
 // ApplyReady applies the source's transactions in order while the next
 // one is complete, several in one Postgres transaction (up to
