@@ -204,6 +204,10 @@ func CheckPostgres(ctx context.Context, pool *pgxpool.Pool, pc PostgresCheck, se
 			out = append(out, finding(Note, name, "table %s for topic %q: created, and evolved, from the schema of the events as they come", name, topic))
 			continue
 		}
+		if sink.Boundaries != nil {
+			out = append(out, finding(Note, name, "topic %q: the transaction topic of the sinks with transactions: true; its END records are staged in %s", topic, name))
+			continue
+		}
 		p, err := ingest.PlanTable(ctx, tx, topic, sink, pc.CreateTables)
 		if err != nil {
 			out = append(out, finding(Fail, name, "table %s for topic %q: %v", name, topic, redact.Err(err)))
