@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"os"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -34,6 +36,14 @@ func bankTopic(table string) string { return "bank.public." + table }
 
 func newBankSource(accounts int) *cdctest.Bank { return cdctest.NewBank("bank", accounts, bankParts) }
 
+// bankTest is the start of a test of a bank of accounts: a database,
+// a random source seeded with seed, and the capture's snapshot.
+func bankTest(t *testing.T, seed uint64, accounts int) (*pgxpool.Pool, *rand.Rand, *cdctest.Bank) {
+	t.Helper()
+	_, pool := pgtest.MigratedPool(t)
+	return pool, rand.New(rand.NewPCG(seed, 37)), newBankSource(accounts)
+}
+
 // startChecker runs a checker of src's replica until the test ends;
 // stop ends it first.
 func startChecker(t *testing.T, pool *pgxpool.Pool, src *cdctest.Bank) (*cdctest.Checker, func()) {
@@ -57,6 +67,18 @@ func bankSinks(t testing.TB) map[string]ingest.Sink {
 	return sinks
 }
 
+// changeByChange are the bank's sinks without transactions, and without
+// the transaction topic.
+func changeByChange(t testing.TB) map[string]ingest.Sink {
+	sinks := bankSinks(t)
+	for topic, s := range sinks {
+		s.Transactions = nil
+		sinks[topic] = s
+	}
+	delete(sinks, bankTxTopic)
+	return sinks
+}
+
 // member is one instance of the group: a Writer and the partitions it
 // owns, with the position it left in each.
 type member struct {
@@ -68,7 +90,12 @@ type member struct {
 
 func newMember(t testing.TB, pool *pgxpool.Pool, own []topicPart) *member {
 	t.Helper()
-	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: bankSinks(t)})
+	return memberOf(t, readyWriter(t, pool, ingest.Config{Group: "g", Sinks: bankSinks(t)}), own)
+}
+
+// memberOf is the member of w that claims own.
+func memberOf(t testing.TB, w *ingest.Writer, own []topicPart) *member {
+	t.Helper()
 	m := &member{w: w, own: own, pos: map[topicPart]stream.Position{}, prev: map[topicPart]int64{}}
 	for _, tp := range own {
 		pos, err := w.Claim(t.Context(), tp.Topic, []int32{tp.Part})
@@ -79,6 +106,36 @@ func newMember(t testing.TB, pool *pgxpool.Pool, own []topicPart) *member {
 		m.prev[tp] = pos[tp.Part].NextOffset
 	}
 	return m
+}
+
+// claimedApplier is an Applier of the bank's source on w (cfg's Source
+// set), claimed.
+func claimedApplier(t testing.TB, w *ingest.Writer, cfg ingest.ApplierConfig) *ingest.Applier {
+	t.Helper()
+	cfg.Source = bankSourceName
+	a, err := w.NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// envCount is the number in the environment variable name, else def;
+// one under least fails t.
+func envCount(t testing.TB, name string, def, least int) int {
+	t.Helper()
+	s := os.Getenv(name)
+	if s == "" {
+		return def
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < least {
+		t.Fatalf("%s=%q: want a number, at least %d", name, s, least)
+	}
+	return n
 }
 
 // feed writes one batch of up to maxBatch records of each owned
@@ -163,9 +220,7 @@ func feedAll(t *testing.T, rng *rand.Rand, src *cdctest.Bank, members ...*member
 
 func TestTransactionsTwoMembersEachOwningSomePartitionsApplyWholeTransactionsInOrder(t *testing.T) {
 	t.Parallel()
-	_, pool := pgtest.MigratedPool(t)
-	rng := rand.New(rand.NewPCG(1, 37))
-	src := newBankSource(20)
+	pool, rng, src := bankTest(t, 1, 20)
 	src.TransfersOf(rng, 400)
 	// No member owns every partition: the one with the transaction topic
 	// lacks a partition of each table.
@@ -197,32 +252,18 @@ func TestTransactionsTwoMembersEachOwningSomePartitionsApplyWholeTransactionsInO
 
 func TestTransactionsZombieApplierCommitsNothing(t *testing.T) {
 	t.Parallel()
-	_, pool := pgtest.MigratedPool(t)
-	rng := rand.New(rand.NewPCG(2, 37))
-	src := newBankSource(5)
+	pool, rng, src := bankTest(t, 2, 5)
 	src.TransfersOf(rng, 1)
 	m := newMember(t, pool, src.AllParts())
 	feedAll(t, rng, src, m)
-	old, err := m.w.NewApplier(ingest.ApplierConfig{Source: bankSourceName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := old.Claim(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	old := claimedApplier(t, m.w, ingest.ApplierConfig{})
 	if n, err := old.ApplyReady(t.Context()); err != nil || n != 1 {
 		t.Fatalf("the first applier applied %d transactions (%v), want 1", n, err)
 	}
 	src.TransfersOf(rng, 2)
 	feedAll(t, rng, src, m)
 	// A second applier claims the source: the first is a zombie now.
-	fresh, err := m.w.NewApplier(ingest.ApplierConfig{Source: bankSourceName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := fresh.Claim(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	fresh := claimedApplier(t, m.w, ingest.ApplierConfig{})
 	n, err := old.ApplyReady(t.Context())
 	if !errors.Is(err, ingest.ErrApplierFenced) || n != 0 {
 		t.Fatalf("the zombie applied %d transactions, err %v; want 0 and ErrApplierFenced", n, err)
@@ -238,31 +279,12 @@ func TestTransactionsZombieApplierCommitsNothing(t *testing.T) {
 
 func TestTransactionsCheckerSeesHalfAppliedTransactionsWithoutThem(t *testing.T) {
 	t.Parallel()
-	_, pool := pgtest.MigratedPool(t)
-	rng := rand.New(rand.NewPCG(3, 37))
-	src := newBankSource(10)
+	pool, rng, src := bankTest(t, 3, 10)
 	src.TransfersOf(rng, 50)
-	sinks := bankSinks(t)
-	for topic, s := range sinks {
-		s.Transactions = nil
-		sinks[topic] = s
-	}
-	delete(sinks, bankTxTopic)
-	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: sinks})
-	m := &member{w: w, pos: map[topicPart]stream.Position{}, prev: map[topicPart]int64{}}
+	w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: changeByChange(t)})
+	m := memberOf(t, w, src.AllParts()[1:]) // all but the transaction topic
 	// Table a's partitions whole, table b's snapshot only: what a reader
 	// sees while b's partitions lag.
-	for _, tp := range src.AllParts() {
-		if tp.Topic == bankTxTopic {
-			continue
-		}
-		pos, err := w.Claim(t.Context(), tp.Topic, []int32{tp.Part})
-		if err != nil {
-			t.Fatal(err)
-		}
-		m.pos[tp], m.prev[tp] = pos[tp.Part], pos[tp.Part].NextOffset
-		m.own = append(m.own, tp)
-	}
 	full := src.Log
 	src.Log = map[topicPart][]stream.Record{}
 	for tp, recs := range full {
@@ -281,9 +303,7 @@ func TestTransactionsCheckerSeesHalfAppliedTransactionsWithoutThem(t *testing.T)
 
 func TestTransactionsRestartedMembersAndApplierResumeAndStayWhole(t *testing.T) {
 	t.Parallel()
-	_, pool := pgtest.MigratedPool(t)
-	rng := rand.New(rand.NewPCG(4, 37))
-	src := newBankSource(20)
+	pool, rng, src := bankTest(t, 4, 20)
 	src.TransfersOf(rng, 100)
 	src.Transfer(rng, 2*src.Accounts) // a large one, that the kill may cut
 	src.TransfersOf(rng, 100)
@@ -333,9 +353,7 @@ func TestTransactionsRestartedMembersAndApplierResumeAndStayWhole(t *testing.T) 
 
 func TestTransactionsIncompleteTransactionWaitsThenAppliesWhatArrivedAndDeadLettersTheRest(t *testing.T) {
 	t.Parallel()
-	_, pool := pgtest.MigratedPool(t)
-	rng := rand.New(rand.NewPCG(5, 37))
-	src := newBankSource(4)
+	pool, rng, src := bankTest(t, 5, 4)
 	txid := src.Transfer(rng, 2)
 	// The event of transfers never comes (a filtered table): hold back the
 	// transfers topic's partition that has it.
@@ -344,13 +362,7 @@ func TestTransactionsIncompleteTransactionWaitsThenAppliesWhatArrivedAndDeadLett
 	delete(src.Log, lost)
 	m := newMember(t, pool, src.AllParts())
 	feedAll(t, rng, src, m)
-	a, err := m.w.NewApplier(ingest.ApplierConfig{Source: bankSourceName, OnIncomplete: ingest.IncompleteApply, IncompleteTimeout: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Claim(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	a := claimedApplier(t, m.w, ingest.ApplierConfig{OnIncomplete: ingest.IncompleteApply, IncompleteTimeout: time.Hour})
 	if n, err := a.ApplyReady(t.Context()); err != nil || n != 0 {
 		t.Fatalf("applied %d (%v) of an incomplete transaction, want 0", n, err)
 	}

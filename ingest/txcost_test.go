@@ -2,8 +2,6 @@ package ingest_test
 
 import (
 	"math/rand/v2"
-	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,23 +9,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/stream"
 )
-
-// costTransfers is the size of the cost comparison:
-// KAFKA2PG_TEST_TX_COST_TRANSFERS source transactions, else 300 (make
-// test-cdc-tx-large sets 20,000).
-func costTransfers(t *testing.T) int {
-	s := os.Getenv("KAFKA2PG_TEST_TX_COST_TRANSFERS")
-	if s == "" {
-		return 300
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 1 {
-		t.Fatalf("KAFKA2PG_TEST_TX_COST_TRANSFERS=%q: want a number of transactions", s)
-	}
-	return n
-}
 
 // walSince is the WAL Postgres wrote since lsn was current.
 func walSince(t *testing.T, pool *pgxpool.Pool, lsn string) int64 {
@@ -48,7 +30,8 @@ func currentWAL(t *testing.T, pool *pgxpool.Pool) string {
 // replicas. Not parallel: it reads the server's WAL position, which
 // parallel tests would move.
 func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
-	n := costTransfers(t)
+	// KAFKA2PG_TEST_TX_COST_TRANSFERS: make test-cdc-tx-large sets 20,000.
+	n := envCount(t, "KAFKA2PG_TEST_TX_COST_TRANSFERS", 300, 1)
 	type cost struct {
 		took, apply time.Duration
 		wal, staged int64
@@ -64,29 +47,11 @@ func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
 				events += len(recs)
 			}
 		}
-		sinks := bankSinks(t)
+		sinks, parts := bankSinks(t), src.AllParts()
 		if !transactions {
-			for topic, s := range sinks {
-				s.Transactions = nil
-				sinks[topic] = s
-			}
-			delete(sinks, bankTxTopic)
-			for tp := range src.Log {
-				if tp.Topic == bankTxTopic {
-					delete(src.Log, tp)
-				}
-			}
+			sinks, parts = changeByChange(t), parts[1:] // all but the transaction topic
 		}
-		w := readyWriter(t, pool, ingest.Config{Group: "g", Sinks: sinks})
-		m := &member{w: w, pos: map[topicPart]stream.Position{}, prev: map[topicPart]int64{}}
-		for tp := range src.Log {
-			pos, err := w.Claim(t.Context(), tp.Topic, []int32{tp.Part})
-			if err != nil {
-				t.Fatal(err)
-			}
-			m.pos[tp], m.prev[tp] = pos[tp.Part], pos[tp.Part].NextOffset
-			m.own = append(m.own, tp)
-		}
+		m := memberOf(t, readyWriter(t, pool, ingest.Config{Group: "g", Sinks: sinks}), parts)
 		var c cost
 		wal := currentWAL(t, pool)
 		start := time.Now()
@@ -98,13 +63,7 @@ func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
 		}
 		if transactions {
 			c.staged = queryInt(t, pool, "SELECT pg_total_relation_size('kafka2pg.cdc_staged') + pg_total_relation_size('kafka2pg.cdc_tx_ends')")
-			a, err := w.NewApplier(ingest.ApplierConfig{Source: bankSourceName})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := a.Claim(t.Context()); err != nil {
-				t.Fatal(err)
-			}
+			a := claimedApplier(t, m.w, ingest.ApplierConfig{})
 			applyStart := time.Now()
 			if got, err := a.ApplyReady(t.Context()); err != nil || got != n {
 				t.Fatalf("applied %d (%v), want %d", got, err, n)

@@ -3,9 +3,7 @@ package ingest_test
 import (
 	"context"
 	"math/rand/v2"
-	"os"
 	"runtime"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -19,21 +17,6 @@ import (
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
-// largeTxEvents is the size of the large source transaction:
-// KAFKA2PG_TEST_TX_EVENTS, else 20,000 (make test-cdc-tx-large sets
-// 200,000).
-func largeTxEvents(t *testing.T) int {
-	s := os.Getenv("KAFKA2PG_TEST_TX_EVENTS")
-	if s == "" {
-		return 20000
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < 2 {
-		t.Fatalf("KAFKA2PG_TEST_TX_EVENTS=%q: want a number of events, at least 2", s)
-	}
-	return n
-}
-
 // largeTxHeapLimit bounds the heap while one large transaction applies:
 // the Applier holds one FETCH of it, whatever its size.
 const largeTxHeapLimit = 96 << 20
@@ -42,7 +25,8 @@ const largeTxHeapLimit = 96 << 20
 // would share. Go runs it before the parallel tests of the package.
 func TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap(t *testing.T) {
 	_, pool := pgtest.MigratedPool(t)
-	n := largeTxEvents(t)
+	// KAFKA2PG_TEST_TX_EVENTS: make test-cdc-tx-large sets 200,000.
+	n := envCount(t, "KAFKA2PG_TEST_TX_EVENTS", 20000, 2)
 	per := n / 2 // one create in a and one in b per account id
 	txid := "9000:1"
 	m := newMember(t, pool, newBankSource(1).AllParts())
@@ -132,13 +116,7 @@ func TestTransactionsLargeTransactionAppliesWholeWithBoundedHeap(t *testing.T) {
 		}
 	})
 	runtime.GC()
-	a, err := m.w.NewApplier(ingest.ApplierConfig{Source: bankSourceName})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := a.Claim(t.Context()); err != nil {
-		t.Fatal(err)
-	}
+	a := claimedApplier(t, m.w, ingest.ApplierConfig{})
 	start := time.Now()
 	applied, err := a.ApplyReady(t.Context())
 	took := time.Since(start)
