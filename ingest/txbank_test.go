@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
@@ -391,5 +393,19 @@ func TestTransactionsIncompleteTransactionWaitsThenAppliesWhatArrivedAndDeadLett
 	}
 	if n := queryInt(t, pool, "SELECT count(*) FROM transfers"); n != 0 {
 		t.Fatalf("transfers has %d rows, want none: the late event must not apply", n)
+	}
+}
+
+func TestTransactionsBadTransactionTopicRecordIsADeadLetterThatReplayRefuses(t *testing.T) {
+	t.Parallel()
+	pool, rng, src := bankTest(t, 9, 2)
+	src.Log[topicPart{Topic: bankTxTopic}] = []stream.Record{{Topic: bankTxTopic, Value: []byte(`{"status":`)}}
+	m := newMember(t, pool, []topicPart{{Topic: bankTxTopic}})
+	feedAll(t, rng, src, m)
+	if n := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.dead_letters WHERE topic = $1", bankTxTopic); n != 1 {
+		t.Fatalf("%d dead letters of the transaction topic, want its bad record", n)
+	}
+	if _, err := m.w.Replay(t.Context(), deadletters.Filter{}, ingest.ReplayOptions{}); !errors.Is(err, ingest.ErrChangeReplay) || !strings.Contains(err.Error(), "rewind") {
+		t.Fatalf("Replay = %v, want ErrChangeReplay saying to rewind", err)
 	}
 }
