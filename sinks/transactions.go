@@ -64,6 +64,9 @@ func checkTransactions(sc Sink) []error {
 	if sc.ValueFormat != "" && sc.ValueFormat != "json" {
 		errs = append(errs, keyErr("transactions", fmt.Errorf("transactions: true reads the transaction topic's records as JSON, and value_format %s is Confluent's: use the JsonConverter for the transaction topic and value_format json", sc.ValueFormat)))
 	}
+	if sc.Where != "" {
+		errs = append(errs, keyErr("where", errors.New("where with transactions: true: a source transaction's END counts every event, so one where drops would hold the transaction and every later one back for ever; remove where, or filter in the connector (table.include.list) so that the END does not count it")))
+	}
 	if _, err := parseOnIncomplete(sc); err != nil {
 		errs = append(errs, err)
 	}

@@ -62,6 +62,7 @@ func TestTransactionsMisuseIsAFieldErrorNamingTheKey(t *testing.T) {
 		{"an unknown on_incomplete", "topic: a.b.c\n    format: debezium\n    transactions: true\n    on_incomplete: drop", "sinks[0].on_incomplete", "is not wait or apply"},
 		{"a timeout with wait", "topic: a.b.c\n    format: debezium\n    transactions: true\n    incomplete_timeout: 1m", "sinks[0].incomplete_timeout", "on_incomplete: apply"},
 		{"avro values", "topic: a.b.c\n    format: debezium\n    value_format: avro\n    transactions: true", "sinks[0].transactions", "JsonConverter"},
+		{"with where", "topic: a.b.c\n    format: debezium\n    transactions: true\n    where: 'value.op != \"r\"'", "sinks[0].where", "table.include.list"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
