@@ -2,6 +2,7 @@ package cdc
 
 import (
 	"encoding/json"
+	"strings"
 
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -21,8 +22,35 @@ func (env *envelope) transactionOf() stream.Transaction {
 	if t.ID == "" {
 		return stream.Transaction{}
 	}
-	return stream.Transaction{ID: t.ID, TotalOrder: t.TotalOrder, CollectionOrder: t.DataCollectionOrder,
+	return stream.Transaction{ID: transactionKey(t.ID), TotalOrder: t.TotalOrder, CollectionOrder: t.DataCollectionOrder,
 		Collection: env.source.collection()}
+}
+
+// transactionKey is the id that names one source transaction in its
+// events and its END record alike. Debezium's Postgres connector writes
+// "txId:LSN" with the LSN of each event in the events and the commit's in
+// the END record, so only the txId names the transaction: an id of two
+// decimal numbers is keyed by the first. Other connectors' ids (MySQL's
+// GTID "uuid:n" or "file:pos", SQL Server's three hexadecimal parts) stay
+// whole.
+func transactionKey(id string) string {
+	xid, lsn, ok := strings.Cut(id, ":")
+	if !ok || !decimal(xid) || !decimal(lsn) {
+		return id
+	}
+	return xid
+}
+
+func decimal(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // collection names the source table as the END record's data_collections
@@ -77,6 +105,7 @@ func ParseBoundary(rec *stream.Record) (b stream.TxBoundary, ok bool, err error)
 	if j.ID == "" {
 		return stream.TxBoundary{}, false, bad(rec, "id", KindNotAnEnvelope, "a transaction topic record without an id")
 	}
+	j.ID = transactionKey(j.ID)
 	switch j.Status {
 	case "BEGIN":
 		return stream.TxBoundary{ID: j.ID}, true, nil

@@ -57,8 +57,10 @@ type Change struct {
 // Transaction places a change in its source transaction, as Debezium's
 // transaction metadata (provide.transaction.metadata) does.
 type Transaction struct {
-	// ID is the source transaction's id ("571:53195832" for Postgres:
-	// txId and LSN); "" when the event carries no transaction block.
+	// ID names the source transaction: Debezium's transaction.id, but
+	// for Postgres ("571:53195832": txId and the event's LSN) the txId
+	// alone, which its END record shares; "" when the event carries no
+	// transaction block.
 	ID string
 	// TotalOrder is the event's position among all the transaction's
 	// events, from 1.

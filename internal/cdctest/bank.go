@@ -131,8 +131,15 @@ func BankEvent(table string, id int, second int64, op, txid string, total, collO
 	return key, value
 }
 
-func (s *Bank) event(table string, id int, second int64, op, txid string, total, collOrder int64) {
+// event appends a change event; xid "" leaves out the transaction
+// block. As Debezium's Postgres connector does, the transaction's id in
+// the event is the txId and the event's own LSN.
+func (s *Bank) event(table string, id int, second int64, op, xid string, total, collOrder int64) {
 	s.lsn += 8
+	txid := ""
+	if xid != "" {
+		txid = fmt.Sprintf("%s:%d", xid, s.lsn)
+	}
 	key, value := BankEvent(table, id, second, op, txid, total, collOrder, s.lsn)
 	s.add(TopicPart{s.Topics[table], int32(id % s.Parts)}, key, value)
 }
@@ -165,11 +172,14 @@ func BoundaryValue(txid string, counts map[string]int64) []byte {
 }
 
 // Transfer is one source transaction: it moves money between k distinct
-// accounts of tables a and b and logs a transfer. It returns its id.
+// accounts of tables a and b and logs a transfer. It returns its txId,
+// the id kafka2pg keys it by.
 func (s *Bank) Transfer(rng *rand.Rand, k int) string {
 	s.Transfers++
-	txid := fmt.Sprintf("%d:%d", 500+s.Transfers, s.lsn)
-	s.Boundary(txid, nil)
+	// The BEGIN's and END's id has the LSN of the commit, the events'
+	// their own (see event).
+	xid := fmt.Sprint(500 + s.Transfers)
+	s.Boundary(fmt.Sprintf("%s:%d", xid, s.lsn), nil)
 	counts := map[string]int64{}
 	total := int64(0)
 	type acct struct {
@@ -195,13 +205,14 @@ func (s *Bank) Transfer(rng *rand.Rand, k int) string {
 		s.Balances[a.table][a.id-1] += delta
 		total++
 		counts[a.table]++
-		s.event(a.table, a.id, s.Balances[a.table][a.id-1], "u", txid, total, counts[a.table])
+		s.event(a.table, a.id, s.Balances[a.table][a.id-1], "u", xid, total, counts[a.table])
 	}
 	total++
 	counts["transfers"]++
-	s.event("transfers", s.Transfers, moved, "c", txid, total, counts["transfers"])
-	s.Boundary(txid, counts)
-	return txid
+	s.event("transfers", s.Transfers, moved, "c", xid, total, counts["transfers"])
+	s.lsn += 8
+	s.Boundary(fmt.Sprintf("%s:%d", xid, s.lsn), counts)
+	return xid
 }
 
 // TransfersOf appends n source transactions, a fifth of them touching 3
