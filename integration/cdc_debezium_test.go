@@ -80,17 +80,7 @@ sinks:
     schema: %s
     table: '${table}'
 `, os.Getenv(brokersEnv), name, name, replica)
-	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"K2P_IT_PG_URL=" + targetURL}
-	// Debezium creates a table's topic when it first writes to it: a run
-	// started before (or restarted while) it does must see the new topics
-	// soon, not after the default 5 minutes; and a killed member's
-	// partitions must come back within seconds, not the default 45s.
-	args := append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms", "--log-level", "info",
-		"--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
+	env, args := cdcRunArgs(t, config, targetURL)
 
 	b := startBridgeEnv(t, "cdc-0", env, args...)
 	if b.wait(5 * time.Second) {
@@ -391,4 +381,21 @@ func newCDCSourceDB(t *testing.T, name string) *pgx.Conn {
 		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
 	})
 	return conn
+}
+
+// cdcRunArgs writes config and returns the environment and the arguments
+// of `kafka2pg run` with it, on the target database of targetURL (the
+// config's ${K2P_IT_PG_URL}). Debezium creates a table's topic when it
+// first writes to it: a run started before (or restarted while) it does
+// must see the new topics soon, not after the default 5 minutes; and a
+// killed member's partitions must come back within seconds, not the
+// default 45s.
+func cdcRunArgs(t *testing.T, config, targetURL string) (env, args []string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"K2P_IT_PG_URL=" + targetURL}, append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms",
+		"--log-level", "info", "--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
 }

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -94,13 +93,7 @@ sinks:
     table: '${table}'
     transactions: true
 `, os.Getenv(brokersEnv), name, name, replica)
-	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"K2P_IT_PG_URL=" + targetURL}
-	args := append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms", "--log-level", "info",
-		"--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
+	env, args := cdcRunArgs(t, config, targetURL)
 	b := startBridgeEnv(t, "bank-0", env, args...)
 	createConnector(t, name, map[string]string{"provide.transaction.metadata": "true"})
 
