@@ -204,6 +204,10 @@ func CheckPostgres(ctx context.Context, pool *pgxpool.Pool, pc PostgresCheck, se
 			out = append(out, finding(Note, name, "table %s for topic %q: created, and evolved, from the schema of the events as they come", name, topic))
 			continue
 		}
+		if sink.Boundaries != nil {
+			out = append(out, finding(Note, name, "topic %q: the transaction topic of the sinks with transactions: true; its END records are staged in %s", topic, name))
+			continue
+		}
 		if sink.Router != nil {
 			out = append(out, finding(Note, name, "tables %s for topic %q: routed by content, each created (and evolved) on its first record, at most the limit of tables per sink", name, topic))
 			continue

@@ -85,3 +85,22 @@ func findingsText(fs []admin.Finding) string {
 	}
 	return b.String()
 }
+
+// A sink with transactions brings its transaction topic, which check
+// names as such rather than planning a table for it.
+func TestCheckPostgresNamesTheTransactionTopicOfASinkWithTransactions(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	set, err := sinks.Config{Sinks: []sinks.Sink{{Topic: "shop.public.a", Format: "debezium", Transactions: true}}}.Build(t.Context(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got strings.Builder
+	for _, f := range admin.CheckPostgres(t.Context(), pool, admin.PostgresCheck{Group: "g", Migrate: true, CreateTables: true}, set) {
+		got.WriteString(f.Level.String() + " " + f.Message + "\n")
+	}
+	want := `note topic "shop.transaction": the transaction topic of the sinks with transactions: true; its END records are staged in "kafka2pg"."cdc_tx_ends"`
+	if !strings.Contains(got.String(), want) || strings.Contains(got.String(), "FAIL") {
+		t.Fatalf("check said:\n%s\nwant %q and no FAIL", got.String(), want)
+	}
+}

@@ -283,6 +283,14 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	if err := b.m.Register(rd, w, pool, queueCapacity); err != nil {
 		return err
 	}
+	appliers, err := newAppliers(w, cfg.Sinks.Appliers, log)
+	if err != nil {
+		return err
+	}
+	if err := b.m.RegisterAppliers(applierStates(appliers)); err != nil {
+		return err
+	}
+	st.withAppliers(appliers)
 	b.goLive(rd, w, pool)
 	defer b.leaveLive()
 
@@ -300,6 +308,9 @@ func (b *Bridge) run(parent, ctx context.Context) (err error) {
 	st.running(rd, pool)
 	g, gctx := errgroup.WithContext(runCtx)
 	g.Go(func() error { return rd.Run(gctx) })
+	for _, a := range appliers {
+		g.Go(func() error { return a.RunLeased(gctx) })
+	}
 	if caughtUp != nil {
 		g.Go(func() error {
 			if err := caughtUp.wait(gctx, rd.Settled(), func() []string { return rd.Stats().Stopped }, caughtUpPoll); err != nil {

@@ -41,6 +41,15 @@ type bridgeStatus struct {
 	pool  *pgxpool.Pool
 	// startTrouble follows the start-up step's failures.
 	startTrouble *trouble.Log
+	// appliers apply the sources of the sinks with transactions.
+	appliers []*ingest.Applier
+}
+
+// withAppliers records the appliers, for readiness.
+func (s *bridgeStatus) withAppliers(appliers []*ingest.Applier) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.appliers = appliers
 }
 
 func newBridgeStatus(log *slog.Logger) *bridgeStatus {

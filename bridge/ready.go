@@ -45,6 +45,12 @@ func notReady(ctx context.Context, st *bridgeStatus, stall time.Duration, now ti
 	if stalled := stalledPartitions(rd.Partitions(), now, stall); len(stalled) > 0 {
 		return strings.Join(stalled, "; ")
 	}
+	st.mu.Lock()
+	appliers := st.appliers
+	st.mu.Unlock()
+	if waiting := incompleteTransactions(appliers, stall); waiting != "" {
+		return waiting
+	}
 	// Last, and briefly: a probe gives up after a second or so, and an
 	// answer that comes too late reads as no answer. A server that accepts
 	// connections but answers nothing (frozen, or a hung pooler) fails here

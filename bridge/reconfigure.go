@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"reflect"
 	"slices"
 	"sync"
 
@@ -156,6 +157,9 @@ func (b *Bridge) reconfigure(ctx context.Context, set sinks.Set) (d sinks.Diff, 
 	d = set.DiffFrom(cur)
 	if err := b.subscriptionStays(cur, set, d); err != nil {
 		return d, err
+	}
+	if !reflect.DeepEqual(cur.Appliers, set.Appliers) {
+		return d, stream.FieldErrorf("bridge.Config.Sinks", "the sources with transactions: true, or their on_incomplete settings, changed: their appliers start with the bridge; restart to change them")
 	}
 	next := set.Keep(cur, d)
 	if err := pgsession.CheckEncoding(ctx, live.pool, b.log, b.cfg.Kafka.Group, next); err != nil {

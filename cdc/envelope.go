@@ -102,7 +102,11 @@ type transactionBlock struct {
 // succeeds.
 func (d *Decoder) Decode(rec *stream.Record, ch *stream.Change) error {
 	var env envelope
-	return d.decodeEnvelope(rec, ch, &env)
+	if err := d.decodeEnvelope(rec, ch, &env); err != nil {
+		return err
+	}
+	ch.Tx = env.transactionOf()
+	return nil
 }
 
 // decodeEnvelope is Decode, leaving in env what the envelope says besides

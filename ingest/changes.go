@@ -79,11 +79,15 @@ func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink,
 	if err != nil {
 		return outcome{}, err
 	}
-	if sink.Changes.KeyColumns() == nil {
+	var stage stageFunc
+	if sink.Transactions != nil {
+		changes, stage = w.stageTransactions(b, sink, changes)
+	}
+	if sink.Changes.KeyColumns() == nil || len(changes) == 0 && stage != nil {
 		// No event has told the table yet, so there is none: the batch
 		// holds nothing but tombstones, messages, truncates and bad
 		// records. Only the offsets move (and the dead letters).
-		spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+		spec := txSpec{batches: []*stream.Batch{b}, sink: sink, stage: stage}
 		return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 			return w.applyEach(ctx, tx, b, nil, bad, "")
 		})
@@ -91,18 +95,18 @@ func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink,
 	oneByOne := a == attemptIsolated || (len(bad) > 0 && w.cfg.OnError == OnErrorStop) ||
 		slices.ContainsFunc(changes, func(c keyedChange) bool { return len(c.ch.Unavailable) > 0 })
 	if oneByOne {
-		return w.changesOneByOne(ctx, b, sink, changes, bad)
+		return w.changesOneByOne(ctx, b, sink, changes, bad, stage)
 	}
-	return w.changesFast(ctx, b, sink, changes, bad)
+	return w.changesFast(ctx, b, sink, changes, bad, stage)
 }
 
 // changesFast applies the batch's changes by key in one statement
 // (applyChanges), after the TRUNCATE of its last truncate. It asks for
 // attemptIsolated when Postgres refused a row.
-func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord) (outcome, error) {
+func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord, stage stageFunc) (outcome, error) {
 	t := sink.Table
 	key := t.PrimaryKey
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true, stage: stage}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		res := outcome{bad: bad}
 		start := time.Now()
@@ -205,7 +209,7 @@ func truncateSQL(t schema.Table) string { return "TRUNCATE " + t.QualifiedName()
 // changesOneByOne applies the changes in offset order, each under a
 // savepoint (applyEach): the ones Postgres refuses become dead letters,
 // or stop the partition.
-func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord) (outcome, error) {
+func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord, stage stageFunc) (outcome, error) {
 	t := sink.Table
 	key := t.PrimaryKey
 	stmts := changeStatements{t: t, key: key, g: guardOf(sink), upserts: map[string]string{}}
@@ -220,7 +224,7 @@ func (w *Writer) changesOneByOne(ctx context.Context, b *stream.Batch, sink Sink
 			return applyChildOps(ctx, tx, sink, changeChildOps(c.rec, &c.ch))
 		}}
 	}
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true, stage: stage}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		stmts.stale = 0
 		res, err := w.applyEach(ctx, tx, b, ops, bad, "apply changes to "+t.QualifiedName())
@@ -263,6 +267,23 @@ func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, rec *stream.Rec
 		s.stale++
 	}
 	return err
+}
+
+// queue adds the statements of one change of rec to q, in the order they
+// run: a source transaction's apply (txapply.go) sends many changes in
+// one round trip, and counts no skips.
+func (s *changeStatements) queue(q *pgx.Batch, rec *stream.Record, ch *stream.Change) {
+	switch {
+	case ch.Op == stream.OpTruncate:
+		q.Queue(truncateSQL(s.t))
+	case ch.Op == stream.OpDelete:
+		q.Queue(s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.Key, ch.Version))...)
+	case ch.Op == stream.OpUpsert:
+		if ch.OldKey != nil {
+			q.Queue(s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.OldKey, ch.Version))...)
+		}
+		q.Queue(s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...)
+	}
 }
 
 func (s *changeStatements) deleteSQL() string {

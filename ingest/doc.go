@@ -53,6 +53,20 @@
 // A failed COMMIT is ambiguous (it may have committed). Write never retries:
 // the caller claims again, which re-reads the durable position.
 //
+// # Source transactions
+//
+// A change sink with Transactions stages the changes that carry a source
+// transaction (kafka2pg.cdc_staged) instead of applying them, in the
+// batch's fenced transaction (txSpec.stage), and a Boundaries sink stages
+// the END records of the source's transaction topic
+// (kafka2pg.cdc_tx_ends) the same way: staging is exactly once per
+// partition. An Applier (txapply.go) applies each source transaction
+// whose events are all staged in one Postgres transaction, in the order of
+// the END records, fenced by its epoch in kafka2pg.cdc_appliers;
+// RunLeased (txlease.go) runs it on the member whose session holds the
+// source's advisory lock. It owns no goroutine but the one RunLeased
+// starts to watch that session, and joins it.
+//
 // # Filters
 //
 // A sink's Filter runs on a batch's records before any path writes them.

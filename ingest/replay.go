@@ -193,6 +193,9 @@ func (w *Writer) replaySink(ctx context.Context, rec *stream.Record, table strin
 	if !ok || table == "" || sink.Table.QualifiedName() != table {
 		return Sink{}, false, nil
 	}
+	if sink.Boundaries != nil {
+		return Sink{}, false, fmt.Errorf("%w: the letter of transaction topic %q is an END or BEGIN record, not a row; fix the cause, then rewind the partition to the letter's offset (kafka2pg rewind)", ErrChangeReplay, topic)
+	}
 	if sink.Changes != nil {
 		return Sink{}, false, fmt.Errorf("%w: the letter of topic %q (offset order matters for format debezium: a change applied after the later changes of its row would undo them); fix the cause, then rewind the partition to the letter's offset (kafka2pg rewind), or apply the change by hand and delete the letter", ErrChangeReplay, topic)
 	}

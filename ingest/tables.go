@@ -41,6 +41,9 @@ func (w *Writer) EnsureTables(ctx context.Context, create bool) error {
 // many statements of the plan it ran.
 func (w *Writer) ensureTable(ctx context.Context, topic string, sink Sink, create bool) (ran int, err error) {
 	t := sink.Table
+	if sink.Boundaries != nil {
+		return 0, nil // kafka2pg's own table, made by the migrations
+	}
 	if sink.Changes != nil && sink.Changes.KeyColumns() == nil {
 		// The columns and the key come with the first event: the table is
 		// prepared then (writeChanging).

@@ -62,6 +62,10 @@ type txSpec struct {
 	// notifies: the body runs the NOTIFYs itself (a routed batch, one
 	// per table it wrote: routedNotify).
 	notifies bool
+	// stage, when set, runs after the fence and before the body: a
+	// transactions sink's staging of its source transactions' events
+	// (txstage.go), which must commit with the offsets.
+	stage stageFunc
 }
 
 // batchTx is the transaction inBatchTx hands its body.
@@ -152,6 +156,12 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 		return outcome{}, err
 	}
 	tx.at(StepCopy)
+	var late []badRecord
+	if spec.stage != nil {
+		if late, err = spec.stage(tctx, tx); err != nil {
+			return outcome{}, err
+		}
+	}
 	if res, err = body(tctx, tx); err != nil || res.redo != 0 {
 		return res, err
 	}
@@ -161,6 +171,7 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 			return outcome{redo: res.redo}, err
 		}
 	}
+	res.bad = append(res.bad, late...)
 	if len(res.bad) > 0 {
 		tx.at(StepDeadLetters)
 		if err := w.handleBad(tctx, tx, spec.sink, res.bad, &res); err != nil {

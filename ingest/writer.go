@@ -51,6 +51,15 @@ type Sink struct {
 	// Table (format debezium): see ChangeDecoder. The
 	// table is created once the first event has told its columns and key.
 	Changes ChangeDecoder
+	// Transactions, on a Changes sink, applies its source's transactions
+	// whole (txstage.go): the changes that carry a transaction are staged,
+	// and an Applier applies each source transaction in one Postgres
+	// transaction once all its events are staged. Optional.
+	Transactions *Transactions
+	// Boundaries, instead of Mapper and Changes, makes the sink the
+	// transaction topic of a Transactions source: it stages the END
+	// records. Optional.
+	Boundaries *Boundaries
 	// Filter, when set, decides which records are written: the others
 	// are not written, and their offsets advance with the batch's
 	// (BatchTrace.Filtered counts them). A record it cannot evaluate is a
@@ -383,6 +392,12 @@ func orDefault[T comparable](p *T, def T) {
 }
 
 func validateSink(topic string, sink Sink) error {
+	if err := validateTransactions(topic, sink); err != nil {
+		return err
+	}
+	if sink.Boundaries != nil {
+		return nil
+	}
 	if sink.Router != nil && sink.Changes != nil {
 		return fmt.Errorf("ingest: the sink of topic %q routes by content (Router): its table cannot also follow the change events' schema (Changes)", topic)
 	}
@@ -452,6 +467,10 @@ func (w *Writer) writeBatch(ctx context.Context, b *stream.Batch) (outcome, erro
 	}
 	if b.NextOffset <= b.FirstOffset {
 		return outcome{}, fmt.Errorf("write %s/%d: empty span [%d, %d)", b.Topic, b.Partition, b.FirstOffset, b.NextOffset)
+	}
+	if sink.Boundaries != nil {
+		res, err := w.writeBoundaries(ctx, b, sink)
+		return res, named(b, err)
 	}
 	if err := resolveSchemas(ctx, sink, b.Records); err != nil {
 		return outcome{}, fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)

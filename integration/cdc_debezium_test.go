@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -79,17 +80,7 @@ sinks:
     schema: %s
     table: '${table}'
 `, os.Getenv(brokersEnv), name, name, replica)
-	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
-	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	env := []string{"K2P_IT_PG_URL=" + targetURL}
-	// Debezium creates a table's topic when it first writes to it: a run
-	// started before (or restarted while) it does must see the new topics
-	// soon, not after the default 5 minutes; and a killed member's
-	// partitions must come back within seconds, not the default 45s.
-	args := append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms", "--log-level", "info",
-		"--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
+	env, args := cdcRunArgs(t, config, targetURL)
 
 	b := startBridgeEnv(t, "cdc-0", env, args...)
 	if b.wait(5 * time.Second) {
@@ -145,10 +136,9 @@ sinks:
 
 // cdcSource is the source database of one run.
 type cdcSource struct {
-	name  string
-	admin *pgx.Conn
-	conn  *pgx.Conn
-	rng   *rand.Rand
+	name string
+	conn *pgx.Conn
+	rng  *rand.Rand
 }
 
 // newCDCSource makes the source database: the recorded fixtures' tables
@@ -156,31 +146,8 @@ type cdcSource struct {
 // recorded/README.md), plus bulk and churn, and normalize.sql.
 func newCDCSource(t *testing.T, name string) *cdcSource {
 	t.Helper()
-	ctx := t.Context()
-	admin, err := pgx.Connect(ctx, os.Getenv(sourcePGURLEnv))
-	if err != nil {
-		t.Fatalf("%s: %v", sourcePGURLEnv, err)
-	}
-	t.Cleanup(func() { admin.Close(ctx) })
-	mustExec(t, admin, "CREATE DATABASE "+name)
-	cfg, err := pgx.ParseConfig(os.Getenv(sourcePGURLEnv))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.Database = name
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &cdcSource{name: name, admin: admin, conn: conn, rng: rand.New(rand.NewPCG(rand.Uint64(), 1))}
-	t.Cleanup(func() {
-		conn.Close(ctx)
-		ctx := context.WithoutCancel(ctx)
-		// The connector goes first (deleteConnector's cleanup ran before
-		// this one), then its slot, then the database.
-		admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", name)
-		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
-	})
+	s := &cdcSource{name: name, conn: newCDCSourceDB(t, name), rng: rand.New(rand.NewPCG(rand.Uint64(), 1))}
+	conn := s.conn
 	for _, file := range []string{"source.sql", "normalize.sql"} {
 		b, err := os.ReadFile(filepath.Join(cdcRecordedSQLIn, file))
 		if err != nil {
@@ -305,14 +272,14 @@ func (s *cdcSource) compare(t *testing.T, target *pgx.Conn, replica string) stri
 }
 
 // createConnector creates the Debezium PostgreSQL connector of the run on
-// the worker, and deletes it when the test ends.
-func createConnector(t *testing.T, name string) {
+// the worker, with the extra settings, and deletes it when the test ends.
+func createConnector(t *testing.T, name string, extra ...map[string]string) {
 	t.Helper()
 	cfg, err := pgx.ParseConfig(os.Getenv(sourcePGURLEnv))
 	if err != nil {
 		t.Fatal(err)
 	}
-	body, _ := json.Marshal(map[string]string{
+	settings := map[string]string{
 		"connector.class":   "io.debezium.connector.postgresql.PostgresConnector",
 		"database.hostname": cfg.Host, "database.port": fmt.Sprint(cfg.Port),
 		"database.user": cfg.User, "database.password": cfg.Password, "database.dbname": name,
@@ -323,7 +290,11 @@ func createConnector(t *testing.T, name string) {
 		// A bit varying's own length is sent only with its source type.
 		"column.propagate.source.type":              ".*",
 		"topic.creation.default.replication.factor": "-1", "topic.creation.default.partitions": "1",
-	})
+	}
+	for _, e := range extra {
+		maps.Copy(settings, e)
+	}
+	body, _ := json.Marshal(settings)
 	url := strings.TrimRight(os.Getenv(connectURLEnv), "/") + "/connectors/" + name
 	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPut, url+"/config", bytes.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
@@ -379,4 +350,52 @@ func mustExec(t *testing.T, conn *pgx.Conn, sql string) {
 	if _, err := conn.Exec(t.Context(), sql); err != nil {
 		t.Fatalf("%.300s: %v", sql, err)
 	}
+}
+
+// newCDCSourceDB makes the source database name, and drops it, with the
+// connector's slot, when the test ends.
+func newCDCSourceDB(t *testing.T, name string) *pgx.Conn {
+	t.Helper()
+	ctx := t.Context()
+	admin, err := pgx.Connect(ctx, os.Getenv(sourcePGURLEnv))
+	if err != nil {
+		t.Fatalf("%s: %v", sourcePGURLEnv, err)
+	}
+	t.Cleanup(func() { admin.Close(ctx) })
+	mustExec(t, admin, "CREATE DATABASE "+name)
+	cfg, err := pgx.ParseConfig(os.Getenv(sourcePGURLEnv))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Database = name
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		conn.Close(ctx)
+		ctx := context.WithoutCancel(ctx)
+		// The connector goes first (deleteConnector's cleanup ran before
+		// this one), then its slot, then the database.
+		admin.Exec(ctx, "SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active", name)
+		admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+	})
+	return conn
+}
+
+// cdcRunArgs writes config and returns the environment and the arguments
+// of `kafka2pg run` with it, on the target database of targetURL (the
+// config's ${K2P_IT_PG_URL}). Debezium creates a table's topic when it
+// first writes to it: a run started before (or restarted while) it does
+// must see the new topics soon, not after the default 5 minutes; and a
+// killed member's partitions must come back within seconds, not the
+// default 45s.
+func cdcRunArgs(t *testing.T, config, targetURL string) (env, args []string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
+	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"K2P_IT_PG_URL=" + targetURL}, append([]string{"run", "--config", path, "--kafka-fetch-max-wait", "250ms",
+		"--log-level", "info", "--kafka-metadata-max-age", "2s"}, fastGroupFlags...)
 }

@@ -28,6 +28,9 @@ type Set struct {
 	// schema the default schema they were built with (diff.go).
 	specs  map[string]Sink
 	schema string
+	// Appliers are the sources of the sinks with transactions, one per
+	// transaction topic: each needs an ingest.Applier.
+	Appliers []ingest.ApplierConfig
 }
 
 // Pattern is a topic_regex sink, built per topic by Set.Resolve.
@@ -105,6 +108,7 @@ func (c Config) build(ctx context.Context, b builder) (Set, error) {
 			set.specs[sc.Topic] = sc
 		}
 	}
+	errs = append(errs, c.addTransactionTopics(&set)...)
 	return set, errors.Join(errs...)
 }
 
@@ -210,6 +214,11 @@ func (b builder) pattern(ctx context.Context, sc Sink) (Pattern, error) {
 }
 
 func (b builder) sink(ctx context.Context, sc Sink) (ingest.Sink, error) {
+	if !changeFormat(sc.Format) {
+		if errs := checkTransactions(sc); len(errs) > 0 {
+			return ingest.Sink{}, errors.Join(errs...)
+		}
+	}
 	filter, err := sinkFilter(sc)
 	if err != nil {
 		return ingest.Sink{}, err

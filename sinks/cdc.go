@@ -98,7 +98,15 @@ func (b builder) changeSink(sc Sink, schemaName, table string) (ingest.Sink, err
 	if later {
 		return ingest.Sink{}, errRegistryLater
 	}
-	return ingest.Sink{Table: d.Table(), Changes: d, NoCreate: noCreate, Evolve: true, Deleted: deleted, Version: sc.Version}, nil
+	sink := ingest.Sink{Table: d.Table(), Changes: d, NoCreate: noCreate, Evolve: true, Deleted: deleted, Version: sc.Version}
+	if sc.Transactions {
+		topic, err := transactionTopic(sc)
+		if err != nil {
+			return ingest.Sink{}, err
+		}
+		sink.Transactions = &ingest.Transactions{Source: topic}
+	}
+	return sink, nil
 }
 
 // checkChangeSink refuses the keys a debezium or connect_json sink does
@@ -117,6 +125,7 @@ func checkChangeSink(sc Sink) error {
 			errs = append(errs, keyErr(col, fmt.Errorf("column %q: give its type (an SQL type) or connect (the Connect type of its values, e.g. io.debezium.time.MicroTimestamp), or both", c.Name)))
 		}
 	}
+	errs = append(errs, checkTransactions(sc)...)
 	switch sc.Format {
 	case formatDebezium:
 		if sc.Mode != "" && sc.Mode != "upsert" {

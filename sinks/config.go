@@ -130,6 +130,12 @@ type Sink struct {
 	ValueFormat      string            `yaml:"value_format"`      // debezium: json (default), avro or protobuf
 	Source           cdc.SourceColumns `yaml:"source"`            // debezium: columns of the envelope's source block
 	UnavailableValue string            `yaml:"unavailable_value"` // the connector's unavailable.value.placeholder
+
+	// Format debezium only: transaction-consistent apply (transactions.go).
+	Transactions      bool   `yaml:"transactions"`       // apply each source transaction whole, in commit order
+	TransactionTopic  string `yaml:"transaction_topic"`  // default <topic.prefix>.transaction
+	OnIncomplete      string `yaml:"on_incomplete"`      // wait (default) or apply
+	IncompleteTimeout string `yaml:"incomplete_timeout"` // on_incomplete apply: how long to wait; default 5m
 }
 
 // Column is a column of a typed sink: a JSON column (decode.ColumnSpec),
@@ -252,6 +258,11 @@ func (c Config) Topics() (topics []string, regex bool) {
 	for _, s := range c.Sinks {
 		regex = regex || s.TopicRegex != ""
 	}
+	add := func(t string) {
+		if t != "" && !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
 	for _, s := range c.Sinks {
 		t := s.Topic
 		switch {
@@ -260,9 +271,13 @@ func (c Config) Topics() (topics []string, regex bool) {
 		case regex && t != "":
 			t = "^" + regexp.QuoteMeta(t) + "$"
 		}
-		if t != "" && !slices.Contains(topics, t) {
-			topics = append(topics, t)
+		add(t)
+	}
+	for _, t := range c.transactionTopics() {
+		if regex {
+			t = "^" + regexp.QuoteMeta(t) + "$"
 		}
+		add(t)
 	}
 	return topics, regex
 }

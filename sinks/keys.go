@@ -113,6 +113,10 @@ var KeyDocs = map[string]string{
 	"value_format":        "debezium: the converter that wrote the events: `json` (JsonConverter, default), `avro` or `protobuf` (with a Schema Registry)",
 	"source":              "debezium: columns for the envelope's source metadata, each key naming its column (keys below)",
 	"unavailable_value":   "debezium, connect_json: the connector's `unavailable.value.placeholder`, which stands for an unchanged TOASTed value (default `__debezium_unavailable_value`)",
+	"transactions":        "debezium: apply each source transaction whole, in the source's commit order, from Debezium's transaction metadata (`provide.transaction.metadata=true`); see docs/CDC.md",
+	"transaction_topic":   "transactions: the connector's transaction topic (default `<topic.prefix>.transaction`, the prefix read from topic or topic_regex); one partition",
+	"on_incomplete":       "transactions: a transaction whose events do not all arrive: `wait` (default; it and every later one wait, reported) or `apply` (after incomplete_timeout, what arrived; later events become dead letters)",
+	"incomplete_timeout":  "transactions, on_incomplete apply: how long to wait (default `5m`)",
 
 	"columns.name":       "the column's name",
 	"columns.path":       "where the value is: `a.b`, `items[0].sku`, `$` for the whole document (default: the name)",

@@ -53,4 +53,40 @@ type Change struct {
 	// (cdc.Config.Version), for a delete, whose Key holds no other column;
 	// an upsert's Row holds it too. nil: none.
 	Version any
+	// Tx is the source transaction the change belongs to (Debezium's
+	// transaction block); its ID is "" when the event carries none.
+	Tx Transaction
+}
+
+// Transaction places a change in its source transaction, as Debezium's
+// transaction metadata (provide.transaction.metadata) does.
+type Transaction struct {
+	// ID names the source transaction: Debezium's transaction.id, but
+	// for Postgres ("571:53195832": txId and the event's LSN) the txId
+	// alone, which its END record shares; "" when the event carries no
+	// transaction block.
+	ID string
+	// TotalOrder is the event's position among all the transaction's
+	// events, from 1.
+	TotalOrder int64
+	// Collection is the source table ("public.accounts"), as the END
+	// record's data_collections name it; CollectionOrder is the event's
+	// position among the transaction's events of that table, from 1.
+	Collection      string
+	CollectionOrder int64
+}
+
+// TxBoundary is one record of a transaction topic: the BEGIN or the END
+// of a source transaction (package cdc's ParseBoundary reads Debezium's).
+type TxBoundary struct {
+	// End is true for an END record, false for a BEGIN.
+	End bool
+	// ID is the transaction's id, as its changes' Transaction.ID.
+	ID string
+	// EventCount is the number of change events of the transaction (END
+	// only).
+	EventCount int64
+	// Collections counts them per source table (END only), by the names
+	// of the changes' Transaction.Collection.
+	Collections map[string]int64
 }

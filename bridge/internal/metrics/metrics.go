@@ -400,6 +400,11 @@ func Sample(ctx context.Context, reg prometheus.Registerer) (m *Metrics, closeAl
 		cl.Close()
 		return nil, nil, err
 	}
+	if err := m.RegisterAppliers([]ApplierState{sampleApplier{}}); err != nil {
+		pool.Close()
+		cl.Close()
+		return nil, nil, err
+	}
 	m.InitTable("public.orders")
 	m.kafka.OnFetchBatchRead(kgo.BrokerMetadata{NodeID: 1}, "orders", 0, kgo.FetchBatchMetrics{NumRecords: 1})
 	return m, func() { pool.Close(); cl.Close() }, nil

@@ -1,0 +1,548 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/internal/enum"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// An Applier applies the staged source transactions of one source
+// (txstage.go), whole and in order. Its turn is fenced as a partition's
+// is: Claim bumps the source's epoch in kafka2pg.cdc_appliers, and every
+// apply transaction first moves the source's applied position only if
+// that epoch is still the Applier's, so an Applier that lost its turn (a
+// paused process, a partitioned member) commits nothing, and its row lock
+// orders it behind the newer one.
+//
+// The order is the END records' on the transaction topic: Debezium's
+// Postgres connector reads the write-ahead log through logical decoding,
+// which hands over each transaction whole at its commit, in commit order,
+// so it writes BEGIN, the events and END of one transaction before the
+// BEGIN of the next (MySQL's binlog holds committed transactions in commit
+// order as well). The topic must have one partition: its records are keyed
+// by transaction id, so with more, Kafka keeps no order between the
+// transactions.
+//
+// One apply transaction reads the staged events of one source transaction
+// in total_order through a cursor, FetchRows at a time, so a transaction
+// of any size is applied whole while the Applier holds one chunk of it.
+
+// ErrApplierFenced means another Applier claimed the source: nothing of
+// the apply transaction was committed.
+var ErrApplierFenced = errors.New("fenced: another applier claimed this source")
+
+// OnIncomplete is what an Applier does with a source transaction whose
+// events do not all arrive.
+type OnIncomplete int
+
+const (
+	// IncompleteWait waits for them: the transaction, and every one after
+	// it, waits; the Applier reports it (ApplierStats, a WARN).
+	IncompleteWait OnIncomplete = iota
+	// IncompleteApply applies the events that arrived once the
+	// transaction has waited IncompleteTimeout; the events that arrive
+	// later become dead letters.
+	IncompleteApply
+)
+
+var onIncompleteNames = enum.Names{"wait", "apply"}
+
+func (o OnIncomplete) String() string { return onIncompleteNames.Name(int(o), "OnIncomplete") }
+
+// ParseOnIncomplete reads wait or apply.
+func ParseOnIncomplete(s string) (OnIncomplete, error) {
+	v, err := onIncompleteNames.Parse(s)
+	return OnIncomplete(v), err
+}
+
+// ApplierConfig configures an Applier. The zero value of each optional
+// field means the default written next to it.
+type ApplierConfig struct {
+	// Source is the Transactions.Source whose transactions it applies.
+	// Required.
+	Source string
+	// PollInterval is how often an idle Applier looks for a complete
+	// transaction. Default 50ms.
+	PollInterval time.Duration
+	// FetchRows is how many staged events one FETCH of the cursor reads.
+	// Default 1,000.
+	FetchRows int
+	// GroupEvents bounds the events of the complete source transactions
+	// that one Postgres transaction applies together, in order: a reader
+	// sees them at once, never part of one, and each costs fewer round
+	// trips. A transaction larger than it is applied alone. Default
+	// 10,000.
+	GroupEvents int
+	// IncompleteWarn is the age of an incomplete transaction (since its
+	// END was staged) past which the Applier logs a WARN naming it, its
+	// events seen and expected, at most once per IncompleteWarn. Default 30s.
+	IncompleteWarn time.Duration
+	// OnIncomplete says what happens to an incomplete transaction; default
+	// IncompleteWait.
+	OnIncomplete OnIncomplete
+	// IncompleteTimeout is how long IncompleteApply waits. Default 5m.
+	IncompleteTimeout time.Duration
+	// Logger: default the Writer's.
+	Logger *slog.Logger
+}
+
+// ApplierStats is what an Applier did and waits on.
+type ApplierStats struct {
+	// Epoch is the Applier's claim; 0 before Claim.
+	Epoch int64
+	// Applied counts the source transactions it applied, AppliedEvents
+	// their events, Partial those applied without all their events.
+	Applied, AppliedEvents, Partial int64
+	// Incomplete describes the next transaction in order while its
+	// events are not all staged; zero otherwise.
+	Incomplete IncompleteTx
+	// Leading is true while RunLeased holds the source's lock.
+	Leading bool
+}
+
+// IncompleteTx is a transaction whose END is staged but not all of its
+// events.
+type IncompleteTx struct {
+	ID       string
+	Age      time.Duration // since its END was staged
+	Seen     int64         // events staged
+	Expected int64         // the END's event_count
+}
+
+// Applier applies one source's staged transactions. Run it in one
+// goroutine; Stats is safe for concurrent use.
+type Applier struct {
+	w   *Writer
+	cfg ApplierConfig
+	log *slog.Logger
+
+	epoch    int64 // from Claim; read and written by the Run goroutine only
+	lastWarn time.Time
+
+	mu    sync.Mutex
+	stats ApplierStats
+}
+
+// NewApplier returns an Applier of cfg.Source on w's pool and sinks: it
+// decodes each staged event again with the sink of its topic, and applies
+// it as that sink's change would be.
+func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
+	if cfg.Source == "" {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.Source", "empty: name the source (Transactions.Source) whose transactions to apply")
+	}
+	if !onIncompleteNames.Valid(int(cfg.OnIncomplete)) {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.OnIncomplete", "%s is not %s", cfg.OnIncomplete, onIncompleteNames.List())
+	}
+	orDefault(&cfg.PollInterval, 50*time.Millisecond)
+	orDefault(&cfg.FetchRows, 1000)
+	orDefault(&cfg.GroupEvents, 10000)
+	orDefault(&cfg.IncompleteWarn, 30*time.Second)
+	orDefault(&cfg.IncompleteTimeout, 5*time.Minute)
+	log := cfg.Logger
+	if log == nil {
+		log = w.log
+	}
+	return &Applier{w: w, cfg: cfg, log: log.With("source", cfg.Source)}, nil
+}
+
+// Source is the source whose transactions the Applier applies.
+func (a *Applier) Source() string { return a.cfg.Source }
+
+// Stats returns what the Applier did, and the transaction it waits on.
+func (a *Applier) Stats() ApplierStats {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.stats
+}
+
+const claimApplierSQL = `INSERT INTO kafka2pg.cdc_appliers (consumer_group, source, epoch) VALUES ($1, $2, 1)
+ON CONFLICT (consumer_group, source) DO UPDATE SET epoch = kafka2pg.cdc_appliers.epoch + 1, updated_at = now()
+RETURNING epoch`
+
+// Claim takes the source's turn: it bumps the epoch, which fences every
+// earlier Applier of the source, and waits for the apply transaction one
+// of them has open.
+func (a *Applier) Claim(ctx context.Context) error {
+	var epoch int64
+	if err := a.w.pool.QueryRow(ctx, claimApplierSQL, a.w.cfg.Group, a.cfg.Source).Scan(&epoch); err != nil {
+		return fmt.Errorf("claim the applier of source %q: %w", a.cfg.Source, err)
+	}
+	a.epoch = epoch
+	a.mu.Lock()
+	a.stats.Epoch = epoch
+	a.mu.Unlock()
+	return nil
+}
+
+// Run claims the source, then applies its transactions as they complete,
+// until ctx ends (it returns nil) or another Applier claims the source
+// (an error wrapping ErrApplierFenced). An apply that fails otherwise is
+// logged and tried again after a pause.
+func (a *Applier) Run(ctx context.Context) error {
+	if err := a.Claim(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	t := time.NewTicker(a.cfg.PollInterval)
+	defer t.Stop()
+	pause := a.cfg.PollInterval
+	for {
+		n, err := a.ApplyReady(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, ErrApplierFenced):
+			return err
+		case err != nil:
+			a.log.Warn("apply a source transaction", "error", err, "retry_in", pause)
+			pause = min(2*pause, 30*time.Second)
+		default:
+			pause = a.cfg.PollInterval
+		}
+		if n > 0 && err == nil {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(pause - a.cfg.PollInterval):
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-t.C:
+			}
+		}
+	}
+}
+
+// pendingTx is a source transaction not applied yet, as nextSQL reads it.
+type pendingTx struct {
+	id       string
+	part     int32
+	offset   int64
+	expected int64
+	seen     int64
+	age      time.Duration
+}
+
+const nextSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count,
+       (SELECT count(*) FROM kafka2pg.cdc_staged s
+        WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid),
+       extract(epoch FROM now() - e.staged_at)
+FROM kafka2pg.cdc_tx_ends e
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL
+ORDER BY e.tx_offset
+LIMIT $3`
+
+// pendingRead is how many pending transactions ApplyReady reads at once.
+const pendingRead = 4096
+
+// ApplyReady applies the source's transactions in order while the next
+// one is complete, several in one Postgres transaction (up to
+// GroupEvents events). It returns how many it applied. Call Claim first
+// (Run does).
+func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
+	if a.epoch == 0 {
+		return 0, fmt.Errorf("apply source %q: the applier has not claimed it", a.cfg.Source)
+	}
+	n := 0
+	for {
+		pending, err := a.pending(ctx)
+		if err != nil {
+			return n, err
+		}
+		if len(pending) == 0 {
+			a.setIncomplete(IncompleteTx{})
+			return n, nil
+		}
+		group, events := 0, int64(0)
+		for _, p := range pending {
+			if p.seen < p.expected || group > 0 && events+p.expected > int64(a.cfg.GroupEvents) {
+				break
+			}
+			group++
+			events += p.expected
+		}
+		if group == 0 {
+			p := pending[0]
+			a.incomplete(ctx, p)
+			if a.cfg.OnIncomplete != IncompleteApply || p.age < a.cfg.IncompleteTimeout {
+				return n, nil
+			}
+			a.log.Warn("applying an incomplete source transaction: its missing events will be dead letters",
+				"txid", p.id, "seen", p.seen, "expected", p.expected, "waited", p.age.Round(time.Second))
+			group = 1
+		}
+		a.setIncomplete(IncompleteTx{})
+		if err := a.applyEvolving(ctx, pending[:group]); err != nil {
+			return n, err
+		}
+		n += group
+	}
+}
+
+// pending reads the next pending transactions in order.
+func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
+	rows, err := a.w.pool.Query(ctx, nextSQL, a.w.cfg.Group, a.cfg.Source, pendingRead)
+	if err != nil {
+		return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+	}
+	var out []pendingTx
+	for rows.Next() {
+		var p pendingTx
+		var age float64
+		if err := rows.Scan(&p.id, &p.part, &p.offset, &p.expected, &p.seen, &age); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+		}
+		if p.part != 0 {
+			rows.Close()
+			return nil, fmt.Errorf("apply source %q: an END record of partition %d of the transaction topic: the topic must have one partition, so that its records keep the source's commit order", a.cfg.Source, p.part)
+		}
+		p.age = time.Duration(age * float64(time.Second))
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+	}
+	return out, nil
+}
+
+func (a *Applier) setIncomplete(t IncompleteTx) {
+	a.mu.Lock()
+	a.stats.Incomplete = t
+	a.mu.Unlock()
+}
+
+// incomplete reports p, which waits for events: in Stats at once, in a
+// WARN once it is IncompleteWarn old, with its counts per table.
+func (a *Applier) incomplete(ctx context.Context, p pendingTx) {
+	a.setIncomplete(IncompleteTx{ID: p.id, Age: p.age, Seen: p.seen, Expected: p.expected})
+	if p.age < a.cfg.IncompleteWarn || time.Since(a.lastWarn) < a.cfg.IncompleteWarn {
+		return
+	}
+	a.lastWarn = time.Now()
+	var seen, expected string
+	err := a.w.pool.QueryRow(ctx, `SELECT
+    coalesce((SELECT string_agg(data_collection || '=' || n, ' ' ORDER BY data_collection)
+              FROM (SELECT data_collection, count(*) AS n FROM kafka2pg.cdc_staged
+                    WHERE consumer_group = $1 AND source = $2 AND txid = $3 GROUP BY 1) c), ''),
+    coalesce((SELECT string_agg(key || '=' || value, ' ' ORDER BY key) FROM jsonb_each_text(e.data_collections)), '')
+FROM kafka2pg.cdc_tx_ends e WHERE consumer_group = $1 AND source = $2 AND txid = $3`,
+		a.w.cfg.Group, a.cfg.Source, p.id).Scan(&seen, &expected)
+	if err != nil {
+		seen = "(unknown: " + err.Error() + ")"
+	}
+	a.log.Warn("a source transaction waits for events that have not arrived: it and every later one are not applied",
+		"txid", p.id, "seen", p.seen, "expected", p.expected, "waiting", p.age.Round(time.Second),
+		"seen_per_table", seen, "expected_per_table", expected, "on_incomplete", a.cfg.OnIncomplete.String())
+}
+
+// tableChanged is an apply stopped by an event that changes its table:
+// the table is evolved outside the apply transaction, then the apply runs
+// again.
+type tableChanged struct {
+	topic string
+	sink  Sink
+}
+
+func (e *tableChanged) Error() string {
+	return fmt.Sprintf("the table of topic %q changed", e.topic)
+}
+
+// applyEvolving applies group, evolving the tables its events change
+// first.
+func (a *Applier) applyEvolving(ctx context.Context, group []pendingTx) error {
+	for changes := 0; ; changes++ {
+		err := a.apply(ctx, group)
+		var tc *tableChanged
+		if !errors.As(err, &tc) || changes >= maxTableChanges {
+			return err
+		}
+		if _, err := a.w.changeTable(ctx, tc.topic, tc.sink, tc.sink.Changes.Table()); err != nil {
+			return fmt.Errorf("apply source %q transaction %q: %w", a.cfg.Source, group[0].id, err)
+		}
+	}
+}
+
+const (
+	advanceApplierSQL = `UPDATE kafka2pg.cdc_appliers SET applied_tx_offset = $3, applied_txid = $4, updated_at = now()
+WHERE consumer_group = $1 AND source = $2 AND epoch = $5`
+	// $3 are the transactions' ids in order: the events of the first
+	// come first.
+	// The lateral join reads each transaction's events by the index of
+	// its id, whatever the size of the staging (OFFSET 0 keeps the
+	// planner from flattening it into a scan of all the source's staged
+	// events, which stale statistics of a table that fills and empties
+	// make it choose).
+	declareStagedSQL = `DECLARE kafka2pg_staged NO SCROLL CURSOR FOR
+SELECT s.topic, s.partition, s.kafka_offset, s.key, s.value
+FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
+CROSS JOIN LATERAL (SELECT * FROM kafka2pg.cdc_staged s
+                    WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
+                    ORDER BY s.total_order OFFSET 0) s
+ORDER BY t.n, s.total_order`
+	deleteStagedSQL = `DELETE FROM kafka2pg.cdc_staged WHERE consumer_group = $1 AND source = $2 AND txid = ANY($3)`
+	// $4 are the events applied of each of $3.
+	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = t.events
+FROM unnest($3::text[], $4::int8[]) AS t(txid, events)
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid`
+)
+
+// apply applies the staged events of group, consecutive transactions, in
+// one transaction: the fence first, then the events in order, then the
+// staged events go and the ENDs are marked applied. Each but a lone
+// transaction (OnIncomplete apply) is complete.
+func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
+	g, src := a.w.cfg.Group, a.cfg.Source
+	last := group[len(group)-1]
+	ids, counts := make([]string, len(group)), make([]int64, len(group))
+	for i, p := range group {
+		ids[i], counts[i] = p.id, p.seen
+	}
+	what := fmt.Sprintf("apply source %q transaction %q", src, group[0].id)
+	if len(group) > 1 {
+		what = fmt.Sprintf("apply source %q transactions %q to %q", src, group[0].id, last.id)
+	}
+	tx, err := a.w.pool.Begin(ctx)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", what, err)
+	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
+	tag, err := tx.Exec(ctx, advanceApplierSQL, g, src, last.offset+1, last.id, a.epoch)
+	if err != nil {
+		return fmt.Errorf("%s: fence: %w", what, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return fmt.Errorf("%s with epoch %d: %w", what, a.epoch, ErrApplierFenced)
+	}
+	// The cursor is read to its end: plan it for all its rows, not the
+	// first tenth.
+	if _, err := tx.Exec(ctx, "SET LOCAL cursor_tuple_fraction = 1"); err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if _, err := tx.Exec(ctx, declareStagedSQL, g, src, ids); err != nil {
+		return fmt.Errorf("%s: declare the cursor: %w", what, err)
+	}
+	ap := eventApplier{w: a.w, stmts: map[string]*changeStatements{}}
+	fetch := fmt.Sprintf("FETCH %d FROM kafka2pg_staged", a.cfg.FetchRows)
+	events := int64(0)
+	for {
+		n, err := ap.applyChunk(ctx, tx, fetch)
+		if err != nil {
+			var tc *tableChanged
+			if errors.As(err, &tc) {
+				return err
+			}
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if n == 0 {
+			break
+		}
+		events += int64(n)
+	}
+	if _, err := tx.Exec(ctx, "CLOSE kafka2pg_staged"); err != nil {
+		return fmt.Errorf("%s: close the cursor: %w", what, err)
+	}
+	if _, err := tx.Exec(ctx, deleteStagedSQL, g, src, ids); err != nil {
+		return fmt.Errorf("%s: delete the staged events: %w", what, err)
+	}
+	if _, err := tx.Exec(ctx, endAppliedSQL, g, src, ids, counts); err != nil {
+		return fmt.Errorf("%s: mark them applied: %w", what, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return fmt.Errorf("%s: commit (outcome unknown): %w", what, err)
+	}
+	a.mu.Lock()
+	a.stats.Applied += int64(len(group))
+	a.stats.AppliedEvents += events
+	for _, p := range group {
+		if p.seen < p.expected {
+			a.stats.Partial++
+		}
+	}
+	a.mu.Unlock()
+	return nil
+}
+
+// eventApplier applies staged events, decoded by their topics' sinks.
+type eventApplier struct {
+	w     *Writer
+	stmts map[string]*changeStatements // by qualified table name
+	recs  []stream.Record
+	chs   []stream.Change
+}
+
+// applyChunk fetches the next chunk of the cursor and applies its events
+// in order, in one pipeline. It returns how many it fetched.
+func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) (int, error) {
+	rows, err := tx.Query(ctx, fetch)
+	if err != nil {
+		return 0, fmt.Errorf("fetch staged events: %w", err)
+	}
+	e.recs = e.recs[:0]
+	for rows.Next() {
+		var r stream.Record
+		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value); err != nil {
+			rows.Close()
+			return 0, fmt.Errorf("fetch staged events: %w", err)
+		}
+		e.recs = append(e.recs, r)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, fmt.Errorf("fetch staged events: %w", err)
+	}
+	if len(e.recs) == 0 {
+		return 0, nil
+	}
+	if cap(e.chs) < len(e.recs) {
+		e.chs = make([]stream.Change, len(e.recs))
+	}
+	e.chs = e.chs[:len(e.recs)]
+	q := &pgx.Batch{}
+	for i := range e.recs {
+		r := &e.recs[i]
+		sink, err := e.w.sinkFor(ctx, r.Topic)
+		if err != nil {
+			return 0, err
+		}
+		if sink.Changes == nil {
+			return 0, fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
+		}
+		// Each change gets its own slices: the pipeline holds them until
+		// it is sent.
+		ch := &e.chs[i]
+		*ch = stream.Change{}
+		err = sink.Changes.Decode(r, ch)
+		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
+			return 0, &tableChanged{topic: r.Topic, sink: sink}
+		}
+		if err != nil {
+			return 0, fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		t := sink.Table
+		st := e.stmts[t.QualifiedName()]
+		if st == nil || !sameColumns(st.t, t) {
+			st = &changeStatements{t: t, key: t.PrimaryKey, g: guardOf(sink), upserts: map[string]string{}}
+			e.stmts[t.QualifiedName()] = st
+		}
+		st.queue(q, r, ch)
+	}
+	if q.Len() > 0 {
+		if err := tx.SendBatch(ctx, q).Close(); err != nil {
+			return 0, fmt.Errorf("apply %d staged events: %w", len(e.recs), err)
+		}
+	}
+	return len(e.recs), nil
+}

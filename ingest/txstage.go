@@ -1,0 +1,217 @@
+package ingest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// Transaction-consistent change sinks (Sink.Transactions). A source
+// transaction's events are spread over the topics of its tables and over
+// their partitions, and no member of the group need own all of them. So
+// each member stages the events of its own partitions that carry a
+// transaction (stream.Change.Tx) in kafka2pg.cdc_staged, in the batch's
+// fenced transaction: staging is exactly once per partition, by the same
+// protocol as any write. The transaction topic's END records, which count
+// each transaction's events, are staged the same way in
+// kafka2pg.cdc_tx_ends by a Boundaries sink. An Applier (txapply.go)
+// applies each source transaction whose events are all staged, in one
+// Postgres transaction, in the order of the END records.
+//
+// Changes without a transaction (snapshot reads, connectors without
+// transaction metadata, heartbeats) are applied in the batch's
+// transaction, as without Transactions.
+
+// Transactions configures a Sink whose changes are applied one source
+// transaction at a time.
+type Transactions struct {
+	// Source names the source database's capture (Debezium's
+	// topic.prefix): the staged events of all its tables and the END
+	// records of its transaction topic meet under this name, and one
+	// Applier applies them. Required.
+	Source string
+}
+
+// Boundaries configures the sink of a source's transaction topic
+// (Debezium's <topic.prefix>.transaction).
+type Boundaries struct {
+	// Source is the Transactions.Source of the source's change sinks.
+	// Required.
+	Source string
+	// Parse reads one record of the topic (package cdc's ParseBoundary).
+	// A record it refuses with an error wrapping decode.ErrBadRecord is a
+	// bad record; ok false skips the record (a tombstone). Required.
+	Parse func(r *stream.Record) (b stream.TxBoundary, ok bool, err error)
+}
+
+// boundariesTable names what a Boundaries sink writes, in logs and dead
+// letters.
+var boundariesTable = schema.Table{Schema: "kafka2pg", Name: "cdc_tx_ends"}
+
+// BoundariesSink returns the Sink of a transaction topic.
+func BoundariesSink(b Boundaries) Sink {
+	return Sink{Table: boundariesTable, Boundaries: &b}
+}
+
+func validateTransactions(topic string, sink Sink) error {
+	if t := sink.Transactions; t != nil {
+		if sink.Changes == nil {
+			return fmt.Errorf("ingest: the sink of topic %q has Transactions but no Changes: only change events carry a source transaction", topic)
+		}
+		if t.Source == "" {
+			return fmt.Errorf("ingest: the sink of topic %q has Transactions without a Source", topic)
+		}
+	}
+	if b := sink.Boundaries; b != nil {
+		if sink.Changes != nil || sink.Mapper != nil || sink.Upsert != nil || sink.Transactions != nil {
+			return fmt.Errorf("ingest: the sink of topic %q is a transaction topic's (Boundaries): it takes no Mapper, Changes, Upsert or Transactions", topic)
+		}
+		if b.Source == "" || b.Parse == nil {
+			return fmt.Errorf("ingest: the transaction topic sink of topic %q needs a Source and a Parse", topic)
+		}
+	}
+	return nil
+}
+
+// stageTransactions splits changes into those applied in the batch's
+// transaction (returned) and those of a source transaction, which stage
+// stages in it.
+func (w *Writer) stageTransactions(b *stream.Batch, sink Sink, changes []keyedChange) ([]keyedChange, stageFunc) {
+	direct := changes[:0:0]
+	var staged []keyedChange
+	for _, c := range changes {
+		if c.ch.Tx.ID == "" {
+			direct = append(direct, c)
+		} else {
+			staged = append(staged, c)
+		}
+	}
+	if len(staged) == 0 {
+		return changes, nil
+	}
+	return direct, func(ctx context.Context, tx pgx.Tx) ([]badRecord, error) {
+		return w.stage(ctx, tx, sink.Transactions.Source, b, staged)
+	}
+}
+
+// KindLateEvent is the dead letter kind of an event of a source
+// transaction the Applier applied without it (IncompleteApply).
+const KindLateEvent = "transaction_applied_without_it"
+
+// stageEventsSQL stages a batch's events of source transactions. An event
+// staged already (a Connect restart wrote it again) is left, and so is
+// one of a transaction applied already: a copy, when all its events were
+// applied; when the Applier applied it without them (IncompleteApply), a
+// late event, whose offset the statement returns, for the dead letters.
+const stageEventsSQL = `WITH s AS (
+    SELECT * FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[])
+        AS s(txid, coll, coll_order, total_order, off, k, v)
+), applied AS (
+    SELECT e.txid, e.applied_events < e.event_count AS partial FROM kafka2pg.cdc_tx_ends e
+    WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NOT NULL AND e.txid IN (SELECT txid FROM s)
+), staged AS (
+    INSERT INTO kafka2pg.cdc_staged
+        (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value)
+    SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v
+    FROM s WHERE s.txid NOT IN (SELECT txid FROM applied)
+    ON CONFLICT DO NOTHING
+)
+SELECT s.off FROM s JOIN applied USING (txid) WHERE applied.partial`
+
+// stageFunc stages what a batch holds of source transactions, in the
+// batch's transaction; the records it returns are dead letters.
+type stageFunc = func(ctx context.Context, tx pgx.Tx) ([]badRecord, error)
+
+// stage inserts the raw records of staged: the Applier decodes them
+// again when it applies their transaction, with the table as it is then.
+func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange) ([]badRecord, error) {
+	n := len(staged)
+	txids, colls := make([]string, n), make([]string, n)
+	collOrders, totalOrders, offs := make([]int64, n), make([]int64, n), make([]int64, n)
+	keys, values := make([][]byte, n), make([][]byte, n)
+	for i, c := range staged {
+		txids[i], colls[i] = c.ch.Tx.ID, c.ch.Tx.Collection
+		collOrders[i], totalOrders[i], offs[i] = c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder, c.rec.Offset
+		keys[i], values[i] = c.rec.Key, c.rec.Value
+	}
+	rows, err := tx.Query(ctx, stageEventsSQL, w.cfg.Group, source, b.Topic, b.Partition,
+		txids, colls, collOrders, totalOrders, offs, keys, values)
+	if err != nil {
+		return nil, fmt.Errorf("stage %d events of source %q: %w", n, source, err)
+	}
+	late, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("stage %d events of source %q: %w", n, source, err)
+	}
+	var bad []badRecord
+	for _, off := range late {
+		for _, c := range staged {
+			if c.rec.Offset == off {
+				bad = append(bad, badRecord{rec: c.rec, kind: KindLateEvent,
+					err: fmt.Errorf("source transaction %q was applied without this event after waiting for it (OnIncomplete apply)", c.ch.Tx.ID)})
+				break
+			}
+		}
+	}
+	return bad, nil
+}
+
+// stageEndSQL stages an END record; one seen already (a Connect restart
+// wrote it again) keeps its first place.
+const stageEndSQL = `INSERT INTO kafka2pg.cdc_tx_ends
+    (consumer_group, source, txid, tx_partition, tx_offset, event_count, data_collections)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT DO NOTHING`
+
+// writeBoundaries writes a batch of a transaction topic: its END records
+// into kafka2pg.cdc_tx_ends, with the fenced offsets. BEGIN records and
+// tombstones move only the offsets.
+func (w *Writer) writeBoundaries(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
+	type end struct {
+		rec *stream.Record
+		b   stream.TxBoundary
+	}
+	var ends []end
+	var bad []badRecord
+	for i := range b.Records {
+		r := &b.Records[i]
+		if br := tooLarge(r, w.cfg.MaxRecordBytes); br != nil {
+			bad = append(bad, *br)
+			continue
+		}
+		tb, ok, err := sink.Boundaries.Parse(r)
+		if err != nil {
+			br, err := classify(r, err)
+			if err != nil {
+				return outcome{}, err
+			}
+			bad = append(bad, *br)
+			continue
+		}
+		if ok && tb.End {
+			ends = append(ends, end{rec: r, b: tb})
+		}
+	}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		if len(ends) > 0 {
+			q := &pgx.Batch{}
+			for _, e := range ends {
+				colls, err := json.Marshal(e.b.Collections)
+				if err != nil {
+					return outcome{}, fmt.Errorf("stage the END of transaction %q: %w", e.b.ID, err)
+				}
+				q.Queue(stageEndSQL, w.cfg.Group, sink.Boundaries.Source, e.b.ID, b.Partition, e.rec.Offset, e.b.EventCount, colls)
+			}
+			if err := tx.SendBatch(ctx, q).Close(); err != nil {
+				return outcome{}, fmt.Errorf("stage %d END records of source %q: %w", len(ends), sink.Boundaries.Source, err)
+			}
+		}
+		return outcome{rows: len(ends), bad: bad}, nil
+	})
+}
