@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"maps"
-	"reflect"
 	"slices"
 	"sync"
 
@@ -158,7 +157,7 @@ func (b *Bridge) reconfigure(ctx context.Context, set sinks.Set) (d sinks.Diff, 
 	if err := b.subscriptionStays(cur, set, d); err != nil {
 		return d, err
 	}
-	if !reflect.DeepEqual(cur.Appliers, set.Appliers) {
+	if !slices.Equal(cur.Appliers, set.Appliers) {
 		return d, stream.FieldErrorf("bridge.Config.Sinks", "the sources with transactions: true, or their on_incomplete settings, changed: their appliers start with the bridge; restart to change them")
 	}
 	next := set.Keep(cur, d)

@@ -370,6 +370,11 @@ func TestReconfigureRefusesAnInvalidSetAndTheRunningOneStays(t *testing.T) {
 	if err := f.b.Reconfigure(t.Context(), regex); err == nil || !strings.Contains(err.Error(), "restart") {
 		t.Errorf("Reconfigure with a topic_regex = %v, want a refusal that says to restart", err)
 	}
+	// The appliers of sources with transactions start with the bridge.
+	tx := buildSinks(t, f.expand("sinks:\n"+sinkYAML("{a}", "a", "")+"  - {topic: shop.public.accounts, format: debezium, transactions: true}\n"))
+	if err := f.b.Reconfigure(t.Context(), tx); err == nil || !strings.Contains(err.Error(), "transactions: true") || !strings.Contains(err.Error(), "restart") {
+		t.Errorf("Reconfigure adding a source with transactions = %v, want a refusal that says to restart", err)
+	}
 	if err := f.b.Reconfigure(t.Context(), buildSinks(t, f.expand("sinks:\n"+sinkYAML("{a}", "a", "")))); err != nil {
 		t.Fatalf("Reconfigure with the running sinks = %v", err)
 	}
