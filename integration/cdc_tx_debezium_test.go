@@ -96,6 +96,20 @@ sinks:
 	env, args := cdcRunArgs(t, config, targetURL)
 	b := startBridgeEnv(t, "bank-0", env, args...)
 	createConnector(t, name, map[string]string{"provide.transaction.metadata": "true"})
+	// The connector's initial snapshot reads the accounts as events
+	// without a transaction block, which apply as they come, each
+	// partition on its own: a transfer committed before the snapshot's
+	// point would be read by it, and could show half applied. The
+	// transfers start once the snapshot's accounts are in, so that every
+	// transfer is streamed, inside its source transaction.
+	pollUntil(t, 2*time.Minute, "the snapshot's accounts in the replica", func() (bool, string) {
+		requireRunning(t, b)
+		var n int64
+		if err := pool.QueryRow(ctx, "SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)").Scan(&n); err != nil {
+			return false, err.Error()
+		}
+		return n == 2*accounts, fmt.Sprintf("%d of %d accounts", n, 2*accounts)
+	})
 
 	workloadDone := make(chan error, 1)
 	go func() {
