@@ -23,7 +23,7 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # run even under -n, and with .ONESHELL that would be the whole test recipe.
 SUBMAKE := $(MAKE) --no-print-directory
 
-.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers bench-peers-smoke bench-peers-flink-smoke test-real-kafka test-cdc test-cdc-tx test-cdc-tx-large test-security faults chart bench scale
+.PHONY: help docs build image install-check pg-up pg-down lint test demo clean clean-all kafka-up kafka-down connect-up connect-down bench-peers bench-peers-smoke bench-peers-flink-smoke bench-peers-xa test-real-kafka test-cdc test-cdc-tx test-cdc-tx-large test-security faults chart bench scale
 
 ## help            list the targets (the "## " lines of this Makefile)
 help:
@@ -388,6 +388,21 @@ bench-peers: build
 	$(GO) -C tools run ./benchpeers -pg-url "$$url" -records $(or $(RECORDS),150000) -reps $(or $(REPS),3) \
 		-flink-parallelism "$(FLINK_PARALLELISM)" -flink-checkpoint "$(FLINK_CHECKPOINT)" \
 		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/peers.md" -chart "$(CURDIR)/bench/peers.svg"
+
+# bench-peers-xa measures kafka2pg against Flink's exactly-once XA sink
+# alone on a large backlog: RECORDS Kafka Connect JSON records (default
+# 5000000) in one topic, the batched append scenario, REPS repetitions
+# (default 1), Flink at each parallelism of FLINK_PARALLELISM, no Debezium
+# sink, no kill -9 probe and no latency runs (make bench-peers has them).
+# Writes bench/peers-xa.md and bench/peers-xa.svg; about 4 minutes for 5M
+# records on an idle 2-core box.
+## bench-peers-xa  kafka2pg against Flink's XA sink on a 5M-record backlog; bench/peers-xa.md
+bench-peers-xa: build
+	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
+	$(GO) -C tools run ./benchpeers -pg-url "$$url" -records $(or $(RECORDS),5000000) -reps $(or $(REPS),1) \
+		-scenarios append-batch -debezium=false -probe=false -latency-rate -1 \
+		-flink-parallelism "$(FLINK_PARALLELISM)" -flink-checkpoint "$(FLINK_CHECKPOINT)" \
+		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/peers-xa.md" -chart "$(CURDIR)/bench/peers-xa.svg"
 
 # bench-peers-smoke checks that the harness runs both systems on 2,000
 # records (TestPeersSmoke): on KAFKA2PG_TEST_BROKERS, else the cluster of
