@@ -326,13 +326,14 @@ func (w *Writer) appendRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 // transaction (applyEach).
 func (w *Writer) upsertRouted(ctx context.Context, b *stream.Batch, sink Sink, groups []*routeGroup, bad []badRecord) (outcome, error) {
 	var items []oneOp
+	stale := 0
 	for _, g := range groups {
 		ops, refused, err := w.upsertOps(g.records, g.sink)
 		if err != nil {
 			return outcome{}, err
 		}
 		bad = append(bad, inTable(refused, g.sink.Table)...)
-		for _, op := range upsertOneByOne(g.sink, ops, nil, nil) {
+		for _, op := range upsertOneByOne(g.sink, ops, &stale, nil) {
 			op.table = g.sink.Table.QualifiedName()
 			items = append(items, op)
 		}
@@ -340,7 +341,9 @@ func (w *Writer) upsertRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 	slices.SortStableFunc(items, func(x, y oneOp) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true, notifies: true}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		stale = 0
 		res, err := w.applyEach(ctx, tx, b, items, bad, "upsert into the tables routed from "+sink.Table.QualifiedName())
+		res.stale = stale
 		if err != nil || !w.cfg.Notify {
 			return res, err
 		}

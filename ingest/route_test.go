@@ -165,6 +165,41 @@ func TestAnUpsertSinkRoutedByAHeader(t *testing.T) {
 	}
 }
 
+// A routed upsert sink with a version column keeps the newest version of
+// each key in its table, and counts the older change it skips as stale,
+// as an unrouted sink does.
+func TestARoutedUpsertSinkCountsTheChangesItsVersionSkips(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	stale := &staleCount{}
+	w, epochs := routedWriter(t, pool, `sinks:
+  - topic: prices
+    table: ${header.tenant}_prices
+    mode: upsert
+    key: [id]
+    version: v
+    columns:
+      - {name: id, type: bigint, from: key, path: id, not_null: true}
+      - {name: v, type: bigint}
+`, "prices", ingest.Config{Tracer: stale})
+	ctx := context.Background()
+	newer := routedBatch("prices", 0, epochs[0], 0, rec{`{"v":2}`, []string{"tenant", "acme"}})
+	if err := w.Write(ctx, newer); err != nil {
+		t.Fatal(err)
+	}
+	older := routedBatch("prices", 0, epochs[0], 1, rec{`{"v":1}`, []string{"tenant", "acme"}}, rec{`{"v":1}`, []string{"tenant", "acme"}})
+	older.Records[0].Key = []byte(`{"id":0}`) // key 0's v 1 is older than its stored v 2
+	if err := w.Write(ctx, older); err != nil {
+		t.Fatal(err)
+	}
+	if got := rowsOf(t, pool, "acme_prices", "id", "v"); got != "0=0:2 2=2:1" {
+		t.Errorf("acme_prices = %q, want 0=0:2 2=2:1 (key 0 keeps its newer version)", got)
+	}
+	if got := stale.get(); got != 1 {
+		t.Errorf("%d stale changes counted, want 1 (key 0's older version)", got)
+	}
+}
+
 // A record whose field makes no table name is a dead letter of kind
 // route with the reason; the batch's other records are written.
 func TestARecordThatNamesNoTableIsADeadLetter(t *testing.T) {
