@@ -12,11 +12,11 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/bridge"
 	"github.com/kafka2pg/kafka2pg/internal/kafkatest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/internal/sinkstest"
 	"github.com/kafka2pg/kafka2pg/reader"
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
@@ -47,22 +47,8 @@ func sinkYAML(topic, table, extra string) string {
 
 func buildSinks(t *testing.T, yml string) sinks.Set {
 	t.Helper()
-	set, _ := buildConfig(t, yml)
+	set, _ := sinkstest.Build(t, yml)
 	return set
-}
-
-// buildConfig is buildSinks and the sinks' configuration.
-func buildConfig(t *testing.T, yml string) (sinks.Set, sinks.Config) {
-	t.Helper()
-	var cfg sinks.Config
-	if err := yaml.Unmarshal([]byte(yml), &cfg); err != nil {
-		t.Fatalf("%s\n%v", yml, err)
-	}
-	set, err := cfg.Build(t.Context(), nil)
-	if err != nil {
-		t.Fatalf("%s\n%v", yml, err)
-	}
-	return set, cfg
 }
 
 // newReloadFixture creates a topic of 2 partitions for each role and runs
@@ -83,7 +69,7 @@ func newReloadFixture(t *testing.T, roles []string, yml string) *reloadFixture {
 // reg, until the test ends; it returns once the bridge is ready.
 func (f *reloadFixture) start(t *testing.T, yml string, reg *prometheus.Registry) (*bridge.Bridge, <-chan error) {
 	t.Helper()
-	set, sc := buildConfig(t, f.expand(yml))
+	set, sc := sinkstest.Build(t, f.expand(yml))
 	topics, regex := sc.Topics()
 	cfg := bridge.Config{
 		Kafka: reader.Config{Brokers: strings.Split(f.k.Brokers(), ","), Group: f.group, Topics: topics, TopicsAreRegex: regex,

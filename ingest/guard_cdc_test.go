@@ -7,10 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/internal/sinkstest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -45,15 +43,7 @@ func (e srcEv) record(offset int64, ts time.Time) stream.Record {
 // delete soft and version src_version, built from its YAML.
 func debeziumGuardedSink(t *testing.T) ingest.Sink {
 	t.Helper()
-	var cfg sinks.Config
-	doc := "sinks:\n  - {topic: customers, format: debezium, delete: soft, version: src_version}\n"
-	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	set, err := cfg.Build(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, _ := sinkstest.Build(t, "sinks:\n  - {topic: customers, format: debezium, delete: soft, version: src_version}\n")
 	return set.Fixed["customers"]
 }
 

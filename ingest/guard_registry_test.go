@@ -6,11 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/ingest"
-	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/internal/sinkstest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -89,14 +87,7 @@ sinks:
       - {name: rev, type: bigint}
       - {name: name, type: text}
 `
-	var cfg sinks.Config
-	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
-		t.Fatal(err)
-	}
-	set, err := cfg.Build(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, _ := sinkstest.Build(t, doc)
 	w, pool, e, stale := itemsWriterOf(t, "items", set.Fixed["items"])
 	rec := func(offset int64, id, rev int, name string) stream.Record {
 		r := stream.Record{Topic: "items", Offset: offset, Timestamp: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), Key: fmt.Appendf(nil, `{"id":%d}`, id)}

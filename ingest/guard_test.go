@@ -9,11 +9,10 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/internal/sinkstest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -36,14 +35,7 @@ sinks:
 	for _, line := range strings.Split(strings.TrimSpace(extra), "\n") {
 		doc += "    " + line + "\n"
 	}
-	var cfg sinks.Config
-	if err := yaml.Unmarshal([]byte(doc), &cfg); err != nil {
-		t.Fatalf("%s: %v", doc, err)
-	}
-	set, err := cfg.Build(context.Background(), nil)
-	if err != nil {
-		t.Fatalf("%s: %v", doc, err)
-	}
+	set, _ := sinkstest.Build(t, doc)
 	return set.Fixed["items"]
 }
 

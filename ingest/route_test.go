@@ -11,12 +11,11 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	"go.yaml.in/yaml/v3"
 
 	"github.com/kafka2pg/kafka2pg/deadletters"
 	"github.com/kafka2pg/kafka2pg/ingest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
-	"github.com/kafka2pg/kafka2pg/sinks"
+	"github.com/kafka2pg/kafka2pg/internal/sinkstest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -24,14 +23,7 @@ import (
 // sinks with partitions 0 and 1 of topic claimed, and their epochs.
 func routedWriter(t *testing.T, pool *pgxpool.Pool, text, topic string, cfg ingest.Config) (*ingest.Writer, map[int32]int64) {
 	t.Helper()
-	var c sinks.Config
-	if err := yaml.Unmarshal([]byte(text), &c); err != nil {
-		t.Fatal(err)
-	}
-	set, err := c.Build(context.Background(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, _ := sinkstest.Build(t, text)
 	cfg.Group, cfg.Sinks = "g", set.Fixed
 	w := readyWriter(t, pool, cfg)
 	pos, err := w.Claim(context.Background(), topic, []int32{0, 1})
@@ -351,14 +343,7 @@ func BenchmarkWriteRouted(b *testing.B) {
 		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) {
 			const rows = 1000
 			_, pool := pgtest.MigratedPool(b)
-			var c sinks.Config
-			if err := yaml.Unmarshal([]byte("sinks:\n  - {topic: orders, table: 'orders_${header.h}'}\n"), &c); err != nil {
-				b.Fatal(err)
-			}
-			set, err := c.Build(context.Background(), nil)
-			if err != nil {
-				b.Fatal(err)
-			}
+			set, _ := sinkstest.Build(b, "sinks:\n  - {topic: orders, table: 'orders_${header.h}'}\n")
 			w := readyWriter(b, pool, ingest.Config{Group: "g", Sinks: set.Fixed})
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()

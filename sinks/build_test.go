@@ -13,6 +13,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/internal/sinkstest"
 	"github.com/kafka2pg/kafka2pg/sinks"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -20,20 +21,13 @@ import (
 // load decodes a sinks config, failing the test on an error.
 func load(t *testing.T, text string) sinks.Config {
 	t.Helper()
-	var cfg sinks.Config
-	if err := yaml.Unmarshal([]byte(text), &cfg); err != nil {
-		t.Fatalf("%v\n%s", err, text)
-	}
-	return cfg
+	return sinkstest.Config(t, text)
 }
 
 // build decodes and builds a sinks config without a registry.
 func build(t *testing.T, text string) sinks.Set {
 	t.Helper()
-	set, err := load(t, text).Build(t.Context(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	set, _ := sinkstest.Build(t, text)
 	return set
 }
 

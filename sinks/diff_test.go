@@ -5,23 +5,8 @@ import (
 	"slices"
 	"testing"
 
-	"go.yaml.in/yaml/v3"
-
 	"github.com/kafka2pg/kafka2pg/sinks"
 )
-
-func builtSet(t *testing.T, yml string) sinks.Set {
-	t.Helper()
-	var cfg sinks.Config
-	if err := yaml.Unmarshal([]byte(yml), &cfg); err != nil {
-		t.Fatalf("%s\n%v", yml, err)
-	}
-	set, err := cfg.Build(t.Context(), nil)
-	if err != nil {
-		t.Fatalf("%s\n%v", yml, err)
-	}
-	return set
-}
 
 func TestDiffFrom(t *testing.T) {
 	t.Parallel()
@@ -59,7 +44,7 @@ func TestDiffFrom(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			before, after := builtSet(t, old), builtSet(t, tc.next)
+			before, after := build(t, old), build(t, tc.next)
 			d := after.DiffFrom(before)
 			if !slices.Equal(d.Added, tc.added) || !slices.Equal(d.Changed, tc.changed) || !slices.Equal(d.Removed, tc.removed) || d.PatternsChanged != tc.patternsChanged {
 				t.Errorf("DiffFrom = %+v, want added %v, changed %v, removed %v, patterns changed %v", d, tc.added, tc.changed, tc.removed, tc.patternsChanged)
@@ -86,7 +71,7 @@ func TestDiffFrom(t *testing.T) {
 // as changed, so a reload never keeps a sink it cannot compare.
 func TestDiffFromASetMadeByHandChangesEverySink(t *testing.T) {
 	t.Parallel()
-	built := builtSet(t, "sinks:\n  - {topic: a}\n")
+	built := build(t, "sinks:\n  - {topic: a}\n")
 	byHand := sinks.Set{Fixed: built.Fixed}
 	if d := byHand.DiffFrom(built); !slices.Equal(d.Changed, []string{"a"}) {
 		t.Errorf("DiffFrom = %+v, want a changed", d)
