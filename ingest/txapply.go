@@ -413,13 +413,12 @@ WHERE consumer_group = $1 AND source = $2 AND epoch = $5`
 	// events, which stale statistics of a table that fills and empties
 	// make it choose).
 	declareStagedSQL = `DECLARE kafka2pg_staged NO SCROLL CURSOR FOR
-SELECT s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp
+SELECT s.row_id, s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp
 FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
-CROSS JOIN LATERAL (SELECT * FROM kafka2pg.cdc_staged s
+CROSS JOIN LATERAL (SELECT s.ctid AS row_id, s.* FROM kafka2pg.cdc_staged s
                     WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
                     ORDER BY s.total_order OFFSET 0) s
 ORDER BY t.n, s.total_order`
-	deleteStagedSQL = `DELETE FROM kafka2pg.cdc_staged WHERE consumer_group = $1 AND source = $2 AND txid = ANY($3)`
 	// $4 are the events applied of each of $3.
 	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = t.events
 FROM unnest($3::text[], $4::int8[]) AS t(txid, events)
@@ -481,16 +480,15 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 		}
 		events += int64(n)
 	}
-	// One round trip ends the apply: the cursor closes, the staged events
-	// go, the ENDs are marked applied, and the ENDs RetainEnds behind
-	// the applied position are deleted.
+	// One round trip ends the apply: the cursor closes, the ENDs are
+	// marked applied, and the ENDs RetainEnds behind the applied position
+	// are deleted. (Each chunk deleted its staged events.)
 	q := &pgx.Batch{}
 	q.Queue("CLOSE kafka2pg_staged")
-	q.Queue(deleteStagedSQL, g, src, ids)
 	q.Queue(endAppliedSQL, g, src, ids, counts)
 	q.Queue(pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return fmt.Errorf("%s: delete the staged events and mark the ENDs applied: %w", what, err)
+		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("%s: commit (outcome unknown): %w", what, err)

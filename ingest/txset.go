@@ -39,6 +39,7 @@ type eventApplier struct {
 	stmts map[string]*changeStatements // by qualified table name
 	types map[string][]uint32          // each table's column types, by stageName
 	recs  []stream.Record
+	tids  []pgtype.TID // the staged rows of recs
 	// stale counts, by qualified table name, the changes the version
 	// guard skipped in the chunks applied so far.
 	stale map[string]int
@@ -90,8 +91,15 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 			}
 		}
 	}
-	if _, err := tx.Exec(ctx, "RELEASE SAVEPOINT kafka2pg_chunk"); err != nil {
-		return 0, fmt.Errorf("release savepoint: %w", err)
+	// The chunk's staged events go by their row ids, which the cursor
+	// read: Postgres finds them without a plan that depends on the
+	// staging's statistics, which lag a table that fills and empties.
+	// The cursor's snapshot keeps them for its later chunks.
+	q := &pgx.Batch{}
+	q.Queue("RELEASE SAVEPOINT kafka2pg_chunk")
+	q.Queue("DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", e.tids)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return 0, fmt.Errorf("release savepoint and delete the staged events: %w", err)
 	}
 	for table, n := range stale {
 		e.stale[table] += n
@@ -106,16 +114,17 @@ func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*t
 	if err != nil {
 		return nil, fmt.Errorf("fetch staged events: %w", err)
 	}
-	e.recs = e.recs[:0]
+	e.recs, e.tids = e.recs[:0], e.tids[:0]
 	for rows.Next() {
 		var r stream.Record
 		var ts pgtype.Timestamptz
-		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts); err != nil {
+		var tid pgtype.TID
+		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts); err != nil {
 			rows.Close()
 			return nil, fmt.Errorf("fetch staged events: %w", err)
 		}
 		r.Timestamp = ts.Time
-		e.recs = append(e.recs, r)
+		e.recs, e.tids = append(e.recs, r), append(e.tids, tid)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("fetch staged events: %w", err)

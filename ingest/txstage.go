@@ -164,11 +164,12 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 	return bad, nil
 }
 
-// stageEndSQL stages an END record; one seen already (a Connect restart
-// wrote it again) keeps its first place.
-const stageEndSQL = `INSERT INTO kafka2pg.cdc_tx_ends
+// stageEndsSQL stages a batch's END records; one seen already (a Connect
+// restart wrote it again) keeps its first place.
+const stageEndsSQL = `INSERT INTO kafka2pg.cdc_tx_ends
     (consumer_group, source, txid, tx_partition, tx_offset, event_count, data_collections)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+SELECT $1, $2, e.txid, $3, e.off, e.n, e.colls
+FROM unnest($4::text[], $5::int8[], $6::int8[], $7::jsonb[]) AS e(txid, off, n, colls)
 ON CONFLICT DO NOTHING`
 
 // writeBoundaries writes a batch of a transaction topic: its END records
@@ -203,15 +204,15 @@ func (w *Writer) writeBoundaries(ctx context.Context, b *stream.Batch, sink Sink
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		if len(ends) > 0 {
-			q := &pgx.Batch{}
-			for _, e := range ends {
-				colls, err := json.Marshal(e.b.Collections)
+			ids, offs, counts, colls := make([]string, len(ends)), make([]int64, len(ends)), make([]int64, len(ends)), make([]string, len(ends))
+			for i, e := range ends {
+				c, err := json.Marshal(e.b.Collections)
 				if err != nil {
 					return outcome{}, fmt.Errorf("stage the END of transaction %q: %w", e.b.ID, err)
 				}
-				q.Queue(stageEndSQL, w.cfg.Group, sink.Boundaries.Source, e.b.ID, b.Partition, e.rec.Offset, e.b.EventCount, colls)
+				ids[i], offs[i], counts[i], colls[i] = e.b.ID, e.rec.Offset, e.b.EventCount, string(c)
 			}
-			if err := tx.SendBatch(ctx, q).Close(); err != nil {
+			if _, err := tx.Exec(ctx, stageEndsSQL, w.cfg.Group, sink.Boundaries.Source, b.Partition, ids, offs, counts, colls); err != nil {
 				return outcome{}, fmt.Errorf("stage %d END records of source %q: %w", len(ends), sink.Boundaries.Source, err)
 			}
 		}

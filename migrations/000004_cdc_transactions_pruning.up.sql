@@ -7,3 +7,11 @@ CREATE INDEX cdc_tx_ends_applied_idx ON kafka2pg.cdc_tx_ends (consumer_group, so
 -- A staged event's Kafka timestamp: a soft delete applied with its
 -- transaction marks the row with it, as one applied from its batch does.
 ALTER TABLE kafka2pg.cdc_staged ADD COLUMN kafka_timestamp timestamptz;
+
+-- A staged event is one of its transaction's total_order: that key
+-- serves the apply's cursor, which reads a transaction's events in that
+-- order, and tells a copy of an event (a connector's replay) from a new
+-- one, so the staging keeps one index where it had two.
+ALTER TABLE kafka2pg.cdc_staged DROP CONSTRAINT cdc_staged_pkey;
+DROP INDEX kafka2pg.cdc_staged_order_idx;
+ALTER TABLE kafka2pg.cdc_staged ADD PRIMARY KEY (consumer_group, source, txid, total_order);
