@@ -48,8 +48,13 @@ func (d dataset) txEventsOf(tx int64) int {
 	return min(d.txEvents, d.n-first)
 }
 
-// txCount is the number of source transactions of d.
-func (d dataset) txCount() int { return (d.n + d.txEvents - 1) / d.txEvents }
+// txCount is the number of source transactions of d; 0 without.
+func (d dataset) txCount() int {
+	if d.txEvents == 0 {
+		return 0
+	}
+	return (d.n + d.txEvents - 1) / d.txEvents
+}
 
 // eventLSN is the LSN of event i, as appendChange writes it; a
 // transaction's commit LSN is its last event's plus 8.
