@@ -240,3 +240,23 @@ func TestTransactionsEventWithoutAnEndBecomesADeadLetterAfterOrphanAfter(t *test
 		t.Fatalf("%s\nwant %s", got, want)
 	}
 }
+
+// Each chunk of an apply transaction applies its own changes only: the
+// session's staging table, which empties at COMMIT, holds no chunk's rows
+// when the next one is applied (a version guard would count them again
+// as skipped, and a key in both would fail the statement).
+func TestTransactionsEachChunkAppliesItsOwnChangesOnly(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{FetchRows: 1})
+	c.write("customers",
+		inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1),
+		inTx(srcEv{"u", 1, "b", 200, 210}, "t2", 1),
+		inTx(srcEv{"c", 2, "c", 300, 310}, "t3", 1))
+	c.write(custTxTopic, txEnd("t1", 1), txEnd("t2", 1), txEnd("t3", 1))
+	c.apply(3)
+	want := "1=b:live:" + seqVersion(200, 210) + " 2=c:live:" + seqVersion(300, 310)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+	wantCounts(t, c.pool, c.stale, 0, 0)
+}
