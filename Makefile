@@ -366,7 +366,9 @@ bench: build
 # (default 150000 per topic), REPS interleaved repetitions (default 3) of
 # append with the sink's defaults, append batched, upsert with new keys,
 # upsert with 90% updates and RECORDS/2 Debezium change events (kafka2pg's
-# format debezium sink against the JDBC sink's native mode), then two
+# format debezium sink against the JDBC sink's native mode), the same
+# events in source transactions (kafka2pg alone, with and without
+# transactions: true), then two
 # kill -9 of each system and the duplicates counted with SQL. Writes bench/peers.md and bench/peers.svg.
 # About 10 minutes on an idle 2-core box, most of it the JDBC sink's (it
 # takes both cores: run it alone; bench/peers.md says how long its run took

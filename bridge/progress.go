@@ -42,6 +42,15 @@ func (ts writeTracers) TraceBatchEnd(ctx context.Context, t ingest.BatchTrace) {
 	}
 }
 
+// TraceStale tells each of its tracers that is an ingest.StaleTracer.
+func (ts writeTracers) TraceStale(ctx context.Context, table string, n int) {
+	for _, tr := range ts {
+		if st, ok := tr.(ingest.StaleTracer); ok {
+			st.TraceStale(ctx, table, n)
+		}
+	}
+}
+
 // progressLoop logs a progress line every interval until ctx ends: the
 // rates since the last line, the lag, and what went wrong meanwhile.
 func progressLoop(ctx context.Context, rd *reader.Reader, log *slog.Logger, every time.Duration, written *writeCounters, m *metrics.Metrics) {

@@ -270,19 +270,26 @@ func (s *changeStatements) apply(ctx context.Context, tx pgx.Tx, rec *stream.Rec
 }
 
 // queue adds the statements of one change of rec to q, in the order they
-// run: a source transaction's apply (txapply.go) sends many changes in
-// one round trip, and counts no skips.
+// run: a source transaction's apply (txset.go) sends many changes in one
+// round trip. The upsert or delete the version guard skips counts in
+// s.stale once q's results are read.
 func (s *changeStatements) queue(q *pgx.Batch, rec *stream.Record, ch *stream.Change) {
+	count := func(tag pgconn.CommandTag) error {
+		if s.g.ver >= 0 && tag.RowsAffected() == 0 {
+			s.stale++
+		}
+		return nil
+	}
 	switch {
 	case ch.Op == stream.OpTruncate:
 		q.Queue(truncateSQL(s.t))
 	case ch.Op == stream.OpDelete:
-		q.Queue(s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.Key, ch.Version))...)
+		q.Queue(s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.Key, ch.Version))...).Exec(count)
 	case ch.Op == stream.OpUpsert:
 		if ch.OldKey != nil {
 			q.Queue(s.deleteSQL(), pgcopy.PgxValues(s.g.deleteArgs(rec, ch.OldKey, ch.Version))...)
 		}
-		q.Queue(s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...)
+		q.Queue(s.upsertSQL(ch.Unavailable), pgcopy.PgxValues(ch.Row)...).Exec(count)
 	}
 }
 

@@ -14,6 +14,29 @@ type Tracer interface {
 	TraceBatchEnd(ctx context.Context, t BatchTrace)
 }
 
+// A StaleTracer is a Tracer that is also told of the changes a sink's
+// version guard skipped outside a Write: in an Applier's apply of source
+// transactions, whose rows belong to no batch. table is the qualified
+// name, as BatchTrace.Table; it is called after the apply's COMMIT, on
+// the Applier's goroutine, and must not block.
+type StaleTracer interface {
+	TraceStale(ctx context.Context, table string, n int)
+}
+
+// traceStale tells the Tracer, when it is a StaleTracer, of the changes
+// the version guard skipped, by table.
+func (w *Writer) traceStale(ctx context.Context, stale map[string]int) {
+	st, ok := w.cfg.Tracer.(StaleTracer)
+	if !ok {
+		return
+	}
+	for table, n := range stale {
+		if n > 0 {
+			st.TraceStale(ctx, table, n)
+		}
+	}
+}
+
 // BatchTrace says what one Write did.
 type BatchTrace struct {
 	// Batch is the batch written. Its Records are the caller's: read them

@@ -10,7 +10,6 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/kafka2pg/kafka2pg/decode"
 	"github.com/kafka2pg/kafka2pg/internal/enum"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -32,9 +31,10 @@ import (
 // by transaction id, so with more, Kafka keeps no order between the
 // transactions.
 //
-// One apply transaction reads the staged events of one source transaction
-// in total_order through a cursor, FetchRows at a time, so a transaction
-// of any size is applied whole while the Applier holds one chunk of it.
+// One apply transaction reads the staged events of consecutive source
+// transactions in order through a cursor, FetchRows at a time, and
+// applies each chunk by key (txset.go), so a transaction of any size is
+// applied whole while the Applier holds one chunk of it.
 
 // ErrApplierFenced means another Applier claimed the source: nothing of
 // the apply transaction was committed.
@@ -91,6 +91,20 @@ type ApplierConfig struct {
 	OnIncomplete OnIncomplete
 	// IncompleteTimeout is how long IncompleteApply waits. Default 5m.
 	IncompleteTimeout time.Duration
+	// RetainEnds is how many offsets of the transaction topic an applied
+	// END is kept for behind the END last applied; then the apply
+	// transaction deletes it. While kept, it marks a later copy of the
+	// transaction's END or events (a connector restarted after a crash
+	// sends again what came after the last source offset it flushed, a
+	// few offset.flush.interval.ms of transactions) as applied, and a
+	// late event of a transaction applied partially as a dead letter.
+	// Default 1,000,000 (two records per transaction: BEGIN and END).
+	RetainEnds int64
+	// OrphanAfter is how long an event stays staged without the END of
+	// its transaction before it becomes a dead letter (txprune.go): a
+	// copy of an event whose END was deleted already, or one whose END
+	// never came. Default 1h.
+	OrphanAfter time.Duration
 	// Logger: default the Writer's.
 	Logger *slog.Logger
 }
@@ -125,8 +139,9 @@ type Applier struct {
 	cfg ApplierConfig
 	log *slog.Logger
 
-	epoch    int64 // from Claim; read and written by the Run goroutine only
-	lastWarn time.Time
+	epoch     int64 // from Claim; read and written by the Run goroutine only
+	lastWarn  time.Time
+	lastSweep time.Time // of the orphans (sweepOrphans)
 
 	mu    sync.Mutex
 	stats ApplierStats
@@ -147,6 +162,14 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 	orDefault(&cfg.GroupEvents, 10000)
 	orDefault(&cfg.IncompleteWarn, 30*time.Second)
 	orDefault(&cfg.IncompleteTimeout, 5*time.Minute)
+	orDefault(&cfg.RetainEnds, 1_000_000)
+	orDefault(&cfg.OrphanAfter, time.Hour)
+	if cfg.RetainEnds < 0 {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.RetainEnds", "%d is negative: give the offsets of the transaction topic to keep applied ENDs for, or 0 for the default", cfg.RetainEnds)
+	}
+	if cfg.OrphanAfter < 0 {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.OrphanAfter", "%s is negative: give how long an event may wait for its END, or 0 for the default", cfg.OrphanAfter)
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = w.log
@@ -255,6 +278,9 @@ const pendingRead = 4096
 func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 	if a.epoch == 0 {
 		return 0, fmt.Errorf("apply source %q: the applier has not claimed it", a.cfg.Source)
+	}
+	if _, err := a.sweepOrphans(ctx); err != nil {
+		return 0, err
 	}
 	n := 0
 	for {
@@ -387,17 +413,19 @@ WHERE consumer_group = $1 AND source = $2 AND epoch = $5`
 	// events, which stale statistics of a table that fills and empties
 	// make it choose).
 	declareStagedSQL = `DECLARE kafka2pg_staged NO SCROLL CURSOR FOR
-SELECT s.topic, s.partition, s.kafka_offset, s.key, s.value
+SELECT s.row_id, s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp
 FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
-CROSS JOIN LATERAL (SELECT * FROM kafka2pg.cdc_staged s
+CROSS JOIN LATERAL (SELECT s.ctid AS row_id, s.* FROM kafka2pg.cdc_staged s
                     WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
                     ORDER BY s.total_order OFFSET 0) s
 ORDER BY t.n, s.total_order`
-	deleteStagedSQL = `DELETE FROM kafka2pg.cdc_staged WHERE consumer_group = $1 AND source = $2 AND txid = ANY($3)`
 	// $4 are the events applied of each of $3.
 	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = t.events
 FROM unnest($3::text[], $4::int8[]) AS t(txid, events)
 WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid`
+	// $3 is the position below which applied ENDs go.
+	pruneEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends
+WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`
 )
 
 // apply applies the staged events of group, consecutive transactions, in
@@ -435,7 +463,7 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	if _, err := tx.Exec(ctx, declareStagedSQL, g, src, ids); err != nil {
 		return fmt.Errorf("%s: declare the cursor: %w", what, err)
 	}
-	ap := eventApplier{w: a.w, stmts: map[string]*changeStatements{}}
+	ap := newEventApplier(a.w)
 	fetch := fmt.Sprintf("FETCH %d FROM kafka2pg_staged", a.cfg.FetchRows)
 	events := int64(0)
 	for {
@@ -452,18 +480,20 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 		}
 		events += int64(n)
 	}
-	if _, err := tx.Exec(ctx, "CLOSE kafka2pg_staged"); err != nil {
-		return fmt.Errorf("%s: close the cursor: %w", what, err)
-	}
-	if _, err := tx.Exec(ctx, deleteStagedSQL, g, src, ids); err != nil {
-		return fmt.Errorf("%s: delete the staged events: %w", what, err)
-	}
-	if _, err := tx.Exec(ctx, endAppliedSQL, g, src, ids, counts); err != nil {
-		return fmt.Errorf("%s: mark them applied: %w", what, err)
+	// One round trip ends the apply: the cursor closes, the ENDs are
+	// marked applied, and the ENDs RetainEnds behind the applied position
+	// are deleted. (Each chunk deleted its staged events.)
+	q := &pgx.Batch{}
+	q.Queue("CLOSE kafka2pg_staged")
+	q.Queue(endAppliedSQL, g, src, ids, counts)
+	q.Queue(pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		return fmt.Errorf("%s: commit (outcome unknown): %w", what, err)
 	}
+	a.w.traceStale(ctx, ap.stale)
 	a.mu.Lock()
 	a.stats.Applied += int64(len(group))
 	a.stats.AppliedEvents += events
@@ -474,75 +504,4 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	}
 	a.mu.Unlock()
 	return nil
-}
-
-// eventApplier applies staged events, decoded by their topics' sinks.
-type eventApplier struct {
-	w     *Writer
-	stmts map[string]*changeStatements // by qualified table name
-	recs  []stream.Record
-	chs   []stream.Change
-}
-
-// applyChunk fetches the next chunk of the cursor and applies its events
-// in order, in one pipeline. It returns how many it fetched.
-func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) (int, error) {
-	rows, err := tx.Query(ctx, fetch)
-	if err != nil {
-		return 0, fmt.Errorf("fetch staged events: %w", err)
-	}
-	e.recs = e.recs[:0]
-	for rows.Next() {
-		var r stream.Record
-		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value); err != nil {
-			rows.Close()
-			return 0, fmt.Errorf("fetch staged events: %w", err)
-		}
-		e.recs = append(e.recs, r)
-	}
-	if err := rows.Err(); err != nil {
-		return 0, fmt.Errorf("fetch staged events: %w", err)
-	}
-	if len(e.recs) == 0 {
-		return 0, nil
-	}
-	if cap(e.chs) < len(e.recs) {
-		e.chs = make([]stream.Change, len(e.recs))
-	}
-	e.chs = e.chs[:len(e.recs)]
-	q := &pgx.Batch{}
-	for i := range e.recs {
-		r := &e.recs[i]
-		sink, err := e.w.sinkFor(ctx, r.Topic)
-		if err != nil {
-			return 0, err
-		}
-		if sink.Changes == nil {
-			return 0, fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
-		}
-		// Each change gets its own slices: the pipeline holds them until
-		// it is sent.
-		ch := &e.chs[i]
-		*ch = stream.Change{}
-		err = sink.Changes.Decode(r, ch)
-		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
-			return 0, &tableChanged{topic: r.Topic, sink: sink}
-		}
-		if err != nil {
-			return 0, fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
-		}
-		t := sink.Table
-		st := e.stmts[t.QualifiedName()]
-		if st == nil || !sameColumns(st.t, t) {
-			st = &changeStatements{t: t, key: t.PrimaryKey, g: guardOf(sink), upserts: map[string]string{}}
-			e.stmts[t.QualifiedName()] = st
-		}
-		st.queue(q, r, ch)
-	}
-	if q.Len() > 0 {
-		if err := tx.SendBatch(ctx, q).Close(); err != nil {
-			return 0, fmt.Errorf("apply %d staged events: %w", len(e.recs), err)
-		}
-	}
-	return len(e.recs), nil
 }

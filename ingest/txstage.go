@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -109,15 +110,15 @@ const KindLateEvent = "transaction_applied_without_it"
 // applied; when the Applier applied it without them (IncompleteApply), a
 // late event, whose offset the statement returns, for the dead letters.
 const stageEventsSQL = `WITH s AS (
-    SELECT * FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[])
-        AS s(txid, coll, coll_order, total_order, off, k, v)
+    SELECT * FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[], $12::timestamptz[])
+        AS s(txid, coll, coll_order, total_order, off, k, v, ts)
 ), applied AS (
     SELECT e.txid, e.applied_events < e.event_count AS partial FROM kafka2pg.cdc_tx_ends e
     WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NOT NULL AND e.txid IN (SELECT txid FROM s)
 ), staged AS (
     INSERT INTO kafka2pg.cdc_staged
-        (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value)
-    SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v
+        (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value, kafka_timestamp)
+    SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v, s.ts
     FROM s WHERE s.txid NOT IN (SELECT txid FROM applied)
     ON CONFLICT DO NOTHING
 )
@@ -134,13 +135,15 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 	txids, colls := make([]string, n), make([]string, n)
 	collOrders, totalOrders, offs := make([]int64, n), make([]int64, n), make([]int64, n)
 	keys, values := make([][]byte, n), make([][]byte, n)
+	stamps := make([]pgtype.Timestamptz, n)
 	for i, c := range staged {
 		txids[i], colls[i] = c.ch.Tx.ID, c.ch.Tx.Collection
 		collOrders[i], totalOrders[i], offs[i] = c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder, c.rec.Offset
 		keys[i], values[i] = c.rec.Key, c.rec.Value
+		stamps[i] = pgtype.Timestamptz{Time: c.rec.Timestamp, Valid: !c.rec.Timestamp.IsZero()}
 	}
 	rows, err := tx.Query(ctx, stageEventsSQL, w.cfg.Group, source, b.Topic, b.Partition,
-		txids, colls, collOrders, totalOrders, offs, keys, values)
+		txids, colls, collOrders, totalOrders, offs, keys, values, stamps)
 	if err != nil {
 		return nil, fmt.Errorf("stage %d events of source %q: %w", n, source, err)
 	}
@@ -161,11 +164,12 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 	return bad, nil
 }
 
-// stageEndSQL stages an END record; one seen already (a Connect restart
-// wrote it again) keeps its first place.
-const stageEndSQL = `INSERT INTO kafka2pg.cdc_tx_ends
+// stageEndsSQL stages a batch's END records; one seen already (a Connect
+// restart wrote it again) keeps its first place.
+const stageEndsSQL = `INSERT INTO kafka2pg.cdc_tx_ends
     (consumer_group, source, txid, tx_partition, tx_offset, event_count, data_collections)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
+SELECT $1, $2, e.txid, $3, e.off, e.n, e.colls
+FROM unnest($4::text[], $5::int8[], $6::int8[], $7::jsonb[]) AS e(txid, off, n, colls)
 ON CONFLICT DO NOTHING`
 
 // writeBoundaries writes a batch of a transaction topic: its END records
@@ -200,15 +204,15 @@ func (w *Writer) writeBoundaries(ctx context.Context, b *stream.Batch, sink Sink
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		if len(ends) > 0 {
-			q := &pgx.Batch{}
-			for _, e := range ends {
-				colls, err := json.Marshal(e.b.Collections)
+			ids, offs, counts, colls := make([]string, len(ends)), make([]int64, len(ends)), make([]int64, len(ends)), make([]string, len(ends))
+			for i, e := range ends {
+				c, err := json.Marshal(e.b.Collections)
 				if err != nil {
 					return outcome{}, fmt.Errorf("stage the END of transaction %q: %w", e.b.ID, err)
 				}
-				q.Queue(stageEndSQL, w.cfg.Group, sink.Boundaries.Source, e.b.ID, b.Partition, e.rec.Offset, e.b.EventCount, colls)
+				ids[i], offs[i], counts[i], colls[i] = e.b.ID, e.rec.Offset, e.b.EventCount, string(c)
 			}
-			if err := tx.SendBatch(ctx, q).Close(); err != nil {
+			if _, err := tx.Exec(ctx, stageEndsSQL, w.cfg.Group, sink.Boundaries.Source, b.Partition, ids, offs, counts, colls); err != nil {
 				return outcome{}, fmt.Errorf("stage %d END records of source %q: %w", len(ends), sink.Boundaries.Source, err)
 			}
 		}

@@ -87,8 +87,11 @@ func appendChangeKey(b []byte, id int64) []byte {
 
 // appendChange appends the envelope of event i: a create or an update
 // has no before (REPLICA IDENTITY DEFAULT) and the row of seq i after; a
-// delete the key's previous row before and no after.
-func appendChange(b []byte, i int, c change) []byte {
+// delete the key's previous row before and no after. With txSize, event i
+// is in source transaction i/txSize (its txId and transaction block,
+// changestx.go); else each event is a transaction of its own, without a
+// transaction block.
+func appendChange(b []byte, i int, c change, txSize int) []byte {
 	b = append(b, `{"schema":`...)
 	b = append(b, changeValueSchema...)
 	b = append(b, `,"payload":{"before":`...)
@@ -100,7 +103,11 @@ func appendChange(b []byte, i int, c change) []byte {
 		b = appendRow(b, i, c.id)
 	}
 	ms := tsBase + int64(i)
-	lsn := 100_000_000 + int64(i)*64
+	lsn := eventLSN(i)
+	txID := 1000 + int64(i)
+	if txSize > 0 {
+		txID, _ = txOf(i, txSize)
+	}
 	b = append(b, `,"source":{"version":"3.0.0.Final","connector":"postgresql","name":"bench","ts_ms":`...)
 	b = strconv.AppendInt(b, ms, 10)
 	b = append(b, `,"snapshot":"false","db":"postgres","sequence":"[\"`...)
@@ -112,10 +119,12 @@ func appendChange(b []byte, i int, c change) []byte {
 	b = append(b, `,"ts_ns":`...)
 	b = strconv.AppendInt(b, ms*1_000_000, 10)
 	b = append(b, `,"schema":"public","table":"events","txId":`...)
-	b = strconv.AppendInt(b, 1000+int64(i), 10)
+	b = strconv.AppendInt(b, txID, 10)
 	b = append(b, `,"lsn":`...)
 	b = strconv.AppendInt(b, lsn, 10)
-	b = append(b, `,"xmin":null},"transaction":null,"op":"`...)
+	b = append(b, `,"xmin":null},"transaction":`...)
+	b = appendTxBlock(b, i, txSize)
+	b = append(b, `,"op":"`...)
 	b = append(b, c.op)
 	b = append(b, `","ts_ms":`...)
 	b = strconv.AppendInt(b, ms+3, 10)

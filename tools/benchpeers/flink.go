@@ -386,6 +386,12 @@ func flinkVersions(repo string) string {
 // configuration (append-batch stands for it) and no applier of change
 // events.
 func runs(sys system, sc scenario) bool {
+	if k, ok := sys.(*kafka2pgSystem); ok {
+		return !k.transactions || sc.data.txEvents > 0
+	}
+	if sc.data.txEvents > 0 {
+		return false // changes-tx compares kafka2pg with itself
+	}
 	if _, ok := sys.(*flinkSystem); ok {
 		return !sc.changes && sc.key != "append-defaults"
 	}

@@ -23,10 +23,24 @@ type kafka2pgSystem struct {
 	pgURL   string
 	tmp     string
 	db      *db
+	// transactions: the sink of changes-tx has transactions: true
+	// (changestx.go); such a system runs that scenario only.
+	transactions bool
 }
 
-func (s *kafka2pgSystem) label() string { return "kafka2pg" }
-func (s *kafka2pgSystem) short() string { return "kafka2pg" }
+func (s *kafka2pgSystem) label() string {
+	if s.transactions {
+		return txLabel
+	}
+	return "kafka2pg"
+}
+
+func (s *kafka2pgSystem) short() string {
+	if s.transactions {
+		return "kafka2pgtx"
+	}
+	return "kafka2pg"
+}
 
 // configYAML is the sink config of a run: the payload's fields by path,
 // append (binary COPY) or upsert by id.
@@ -51,10 +65,13 @@ func (s *kafka2pgSystem) start(ctx context.Context, sc scenario, topic, table, n
 	if sc.changes {
 		yaml = kafka2pgChangeConfig(topic, table)
 	}
+	if s.transactions {
+		yaml = kafka2pgTxConfig(topic, table)
+	}
 	if err := os.WriteFile(cfg, []byte(yaml), 0o600); err != nil {
 		return nil, err
 	}
-	h := &kafka2pgRun{sys: s, group: name, topic: topic, want: int64(sc.data.records()),
+	h := &kafka2pgRun{sys: s, group: name, topic: topic, want: int64(sc.data.records()), wantTx: 2 * int64(sc.data.txCount()),
 		args: []string{"run", "--config", cfg, "--kafka-brokers", s.brokers, "--kafka-group", name,
 			"--pg-url", s.pgURL, "--metrics-addr=", "--log-level", "warn"}}
 	if probe {
@@ -73,6 +90,7 @@ type kafka2pgRun struct {
 	group       string
 	topic       string
 	want        int64
+	wantTx      int64 // the transaction topic's records, with transactions
 	cmd         *exec.Cmd
 	log         livebridge.LogBuffer
 	exited      chan error
@@ -121,6 +139,11 @@ func (r *kafka2pgRun) done(ctx context.Context) (bool, error) {
 		}
 		return false, fmt.Errorf("kafka2pg exited (%v) before committing %d records:\n%s", err, r.want, r.log.String())
 	default:
+	}
+	if r.sys.transactions {
+		// Done once the last source transaction is applied, not staged.
+		n, err := r.sys.db.appliedTx(ctx, r.group)
+		return n >= r.wantTx, err
 	}
 	n, err := r.sys.db.committed(ctx, r.group, r.topic)
 	return n >= r.want, err

@@ -22,7 +22,10 @@
 // mode, which creates the table from the events' schemas: kafka2pg's
 // format debezium sink, the JDBC sink with primary.key.mode record_key,
 // delete.enabled and schema.evolution basic. A build of kafka2pg that
-// refuses format debezium sinks is reported "not run". Every upsert table
+// refuses format debezium sinks is reported "not run". The changes-tx
+// scenario (changestx.go) groups those events into source transactions,
+// with Debezium's transaction metadata, and runs kafka2pg alone on them,
+// change by change and with transactions: true. Every upsert table
 // is checked against the fold of its records (foldMismatches). Then the kill -9 probe: each system in append mode, killed
 // with SIGKILL when a third and when two thirds of the records are in,
 // started again each time, and the duplicates counted with SQL once every
@@ -44,7 +47,6 @@ import (
 	"crypto/rand"
 	"flag"
 	"fmt"
-	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -150,7 +152,7 @@ func main() {
 // smoke narrows o to the smoke run.
 func (o *options) smoke() {
 	o.records, o.reps, o.probe, o.freshWorker = 2000, 1, false, false
-	o.scenarios = "append-defaults,upsert-updates,changes"
+	o.scenarios = "append-defaults,upsert-updates,changes," + changesTxKey
 	o.instance = "peers-smoke"
 	if o.out == "" {
 		o.out, o.chart = "-", "-"
@@ -314,7 +316,7 @@ func run(ctx context.Context, o options) (*report, error) {
 	if o.probe {
 		need[newKeys.name] = newKeys
 	}
-	for _, ds := range []dataset{newKeys, updates, changes} {
+	for _, ds := range []dataset{newKeys, updates, changes, changes.withTransactions()} {
 		if _, ok := need[ds.name]; !ok {
 			continue
 		}
@@ -323,12 +325,15 @@ func run(ctx context.Context, o options) (*report, error) {
 		if err := k.fill(ctx, topic, ds); err != nil {
 			return nil, err
 		}
+		if err := k.fillTransactions(ctx, topic, ds); err != nil {
+			return nil, err
+		}
 		o.logf("produced %d records (%.0f bytes each with the key) to %s in %.1fs", ds.records(), ds.meanRecordBytes(), topic, time.Since(started).Seconds())
 		h.topics[ds.name] = topic
 	}
 	defer func() {
 		cctx := context.WithoutCancel(ctx)
-		if err := k.drop(cctx, slices.Collect(maps.Values(h.topics))...); err != nil {
+		if err := k.drop(cctx, withTxTopics(h.topics)...); err != nil {
 			o.logf("note: %v", err)
 		}
 		if err := d.forgetGroups(cctx, "peers-kafka2pg-"); err != nil {
@@ -389,7 +394,7 @@ func run(ctx context.Context, o options) (*report, error) {
 		o.logf("== repetition %d of %d", i+1, o.reps)
 		for j, sc := range chosen {
 			var systems []system
-			for _, sys := range peers {
+			for _, sys := range append(slices.Clip(peers), txPeers(k2p, chosen)...) {
 				if runs(sys, sc) {
 					systems = append(systems, sys)
 				}

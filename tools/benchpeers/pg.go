@@ -177,11 +177,17 @@ func (d *db) committed(ctx context.Context, group, topic string) (int64, error) 
 	return n, err
 }
 
-// forgetGroups deletes kafka2pg's offsets of the run's groups.
+// forgetGroups deletes kafka2pg's offsets of the run's groups, and what
+// their sinks with transactions staged.
 func (d *db) forgetGroups(ctx context.Context, prefix string) error {
 	_, err := d.conn.Exec(ctx, `DO $$ BEGIN
 		IF to_regclass('kafka2pg.offsets') IS NOT NULL THEN
 			DELETE FROM kafka2pg.offsets WHERE consumer_group LIKE `+quoteLiteral(prefix+"%")+`;
+		END IF;
+		IF to_regclass('kafka2pg.cdc_appliers') IS NOT NULL THEN
+			DELETE FROM kafka2pg.cdc_staged WHERE consumer_group LIKE `+quoteLiteral(prefix+"%")+`;
+			DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group LIKE `+quoteLiteral(prefix+"%")+`;
+			DELETE FROM kafka2pg.cdc_appliers WHERE consumer_group LIKE `+quoteLiteral(prefix+"%")+`;
 		END IF; END $$`)
 	if err != nil {
 		return fmt.Errorf("delete kafka2pg's offsets of groups %s*: %w", prefix, err)

@@ -90,6 +90,9 @@ type dataset struct {
 	// record i is change event i, keyed by its id; a delete is followed
 	// by its tombstone, which is not counted in n.
 	changes []change
+	// txEvents, when not 0, groups the changes into source transactions
+	// of this many events (changestx.go).
+	txEvents int
 }
 
 // newChanges is the changes dataset of n events.
@@ -114,7 +117,7 @@ func (d dataset) records() int {
 func (d dataset) appendRecord(k, v []byte, i int) ([]byte, []byte) {
 	if d.changes != nil {
 		c := d.changes[i]
-		return appendChangeKey(k, c.id), appendChange(v, i, c)
+		return appendChangeKey(k, c.id), appendChange(v, i, c, d.txEvents)
 	}
 	id := d.id(i)
 	return appendKey(k, id), appendValue(v, i, id)

@@ -92,6 +92,8 @@ func scenarios(newKeys, updates, changes dataset) []scenario {
 			debezium: upsert, jdbcParams: "reWriteBatchedInserts=true"},
 		{key: "changes", title: "Debezium change events: 10% creates, 90% updates, 1% deletes, batch 10000", data: changes, upsert: true,
 			changes: true, debezium: native, jdbcParams: "reWriteBatchedInserts=true"},
+		{key: changesTxKey, title: "the change events in source transactions, kafka2pg with and without transactions: true",
+			data: changes.withTransactions(), upsert: true, changes: true},
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 
 // TestPeersSmoke runs the harness's smoke mode (-smoke): both systems on a
 // few records, append, upsert with updates and the Debezium change events,
-// against a real broker, a
+// and kafka2pg on the change events in source transactions with and
+// without transactions: true (changes-tx), against a real broker, a
 // Kafka Connect worker of scripts/connect-up.sh and the test Postgres; it
 // checks that every run wrote what the records make (run fails otherwise)
 // and that the report and the chart are written.
@@ -42,8 +43,8 @@ func TestPeersSmoke(t *testing.T) {
 		out: filepath.Join(dir, "peers.md"), chart: filepath.Join(dir, "peers.svg"), logf: t.Logf, command: "TestPeersSmoke"}
 	o.smoke()
 	rep := smokeRun(t, o, 5*time.Minute)
-	if len(rep.results) != 6 {
-		t.Fatalf("%d runs, want 6 (three scenarios on two systems)", len(rep.results))
+	if len(rep.results) != 8 {
+		t.Fatalf("%d runs, want 8 (three scenarios on two systems, and changes-tx on kafka2pg both ways)", len(rep.results))
 	}
 	for _, r := range rep.results {
 		if r.NotRun != "" {
@@ -53,7 +54,7 @@ func TestPeersSmoke(t *testing.T) {
 			continue
 		}
 		want := o.records
-		if r.Scenario == "changes" {
+		if r.Scenario == "changes" || r.Scenario == changesTxKey {
 			want = o.records / 2
 		}
 		if !r.correct() || r.Records != want || r.Wall <= 0 || r.PeakRSS <= 0 {
@@ -68,7 +69,8 @@ func TestPeersSmoke(t *testing.T) {
 		t.Errorf("the worker reported the JDBC sink's version as %q", rep.facts.debezium)
 	}
 	for _, want := range []string{"| append, Debezium defaults |", "| upsert (PK id), 10% new keys, 90% updates, batch 10000 |",
-		"| Debezium change events: 10% creates, 90% updates, 1% deletes, batch 10000 |", "Debezium JDBC sink " + rep.facts.debezium} {
+		"| Debezium change events: 10% creates, 90% updates, 1% deletes, batch 10000 |", "Debezium JDBC sink " + rep.facts.debezium,
+		"## Transaction-consistent apply (`transactions: true`)", "| events/s (first row to last) |"} {
 		if !strings.Contains(string(md), want) {
 			t.Errorf("the report lacks %q:\n%s", want, md)
 		}

@@ -212,6 +212,13 @@ func (m *Metrics) TraceBatchEnd(_ context.Context, t ingest.BatchTrace) {
 	m.batchBytes.WithLabelValues(table).Observe(float64(size))
 }
 
+// TraceStale counts the changes a source transaction's apply skipped by
+// the version guard (ingest.StaleTracer), as TraceBatchEnd counts a
+// batch's.
+func (m *Metrics) TraceStale(_ context.Context, table string, n int) {
+	m.stale.WithLabelValues(PlainTableName(table)).Add(float64(n))
+}
+
 // ReaderState is what the metrics read of the reader at each scrape.
 type ReaderState interface {
 	Stats() reader.Stats

@@ -120,8 +120,9 @@ next:
 
 // The writer's traces become the ingest metrics: a committed batch's rows,
 // key and value bytes, dead letters by kind, durations and end-to-end
-// latency; a failed write only its cause, but a stopped one also what it
-// committed before the bad record.
+// latency, and the changes a version guard skipped, of a batch or of a
+// source transaction's apply; a failed write only its cause, but a stopped
+// one also what it committed before the bad record.
 func TestTheWriteMetricsCountWhatTheWriterTraced(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	tracer, err := New(reg)
@@ -144,6 +145,9 @@ func TestTheWriteMetricsCountWhatTheWriterTraced(t *testing.T) {
 	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Err: &stream.FencedError{Topic: "orders"}})
 	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Err: errors.New("boom")})
 	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Err: &ingest.DeadlineError{Topic: "orders", Step: ingest.StepCopy, Err: context.DeadlineExceeded}})
+	tracer.TraceBatchEnd(ctx, ingest.BatchTrace{Batch: b, Table: table, Stale: 2})
+	var applier ingest.StaleTracer = tracer // a source transaction's apply
+	applier.TraceStale(ctx, table, 3)
 
 	checks := []struct {
 		name   string
@@ -151,15 +155,16 @@ func TestTheWriteMetricsCountWhatTheWriterTraced(t *testing.T) {
 		got    func(*dto.Metric) float64
 		want   float64
 	}{
-		{"kafka2pg_ingest_batches_total", tl, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 2},
+		{"kafka2pg_ingest_batches_total", tl, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 3},
 		{"kafka2pg_ingest_rows_total", tl, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 6},
-		{"kafka2pg_ingest_batch_bytes", tl, func(s *dto.Metric) float64 { return s.GetHistogram().GetSampleSum() }, 7 + 3 + 2},
-		{"kafka2pg_ingest_batch_bytes", tl, func(s *dto.Metric) float64 { return float64(s.GetHistogram().GetSampleCount()) }, 2},
+		{"kafka2pg_ingest_batch_bytes", tl, func(s *dto.Metric) float64 { return s.GetHistogram().GetSampleSum() }, 2 * (7 + 3 + 2)},
+		{"kafka2pg_ingest_batch_bytes", tl, func(s *dto.Metric) float64 { return float64(s.GetHistogram().GetSampleCount()) }, 3},
+		{"kafka2pg_ingest_stale_changes_skipped_total", tl, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 5},
 		{"kafka2pg_ingest_dead_letters_total", map[string]string{"table": "public.orders", "kind": "invalid_json"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_isolated_batches_total", tl, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_copy_duration_seconds", tl, func(s *dto.Metric) float64 { return float64(s.GetHistogram().GetSampleCount()) }, 1},
 		{"kafka2pg_ingest_commit_duration_seconds", tl, func(s *dto.Metric) float64 { return s.GetHistogram().GetSampleSum() }, 0.002},
-		{"kafka2pg_end_to_end_latency_seconds", nil, func(s *dto.Metric) float64 { return float64(s.GetHistogram().GetSampleCount()) }, 2},
+		{"kafka2pg_end_to_end_latency_seconds", nil, func(s *dto.Metric) float64 { return float64(s.GetHistogram().GetSampleCount()) }, 4},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "stopped"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "fenced"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},
 		{"kafka2pg_ingest_write_errors_total", map[string]string{"cause": "other"}, func(s *dto.Metric) float64 { return s.GetCounter().GetValue() }, 1},

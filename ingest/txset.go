@@ -1,0 +1,275 @@
+package ingest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/schema"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// The Applier applies staged events by key, as a batch of a change sink
+// is applied (changes.go). A reader sees an apply transaction's end state
+// only, so of what a chunk of the cursor does to a table, only the last
+// change of each key matters (with a version, the newest: changeSet.keep).
+// Each chunk is decoded, split by table, and each table's changes are
+// applied as one changeSet (applyChanges: a COPY into the table or into
+// the session's staging table, then one statement per kind of change).
+// The chunks apply in order, in the one transaction, so a transaction of
+// any size is applied whole while the Applier holds one chunk of it.
+//
+// A table's changes that keep an unavailable column's stored value
+// (Debezium's unchanged TOASTed columns) are applied change by change, in
+// order, in one pipeline, as are a chunk's changes when Postgres refused a
+// row of a set: the chunk is rolled back to its savepoint and applied
+// again that way, so that the apply fails naming the statement Postgres
+// refuses (or succeeds, when the set's statement was what failed).
+
+// eventApplier applies the staged events of one apply transaction,
+// decoded by their topics' sinks.
+type eventApplier struct {
+	w     *Writer
+	stmts map[string]*changeStatements // by qualified table name
+	types map[string][]uint32          // each table's column types, by stageName
+	recs  []stream.Record
+	tids  []pgtype.TID // the staged rows of recs
+	// stale counts, by qualified table name, the changes the version
+	// guard skipped in the chunks applied so far.
+	stale map[string]int
+	// applied lists the tables an earlier chunk applied a set to: the
+	// session's staging table of each may hold that set's rows, which
+	// ON COMMIT DELETE ROWS empties at COMMIT only.
+	applied map[string]bool
+}
+
+func newEventApplier(w *Writer) *eventApplier {
+	return &eventApplier{w: w, stmts: map[string]*changeStatements{}, types: map[string][]uint32{}, stale: map[string]int{},
+		applied: map[string]bool{}}
+}
+
+// tableChanges are a chunk's changes of one table, in order.
+type tableChanges struct {
+	sink    Sink
+	changes []keyedChange
+}
+
+// applyChunk fetches the next chunk of the cursor and applies its events.
+// It returns how many it fetched.
+func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) (int, error) {
+	tables, err := e.fetch(ctx, tx, fetch)
+	if err != nil || len(e.recs) == 0 {
+		return 0, err
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_chunk"); err != nil {
+		return 0, fmt.Errorf("savepoint: %w", err)
+	}
+	stale := map[string]int{}
+	redo := false
+	for _, tc := range tables {
+		if redo, err = e.applyTable(ctx, tx, tc, stale); err != nil {
+			return 0, err
+		}
+		if redo {
+			break
+		}
+	}
+	if redo {
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_chunk"); err != nil {
+			return 0, fmt.Errorf("rollback to savepoint: %w", err)
+		}
+		clear(stale)
+		for _, tc := range tables {
+			if err := e.applyInOrder(ctx, tx, tc, stale); err != nil {
+				return 0, err
+			}
+		}
+	}
+	// The chunk's staged events go by their row ids, which the cursor
+	// read: Postgres finds them without a plan that depends on the
+	// staging's statistics, which lag a table that fills and empties.
+	// The cursor's snapshot keeps them for its later chunks.
+	q := &pgx.Batch{}
+	q.Queue("RELEASE SAVEPOINT kafka2pg_chunk")
+	q.Queue("DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", e.tids)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return 0, fmt.Errorf("release savepoint and delete the staged events: %w", err)
+	}
+	for table, n := range stale {
+		e.stale[table] += n
+	}
+	return len(e.recs), nil
+}
+
+// fetch reads the next chunk of the cursor into e.recs and decodes it,
+// its changes split by table in the order each table first comes.
+func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*tableChanges, error) {
+	rows, err := tx.Query(ctx, fetch)
+	if err != nil {
+		return nil, fmt.Errorf("fetch staged events: %w", err)
+	}
+	e.recs, e.tids = e.recs[:0], e.tids[:0]
+	for rows.Next() {
+		var r stream.Record
+		var ts pgtype.Timestamptz
+		var tid pgtype.TID
+		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts); err != nil {
+			rows.Close()
+			return nil, fmt.Errorf("fetch staged events: %w", err)
+		}
+		r.Timestamp = ts.Time
+		e.recs, e.tids = append(e.recs, r), append(e.tids, tid)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("fetch staged events: %w", err)
+	}
+	var tables []*tableChanges
+	byTable := map[string]*tableChanges{}
+	for i := range e.recs {
+		r := &e.recs[i]
+		sink, err := e.w.sinkFor(ctx, r.Topic)
+		if err != nil {
+			return nil, err
+		}
+		if sink.Changes == nil {
+			return nil, fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
+		}
+		// Each change gets its own slices: the chunk's changes are all
+		// held until they are applied.
+		var ch stream.Change
+		err = sink.Changes.Decode(r, &ch)
+		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
+			return nil, &tableChanged{topic: r.Topic, sink: sink}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+		}
+		if ch.Op == stream.OpNone {
+			continue
+		}
+		name := sink.Table.QualifiedName()
+		tc := byTable[name]
+		if tc == nil {
+			tc = &tableChanges{sink: sink}
+			byTable[name] = tc
+			tables = append(tables, tc)
+		}
+		tc.changes = append(tc.changes, keyedChange{rec: r, ch: ch})
+	}
+	return tables, nil
+}
+
+// applyTable applies a chunk's changes of one table by key, after the
+// TRUNCATE of its last truncate, and adds the changes the version guard
+// skipped to stale. It reports redo when Postgres refused a row, or a
+// value does not encode: the chunk is to be applied change by change.
+func (e *eventApplier) applyTable(ctx context.Context, tx pgx.Tx, tc *tableChanges, stale map[string]int) (redo bool, err error) {
+	t := tc.sink.Table
+	key := t.PrimaryKey
+	changes := tc.changes
+	if slices.ContainsFunc(changes, func(c keyedChange) bool { return len(c.ch.Unavailable) > 0 }) {
+		return false, e.applyInOrder(ctx, tx, tc, stale)
+	}
+	if i := lastTruncate(changes); i >= 0 {
+		if _, err := tx.Exec(ctx, truncateSQL(t)); err != nil {
+			return false, fmt.Errorf("truncate %s: %w", t.QualifiedName(), err)
+		}
+		changes = changes[i+1:]
+	}
+	if len(changes) == 0 {
+		return false, nil
+	}
+	oids, err := e.typesOf(ctx, tx, t)
+	if err != nil {
+		return false, err
+	}
+	if len(key) == 0 {
+		// The decoder takes only creates of a table without a key.
+		rows := make([][]any, len(changes))
+		for i, c := range changes {
+			rows[i] = c.ch.Row
+		}
+		if _, err := pgcopy.CopyTyped(ctx, tx, t.Ident(), t.ColumnNames(), oids, pgx.CopyFromRows(rows)); err != nil {
+			if rowError(err) {
+				return true, nil
+			}
+			return false, fmt.Errorf("copy into %s: %w", t.QualifiedName(), err)
+		}
+		return false, nil
+	}
+	st := e.w.upsertStateOf(t.QualifiedName())
+	encode := func(oids []uint32) (*changeSet, []badRecord, error) {
+		return encodeChanges(changes, st, tx.Conn().TypeMap(), oids, keyIndexes(t, key), guardOf(tc.sink))
+	}
+	cs, bad, err := encode(oids)
+	if err != nil {
+		return false, err
+	}
+	defer func() { st.done(cs) }()
+	if len(bad) > 0 {
+		return true, nil
+	}
+	if name := stageName(t); e.applied[name] {
+		// Empty the staging table of the set before, which the
+		// statement that applies this one would apply again.
+		if _, err := tx.Exec(ctx, stageSQL(t, name)+"; TRUNCATE "+pgx.Identifier{"pg_temp", name}.Sanitize()); err != nil {
+			return false, fmt.Errorf("empty the staging table of %s: %w", t.QualifiedName(), err)
+		}
+	} else {
+		e.applied[name] = true
+	}
+	a, err := e.w.applyChanges(ctx, &batchTx{Tx: tx, oids: oids}, t, key, st, &cs, encode)
+	if err != nil || a != 0 {
+		return a != 0, err
+	}
+	stale[t.QualifiedName()] += cs.stale
+	return false, nil
+}
+
+// typesOf reads the column types of t once per apply transaction: the
+// changeSet encodes its rows for them, as a batch's are for the types
+// its fence reads (fenceAndTypes).
+func (e *eventApplier) typesOf(ctx context.Context, tx pgx.Tx, t schema.Table) ([]uint32, error) {
+	name := stageName(t)
+	if oids, ok := e.types[name]; ok {
+		return oids, nil
+	}
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", pgcopy.DescribeSQL(t.Ident(), t.ColumnNames()), nil)
+	if err != nil {
+		return nil, fmt.Errorf("column types of %s: %w", t.QualifiedName(), err)
+	}
+	oids := make([]uint32, len(sd.Fields))
+	for i, f := range sd.Fields {
+		oids[i] = f.DataTypeOID
+	}
+	e.types[name] = oids
+	return oids, nil
+}
+
+// applyInOrder applies a chunk's changes of one table one statement per
+// change, in order, in one pipeline, and adds those the version guard
+// skipped to stale.
+func (e *eventApplier) applyInOrder(ctx context.Context, tx pgx.Tx, tc *tableChanges, stale map[string]int) error {
+	t := tc.sink.Table
+	st := e.stmts[t.QualifiedName()]
+	if st == nil || !sameColumns(st.t, t) {
+		st = &changeStatements{t: t, key: t.PrimaryKey, g: guardOf(tc.sink), upserts: map[string]string{}}
+		e.stmts[t.QualifiedName()] = st
+	}
+	q := &pgx.Batch{}
+	for i := range tc.changes {
+		st.queue(q, tc.changes[i].rec, &tc.changes[i].ch)
+	}
+	skipped := st.stale
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return fmt.Errorf("apply %d staged events to %s: %w", len(tc.changes), t.QualifiedName(), err)
+	}
+	stale[t.QualifiedName()] += st.stale - skipped
+	return nil
+}

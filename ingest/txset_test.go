@@ -1,0 +1,262 @@
+package ingest_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/kafka2pg/kafka2pg/cdc"
+	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/stream"
+)
+
+// TraceStale makes staleCount an ingest.StaleTracer: it adds up the skips
+// of an Applier's apply too.
+func (s *staleCount) TraceStale(_ context.Context, _ string, n int) {
+	s.mu.Lock()
+	s.n += n
+	s.mu.Unlock()
+}
+
+// custTx is a writer of topic customers with transactions (source
+// cust.transaction, whose transaction topic it also owns) and its
+// Applier, each topic's partition 0 claimed.
+type custTx struct {
+	t      *testing.T
+	w      *ingest.Writer
+	pool   *pgxpool.Pool
+	a      *ingest.Applier
+	stale  *staleCount
+	epochs map[string]int64
+	next   map[string]int64
+}
+
+const custTxTopic = "cust.transaction"
+
+func newCustTx(t *testing.T, sink ingest.Sink, cfg ingest.ApplierConfig) *custTx {
+	t.Helper()
+	sink.Transactions = &ingest.Transactions{Source: custTxTopic}
+	_, pool := pgtest.MigratedPool(t)
+	c := &custTx{t: t, pool: pool, stale: &staleCount{}, epochs: map[string]int64{}, next: map[string]int64{}}
+	c.w = readyWriter(t, pool, ingest.Config{Group: "g", Tracer: c.stale, Sinks: map[string]ingest.Sink{
+		"customers": sink,
+		custTxTopic: ingest.BoundariesSink(ingest.Boundaries{Source: custTxTopic, Parse: cdc.ParseBoundary}),
+	}})
+	for _, topic := range []string{"customers", custTxTopic} {
+		pos, err := c.w.Claim(t.Context(), topic, []int32{0})
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.epochs[topic] = pos[0].Epoch
+	}
+	cfg.Source = custTxTopic
+	a, err := c.w.NewApplier(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.Claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	c.a = a
+	return c
+}
+
+// write writes recs as the next batch of topic's partition 0.
+func (c *custTx) write(topic string, recs ...stream.Record) {
+	c.t.Helper()
+	first := c.next[topic]
+	for i := range recs {
+		recs[i].Topic, recs[i].Offset = topic, first+int64(i)
+	}
+	write(c.t, c.w, &stream.Batch{Topic: topic, Epoch: c.epochs[topic], PrevOffset: prevOf(first), FirstOffset: first,
+		NextOffset: first + int64(len(recs)), LeaderEpoch: -1, LogEndOffset: -1, Records: recs})
+	c.next[topic] = first + int64(len(recs))
+}
+
+// apply applies what is ready, and fails unless it is want transactions.
+func (c *custTx) apply(want int) {
+	c.t.Helper()
+	if n, err := c.a.ApplyReady(c.t.Context()); err != nil || n != want {
+		c.t.Fatalf("applied %d transactions (%v), want %d", n, err, want)
+	}
+}
+
+// inTx is the change event e, at t1, with the transaction block of
+// source transaction tx, at order n.
+func inTx(e srcEv, tx string, n int) stream.Record {
+	r := e.record(0, time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC))
+	block := fmt.Appendf(nil, `"transaction":{"id":%q,"total_order":%d,"data_collection_order":%d},"op":`, tx, n, n)
+	r.Value = bytes.Replace(r.Value, []byte(`"op":`), block, 1)
+	return r
+}
+
+// txEnd is the END record of source transaction tx of n events.
+func txEnd(tx string, n int) stream.Record {
+	return stream.Record{Value: fmt.Appendf(nil, `{"status":"END","id":%q,"event_count":%d,"data_collections":[]}`, tx, n)}
+}
+
+// custState is the customers table: id=name:deleted_at (HH24:MI, or
+// live):version.
+func custState(t *testing.T, pool *pgxpool.Pool) string {
+	t.Helper()
+	var s string
+	q := `SELECT string_agg(id || '=' || coalesce(name, 'NULL') || ':' || coalesce(to_char(deleted_at AT TIME ZONE 'UTC', 'HH24:MI'), 'live') || ':' || src_version, ' ' ORDER BY id) FROM customers`
+	if err := pool.QueryRow(t.Context(), q).Scan(&s); err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	return s
+}
+
+// Source transactions applied together keep the sink's guard: an older
+// update in a later transaction of the group loses to the newer one, and
+// is counted; a delete marks its row with the event's Kafka timestamp and
+// its version; an older update of the deleted row, applied later, does
+// not bring it back, and is counted.
+func TestTransactionsApplyByKeyKeepsTheVersionGuardAndCountsSkips(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	c.write("customers",
+		inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t1", 2),
+		inTx(srcEv{"u", 1, "b", 200, 210}, "t2", 1), inTx(srcEv{"d", 2, "", 200, 220}, "t2", 2),
+		inTx(srcEv{"u", 1, "old", 150, 160}, "t3", 1))
+	c.write(custTxTopic, txEnd("t1", 2), txEnd("t2", 2), txEnd("t3", 1))
+	c.apply(3)
+	want := "1=b:live:" + seqVersion(200, 210) + " 2=b:03:04:" + seqVersion(200, 220)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+	wantCounts(t, c.pool, c.stale, 1, 0)
+
+	c.write("customers", inTx(srcEv{"u", 2, "old", 150, 160}, "t4", 1))
+	c.write(custTxTopic, txEnd("t4", 1))
+	c.apply(1)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("after an older update of the deleted row: %s\nwant %s", got, want)
+	}
+	wantCounts(t, c.pool, c.stale, 2, 0)
+}
+
+// A change Postgres refuses fails the apply, naming the constraint, and
+// commits nothing of the group; once the table takes it, the group
+// applies.
+func TestTransactionsRefusedChangeFailsTheApplyNamingIt(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1))
+	c.write(custTxTopic, txEnd("t1", 1))
+	c.apply(1)
+	refuseNamed(t, c.pool, "customers")
+	c.write("customers", inTx(srcEv{"u", 1, "b", 200, 210}, "t2", 1), inTx(srcEv{"c", 2, "refused", 300, 310}, "t3", 1))
+	c.write(custTxTopic, txEnd("t2", 1), txEnd("t3", 1))
+	n, err := c.a.ApplyReady(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "customers_name_check") || n != 0 {
+		t.Fatalf("applied %d, error %v; want none applied and the check named", n, err)
+	}
+	want := "1=a:live:" + seqVersion(100, 110)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("after the refused apply: %s\nwant %s", got, want)
+	}
+	if _, err := c.pool.Exec(t.Context(), "ALTER TABLE customers DROP CONSTRAINT customers_name_check"); err != nil {
+		t.Fatal(err)
+	}
+	c.apply(2)
+	want = "1=b:live:" + seqVersion(200, 210) + " 2=refused:live:" + seqVersion(300, 310)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
+// The ENDs applied are deleted once the applied position is RetainEnds
+// past them; those within it still mark a copy of their transaction's
+// events (a connector's replay) as applied, so the copy is not staged.
+func TestTransactionsAppliedEndsArePrunedBehindRetainEnds(t *testing.T) {
+	t.Parallel()
+	pool, rng, src := bankTest(t, 5, 20)
+	src.TransfersOf(rng, 50)
+	m := newMember(t, pool, src.AllParts())
+	feedAll(t, rng, src, m)
+	const retain = 20
+	a := claimedApplier(t, m.w, ingest.ApplierConfig{RetainEnds: retain})
+	if n, err := a.ApplyReady(t.Context()); err != nil || n != 50 {
+		t.Fatalf("applied %d (%v), want 50", n, err)
+	}
+	last := int64(len(src.Log[topicPart{Topic: bankTxTopic}]) - 1) // the last END
+	if got := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.cdc_tx_ends WHERE tx_offset < $1", last-retain); got != 0 {
+		t.Fatalf("%d applied ENDs more than %d offsets behind the last one are kept", got, retain)
+	}
+	// BEGIN and END alternate: the ENDs within the window are kept.
+	if got := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.cdc_tx_ends"); got != retain/2+1 {
+		t.Fatalf("%d ENDs kept, want %d", got, retain/2+1)
+	}
+
+	// The connector sends the last transfer again: its events are copies.
+	again := 0
+	for _, tp := range src.AllParts()[1:] {
+		recs := src.Log[tp]
+		for _, r := range recs {
+			if bytes.Contains(r.Value, fmt.Appendf(nil, `"id":"%d:`, 500+src.Transfers)) {
+				r.Offset = int64(len(src.Log[tp]))
+				src.Log[tp] = append(src.Log[tp], r)
+				again++
+			}
+		}
+	}
+	if again == 0 {
+		t.Fatal("found no event of the last transfer to send again")
+	}
+	feedAll(t, rng, src, m)
+	if got := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.cdc_staged"); got != 0 {
+		t.Fatalf("%d of %d copies of an applied transaction's events staged", got, again)
+	}
+	src.EqualsSource(t, pool)
+}
+
+// An event staged without the END of its transaction for OrphanAfter
+// becomes a dead letter, and leaves the staging; one staged since stays.
+func TestTransactionsEventWithoutAnEndBecomesADeadLetterAfterOrphanAfter(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{OrphanAfter: time.Hour})
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1))
+	if _, err := c.pool.Exec(t.Context(), "UPDATE kafka2pg.cdc_staged SET staged_at = now() - interval '61 minutes'"); err != nil {
+		t.Fatal(err)
+	}
+	c.write("customers", inTx(srcEv{"c", 2, "b", 100, 120}, "t2", 1))
+	c.apply(0)
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = $1 AND kafka_offset = 0", ingest.KindTransactionEndMissing); got != 1 {
+		t.Fatalf("%d dead letters of the orphan, want 1", got)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged WHERE txid = 't2'"); got != 1 {
+		t.Fatalf("%d events of t2 staged, want the one that waits for its END", got)
+	}
+	c.write(custTxTopic, txEnd("t2", 1))
+	c.apply(1)
+	if got, want := custState(t, c.pool), "2=b:live:"+seqVersion(100, 120); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
+// Each chunk of an apply transaction applies its own changes only: the
+// session's staging table, which empties at COMMIT, holds no chunk's rows
+// when the next one is applied (a version guard would count them again
+// as skipped, and a key in both would fail the statement).
+func TestTransactionsEachChunkAppliesItsOwnChangesOnly(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{FetchRows: 1})
+	c.write("customers",
+		inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1),
+		inTx(srcEv{"u", 1, "b", 200, 210}, "t2", 1),
+		inTx(srcEv{"c", 2, "c", 300, 310}, "t3", 1))
+	c.write(custTxTopic, txEnd("t1", 1), txEnd("t2", 1), txEnd("t3", 1))
+	c.apply(3)
+	want := "1=b:live:" + seqVersion(200, 210) + " 2=c:live:" + seqVersion(300, 310)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+	wantCounts(t, c.pool, c.stale, 0, 0)
+}
