@@ -27,10 +27,13 @@ import (
 //
 // A table's changes that keep an unavailable column's stored value
 // (Debezium's unchanged TOASTed columns) are applied change by change, in
-// order, in one pipeline, as are a chunk's changes when Postgres refused a
-// row of a set: the chunk is rolled back to its savepoint and applied
-// again that way, so that the apply fails naming the statement Postgres
-// refuses (or succeeds, when the set's statement was what failed).
+// order, in one pipeline. When Postgres refuses a row of a set, the chunk
+// is rolled back to its savepoint and applied again change by change, all
+// its tables' changes in the source's order, so that the apply fails
+// naming the statement Postgres refuses, or succeeds when it was the
+// sets' order that failed: sets apply table by table, so a foreign key
+// between two replicated tables can refuse a set (a child's row deleted
+// after its parent's) that the source's order applies.
 
 // eventApplier applies the staged events of one apply transaction,
 // decoded by their topics' sinks.
@@ -60,10 +63,17 @@ type tableChanges struct {
 	changes []keyedChange
 }
 
+// chunkChange is a change of a chunk, in the source's order: the i-th
+// change of its table's tableChanges.
+type chunkChange struct {
+	tc *tableChanges
+	i  int
+}
+
 // applyChunk fetches the next chunk of the cursor and applies its events.
 // It returns how many it fetched.
 func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) (int, error) {
-	tables, err := e.fetch(ctx, tx, fetch)
+	tables, order, err := e.fetch(ctx, tx, fetch)
 	if err != nil || len(e.recs) == 0 {
 		return 0, err
 	}
@@ -85,10 +95,8 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 			return 0, fmt.Errorf("rollback to savepoint: %w", err)
 		}
 		clear(stale)
-		for _, tc := range tables {
-			if err := e.applyInOrder(ctx, tx, tc, stale); err != nil {
-				return 0, err
-			}
+		if err := e.applyInOrder(ctx, tx, order, stale); err != nil {
+			return 0, err
 		}
 	}
 	// The chunk's staged events go by their row ids, which the cursor
@@ -108,11 +116,12 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 }
 
 // fetch reads the next chunk of the cursor into e.recs and decodes it,
-// its changes split by table in the order each table first comes.
-func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*tableChanges, error) {
+// its changes split by table in the order each table first comes, and
+// listed in the source's order.
+func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*tableChanges, []chunkChange, error) {
 	rows, err := tx.Query(ctx, fetch)
 	if err != nil {
-		return nil, fmt.Errorf("fetch staged events: %w", err)
+		return nil, nil, fmt.Errorf("fetch staged events: %w", err)
 	}
 	e.recs, e.tids = e.recs[:0], e.tids[:0]
 	for rows.Next() {
@@ -121,34 +130,35 @@ func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*t
 		var tid pgtype.TID
 		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts); err != nil {
 			rows.Close()
-			return nil, fmt.Errorf("fetch staged events: %w", err)
+			return nil, nil, fmt.Errorf("fetch staged events: %w", err)
 		}
 		r.Timestamp = ts.Time
 		e.recs, e.tids = append(e.recs, r), append(e.tids, tid)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("fetch staged events: %w", err)
+		return nil, nil, fmt.Errorf("fetch staged events: %w", err)
 	}
 	var tables []*tableChanges
+	var order []chunkChange
 	byTable := map[string]*tableChanges{}
 	for i := range e.recs {
 		r := &e.recs[i]
 		sink, err := e.w.sinkFor(ctx, r.Topic)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if sink.Changes == nil {
-			return nil, fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
+			return nil, nil, fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
 		}
 		// Each change gets its own slices: the chunk's changes are all
 		// held until they are applied.
 		var ch stream.Change
 		err = sink.Changes.Decode(r, &ch)
 		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
-			return nil, &tableChanged{topic: r.Topic, sink: sink}
+			return nil, nil, &tableChanged{topic: r.Topic, sink: sink}
 		}
 		if err != nil {
-			return nil, fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			return nil, nil, fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 		if ch.Op == stream.OpNone {
 			continue
@@ -160,9 +170,10 @@ func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*t
 			byTable[name] = tc
 			tables = append(tables, tc)
 		}
+		order = append(order, chunkChange{tc: tc, i: len(tc.changes)})
 		tc.changes = append(tc.changes, keyedChange{rec: r, ch: ch})
 	}
-	return tables, nil
+	return tables, order, nil
 }
 
 // applyTable applies a chunk's changes of one table by key, after the
@@ -174,7 +185,11 @@ func (e *eventApplier) applyTable(ctx context.Context, tx pgx.Tx, tc *tableChang
 	key := t.PrimaryKey
 	changes := tc.changes
 	if slices.ContainsFunc(changes, func(c keyedChange) bool { return len(c.ch.Unavailable) > 0 }) {
-		return false, e.applyInOrder(ctx, tx, tc, stale)
+		order := make([]chunkChange, len(changes))
+		for i := range changes {
+			order[i] = chunkChange{tc: tc, i: i}
+		}
+		return false, e.applyInOrder(ctx, tx, order, stale)
 	}
 	if i := lastTruncate(changes); i >= 0 {
 		if _, err := tx.Exec(ctx, truncateSQL(t)); err != nil {
@@ -252,24 +267,30 @@ func (e *eventApplier) typesOf(ctx context.Context, tx pgx.Tx, t schema.Table) (
 	return oids, nil
 }
 
-// applyInOrder applies a chunk's changes of one table one statement per
-// change, in order, in one pipeline, and adds those the version guard
-// skipped to stale.
-func (e *eventApplier) applyInOrder(ctx context.Context, tx pgx.Tx, tc *tableChanges, stale map[string]int) error {
-	t := tc.sink.Table
-	st := e.stmts[t.QualifiedName()]
-	if st == nil || !sameColumns(st.t, t) {
-		st = &changeStatements{t: t, key: t.PrimaryKey, g: guardOf(tc.sink), upserts: map[string]string{}}
-		e.stmts[t.QualifiedName()] = st
-	}
+// applyInOrder applies changes one statement per change, in order, in
+// one pipeline, and adds those the version guard skipped to stale, by
+// table.
+func (e *eventApplier) applyInOrder(ctx context.Context, tx pgx.Tx, changes []chunkChange, stale map[string]int) error {
 	q := &pgx.Batch{}
-	for i := range tc.changes {
-		st.queue(q, tc.changes[i].rec, &tc.changes[i].ch)
+	skipped := map[*changeStatements]int{}
+	for _, c := range changes {
+		t := c.tc.sink.Table
+		st := e.stmts[t.QualifiedName()]
+		if st == nil || !sameColumns(st.t, t) {
+			st = &changeStatements{t: t, key: t.PrimaryKey, g: guardOf(c.tc.sink), upserts: map[string]string{}}
+			e.stmts[t.QualifiedName()] = st
+		}
+		if _, ok := skipped[st]; !ok {
+			skipped[st] = st.stale
+		}
+		kc := &c.tc.changes[c.i]
+		st.queue(q, kc.rec, &kc.ch)
 	}
-	skipped := st.stale
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return fmt.Errorf("apply %d staged events to %s: %w", len(tc.changes), t.QualifiedName(), err)
+		return fmt.Errorf("apply %d staged events: %w", len(changes), err)
 	}
-	stale[t.QualifiedName()] += st.stale - skipped
+	for st, before := range skipped {
+		stale[st.t.QualifiedName()] += st.stale - before
+	}
 	return nil
 }

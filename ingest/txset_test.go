@@ -12,6 +12,7 @@ import (
 
 	"github.com/kafka2pg/kafka2pg/cdc"
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -259,4 +260,35 @@ func TestTransactionsEachChunkAppliesItsOwnChangesOnly(t *testing.T) {
 		t.Fatalf("%s\nwant %s", got, want)
 	}
 	wantCounts(t, c.pool, c.stale, 0, 0)
+}
+
+// Sets apply table by table, so a foreign key between two replicated
+// tables can refuse them where the source's order does not: here a
+// transfer names (by its amount) an account that the same source
+// transaction creates after the transfers table's first event. The
+// refused set makes the chunk apply again change by change, in the
+// source's order, and the transaction applies whole.
+func TestTransactionsApplyInTheSourcesOrderWhenTheSetsBreakAForeignKey(t *testing.T) {
+	t.Parallel()
+	pool, rng, src := bankTest(t, 1, 3)
+	src.Transfer(rng, 2)
+	m := newMember(t, pool, src.AllParts())
+	a := claimedApplier(t, m.w, ingest.ApplierConfig{})
+	feedAll(t, rng, src, m)
+	if n, err := a.ApplyReady(t.Context()); err != nil || n != 1 {
+		t.Fatalf("applied %d transactions (%v), want the first transfer", n, err)
+	}
+	if _, err := pool.Exec(t.Context(), `ALTER TABLE transfers ADD FOREIGN KEY (amount) REFERENCES a (id) NOT VALID`); err != nil {
+		t.Fatal(err)
+	}
+	src.Tx(cdctest.BankChange{Table: "transfers", ID: 2, Second: 1, Op: "c"},
+		cdctest.BankChange{Table: "a", ID: 4, Second: 0, Op: "c"},
+		cdctest.BankChange{Table: "transfers", ID: 3, Second: 4, Op: "c"})
+	feedAll(t, rng, src, m)
+	if n, err := a.ApplyReady(t.Context()); err != nil || n != 1 {
+		t.Fatalf("applied %d transactions (%v), want the one whose transfer names its new account", n, err)
+	}
+	if got := queryInt(t, pool, `SELECT count(*) FROM transfers t JOIN a ON a.id = t.amount WHERE t.id IN (2, 3)`); got != 2 {
+		t.Fatalf("%d transfers 2 and 3 with their accounts, want 2", got)
+	}
 }

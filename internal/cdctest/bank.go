@@ -38,6 +38,7 @@ type Bank struct {
 	Balances  map[string][]int64
 	Transfers int
 	lsn       int64
+	others    int // the transactions of Tx
 }
 
 // TopicPart is a topic's partition.
@@ -210,6 +211,34 @@ func (s *Bank) Transfer(rng *rand.Rand, k int) string {
 	total++
 	counts["transfers"]++
 	s.event("transfers", s.Transfers, moved, "c", xid, total, counts["transfers"])
+	s.lsn += 8
+	s.Boundary(fmt.Sprintf("%s:%d", xid, s.lsn), counts)
+	return xid
+}
+
+// BankChange is one change of a source transaction of Bank.Tx: row ID
+// of Table gets Second (its balance, or its amount) by Op ("c", "u" or
+// "d").
+type BankChange struct {
+	Table  string
+	ID     int
+	Second int64
+	Op     string
+}
+
+// Tx appends one source transaction of changes, in that order, with its
+// BEGIN and END, and returns its txId. It leaves Balances and Transfers
+// as they are: a test of its own tables' rows, not of the Checker's
+// invariant.
+func (s *Bank) Tx(changes ...BankChange) string {
+	s.others++
+	xid := fmt.Sprint(1_000_000 + s.others)
+	s.Boundary(fmt.Sprintf("%s:%d", xid, s.lsn), nil)
+	counts := map[string]int64{}
+	for i, c := range changes {
+		counts[c.Table]++
+		s.event(c.Table, c.ID, c.Second, c.Op, xid, int64(i+1), counts[c.Table])
+	}
 	s.lsn += 8
 	s.Boundary(fmt.Sprintf("%s:%d", xid, s.lsn), counts)
 	return xid
