@@ -1,0 +1,66 @@
+package main
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
+)
+
+// failoverMarkdown is the report's lossy-failover section; "" when no
+// failover ran.
+func failoverMarkdown(o options, rep *report) string {
+	if len(rep.failovers) == 0 && rep.failoverNote == "" {
+		return ""
+	}
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("## Lossy failover\n\n")
+	if rep.failoverNote != "" {
+		w("Not run: %s.\n\n", rep.failoverNote)
+		return b.String()
+	}
+	w("Each sink writes, in append mode, records produced at %s records/s to a topic of its own, through a TCP forwarder, to a Postgres primary of the harness's own that streams to an asynchronous standby (pg_basebackup -R, no replication slot). ", figures.Num(o.failoverRate, 0))
+	w("The standby's walreceiver is stopped (SIGSTOP) until the primary holds commits of the sink that it can never send (the walsender's sent_lsn stood still for 1 s with WAL waiting, and the sink committed rows after that), then until the sink's consumer group has committed Kafka offsets past what the standby can hold, for at most the sink's offset commit interval and 15 s (Connect's offset.flush.interval.ms was %s). ", secs(o.offsetFlush))
+	w("The primary is then killed with -9, the walreceiver continued, the standby promoted once it replayed all it received, and the forwarder moved to it, cutting every connection, as a virtual IP or a DNS name moves: no sink is reconfigured. ")
+	w("Each sink goes on by itself; the harness only restarts what an operator would (a FAILED Connect task, through the REST API; an exited Flink job, from its latest retained checkpoint). ")
+	w("Records keep flowing %s after the sink's first write on the new primary; then SQL on the new primary counts the records produced that have no row (**lost for good**, once the table stood still for %s) and the rows beyond one per record (**duplicates**).\n\n", secs(failoverTail), secs(lossSettle))
+	w("Variants, as kafka2pg's fault cases 23a-c: **records flowing** through the failover; **sink killed** with -9 with the primary and started again after the promote; **partitions idle**: the producer stops once the primary holds commits it never sent, the primary dies once the sink wrote every record, and records resume %s after the promote, so nothing fails a write at the failover.\n\n", secs(failoverIdle))
+	w("| sink | variant | records | commits lost by the failover | Kafka offsets past them at the kill | rows lost for good | duplicates | how it recovered | promote to first write |\n|---|---|---|---|---|---|---|---|---|\n")
+	for _, r := range rep.failovers {
+		if r.NotRun != "" {
+			w("| %s | %s | not run: %s | | | | | | |\n", r.System, r.Variant.title(), r.NotRun)
+			continue
+		}
+		lost := fmt.Sprintf("%s rows (%s on the old primary, %s on the new; %s KiB of WAL)", figures.Num(float64(r.OldRows-r.NewRows), 0),
+			figures.Num(float64(r.OldRows), 0), figures.Num(float64(r.NewRows), 0), figures.Num(float64(r.WALLost)/1024, 0))
+		covered := "no"
+		if r.KafkaCovered {
+			covered = "yes"
+		}
+		recovery, first := r.Recovery, figures.Num(r.Recover.Seconds(), 1)+" s"
+		if r.Failed != "" {
+			recovery = "**failed**: " + firstLine(r.Failed)
+			if r.Recover == 0 {
+				first = "never"
+			}
+		}
+		mark := func(n int64) string {
+			s := figures.Num(float64(n), 0)
+			if n != 0 && r.System == "kafka2pg" {
+				s = "**" + s + " WRONG**"
+			}
+			return s
+		}
+		w("| %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.System, r.Variant.title(), figures.Num(float64(r.Records), 0), lost, covered,
+			mark(r.Lost), mark(r.Duplicates), strings.ReplaceAll(recovery, "|", "\\|"), first)
+	}
+	w("\n")
+	for _, r := range rep.failovers {
+		if r.KafkaNote != "" {
+			w("- %s, %s: %s.\n", r.System, r.Variant.title(), r.KafkaNote)
+		}
+	}
+	w("\n")
+	return b.String()
+}
