@@ -124,6 +124,8 @@ type failoverResult struct {
 	Failed string
 	NotRun string
 	Wall   time.Duration
+	// Server is the servers' PostgreSQL version.
+	Server string
 }
 
 // failoverEnv is what the failover runs share.
@@ -158,6 +160,9 @@ func (e *failoverEnv) failover(ctx context.Context, sys system, v failoverVarian
 	// one the scenario describes.
 	primary, err := set.Primary(ctx, "primary", "max_prepared_transactions = 64\nwal_sender_timeout = 0\n")
 	if err != nil {
+		return res, err
+	}
+	if err := primary.QueryRow(ctx, "SELECT current_setting('server_version')", nil, &res.Server); err != nil {
 		return res, err
 	}
 	table := "peers_failover"

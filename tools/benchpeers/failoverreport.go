@@ -1,8 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/kafka2pg/kafka2pg/tools/internal/figures"
 )
@@ -26,6 +30,9 @@ func failoverMarkdown(o options, rep *report) string {
 	w("Each sink goes on by itself; the harness only restarts what an operator would (a FAILED Connect task, through the REST API; an exited Flink job, from its latest retained checkpoint). ")
 	w("Records keep flowing %s after the sink's first write on the new primary; then SQL on the new primary counts the records produced that have no row (**lost for good**, once the table stood still for %s) and the rows beyond one per record (**duplicates**).\n\n", secs(failoverTail), secs(lossSettle))
 	w("Variants, as kafka2pg's fault cases 23a-c: **records flowing** through the failover; **sink killed** with -9 with the primary and started again after the promote; **partitions idle**: the producer stops once the primary holds commits it never sent, the primary dies once the sink wrote every record, and records resume %s after the promote, so nothing fails a write at the failover.\n\n", secs(failoverIdle))
+	if len(rep.failovers) > 0 {
+		w("The servers: PostgreSQL %s from the installed binaries, initdb'd by the harness for each run (fsync off, wal_level replica, trust authentication).\n\n", rep.failovers[0].Server)
+	}
 	w("| sink | variant | records | commits lost by the failover | Kafka offsets past them at the kill | rows lost for good | duplicates | how it recovered | promote to first write |\n|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.failovers {
 		if r.NotRun != "" {
@@ -63,4 +70,31 @@ func failoverMarkdown(o options, rep *report) string {
 	}
 	w("\n")
 	return b.String()
+}
+
+// failoverOnly tells whether the run measured nothing but failovers
+// (-reps 0 -probe=false -latency-rate -1): its report is then the
+// failover section alone, with the run's facts.
+func failoverOnly(rep *report) bool {
+	return len(rep.results) == 0 && len(rep.probes) == 0 && len(rep.flinkProbes) == 0 && len(rep.latency) == 0 && len(rep.failovers) > 0
+}
+
+// writeFailoverOnly writes the report of a failover-only run.
+func writeFailoverOnly(o options, rep *report) error {
+	var b strings.Builder
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	f := rep.facts
+	w("# kafka2pg and its peers through a lossy Postgres failover\n\n")
+	w("Written by `make bench-peers`'s harness (tools/benchpeers, the failover only) on %s, in %s, on a shared 2-core machine (load average %s before, %s after).\n\n",
+		f.started.UTC().Format("2006-01-02 15:04 UTC"), f.finished.Sub(f.started).Round(time.Second), f.loadBefore, f.loadAfter)
+	b.WriteString(failoverMarkdown(o, rep))
+	w("## What ran\n\n")
+	w("- Command: `%s`.\n", f.command)
+	w("- Machine: %d CPUs (%s), %s, %s; %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
+	w("- kafka2pg %s (checkout %s), its defaults, the typed append sink of bench/peers.md.\n", f.kafka2pg, f.commit)
+	w("- Kafka: %s. Kafka Connect %s, Debezium JDBC sink %s (insert.mode insert, its defaults), %s.\n", f.kafka, cmp.Or(f.connect, "not run"), cmp.Or(f.debezium, "not run"), cmp.Or(f.java, "no Java"))
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(o.out, []byte(b.String()), 0o644)
 }

@@ -476,7 +476,13 @@ func run(ctx context.Context, o options) (*report, error) {
 			return rep, fmt.Errorf("kafka2pg wrote %d duplicates and lost %d records under kill -9", r.Duplicates, r.Lost)
 		}
 	}
-	if o.out != "" {
+	switch {
+	case o.out != "" && failoverOnly(rep):
+		if err := writeFailoverOnly(o, rep); err != nil {
+			return rep, err
+		}
+		o.logf("wrote %s", o.out)
+	case o.out != "":
 		if err := writeResults(o, rep); err != nil {
 			return rep, err
 		}
