@@ -104,7 +104,8 @@ type failoverResult struct {
 	// OldRows are the sink's rows on the old primary just before the
 	// kill, NewRows on the promoted standby before the sink wrote to it:
 	// the commits the failover lost are the difference. WALLost is the
-	// WAL the old primary had written past what the standby replayed.
+	// WAL the old primary had written past what the standby replayed (the
+	// harness's padding included).
 	OldRows, NewRows int64
 	WALLost          int64
 	// KafkaCovered: the sink's consumer group had committed offsets to
@@ -225,7 +226,17 @@ func (e *failoverEnv) failover(ctx context.Context, sys system, v failoverVarian
 		return res, fmt.Errorf("SIGSTOP walreceiver %d: %w", walReceiver, err)
 	}
 	defer syscall.Kill(walReceiver, syscall.SIGCONT)
-	unsent, err := primary.WaitUnsent(ctx, 2*time.Minute, func() error { return w.health(ctx) })
+	// The connection's buffers hold tens of MB on loopback (tcp_rmem):
+	// the harness fills them with WAL of its own (a logical message, no
+	// table), so that the sink's commits stop reaching the standby within
+	// seconds instead of minutes.
+	unsent, err := primary.WaitUnsent(ctx, 2*time.Minute, func() error {
+		if err := w.health(ctx); err != nil {
+			return err
+		}
+		_, err := d.conn.Exec(ctx, "SELECT pg_logical_emit_message(false, 'kafka2pg-bench-padding', repeat('x', 4000000))")
+		return err
+	})
 	if err != nil {
 		return res, e.h.failed(sys, sc, run, err)
 	}
