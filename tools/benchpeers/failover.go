@@ -92,6 +92,9 @@ const (
 	// failoverTail is how long records keep flowing after the sink's
 	// first write on the new primary.
 	failoverTail = 3 * time.Second
+	// failoverLead is how long before a sink's next Kafka offset commit
+	// the standby is frozen, when the sink commits seldom.
+	failoverLead = 5 * time.Second
 )
 
 // failoverResult is what one failover run measured.
@@ -108,6 +111,9 @@ type failoverResult struct {
 	// harness's padding included).
 	OldRows, NewRows int64
 	WALLost          int64
+	// Frozen is how long the standby's walreceiver was stopped before
+	// the kill: how far behind the standby was.
+	Frozen time.Duration
 	// KafkaCovered: the sink's consumer group had committed offsets to
 	// Kafka past the rows the standby could hold when the primary was
 	// killed; KafkaNote says what the harness saw.
@@ -137,6 +143,57 @@ type failoverEnv struct {
 	pgBin   string
 	settle  time.Duration // how long a table that misses records must stand still
 	flushAt time.Duration // the longest a sink takes to commit its Kafka offsets
+	// offsetFlush is the Connect worker's offset.flush.interval.ms.
+	offsetFlush time.Duration
+}
+
+// commitPeriod is how often sys commits its Kafka offsets, when that is
+// its own schedule: Connect's offset flush; 0 for kafka2pg (every second)
+// and Flink (at its checkpoints).
+func (e *failoverEnv) commitPeriod(sys system) time.Duration {
+	if _, ok := sys.(*debeziumSystem); ok {
+		return e.offsetFlush
+	}
+	return 0
+}
+
+// committedSum is the sum of group's offsets committed to Kafka for
+// topic.
+func (e *failoverEnv) committedSum(ctx context.Context, group, topic string) (int64, error) {
+	offs, err := e.k.admin.FetchOffsets(ctx, group)
+	if err != nil {
+		return 0, err
+	}
+	var sum int64
+	offs.Each(func(o kadm.OffsetResponse) {
+		if o.Topic == topic && o.At > 0 {
+			sum += o.At
+		}
+	})
+	return sum, nil
+}
+
+// waitCommitChange waits until group commits new offsets for topic and
+// returns when it saw them.
+func (e *failoverEnv) waitCommitChange(ctx context.Context, group, topic string, w *sinkWatch, timeout time.Duration) (time.Time, error) {
+	first := int64(-1)
+	err := poll(ctx, time.Now().Add(timeout), func() time.Duration { return 100 * time.Millisecond }, func() (bool, error) {
+		if err := w.health(ctx); err != nil {
+			return false, err
+		}
+		sum, err := e.committedSum(ctx, group, topic)
+		if err != nil {
+			return false, nil // asked again at the next look
+		}
+		if first < 0 {
+			first = sum
+		}
+		return sum != first, nil
+	})
+	if errors.Is(err, errDeadline) {
+		return time.Time{}, fmt.Errorf("group %s committed no offsets for %s within %s", group, topic, timeout)
+	}
+	return time.Now(), err
 }
 
 // failover runs sys through one failover of variant v.
@@ -220,8 +277,23 @@ func (e *failoverEnv) failover(ctx context.Context, sys system, v failoverVarian
 		return res, e.h.failed(sys, sc, run, err)
 	}
 
+	// A sink that commits its Kafka offsets seldom (Connect: every
+	// offset.flush.interval.ms) is frozen shortly before its next commit,
+	// so that the standby lags by seconds at the kill, as an asynchronous
+	// standby does, not by a whole commit interval.
+	if period := e.commitPeriod(sys); period > failoverLead {
+		at, err := e.waitCommitChange(ctx, groupOf(sys, name), topic, w, period+15*time.Second)
+		if err != nil {
+			return res, e.h.failed(sys, sc, run, err)
+		}
+		if err := w.sleep(ctx, time.Until(at.Add(period-failoverLead))); err != nil {
+			return res, e.h.failed(sys, sc, run, err)
+		}
+	}
+
 	// Frozen: the standby's walreceiver stopped until the primary holds
 	// commits of the sink it can never send.
+	frozenAt := time.Now()
 	if err := syscall.Kill(walReceiver, syscall.SIGSTOP); err != nil {
 		return res, fmt.Errorf("SIGSTOP walreceiver %d: %w", walReceiver, err)
 	}
@@ -265,6 +337,7 @@ func (e *failoverEnv) failover(ctx context.Context, sys system, v failoverVarian
 	if err := d.conn.QueryRow(ctx, "SELECT count(*), pg_current_wal_lsn()::text FROM "+pgx.Identifier{table}.Sanitize()).Scan(&res.OldRows, &oldLSN); err != nil {
 		return res, fmt.Errorf("read the old primary: %w", err)
 	}
+	res.Frozen = time.Since(frozenAt)
 	if v == variantKilled {
 		if err := run.kill9(ctx); err != nil {
 			return res, err
@@ -416,17 +489,11 @@ func (e *failoverEnv) waitKafkaCommit(ctx context.Context, group, topic string, 
 		if err := w.health(ctx); err != nil {
 			return false, err
 		}
-		offs, err := e.k.admin.FetchOffsets(ctx, group)
-		if err != nil {
+		var err error
+		if sum, err = e.committedSum(ctx, group, topic); err != nil {
 			lastErr = err
 			return false, nil
 		}
-		sum = 0
-		offs.Each(func(o kadm.OffsetResponse) {
-			if o.Topic == topic && o.At > 0 {
-				sum += o.At
-			}
-		})
 		return sum > atStall, nil
 	})
 	switch {
@@ -541,7 +608,7 @@ func failovers(ctx context.Context, o options, h *harness, k *kafka, peers []sys
 	e := &failoverEnv{h: h, k: k, rate: o.failoverRate, pgBin: pgserver.BinDir(), settle: lossSettle,
 		// kafka2pg mirrors its offsets to Kafka every second, Flink at
 		// its checkpoints, Connect every offset.flush.interval.ms.
-		flushAt: max(o.offsetFlush, 5*time.Second) + 15*time.Second}
+		flushAt: max(o.offsetFlush, 5*time.Second) + 15*time.Second, offsetFlush: o.offsetFlush}
 	if e.pgBin == "" {
 		rep.failoverNote = pgserver.ErrNoServerBinaries.Error()
 		o.logf("no lossy failover: %s", rep.failoverNote)

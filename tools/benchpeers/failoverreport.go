@@ -25,7 +25,7 @@ func failoverMarkdown(o options, rep *report) string {
 		return b.String()
 	}
 	w("Each sink writes, in append mode, records produced at %s records/s to a topic of its own, through a TCP forwarder, to a Postgres primary of the harness's own that streams to an asynchronous standby (pg_basebackup -R, no replication slot). ", figures.Num(o.failoverRate, 0))
-	w("The standby's walreceiver is stopped (SIGSTOP) until the primary holds commits of the sink that it can never send (the walsender's sent_lsn stood still for 1 s with WAL waiting, and the sink committed rows after that; the harness writes WAL of its own, logical messages, until sent_lsn stands still, since the loopback connection's buffers hold tens of MB), then until the sink's consumer group has committed Kafka offsets past what the standby can hold, for at most the sink's offset commit interval and 15 s (Connect's offset.flush.interval.ms was %s). ", secs(o.offsetFlush))
+	w("The standby's walreceiver is stopped (SIGSTOP) until the primary holds commits of the sink that it can never send (the walsender's sent_lsn stood still for 1 s with WAL waiting, and the sink committed rows after that; the harness writes WAL of its own, logical messages, until sent_lsn stands still, since the loopback connection's buffers hold tens of MB), then until the sink's consumer group has committed Kafka offsets past what the standby can hold, for at most the sink's offset commit interval and 15 s. The Debezium JDBC sink commits its offsets every offset.flush.interval.ms (%s here), so its standby is frozen %s before the commit that follows one it was seen to make: the standby then lags by seconds at the kill, as an asynchronous standby does, and the sink's offsets are past the commits it lacks. ", secs(o.offsetFlush), secs(failoverLead))
 	w("The primary is then killed with -9, the walreceiver continued, the standby promoted once it replayed all it received, and the forwarder moved to it, cutting every connection, as a virtual IP or a DNS name moves: no sink is reconfigured. ")
 	w("Each sink goes on by itself; the harness only restarts what an operator would (a FAILED Connect task, through the REST API; an exited Flink job, from its latest retained checkpoint). ")
 	w("Records keep flowing %s after the sink's first write on the new primary; then SQL on the new primary counts the records produced that have no row (**lost for good**, once the table stood still for %s) and the rows beyond one per record (**duplicates**).\n\n", secs(failoverTail), secs(lossSettle))
@@ -39,8 +39,8 @@ func failoverMarkdown(o options, rep *report) string {
 			w("| %s | %s | not run: %s | | | | | | |\n", r.System, r.Variant.title(), r.NotRun)
 			continue
 		}
-		lost := fmt.Sprintf("%s rows (%s on the old primary, %s on the new)", figures.Num(float64(r.OldRows-r.NewRows), 0),
-			figures.Num(float64(r.OldRows), 0), figures.Num(float64(r.NewRows), 0))
+		lost := fmt.Sprintf("%s rows (%s on the old primary, %s on the new; standby frozen %s s)", figures.Num(float64(r.OldRows-r.NewRows), 0),
+			figures.Num(float64(r.OldRows), 0), figures.Num(float64(r.NewRows), 0), figures.Num(r.Frozen.Seconds(), 1))
 		covered := "no"
 		if r.KafkaCovered {
 			covered = "yes"

@@ -58,10 +58,10 @@ func (w *sinkWatch) health(ctx context.Context) error {
 		if f == "" {
 			return nil
 		}
-		if err := w.restarted(firstLine(f)); err != nil {
+		if err := w.restarted(rootCause(f)); err != nil {
 			return err
 		}
-		w.logf("the JDBC sink failed (%s): restarting it through the REST API", firstLine(f))
+		w.logf("the JDBC sink failed (%s): restarting it through the REST API", rootCause(f))
 		return r.sys.w.rest(ctx, http.MethodPost, "/connectors/"+w.name+"/restart?includeTasks=true&onlyFailed=true", nil, nil)
 	case *flinkRun:
 		select {
@@ -90,6 +90,17 @@ func (w *sinkWatch) restarted(failure string) error {
 	return nil
 }
 
+// rootCause is the first line of a Java stack trace and its last
+// "Caused by:", which names what failed.
+func rootCause(trace string) string {
+	first := firstLine(trace)
+	i := strings.LastIndex(trace, "Caused by: ")
+	if i < 0 {
+		return first
+	}
+	return first + " ... " + firstLine(trace[i:])
+}
+
 func firstLine(s string) string {
 	s, _, _ = strings.Cut(strings.TrimSpace(s), "\n")
 	return tail(s, 300)
@@ -108,7 +119,9 @@ func (w *sinkWatch) recovery(sys system) string {
 	var out []string
 	switch sys.(type) {
 	case *kafka2pgSystem:
-		out = append(out, "reconnected by itself")
+		if len(w.notes) == 0 {
+			out = append(out, "reconnected by itself")
+		}
 		if r, ok := w.run.(*kafka2pgRun); ok && strings.Contains(r.log.String(), movedBackWarn) {
 			out = append(out, fmt.Sprintf("logged %q and read again from there", movedBackWarn))
 		}
