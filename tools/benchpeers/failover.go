@@ -377,7 +377,7 @@ func (e *failoverEnv) failover(ctx context.Context, sys system, v failoverVarian
 		if err := run.restart(ctx); err != nil {
 			return res, err
 		}
-		w.notes = append(w.notes, "started again after the promote (as after a crash)")
+		w.notes = append(w.notes, killedRestart(sys))
 	case variantIdle:
 		if err := w.sleep(ctx, failoverIdle); err != nil {
 			return res, e.h.failed(sys, sc, run, err)
@@ -645,4 +645,15 @@ func failoverVerdict(rep *report) error {
 		}
 	}
 	return nil
+}
+
+// killedRestart says how a killed sink started again after the promote.
+func killedRestart(sys system) string {
+	switch sys.(type) {
+	case *debeziumSystem:
+		return "the worker started again after the promote (as after a crash), resuming the connector from its committed offsets"
+	case *flinkSystem:
+		return "started again after the promote (as after a crash) from its latest retained checkpoint"
+	}
+	return "started again after the promote (as after a crash)"
 }

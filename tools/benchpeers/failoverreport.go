@@ -93,8 +93,19 @@ func writeFailoverOnly(o options, rep *report) error {
 	w("- Machine: %d CPUs (%s), %s, %s; %s.\n", f.nproc, f.cpuModel, f.memory, f.kernel, f.goVersion)
 	w("- kafka2pg %s (checkout %s), its defaults, the typed append sink of bench/peers.md.\n", f.kafka2pg, f.commit)
 	w("- Kafka: %s. Kafka Connect %s, Debezium JDBC sink %s (insert.mode insert, its defaults), %s.\n", f.kafka, cmp.Or(f.connect, "not run"), cmp.Or(f.debezium, "not run"), cmp.Or(f.java, "no Java"))
+	if f.flink != "" {
+		w("- %s; Flink's XA sink at parallelism %s, a checkpoint every %s, started again from its latest retained checkpoint when killed.\n", f.flink, joinInts(o.flinkParallelism), o.flinkCheckpoint)
+	}
 	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(o.out, []byte(b.String()), 0o644)
+}
+
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	return strings.Join(s, ",")
 }

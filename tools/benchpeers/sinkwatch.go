@@ -132,8 +132,10 @@ func (w *sinkWatch) recovery(sys system) string {
 			out = append(out, fmt.Sprintf("task FAILED (%s); restarted by the harness through the REST API (%d×)", w.failure, w.restarts))
 		}
 	case *flinkSystem:
-		if w.restarts == 0 {
+		if w.restarts == 0 && len(w.notes) == 0 {
 			out = append(out, "went on by its restart strategy (the job did not exit)")
+		} else if w.restarts == 0 {
+			out = append(out, "the job did not exit after that")
 		} else {
 			out = append(out, fmt.Sprintf("%s; started again by the harness from its latest retained checkpoint (%d×)", w.failure, w.restarts))
 		}
