@@ -382,13 +382,27 @@ bench: build
 # append rate, and Flink's kill -9 probe restarted from its retained
 # checkpoint and plainly. Postgres needs max_prepared_transactions > 0
 # (scripts/pg-up.sh sets 64).
+# Last, the lossy failover (tools/benchpeers/failover.go): each sink writes
+# through a TCP forwarder to a primary of the harness's own (initdb as the
+# postgres OS user) that streams to an asynchronous standby; the standby's
+# walreceiver is stopped until the primary holds commits it never sent and
+# the sink's Kafka offsets are past them, the primary is killed with -9,
+# the standby promoted, and the forwarder moved to it (no sink is
+# reconfigured); SQL on the new primary counts the records lost for good
+# and the duplicates. kafka2pg runs the FAILOVER variants (default
+# flowing,killed,idle: records flowing, kafka2pg killed with the primary,
+# partitions idle at the failover) and must show 0 and 0, or the run
+# fails; the peers run FAILOVER_PEERS (default flowing).
 FLINK_PARALLELISM ?= 2,4
 FLINK_CHECKPOINT ?= 1s
+FAILOVER ?= flowing,killed,idle
+FAILOVER_PEERS ?= flowing
 ## bench-peers     kafka2pg against the Debezium JDBC sink (Kafka Connect) and Flink's XA sink; bench/peers.md
 bench-peers: build
 	@url=$$(scripts/pg-url.sh KAFKA2PG_PG_URL DATABASE_URL)
 	$(GO) -C tools run ./benchpeers -pg-url "$$url" -records $(or $(RECORDS),150000) -reps $(or $(REPS),3) \
 		-flink-parallelism "$(FLINK_PARALLELISM)" -flink-checkpoint "$(FLINK_CHECKPOINT)" \
+		-failover "$(FAILOVER)" -failover-peers "$(FAILOVER_PEERS)" \
 		-bin "$(CURDIR)/$(BIN)" -out "$(CURDIR)/bench/peers.md" -chart "$(CURDIR)/bench/peers.svg"
 
 # bench-peers-xa measures kafka2pg against Flink's exactly-once XA sink
@@ -410,12 +424,14 @@ bench-peers-xa: build
 # records (TestPeersSmoke): on KAFKA2PG_TEST_BROKERS, else the cluster of
 # kafka-up (started when not running). About 60 s with the jars cached;
 # the first fetch of the Connect jars from Maven Central adds about 40 s.
+# Then kafka2pg's lossy failover, records flowing (TestPeersSmokeFailover,
+# on Postgres servers of its own).
 ## bench-peers-smoke the bench-peers harness on a few records, on a real broker
 bench-peers-smoke: build
 	@export KAFKA2PG_TEST_PG_URL=$$(scripts/pg-url.sh KAFKA2PG_TEST_PG_URL)
 	export KAFKA2PG_TEST_BROKERS=$${KAFKA2PG_TEST_BROKERS:-$$(scripts/kafka-up.sh)}
 	export KAFKA2PG_BIN="$(CURDIR)/$(BIN)"
-	$(GO) -C tools test -count=1 -timeout 10m -run '^TestPeersSmoke$$' -v ./benchpeers/
+	$(GO) -C tools test -count=1 -timeout 10m -run '^TestPeersSmoke(Failover)?$$' -v ./benchpeers/
 
 # bench-peers-flink-smoke checks that the harness runs kafka2pg and Flink's
 # XA sink on 2,000 records, with a short latency run of each

@@ -31,6 +31,13 @@
 // started again each time, and the duplicates counted with SQL once every
 // record is in.
 //
+// Last, the lossy failover (failover.go): each system writes through a
+// TCP forwarder to a primary of the harness's own that streams to an
+// asynchronous standby; the primary dies holding commits the standby never
+// received, the standby is promoted, the forwarder moves to it, and SQL
+// counts the records lost for good and the duplicates. kafka2pg must lose
+// and duplicate nothing in any variant (-failover), or the run fails.
+//
 // Rows/s is the records over the time from the first row to the last in
 // the table (kafka2pg's last: its durable offsets); CPU is the system's
 // processes' user+system time from its start to its last row, Postgres'
@@ -95,8 +102,14 @@ type options struct {
 	// latencyWindow is how long the latency runs measure, after a warm-up
 	// as long.
 	latencyWindow time.Duration
-	logf          func(format string, args ...any)
-	command       string
+	// failover lists the lossy-failover variants kafka2pg runs,
+	// failoverPeers those the other systems run (failover.go); empty:
+	// none.
+	failover, failoverPeers []failoverVariant
+	// failoverRate is the producer's rate in the failover runs.
+	failoverRate float64
+	logf         func(format string, args ...any)
+	command      string
 }
 
 // defaultRecords keeps the default run at about 10 minutes on an idle
@@ -124,11 +137,21 @@ func main() {
 	flag.DurationVar(&o.flinkCheckpoint, "flink-checkpoint", time.Second, "Flink's checkpoint interval (its rows become visible at checkpoints)")
 	flag.Float64Var(&o.latencyRate, "latency-rate", 0, "records/s of the latency runs (every system on an empty topic fed at this rate); 0: half the slowest system's median append rate; -1: no latency runs")
 	flag.DurationVar(&o.latencyWindow, "latency-window", 20*time.Second, "how long each latency run measures, after a warm-up as long")
+	failover := flag.String("failover", "flowing,killed,idle", "lossy-failover variants kafka2pg runs (Postgres servers of the harness's own: a primary, an asynchronous standby promoted after the primary dies holding commits it never sent): flowing, killed, idle; empty: none")
+	failoverPeers := flag.String("failover-peers", "flowing", "lossy-failover variants the Debezium JDBC sink and Flink run; empty: none")
+	flag.Float64Var(&o.failoverRate, "failover-rate", 1000, "records/s the producer writes in the failover runs")
 	flag.BoolVar(&smoke, "smoke", false, "check that both systems run: 2,000 records, 1 repetition, two scenarios, no probe, one worker; writes the results to -out only when given")
 	flag.Parse()
 	o.freshWorker, o.instance, o.noDebezium = true, "peers", !*debezium
 	var err error
 	if o.flinkParallelism, err = parseParallelism(*flinkPar); err != nil {
+		fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
+		os.Exit(2)
+	}
+	if o.failover, err = parseVariants("failover", *failover); err == nil {
+		o.failoverPeers, err = parseVariants("failover-peers", *failoverPeers)
+	}
+	if err != nil {
 		fmt.Fprintf(os.Stderr, "benchpeers: %v\n", err)
 		os.Exit(2)
 	}
@@ -152,6 +175,7 @@ func main() {
 // smoke narrows o to the smoke run.
 func (o *options) smoke() {
 	o.records, o.reps, o.probe, o.freshWorker = 2000, 1, false, false
+	o.failover, o.failoverPeers = nil, nil // TestPeersSmokeFailover runs kafka2pg's
 	o.scenarios = "append-defaults,upsert-updates,changes," + changesTxKey
 	o.instance = "peers-smoke"
 	if o.out == "" {
@@ -179,6 +203,8 @@ func (o *options) resolve() error {
 		return fmt.Errorf("-reps is %d: it must be 0 (the probe only) or more", o.reps)
 	case o.offsetFlush < time.Millisecond:
 		return fmt.Errorf("-offset-flush is %s: it must be at least 1ms", o.offsetFlush)
+	case (len(o.failover) > 0 || len(o.failoverPeers) > 0) && !(o.failoverRate >= 10):
+		return fmt.Errorf("-failover-rate is %v: it must be at least 10 records/s", o.failoverRate)
 	case len(o.flinkParallelism) > 0 && o.flinkCheckpoint < 10*time.Millisecond:
 		return fmt.Errorf("-flink-checkpoint is %s: it must be at least 10ms (Flink's minimum)", o.flinkCheckpoint)
 	}
@@ -246,10 +272,13 @@ type report struct {
 	// flinkProbes: Flink's kill -9 probe, restarted from its checkpoint
 	// and plainly.
 	flinkProbes []result
-	facts       facts
-	reps        int
-	order       []scenario
-	changes     dataset // of the changes scenario
+	// failovers: the lossy-failover runs; failoverNote why none ran.
+	failovers    []failoverResult
+	failoverNote string
+	facts        facts
+	reps         int
+	order        []scenario
+	changes      dataset // of the changes scenario
 }
 
 // run measures every repetition, then the probe, and writes the results.
@@ -442,6 +471,9 @@ func run(ctx context.Context, o options) (*report, error) {
 			}
 		}
 	}
+	if err := failovers(ctx, o, h, k, peers, rep); err != nil {
+		return rep, err
+	}
 	rep.facts.loadAfter = procfs.LoadAverage()
 	rep.facts.finished = time.Now()
 	for _, r := range rep.probes {
@@ -449,13 +481,19 @@ func run(ctx context.Context, o options) (*report, error) {
 			return rep, fmt.Errorf("kafka2pg wrote %d duplicates and lost %d records under kill -9", r.Duplicates, r.Lost)
 		}
 	}
-	if o.out != "" {
+	switch {
+	case o.out != "" && failoverOnly(rep):
+		if err := writeFailoverOnly(o, rep); err != nil {
+			return rep, err
+		}
+		o.logf("wrote %s", o.out)
+	case o.out != "":
 		if err := writeResults(o, rep); err != nil {
 			return rep, err
 		}
 		o.logf("wrote %s and %s", o.out, o.chart)
 	}
-	return rep, nil
+	return rep, failoverVerdict(rep)
 }
 
 // commandLine is the command as the report shows it, without the Postgres

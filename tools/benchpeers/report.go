@@ -156,6 +156,7 @@ func markdown(o options, rep *report) string {
 
 	b.WriteString(txMarkdown(rep))
 	b.WriteString(flinkMarkdown(o, rep))
+	b.WriteString(failoverMarkdown(o, rep))
 	w("## Every run\n\n")
 	w("| rep | scenario | system | rows/s | start to first row | records in then | first to last row | rows/s from the start | CPU s | Postgres CPU s | peak RSS MiB | rows |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n")
 	for _, r := range rep.results {
