@@ -58,9 +58,17 @@ type refusal struct {
 	at    time.Time // when the partition was refused, or last moved to be fetched again
 	grace time.Duration
 	moves int // how many times the poll loop moved the partition to be fetched again
+	// start is where the client started the partition, once looked up
+	// (startOffset) for a partition that has read nothing: it does not
+	// change while the claim lasts.
+	start      int64
+	startKnown bool
 }
 
 const (
+	// startLookupTimeout bounds one lookup of where a partition starts:
+	// the poll loop waits for it.
+	startLookupTimeout = 2 * time.Second
 	// refusalGrace is how long at first a refusal may take to reach a poll
 	// before the poll loop takes it for dropped.
 	refusalGrace = 2 * time.Second
@@ -85,6 +93,36 @@ func (rs *refusals) matched(tp TopicPartition) {
 		return
 	}
 	rs.parts[tp] = &refusal{at: now, grace: refusalGrace}
+}
+
+// knownStart returns where the client started tp, once looked up.
+func (rs *refusals) knownStart(tp TopicPartition) (int64, bool) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rf := rs.parts[tp]; rf != nil && rf.startKnown {
+		return rf.start, true
+	}
+	return 0, false
+}
+
+// started records where the client started tp.
+func (rs *refusals) started(tp TopicPartition, at int64) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rf := rs.parts[tp]; rf != nil {
+		rf.start, rf.startKnown = at, true
+	}
+}
+
+// deferred makes tp due at the next look, with the grace it had before
+// due doubled it: the poll loop left it for a later call, to look up where
+// another partition starts first.
+func (rs *refusals) deferred(tp TopicPartition) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	if rf := rs.parts[tp]; rf != nil {
+		rf.at, rf.grace = time.Time{}, max(rf.grace/2, refusalGrace)
+	}
 }
 
 // reported forgets the refusal of tp: a poll reported it, or the
@@ -202,14 +240,18 @@ func (r *Reader) move(ctx context.Context, moves offsetMoves) {
 
 // moveWhereTheyStand adds to moves each refused partition of tps that
 // moves does not move already, at where it stands (standing), and returns
-// those it added; fresh as for refusals.moving.
+// those it added; fresh as for refusals.moving. It looks up where at
+// most one partition starts (the poll loop waits for the brokers'
+// answer); a partition it did not look up stays refused, and is moved by
+// a later call.
 func (r *Reader) moveWhereTheyStand(ctx context.Context, moves offsetMoves, tps []TopicPartition, fresh bool) []TopicPartition {
 	var added []TopicPartition
+	lookups := 1
 	for _, tp := range tps {
 		if moves.has(tp) {
 			continue
 		}
-		if at, ok := r.standing(ctx, tp); ok {
+		if at, ok := r.standing(ctx, tp, &lookups); ok {
 			at.Epoch = r.refusals.moving(tp, fresh)
 			moves.add(tp, at)
 			added = append(added, tp)
@@ -224,8 +266,10 @@ func (r *Reader) moveWhereTheyStand(ctx context.Context, moves offsetMoves, tps 
 // cursor again; paused, which is not fetched anyway: due again once its
 // grace passed), or when its start could not be looked up. For a
 // partition that has read and stored nothing it asks the brokers where
-// the partition starts, which holds the poll loop up to 10 s at worst.
-func (r *Reader) standing(ctx context.Context, tp TopicPartition) (kgo.EpochOffset, bool) {
+// the partition starts, once per refusal and while *lookups allows (it
+// counts them down), which holds the poll loop startLookupTimeout at
+// worst.
+func (r *Reader) standing(ctx context.Context, tp TopicPartition, lookups *int) (kgo.EpochOffset, bool) {
 	p := r.owner(tp)
 	if p == nil {
 		r.refusals.reported(tp)
@@ -245,12 +289,22 @@ func (r *Reader) standing(ctx context.Context, tp TopicPartition) (kgo.EpochOffs
 	if at < 0 {
 		// Nothing read or stored yet: the client stands where the start
 		// policy put it.
-		var err error
-		if at, err = r.startOffset(ctx, tp, claimedAt); err != nil {
-			r.log.Warn("look up where a partition starts, to fetch it again after the client dropped the report of a record batch too large; retrying",
-				"topic", tp.Topic, "partition", tp.Partition, "error", err.Error())
-			return kgo.EpochOffset{}, false
+		start, ok := r.refusals.knownStart(tp)
+		if !ok {
+			if *lookups <= 0 {
+				r.refusals.deferred(tp)
+				return kgo.EpochOffset{}, false
+			}
+			*lookups--
+			var err error
+			if start, err = r.startOffset(ctx, tp, claimedAt); err != nil {
+				r.log.Warn("look up where a partition starts, to fetch it again after the client dropped the report of a record batch too large; retrying",
+					"topic", tp.Topic, "partition", tp.Partition, "error", err.Error())
+				return kgo.EpochOffset{}, false
+			}
+			r.refusals.started(tp, start)
 		}
+		at = start
 	}
 	return kgo.EpochOffset{Epoch: -1, Offset: at}, true
 }
@@ -262,7 +316,7 @@ func (r *Reader) standing(ctx context.Context, tp TopicPartition) (kgo.EpochOffs
 // agree with the bridge's; a producer clock that lags by more than the
 // time between the claim and the batch moves it past the batch.
 func (r *Reader) startOffset(ctx context.Context, tp TopicPartition, claimedAt time.Time) (int64, error) {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, startLookupTimeout)
 	defer cancel()
 	adm := kadm.NewClient(r.cl)
 	var listed kadm.ListedOffsets
