@@ -136,6 +136,8 @@ type Sink struct {
 	TransactionTopic  string `yaml:"transaction_topic"`  // default <topic.prefix>.transaction
 	OnIncomplete      string `yaml:"on_incomplete"`      // wait (default) or apply
 	IncompleteTimeout string `yaml:"incomplete_timeout"` // on_incomplete apply: how long to wait; default 5m
+	RetainEnds        int64  `yaml:"retain_ends"`        // transaction topic offsets an applied END is kept for; default 1000000
+	OrphanAfter       string `yaml:"orphan_after"`       // how long an event waits for its END before it is a dead letter; default 1h
 }
 
 // Column is a column of a typed sink: a JSON column (decode.ColumnSpec),

@@ -117,6 +117,8 @@ var KeyDocs = map[string]string{
 	"transaction_topic":   "transactions: the connector's transaction topic (default `<topic.prefix>.transaction`, the prefix read from topic or topic_regex); one partition",
 	"on_incomplete":       "transactions: a transaction whose events do not all arrive: `wait` (default; it and every later one wait, reported) or `apply` (after incomplete_timeout, what arrived; later events become dead letters)",
 	"incomplete_timeout":  "transactions, on_incomplete apply: how long to wait (default `5m`)",
+	"retain_ends":         "transactions: how many offsets of the transaction topic an applied END is kept for (default `1000000`), to know the copies a restarted connector sends again",
+	"orphan_after":        "transactions: how long an event may stay staged without its transaction's END before it becomes a dead letter of kind `transaction_end_missing` (default `1h`)",
 
 	"columns.name":       "the column's name",
 	"columns.path":       "where the value is: `a.b`, `items[0].sku`, `$` for the whole document (default: the name)",

@@ -51,7 +51,8 @@ func transactionTopic(sc Sink) (string, error) {
 func checkTransactions(sc Sink) []error {
 	var errs []error
 	if !sc.Transactions {
-		for key, set := range map[string]bool{"transaction_topic": sc.TransactionTopic != "", "on_incomplete": sc.OnIncomplete != "", "incomplete_timeout": sc.IncompleteTimeout != ""} {
+		for key, set := range map[string]bool{"transaction_topic": sc.TransactionTopic != "", "on_incomplete": sc.OnIncomplete != "", "incomplete_timeout": sc.IncompleteTimeout != "",
+			"retain_ends": sc.RetainEnds != 0, "orphan_after": sc.OrphanAfter != ""} {
 			if set {
 				errs = append(errs, keyErr(key, fmt.Errorf("%s is for transactions: true: set it, or remove %s", key, key)))
 			}
@@ -70,14 +71,15 @@ func checkTransactions(sc Sink) []error {
 	if len(sc.Children) > 0 {
 		errs = append(errs, keyErr("children", errors.New("children with transactions: true: a source transaction's apply writes its events' rows, not their children, yet; remove children or transactions")))
 	}
-	if _, err := parseOnIncomplete(sc); err != nil {
+	if _, err := parseApplier(sc); err != nil {
 		errs = append(errs, err)
 	}
 	return errs
 }
 
-// parseOnIncomplete reads on_incomplete and incomplete_timeout.
-func parseOnIncomplete(sc Sink) (ingest.ApplierConfig, error) {
+// parseApplier reads on_incomplete, incomplete_timeout, retain_ends and
+// orphan_after.
+func parseApplier(sc Sink) (ingest.ApplierConfig, error) {
 	var cfg ingest.ApplierConfig
 	if sc.OnIncomplete != "" {
 		v, err := ingest.ParseOnIncomplete(sc.OnIncomplete)
@@ -95,6 +97,17 @@ func parseOnIncomplete(sc Sink) (ingest.ApplierConfig, error) {
 			return cfg, keyErr("incomplete_timeout", errors.New("incomplete_timeout is for on_incomplete: apply; on_incomplete wait never times out"))
 		}
 		cfg.IncompleteTimeout = d
+	}
+	if sc.RetainEnds < 0 {
+		return cfg, keyErr("retain_ends", fmt.Errorf("retain_ends %d is negative: give how many offsets of the transaction topic an applied END is kept for (default 1000000), more than a restarted connector sends again", sc.RetainEnds))
+	}
+	cfg.RetainEnds = sc.RetainEnds
+	if sc.OrphanAfter != "" {
+		d, err := time.ParseDuration(sc.OrphanAfter)
+		if err != nil || d <= 0 {
+			return cfg, keyErr("orphan_after", fmt.Errorf("orphan_after %q is not a positive duration such as 1h", sc.OrphanAfter))
+		}
+		cfg.OrphanAfter = d
 	}
 	return cfg, nil
 }
@@ -128,7 +141,7 @@ func (c Config) addTransactionTopics(set *Set) []error {
 		if err != nil {
 			continue // the sink's build said so
 		}
-		acfg, err := parseOnIncomplete(sc)
+		acfg, err := parseApplier(sc)
 		if err != nil {
 			continue // the sink's check said so
 		}
@@ -136,6 +149,9 @@ func (c Config) addTransactionTopics(set *Set) []error {
 			first := c.Sinks[j]
 			if first.OnIncomplete != sc.OnIncomplete || first.IncompleteTimeout != sc.IncompleteTimeout {
 				errs = append(errs, at(keyErr("on_incomplete", fmt.Errorf("the sinks of transaction topic %q disagree on on_incomplete and incomplete_timeout (sinks[%d] has %q and %q): one source applies one way; give them the same", topic, j, first.OnIncomplete, first.IncompleteTimeout))))
+			}
+			if first.RetainEnds != sc.RetainEnds || first.OrphanAfter != sc.OrphanAfter {
+				errs = append(errs, at(keyErr("retain_ends", fmt.Errorf("the sinks of transaction topic %q disagree on retain_ends and orphan_after (sinks[%d] has %d and %q): one source keeps one way; give them the same", topic, j, first.RetainEnds, first.OrphanAfter))))
 			}
 			continue
 		}

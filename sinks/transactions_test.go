@@ -23,6 +23,8 @@ func TestTransactionsSinkGetsItsTransactionTopicAndApplier(t *testing.T) {
     transaction_topic: other.tx
     on_incomplete: apply
     incomplete_timeout: 90s
+    retain_ends: 5000
+    orphan_after: 20m
 `)
 	set, err := cfg.Build(t.Context(), nil)
 	if err != nil {
@@ -40,7 +42,7 @@ func TestTransactionsSinkGetsItsTransactionTopicAndApplier(t *testing.T) {
 		t.Errorf("bank.public.accounts: Transactions %+v (%v, %v), want source bank.transaction", s.Transactions, ok, err)
 	}
 	want := []ingest.ApplierConfig{{Source: "bank.transaction"},
-		{Source: "other.tx", OnIncomplete: ingest.IncompleteApply, IncompleteTimeout: 90 * time.Second}}
+		{Source: "other.tx", OnIncomplete: ingest.IncompleteApply, IncompleteTimeout: 90 * time.Second, RetainEnds: 5000, OrphanAfter: 20 * time.Minute}}
 	if !slices.Equal(set.Appliers, want) {
 		t.Errorf("appliers %+v, want %+v", set.Appliers, want)
 	}
@@ -61,6 +63,9 @@ func TestTransactionsMisuseIsAFieldErrorNamingTheKey(t *testing.T) {
 		{"transaction_topic without transactions", "topic: a.b.c\n    format: debezium\n    transaction_topic: a.transaction", "sinks[0].transaction_topic", "is for transactions: true"},
 		{"an unknown on_incomplete", "topic: a.b.c\n    format: debezium\n    transactions: true\n    on_incomplete: drop", "sinks[0].on_incomplete", "is not wait or apply"},
 		{"a timeout with wait", "topic: a.b.c\n    format: debezium\n    transactions: true\n    incomplete_timeout: 1m", "sinks[0].incomplete_timeout", "on_incomplete: apply"},
+		{"retain_ends without transactions", "topic: a.b.c\n    format: debezium\n    retain_ends: 10", "sinks[0].retain_ends", "is for transactions: true"},
+		{"a negative retain_ends", "topic: a.b.c\n    format: debezium\n    transactions: true\n    retain_ends: -1", "sinks[0].retain_ends", "is negative"},
+		{"an orphan_after that is no duration", "topic: a.b.c\n    format: debezium\n    transactions: true\n    orphan_after: soon", "sinks[0].orphan_after", "positive duration"},
 		{"avro values", "topic: a.b.c\n    format: debezium\n    value_format: avro\n    transactions: true", "sinks[0].transactions", "JsonConverter"},
 		{"with children", "topic: a.b.c\n    format: debezium\n    transactions: true\n    children: [{path: items, table: items, columns: [{name: sku, type: text}]}]", "sinks[0].children", "children with transactions"},
 		{"with where", "topic: a.b.c\n    format: debezium\n    transactions: true\n    where: 'value.op != \"r\"'", "sinks[0].where", "table.include.list"},
@@ -98,6 +103,18 @@ func TestTransactionsSinksOfOneSourceMustAgreeAndLeaveItsTopicToIt(t *testing.T)
 `).Validate()
 	if err == nil || !strings.Contains(err.Error(), "disagree on on_incomplete") {
 		t.Errorf("two sinks of one source with different on_incomplete: %v, want an error", err)
+	}
+	err = load(t, `sinks:
+  - topic: bank.public.a
+    format: debezium
+    transactions: true
+    retain_ends: 2000
+  - topic: bank.public.b
+    format: debezium
+    transactions: true
+`).Validate()
+	if err == nil || !strings.Contains(err.Error(), "disagree on retain_ends and orphan_after") {
+		t.Errorf("two sinks of one source with different retain_ends: %v, want an error", err)
 	}
 	err = load(t, `sinks:
   - topic: bank.public.a
