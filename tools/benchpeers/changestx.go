@@ -1,12 +1,10 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -123,34 +121,16 @@ func (k *kafka) fillTransactions(ctx context.Context, topic string, d dataset) e
 	if err != nil {
 		return fmt.Errorf("create topic %s: %w", txTopic, err)
 	}
-	var mu sync.Mutex
-	var failed error
-	promise := func(_ *kgo.Record, err error) {
-		if err != nil {
-			mu.Lock()
-			failed = cmp.Or(failed, err)
-			mu.Unlock()
+	return k.produceAll(ctx, txTopic, func(send func(*kgo.Record)) {
+		for t := range d.txCount() {
+			tx := int64(1000 + t)
+			first := t * d.txEvents
+			events := d.txEventsOf(tx)
+			key := fmt.Appendf(nil, `{"id":"%d"}`, tx)
+			send(&kgo.Record{Topic: txTopic, Partition: 0, Key: key, Value: appendBoundary(nil, tx, eventLSN(first)-8, 0)})
+			send(&kgo.Record{Topic: txTopic, Partition: 0, Key: key, Value: appendBoundary(nil, tx, eventLSN(first+events-1)+8, events)})
 		}
-	}
-	for t := range d.txCount() {
-		tx := int64(1000 + t)
-		first := t * d.txEvents
-		events := d.txEventsOf(tx)
-		key := fmt.Appendf(nil, `{"id":"%d"}`, tx)
-		begin := appendBoundary(nil, tx, eventLSN(first)-8, 0)
-		end := appendBoundary(nil, tx, eventLSN(first+events-1)+8, events)
-		k.cl.Produce(ctx, &kgo.Record{Topic: txTopic, Partition: 0, Key: key, Value: begin}, promise)
-		k.cl.Produce(ctx, &kgo.Record{Topic: txTopic, Partition: 0, Key: key, Value: end}, promise)
-	}
-	if err := k.cl.Flush(ctx); err != nil {
-		return fmt.Errorf("produce to %s: %w", txTopic, err)
-	}
-	mu.Lock()
-	defer mu.Unlock()
-	if failed != nil {
-		return fmt.Errorf("produce to %s: %w", txTopic, failed)
-	}
-	return nil
+	})
 }
 
 // withTxTopics is the topics of a run and the transaction topics of

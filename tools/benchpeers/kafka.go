@@ -39,6 +39,23 @@ func (k *kafka) fill(ctx context.Context, topic string, d dataset) error {
 	if err := k.create(ctx, topic); err != nil {
 		return err
 	}
+	return k.produceAll(ctx, topic, func(send func(*kgo.Record)) {
+		for i := range d.n {
+			key, value := d.appendRecord(nil, make([]byte, 0, 1024), i)
+			p := partition(d.id(i))
+			send(&kgo.Record{Topic: topic, Partition: p, Key: key, Value: value})
+			if d.changes != nil && d.changes[i].op == 'd' {
+				// The tombstone Debezium writes after a delete.
+				send(&kgo.Record{Topic: topic, Partition: p, Key: key})
+			}
+		}
+	})
+}
+
+// produceAll produces the records produce sends to topic without waiting
+// for each (a slice of them all would hold the whole dataset), then waits
+// until Kafka acknowledged every one, and returns the first error.
+func (k *kafka) produceAll(ctx context.Context, topic string, produce func(send func(*kgo.Record))) error {
 	var mu sync.Mutex
 	var failed error
 	promise := func(_ *kgo.Record, err error) {
@@ -48,15 +65,7 @@ func (k *kafka) fill(ctx context.Context, topic string, d dataset) error {
 			mu.Unlock()
 		}
 	}
-	for i := range d.n {
-		key, value := d.appendRecord(nil, make([]byte, 0, 1024), i)
-		p := partition(d.id(i))
-		k.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key, Value: value}, promise)
-		if d.changes != nil && d.changes[i].op == 'd' {
-			// The tombstone Debezium writes after a delete.
-			k.cl.Produce(ctx, &kgo.Record{Topic: topic, Partition: p, Key: key}, promise)
-		}
-	}
+	produce(func(r *kgo.Record) { k.cl.Produce(ctx, r, promise) })
 	if err := k.cl.Flush(ctx); err != nil {
 		return fmt.Errorf("produce to %s: %w", topic, err)
 	}
