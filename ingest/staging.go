@@ -81,10 +81,21 @@ func (w *Writer) applyStaged(ctx context.Context, tx *batchTx, t schema.Table, k
 // changes with t's columns.
 func stagingTable(ctx context.Context, tx *batchTx, t schema.Table) (pgx.Identifier, []uint32, error) {
 	name := stageName(t)
-	if _, err := tx.Exec(ctx, stageSQL(t, name)); err != nil {
+	ident := pgx.Identifier{"pg_temp", name}
+	create := stageSQL(t, name)
+	if tx.stages != nil {
+		if tx.stages[name] {
+			// The set applied before this one in the transaction left
+			// its rows, which ON COMMIT DELETE ROWS empties at COMMIT
+			// only: applied again with this one's, they would undo
+			// its changes.
+			create += "; TRUNCATE " + ident.Sanitize()
+		}
+		tx.stages[name] = true
+	}
+	if _, err := tx.Exec(ctx, create); err != nil {
 		return nil, nil, fmt.Errorf("create the staging table: %w", err)
 	}
-	ident := pgx.Identifier{"pg_temp", name}
 	sd, err := tx.Conn().Prepare(ctx, name, pgcopy.DescribeSQL(ident, append(t.ColumnNames(), stageSeqCol, stageDelCol)))
 	if err != nil {
 		return nil, nil, fmt.Errorf("column types of the staging table: %w", err)

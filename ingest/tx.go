@@ -78,6 +78,10 @@ type batchTx struct {
 	// clock gives each step its deadline (rto.go); nil when the
 	// transaction has its ceiling only.
 	clock *stepClock
+	// stages, when set, names the staging tables (stagingTable) the
+	// transaction filled, for one that applies several change sets of a
+	// table (the Applier's chunks); nil when it applies one.
+	stages map[string]bool
 }
 
 // at says what the transaction waits on from now: what a DeadlineError

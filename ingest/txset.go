@@ -46,15 +46,14 @@ type eventApplier struct {
 	// stale counts, by qualified table name, the changes the version
 	// guard skipped in the chunks applied so far.
 	stale map[string]int
-	// applied lists the tables an earlier chunk applied a set to: the
-	// session's staging table of each may hold that set's rows, which
-	// ON COMMIT DELETE ROWS empties at COMMIT only.
-	applied map[string]bool
+	// stages are the staging tables the apply transaction filled
+	// (batchTx.stages).
+	stages map[string]bool
 }
 
 func newEventApplier(w *Writer) *eventApplier {
 	return &eventApplier{w: w, stmts: map[string]*changeStatements{}, types: map[string][]uint32{}, stale: map[string]int{},
-		applied: map[string]bool{}}
+		stages: map[string]bool{}}
 }
 
 // tableChanges are a chunk's changes of one table, in order.
@@ -230,16 +229,7 @@ func (e *eventApplier) applyTable(ctx context.Context, tx pgx.Tx, tc *tableChang
 	if len(bad) > 0 {
 		return true, nil
 	}
-	if name := stageName(t); e.applied[name] {
-		// Empty the staging table of the set before, which the
-		// statement that applies this one would apply again.
-		if _, err := tx.Exec(ctx, stageSQL(t, name)+"; TRUNCATE "+pgx.Identifier{"pg_temp", name}.Sanitize()); err != nil {
-			return false, fmt.Errorf("empty the staging table of %s: %w", t.QualifiedName(), err)
-		}
-	} else {
-		e.applied[name] = true
-	}
-	a, err := e.w.applyChanges(ctx, &batchTx{Tx: tx, oids: oids}, t, key, st, &cs, encode)
+	a, err := e.w.applyChanges(ctx, &batchTx{Tx: tx, oids: oids, stages: e.stages}, t, key, st, &cs, encode)
 	if err != nil || a != 0 {
 		return a != 0, err
 	}
