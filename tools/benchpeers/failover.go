@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/kafka2pg/kafka2pg/tools/internal/pgserver"
+	"github.com/kafka2pg/kafka2pg/internal/pgserver"
 )
 
 // The lossy-failover scenario: each sink writes through a forwarder
