@@ -252,8 +252,9 @@ func (p *Server) Stop(ctx context.Context) error {
 	return p.set.run(ctx, "pg_ctl", "-D", p.data, "-m", "fast", "-w", "-t", "60", "stop")
 }
 
-// SetPort makes the server listen on port from its next Start; the server
-// is stopped. The last port line of postgresql.conf is the one that counts.
+// SetPort makes the server listen on port from its next Start; it is for
+// a stopped server. It appends a port line to postgresql.conf, where the
+// last line of a setting is the one that counts.
 func (p *Server) SetPort(port int) error {
 	if err := p.appendConf(fmt.Sprintf("port = %d\n", port)); err != nil {
 		return fmt.Errorf("set the port of server %s: %w", p.Name, err)
