@@ -11,8 +11,8 @@ import (
 // bridge. A lossy failover (23a-c) and the restore of an older base backup
 // (24) both leave a server without commits the bridge saw succeed; the
 // bridge must write those records again, exactly once. Each case owns its
-// Postgres servers (pgservers_test.go), so it needs the server binaries,
-// not scripts/pg-up.sh's cluster.
+// Postgres servers (internal/pgserver, through pgservers_test.go), so it
+// needs the server binaries, not scripts/pg-up.sh's cluster.
 
 // failoverRound is how the bridge meets the failover.
 type failoverRound int
@@ -78,11 +78,11 @@ func testLossyFailover(t *testing.T, num, name string, round failoverRound) {
 	requireFullFaults(t)
 	started := time.Now()
 	primary := newPgPrimary(t, "primary")
-	standby := primary.baseBackup(t, "standby", freeTCPPort(t), true)
-	standby.start(t)
-	walReceiver := waitStreaming(t, primary, standby)
+	standby := primary.standby(t, "standby")
+	walReceiver, err := standby.WaitStreaming(t.Context(), primary.Server)
+	failOn(t, err)
 	pgURL := fmt.Sprintf("postgres://postgres@%s,%s/postgres?sslmode=disable&target_session_attrs=read-write",
-		primary.hostPort(), standby.hostPort())
+		primary.Addr(), standby.Addr())
 	s := newScenarioOn(t, 4, pgURL)
 	fc := newFaultCaseOf(t, num, name, s, started)
 	fc.inject("a primary and an asynchronous standby (pg_basebackup -R); the standby's walreceiver SIGSTOPped until the primary holds commits it never sent; the primary killed with -9 (postmaster and children); the walreceiver continued, then pg_ctl promote; the bridge on the multi-host URL with target_session_attrs=read-write")
@@ -111,7 +111,7 @@ func testLossyFailover(t *testing.T, num, name string, round failoverRound) {
 	if err := syscall.Kill(walReceiver, syscall.SIGCONT); err != nil {
 		t.Fatalf("SIGCONT walreceiver %d: %v", walReceiver, err)
 	}
-	waitReplayed(t, standby)
+	failOn(t, standby.WaitReplayed(t.Context()))
 	after := readHistory(t, standby, s)
 	requireLoss(t, fc, before, after)
 
@@ -167,30 +167,12 @@ func roundNote(round failoverRound) string {
 	return ""
 }
 
-// waitStreaming waits until the standby streams from the primary and
-// returns the pid of its walreceiver.
-func waitStreaming(t testing.TB, primary, standby *pgServer) int {
-	t.Helper()
-	var pid int
-	pollUntil(t, time.Minute, "the standby to stream from the primary", func() (bool, string) {
-		var state string
-		if err := primary.queryRowErr(t, `SELECT coalesce((SELECT state FROM pg_stat_replication LIMIT 1), 'no walsender')`, nil, &state); err != nil {
-			return false, err.Error()
-		}
-		if err := standby.queryRowErr(t, `SELECT coalesce((SELECT pid FROM pg_stat_wal_receiver WHERE status = 'streaming'), 0)`, nil, &pid); err != nil {
-			return false, err.Error()
-		}
-		return state == "streaming" && pid != 0, fmt.Sprintf("walsender %s, walreceiver pid %d", state, pid)
-	})
-	return pid
-}
-
 // freezeUntilUnsent stops the standby's walreceiver (SIGSTOP) and waits
 // until the primary holds commits of the bridge that it never sent: the
 // walsender's sent_lsn stands still for a second (the connection's buffers
-// are full), and the durable positions on the primary then rise further.
-// Those commits come after sent_lsn, so the standby can never have them.
-// It returns what it saw, for the log.
+// are full, pgserver's WaitUnsent), and the durable positions on the
+// primary then rise further. Those commits come after sent_lsn, so the
+// standby can never have them. It returns what it saw, for the log.
 func freezeUntilUnsent(t testing.TB, s *scenario, primary *pgServer, walReceiver int, alive ...*bridge) string {
 	t.Helper()
 	if err := syscall.Kill(walReceiver, syscall.SIGSTOP); err != nil {
@@ -201,58 +183,24 @@ func freezeUntilUnsent(t testing.TB, s *scenario, primary *pgServer, walReceiver
 	// that was killed, not one that hung.
 	t.Cleanup(func() { syscall.Kill(walReceiver, syscall.SIGCONT) })
 	frozen := time.Now()
-	const q = `SELECT sent_lsn::text, (pg_current_wal_lsn() - sent_lsn)::bigint,
-  (SELECT coalesce(sum(next_offset), 0) FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2)::bigint
-FROM pg_stat_replication`
-	var (
-		lastSent    string
-		sentSince   time.Time
-		stallSum    int64 = -1
-		sent        string
-		gap, sumNow int64
-	)
+	unsent, err := primary.WaitUnsent(t.Context(), 2*time.Minute, func() error {
+		requireRunning(t, alive...)
+		return nil
+	})
+	failOn(t, err)
+	const q = `SELECT coalesce(sum(next_offset), 0)::bigint FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2`
+	var atStall int64
+	primary.queryRow(t, q, []any{s.group, s.topic}, &atStall)
 	pollUntil(t, 2*time.Minute, "the primary to hold commits it never sent to the frozen standby", func() (bool, string) {
 		requireRunning(t, alive...)
-		if err := primary.queryRowErr(t, q, []any{s.group, s.topic}, &sent, &gap, &sumNow); err != nil {
+		var sumNow int64
+		if err := primary.QueryRow(t.Context(), q, []any{s.group, s.topic}, &sumNow); err != nil {
 			return false, err.Error()
 		}
-		if sent != lastSent {
-			lastSent, sentSince, stallSum = sent, time.Now(), -1
-		}
-		if stallSum < 0 && time.Since(sentSince) >= time.Second {
-			stallSum = sumNow
-		}
-		status := fmt.Sprintf("sent_lsn %s for %v, %d bytes of WAL unsent, sum of next_offset %d (%d when sent_lsn had stood still for 1 s)",
-			sent, time.Since(sentSince).Round(100*time.Millisecond), gap, sumNow, stallSum)
-		return stallSum >= 0 && sumNow > stallSum, status
+		return sumNow > atStall, fmt.Sprintf("sum of next_offset %d (%d when sent_lsn %s had stood still for 1 s)", sumNow, atStall, unsent.SentLSN)
 	})
-	return fmt.Sprintf("walreceiver %d stopped %v before: sent_lsn %s, %d bytes of WAL unsent at the last look",
-		walReceiver, time.Since(frozen).Round(100*time.Millisecond), sent, gap)
-}
-
-// waitReplayed waits until the standby's walreceiver has lost its
-// connection to the killed primary and the standby has replayed all the
-// WAL it received: its state is then the promoted server's first state.
-// The replay position stops short of the receive position when the last
-// record received is incomplete, so "all" is: the replay position stood
-// still for a second with no walreceiver streaming.
-func waitReplayed(t testing.TB, standby *pgServer) {
-	t.Helper()
-	const q = `SELECT (SELECT count(*) FROM pg_stat_wal_receiver WHERE status = 'streaming'),
-  coalesce(pg_last_wal_receive_lsn()::text, ''), coalesce(pg_last_wal_replay_lsn()::text, '')`
-	var lastReplayed string
-	var since time.Time
-	pollUntil(t, time.Minute, "the standby to replay all it received from the killed primary", func() (bool, string) {
-		var streaming int
-		var received, replayed string
-		if err := standby.queryRowErr(t, q, nil, &streaming, &received, &replayed); err != nil {
-			return false, err.Error()
-		}
-		if streaming > 0 || replayed != lastReplayed {
-			lastReplayed, since = replayed, time.Now()
-		}
-		return time.Since(since) >= time.Second, fmt.Sprintf("%d walreceivers streaming, received %s, replayed %s", streaming, received, replayed)
-	})
+	return fmt.Sprintf("walreceiver %d stopped %v before: sent_lsn %s, %d bytes of WAL unsent when it had stood still for 1 s",
+		walReceiver, time.Since(frozen).Round(100*time.Millisecond), unsent.SentLSN, unsent.Bytes)
 }
 
 // history is what a server holds of the scenario: its rows and its
@@ -275,7 +223,7 @@ func readHistory(t testing.TB, server *pgServer, s *scenario) history {
 	q := `SELECT (SELECT count(*) FROM ` + tableName(s.table) + ` WHERE kafka_topic = $2),
   (SELECT coalesce(sum(next_offset), 0) FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2)::bigint,
   (SELECT coalesce(max(committed_at), '-infinity') FROM kafka2pg.offsets WHERE consumer_group = $1 AND topic = $2)`
-	h := history{server: server.name}
+	h := history{server: server.Name}
 	server.queryRow(t, q, []any{s.group, s.topic}, &h.rows, &h.sumNext, &h.lastCommitted)
 	return h
 }
@@ -302,10 +250,10 @@ WHERE o.consumer_group = $1 AND o.topic = $2 AND o.next_offset = e.next`
 	for p, n := range ends {
 		parts, nexts = append(parts, p), append(nexts, n)
 	}
-	pollUntil(t, time.Minute, "every partition written to its end "+formatOffsets(ends)+" on "+server.name, func() (bool, string) {
+	pollUntil(t, time.Minute, "every partition written to its end "+formatOffsets(ends)+" on "+server.Name, func() (bool, string) {
 		requireRunning(t, alive...)
 		var n int
-		if err := server.queryRowErr(t, q, []any{s.group, s.topic, parts, nexts}, &n); err != nil {
+		if err := server.QueryRow(t.Context(), q, []any{s.group, s.topic, parts, nexts}, &n); err != nil {
 			return false, err.Error()
 		}
 		return n == len(ends), fmt.Sprintf("%d of %d partitions at their end", n, len(ends))
@@ -320,9 +268,9 @@ func waitFirstWrite(t testing.TB, server *pgServer, s *scenario, since time.Time
 	const q = `SELECT coalesce(min(committed_at), '-infinity') FROM kafka2pg.offsets
 WHERE consumer_group = $1 AND topic = $2 AND committed_at > $3`
 	var first time.Time
-	pollUntil(t, 2*time.Minute, "the bridge's first write on "+server.name, func() (bool, string) {
+	pollUntil(t, 2*time.Minute, "the bridge's first write on "+server.Name, func() (bool, string) {
 		requireRunning(t, alive...)
-		if err := server.queryRowErr(t, q, []any{s.group, s.topic, since}, &first); err != nil {
+		if err := server.QueryRow(t.Context(), q, []any{s.group, s.topic, since}, &first); err != nil {
 			return false, err.Error()
 		}
 		return first.After(since), "no data transaction yet"
@@ -350,7 +298,7 @@ func TestFault24RestoreOlderBaseBackup(t *testing.T) {
 	requireFullFaults(t)
 	started := time.Now()
 	primary := newPgPrimary(t, "primary")
-	s := newScenarioOn(t, 4, primary.url())
+	s := newScenarioOn(t, 4, primary.URL())
 	fc := newFaultCaseOf(t, "24", "restore an older base backup under a running bridge", s, started)
 	fc.inject("pg_basebackup while the bridge writes; 3 s more of writes; pg_ctl stop -m fast; the backup started in its place on the same port")
 	fc.trial()
@@ -362,7 +310,7 @@ func TestFault24RestoreOlderBaseBackup(t *testing.T) {
 
 	// The backup first starts on a port of its own, so that the test reads
 	// what it holds before the bridge can write to it.
-	backup := primary.baseBackup(t, "backup", freeTCPPort(t), false)
+	backup := primary.baseBackup(t, "backup")
 	at := readHistory(t, primary, s)
 	s.runFor(t, 3*time.Second, b)
 	before := readHistory(t, primary, s)
@@ -373,8 +321,7 @@ func TestFault24RestoreOlderBaseBackup(t *testing.T) {
 	t.Logf("the primary when the backup ended: %s", at)
 	requireLoss(t, fc, before, after)
 	backup.stop(t)
-	backup.appendConf(t, fmt.Sprintf("port = %d\n", primary.port))
-	backup.port = primary.port
+	backup.setPort(t, primary.Port)
 	restoreAt := time.Now()
 	backup.start(t)
 	restored := time.Since(restoreAt)

@@ -13,7 +13,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,6 +21,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/kafka2pg/kafka2pg/internal/pgserver"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/internal/tlstest"
 )
@@ -265,8 +265,9 @@ func (p *tlsPostgres) exec(t testing.TB, database string, stmts ...string) {
 	}
 }
 
-// pgBinDir returns the server bin directory: PGBIN of .tmp/pg/env, else the
-// newest /usr/lib/postgresql/*/bin with initdb and pg_ctl, else "".
+// pgBinDir returns the server bin directory: PGBIN of .tmp/pg/env, else
+// pgserver's (the newest /usr/lib/postgresql/*/bin with the server
+// binaries), else "".
 func pgBinDir() string {
 	ok := func(dir string) bool {
 		for _, f := range []string{"initdb", "pg_ctl", "postgres"} {
@@ -285,18 +286,7 @@ func pgBinDir() string {
 			}
 		}
 	}
-	dirs, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	slices.SortFunc(dirs, func(a, b string) int {
-		va, _ := strconv.Atoi(filepath.Base(filepath.Dir(a)))
-		vb, _ := strconv.Atoi(filepath.Base(filepath.Dir(b)))
-		return vb - va
-	})
-	for _, d := range dirs {
-		if ok(d) {
-			return d
-		}
-	}
-	return ""
+	return pgserver.BinDir()
 }
 
 // chownTo gives paths to the OS user name.

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/kafka2pg/kafka2pg/tools/internal/pgserver"
+	"github.com/kafka2pg/kafka2pg/internal/pgserver"
 )
 
 // The lossy-failover scenario: each sink writes through a forwarder
@@ -423,9 +423,9 @@ func fmtUnsent(u pgserver.Unsent, atStall int64) string {
 
 // connectDB connects the harness to a server of the failover.
 func connectDB(ctx context.Context, s *pgserver.Server) (*db, error) {
-	conn, err := pgx.Connect(ctx, s.URL())
+	conn, err := s.Connect(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("connect to %s: %w", s.Name, err)
+		return nil, err
 	}
 	return &db{conn: conn, url: s.URL()}, nil
 }

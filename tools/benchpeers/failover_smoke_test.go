@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kafka2pg/kafka2pg/tools/internal/pgserver"
+	"github.com/kafka2pg/kafka2pg/internal/pgserver"
 )
 
 // TestPeersSmokeFailover runs the lossy-failover scenario of bench-peers

@@ -1,16 +1,3 @@
-// Package pgserver runs PostgreSQL servers of a program's own, for the
-// scenarios that lose a server: a primary made by initdb, an asynchronous
-// standby made from it by pg_basebackup, kill -9, promote. Each server runs
-// from the installed server binaries as the OS user that owns its data
-// directory (the server refuses to run as root: under root that user is
-// postgres), on a free port of 127.0.0.1, with trust authentication.
-//
-// The servers of a Set share one temporary directory, which holds their
-// data directories, sockets and logs; Close kills every server of the set
-// and deletes the directory. A Set is not safe for concurrent use.
-//
-// The kafka2pg fault cases (integration/pgservers_test.go) have the same
-// helpers in test form; the two modules cannot share test code.
 package pgserver
 
 import (
@@ -39,7 +26,7 @@ var ErrNoServerBinaries = errors.New("no PostgreSQL server binaries (initdb, pg_
 // primary that streams to standbys. fsync is off because no scenario
 // crashes the machine: a server killed with -9 leaves its WAL in the page
 // cache.
-const conf = `# Written by tools/internal/pgserver.
+const conf = `# Written by internal/pgserver.
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '%s'
 max_connections = 100
@@ -127,6 +114,9 @@ func (s *Set) Close() error {
 	return errors.Join(errs...)
 }
 
+// Servers returns the servers of the set, in the order they were made.
+func (s *Set) Servers() []*Server { return slices.Clone(s.servers) }
+
 func chown(path, name string) error {
 	u, err := user.Lookup(name)
 	if err != nil {
@@ -165,19 +155,33 @@ func (s *Set) add(name string, port int) *Server {
 // from p, with no replication slot) and starts it on a free port: an
 // asynchronous standby of p.
 func (p *Server) Standby(ctx context.Context, name string) (*Server, error) {
+	b, err := p.baseBackup(ctx, name, "-R")
+	if err != nil {
+		return nil, err
+	}
+	return b, b.Start(ctx)
+}
+
+// BaseBackup takes a base backup of the running server p (WAL streamed
+// along, fast checkpoint) into a server of its own on a free port, which it
+// does not start. Started, the backup recovers to the end of the backup and
+// leaves recovery: it holds p's commits up to then, none after.
+func (p *Server) BaseBackup(ctx context.Context, name string) (*Server, error) {
+	return p.baseBackup(ctx, name)
+}
+
+func (p *Server) baseBackup(ctx context.Context, name string, extraArgs ...string) (*Server, error) {
 	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
 	b := p.set.add(name, port)
-	if err := p.set.run(ctx, "pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres", "-D", b.data,
-		"-X", "stream", "-c", "fast", "--no-sync", "-R"); err != nil {
+	args := []string{"-h", "127.0.0.1", "-p", strconv.Itoa(p.Port), "-U", "postgres", "-D", b.data,
+		"-X", "stream", "-c", "fast", "--no-sync"}
+	if err := p.set.run(ctx, "pg_basebackup", append(args, extraArgs...)...); err != nil {
 		return nil, err
 	}
-	if err := b.appendConf(fmt.Sprintf("port = %d\n", port)); err != nil {
-		return nil, err
-	}
-	return b, b.Start(ctx)
+	return b, b.appendConf(fmt.Sprintf("port = %d\n", port))
 }
 
 // run runs a server binary as the set's OS user. Its output goes to a
@@ -227,9 +231,36 @@ func (p *Server) Addr() string { return "127.0.0.1:" + strconv.Itoa(p.Port) }
 // LogPath is the server's log file.
 func (p *Server) LogPath() string { return filepath.Join(p.set.base, p.Name+".log") }
 
+// LogTail returns the last n lines of the server's log, or why it cannot.
+func (p *Server) LogTail(n int) string {
+	data, err := os.ReadFile(p.LogPath())
+	if err != nil {
+		return fmt.Sprintf("(read the log of server %s: %v)", p.Name, err)
+	}
+	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "\n")
+}
+
 // Start starts the server and waits until it accepts connections.
 func (p *Server) Start(ctx context.Context) error {
 	return p.set.run(ctx, "pg_ctl", "-D", p.data, "-l", p.LogPath(), "-w", "-t", "60", "start")
+}
+
+// Stop shuts the server down cleanly (pg_ctl stop -m fast: sessions are
+// ended, a shutdown checkpoint is written) and waits until it is down.
+func (p *Server) Stop(ctx context.Context) error {
+	return p.set.run(ctx, "pg_ctl", "-D", p.data, "-m", "fast", "-w", "-t", "60", "stop")
+}
+
+// SetPort makes the server listen on port from its next Start; it is for
+// a stopped server. It appends a port line to postgresql.conf, where the
+// last line of a setting is the one that counts.
+func (p *Server) SetPort(port int) error {
+	if err := p.appendConf(fmt.Sprintf("port = %d\n", port)); err != nil {
+		return fmt.Errorf("set the port of server %s: %w", p.Name, err)
+	}
+	p.Port = port
+	return nil
 }
 
 // Promote ends the standby's recovery and waits until it accepts writes.
@@ -331,14 +362,24 @@ func processName(pid int) string {
 	return name
 }
 
+// Connect opens a connection to the server's database postgres as the
+// superuser; the caller closes it.
+func (p *Server) Connect(ctx context.Context) (*pgx.Conn, error) {
+	conn, err := pgx.Connect(ctx, p.URL())
+	if err != nil {
+		return nil, fmt.Errorf("connect to server %s (%s): %w", p.Name, p.Addr(), err)
+	}
+	return conn, nil
+}
+
 // QueryRow runs q on a new connection to the server and scans its one
 // row.
 func (p *Server) QueryRow(ctx context.Context, q string, args []any, dest ...any) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	conn, err := pgx.Connect(ctx, p.URL())
+	conn, err := p.Connect(ctx)
 	if err != nil {
-		return fmt.Errorf("connect to server %s (%s): %w", p.Name, p.Addr(), err)
+		return err
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
 	if err := conn.QueryRow(ctx, q, args...).Scan(dest...); err != nil {
