@@ -26,10 +26,13 @@ import (
 // at once create it once. A batch that spans several tables is written in
 // its one fenced transaction, so exactly once holds across them.
 //
-// A routed batch is written as the isolating path writes (copyIsolating
-// for appends, one statement per record for upserts): its rows are
-// mapped before the transaction, and a row Postgres refuses is found
-// under savepoints in the same transaction.
+// A routed append batch is written as the isolating path writes
+// (copyIsolating): its rows are mapped before the transaction, and a row
+// Postgres refuses is found under savepoints in the same transaction. A
+// routed upsert batch applies each table's records as one change set
+// (upsertRoutedFast), as an unrouted batch is applied; when Postgres
+// refuses a row it is applied again one record at a time under
+// savepoints (upsertRouted).
 
 // Router names the table of each record of a routed sink. A record it
 // cannot name a table for (a missing field, a value that makes no valid
@@ -243,7 +246,9 @@ func (w *Writer) writeRouted(ctx context.Context, b *stream.Batch, sink Sink) (o
 	}
 	var res outcome
 	if sink.Upsert != nil {
-		res, err = w.upsertRouted(ctx, b, sink, groups, bad)
+		if res, err = w.upsertRoutedFast(ctx, b, sink, groups, bad); err == nil && res.redo != 0 {
+			res, err = w.upsertRouted(ctx, b, sink, groups, bad)
+		}
 	} else {
 		res, err = w.appendRouted(ctx, b, sink, groups, bad)
 	}
@@ -318,6 +323,56 @@ func (w *Writer) appendRouted(ctx context.Context, b *stream.Batch, sink Sink, g
 			return outcome{}, err
 		}
 		return w.stopAt(ctx, tx, b, rows, first)
+	})
+}
+
+// upsertRoutedFast applies each table's records as one change set, as
+// an unrouted upsert sink's batch is (upsertFast), all in one
+// transaction. It asks for the isolating upsertRouted (outcome.redo) when
+// Postgres refuses a row, and with OnError "stop" when a record is bad.
+func (w *Writer) upsertRoutedFast(ctx context.Context, b *stream.Batch, sink Sink, groups []*routeGroup, bad []badRecord) (outcome, error) {
+	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
+		return outcome{redo: attemptIsolated}, nil
+	}
+	// isolating: the COPYs and statements of many tables have no one
+	// step's measure, so the transaction has its ceiling only.
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, isolating: true, notifies: true}
+	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
+		res := outcome{bad: slices.Clone(bad)}
+		tables := make([]routedRows, len(groups))
+		written := make([]int, len(groups))
+		for i, g := range groups {
+			t := g.sink.Table
+			tables[i].table = t
+			oids, err := describeTable(ctx, tx, t)
+			if err != nil {
+				return outcome{}, err
+			}
+			st := w.upsertStateOf(t.QualifiedName())
+			encode := func(oids []uint32) (*changeSet, []badRecord, error) {
+				return w.changes(g.records, g.sink, st, tx.Conn().TypeMap(), oids)
+			}
+			cs, more, err := encode(oids)
+			if err != nil {
+				return outcome{}, err
+			}
+			if len(more) > 0 && w.cfg.OnError == OnErrorStop {
+				st.done(cs)
+				return outcome{redo: attemptIsolated}, nil
+			}
+			res.bad = append(res.bad, inTable(more, t)...)
+			redo, err := w.applyChanges(ctx, &batchTx{Tx: tx.Tx, oids: oids, state: tx.state}, t, g.sink.Upsert.Key, st, &cs, encode)
+			n, stale := len(cs.ops), cs.stale
+			st.done(cs)
+			if err != nil || redo != 0 {
+				return outcome{redo: attemptIsolated}, err
+			}
+			res.rows += n
+			res.stale += stale
+			written[i] = n
+		}
+		slices.SortFunc(res.bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
+		return res, w.routedNotify(ctx, tx, b, tables, written)
 	})
 }
 

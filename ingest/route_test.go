@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/deadletters"
@@ -138,8 +139,12 @@ func TestAnUpsertSinkRoutedByAHeader(t *testing.T) {
 	b := routedBatch("orders", 1, epochs[1], 0,
 		rec{`{"total":1}`, []string{"tenant", "acme"}}, rec{`{"total":2}`, []string{"tenant", "globex"}}, rec{`{"total":3}`, []string{"tenant", "acme"}})
 	b.Records[2].Key = []byte(`{"id":0}`) // the same key as the first: the last wins
-	if err := w.Write(ctx, b); err != nil {
+	got, err := trace(w).write(ctx, w, b)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got.Isolated {
+		t.Error("a batch with no row Postgres refuses was applied one record at a time: want one change set per table")
 	}
 	if got := rowsOf(t, pool, "acme_orders", "id", "total"); got != "0=0:3" {
 		t.Errorf("acme_orders = %q, want 0=0:3", got)
@@ -154,6 +159,65 @@ func TestAnUpsertSinkRoutedByAHeader(t *testing.T) {
 	}
 	if got := rowsOf(t, pool, "acme_orders", "id", "total"); got != "" {
 		t.Errorf("acme_orders after the tombstone of key 0 = %q, want empty", got)
+	}
+}
+
+// A routed upsert batch is applied as one change set per table; a row
+// Postgres refuses in one table makes its record a dead letter naming
+// that table, and every other record of the batch lands, in both tables,
+// as does a record the mapping refuses.
+func TestARoutedUpsertBatchDeadLettersARefusedRowAndWritesTheRest(t *testing.T) {
+	t.Parallel()
+	_, pool := pgtest.MigratedPool(t)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, `CREATE TABLE acme_orders (id bigint PRIMARY KEY, total numeric CHECK (total < 100))`); err != nil {
+		t.Fatal(err)
+	}
+	w, epochs := routedWriter(t, pool, `sinks:
+  - topic: orders
+    table: ${header.tenant}_orders
+    mode: upsert
+    key: [id]
+    columns:
+      - {name: id, type: bigint, from: key, path: id, not_null: true}
+      - {name: total, type: numeric}
+`, "orders", ingest.Config{})
+	tr := trace(w)
+	b := routedBatch("orders", 0, epochs[0], 0,
+		rec{`{"total":1}`, []string{"tenant", "acme"}}, rec{`{"total":500}`, []string{"tenant", "acme"}},
+		rec{`{"total":2}`, []string{"tenant", "globex"}}, rec{`{"total":`, []string{"tenant", "acme"}},
+		rec{`{"total":3}`, []string{"tenant", "acme"}})
+	got, err := tr.write(ctx, w, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Rows != 3 || got.DeadLetters != 2 || !got.Isolated {
+		t.Errorf("trace: rows %d, dead letters %d (%v), isolated %v; want 3, 2 and the batch applied again one record at a time", got.Rows, got.DeadLetters, got.DeadLetterKinds, got.Isolated)
+	}
+	if got := rowsOf(t, pool, "acme_orders", "id", "total"); got != "0=0:1 4=4:3" {
+		t.Errorf("acme_orders = %q, want 0=0:1 4=4:3", got)
+	}
+	if got := rowsOf(t, pool, "globex_orders", "id", "total"); got != "2=2:2" {
+		t.Errorf("globex_orders = %q, want 2=2:2", got)
+	}
+	rows, err := pool.Query(ctx, `SELECT kafka_offset, target_table FROM kafka2pg.dead_letters ORDER BY kafka_offset`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	letters, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (string, error) {
+		var off int64
+		var table string
+		err := r.Scan(&off, &table)
+		return fmt.Sprintf("%d %s", off, table), err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `1 "public"."acme_orders",3 "public"."acme_orders"`; strings.Join(letters, ",") != want {
+		t.Errorf("dead letters %q, want %q", strings.Join(letters, ","), want)
+	}
+	if n := queryInt(t, pool, `SELECT next_offset FROM kafka2pg.offsets WHERE topic = 'orders' AND partition = 0`); n != 5 {
+		t.Errorf("next_offset %d, want 5", n)
 	}
 }
 
@@ -341,25 +405,56 @@ func TestRoutedLettersReplayOnceTheyRoute(t *testing.T) {
 func BenchmarkWriteRouted(b *testing.B) {
 	for _, tables := range []int{1, 20} {
 		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) {
-			const rows = 1000
-			_, pool := pgtest.MigratedPool(b)
-			set, _ := sinkstest.Build(b, "sinks:\n  - {topic: orders, table: 'orders_${header.h}'}\n")
-			w := readyWriter(b, pool, ingest.Config{Group: "g", Sinks: set.Fixed})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			pos, err := w.Claim(ctx, topic, []int32{0})
-			if err != nil {
-				b.Fatal(err)
-			}
-			records := make([]stream.Record, rows)
-			value := []byte(`{"id":12345,"name":"a customer","amount":"12.50","tags":["a","b"]}`)
-			for i := range records {
-				records[i] = stream.Record{Topic: topic, Key: []byte(fmt.Sprint("k", i)), Value: value,
-					Headers: []stream.Header{{Key: "h", Value: fmt.Append(nil, i%tables)}}}
-			}
-			writeBatches(ctx, b, w, pos[0].Epoch, records)
+			benchRouted(b, "sinks:\n  - {topic: orders, table: 'orders_${header.h}'}\n", tables,
+				func(i int) []byte { return []byte(fmt.Sprint("k", i)) },
+				[]byte(`{"id":12345,"name":"a customer","amount":"12.50","tags":["a","b"]}`))
 		})
 	}
+}
+
+// BenchmarkWriteRoutedUpsert is batches of 1,000 upserts of the same
+// 1,000 keys (updates after the first batch) into a sink routed by a
+// header over 1 and over 20 tables, against the same sink unrouted
+// (tables=0).
+func BenchmarkWriteRoutedUpsert(b *testing.B) {
+	for _, tables := range []int{0, 1, 20} {
+		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) {
+			table := "orders_${header.h}"
+			if tables == 0 {
+				table = "orders"
+			}
+			benchRouted(b, `sinks:
+  - topic: orders
+    table: '`+table+`'
+    mode: upsert
+    key: [id]
+    columns:
+      - {name: id, type: bigint, from: key, path: id, not_null: true}
+      - {name: name, type: text}
+      - {name: amount, type: numeric}
+`, max(tables, 1), func(i int) []byte { return fmt.Appendf(nil, `{"id":%d}`, i) }, []byte(`{"name":"a customer","amount":"12.50"}`))
+		})
+	}
+}
+
+// benchRouted writes batches of 1,000 records through the sink of text,
+// record i with key(i), value, and header h = i % tables.
+func benchRouted(b *testing.B, text string, tables int, key func(i int) []byte, value []byte) {
+	const rows = 1000
+	_, pool := pgtest.MigratedPool(b)
+	set, _ := sinkstest.Build(b, text)
+	w := readyWriter(b, pool, ingest.Config{Group: "g", Sinks: set.Fixed})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pos, err := w.Claim(ctx, topic, []int32{0})
+	if err != nil {
+		b.Fatal(err)
+	}
+	records := make([]stream.Record, rows)
+	for i := range records {
+		records[i] = stream.Record{Topic: topic, Key: key(i), Value: value, Headers: []stream.Header{{Key: "h", Value: fmt.Append(nil, i%tables)}}}
+	}
+	writeBatches(ctx, b, w, pos[0].Epoch, records)
 }
 
 // With Notify, a routed batch announces each table it wrote on the

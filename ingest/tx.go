@@ -247,6 +247,21 @@ func named(b *stream.Batch, err error) error {
 	return fmt.Errorf("write %s/%d: %w", b.Topic, b.Partition, err)
 }
 
+// describeTable reads the types of t's columns in tx, as
+// fenceAndTypes does: the parse locks t until tx ends, so no ALTER TABLE
+// changes them before the write.
+func describeTable(ctx context.Context, tx pgx.Tx, t schema.Table) ([]uint32, error) {
+	sd, err := tx.Conn().PgConn().Prepare(ctx, "", pgcopy.DescribeSQL(t.Ident(), t.ColumnNames()), nil)
+	if err != nil {
+		return nil, fmt.Errorf("column types of %s: %w", t.QualifiedName(), err)
+	}
+	oids := make([]uint32, len(sd.Fields))
+	for i, f := range sd.Fields {
+		oids[i] = f.DataTypeOID
+	}
+	return oids, nil
+}
+
 // fenceAndTypes runs the fence and describes "select columns from t" in
 // one pipelined round trip. The describe is what pgx's CopyFrom does to
 // learn the column types; inside the transaction, its parse locks t

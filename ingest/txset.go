@@ -245,13 +245,9 @@ func (e *eventApplier) typesOf(ctx context.Context, tx pgx.Tx, t schema.Table) (
 	if oids, ok := e.types[name]; ok {
 		return oids, nil
 	}
-	sd, err := tx.Conn().PgConn().Prepare(ctx, "", pgcopy.DescribeSQL(t.Ident(), t.ColumnNames()), nil)
+	oids, err := describeTable(ctx, tx, t)
 	if err != nil {
-		return nil, fmt.Errorf("column types of %s: %w", t.QualifiedName(), err)
-	}
-	oids := make([]uint32, len(sd.Fields))
-	for i, f := range sd.Fields {
-		oids[i] = f.DataTypeOID
+		return nil, err
 	}
 	e.types[name] = oids
 	return oids, nil
