@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"unicode/utf8"
 
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
@@ -238,9 +239,9 @@ func (m *ChildMapper) elements(r *stream.Record) ([]json.RawMessage, error) {
 			return nil, nil
 		}
 		if st.isIndex {
-			var arr []json.RawMessage
-			if err := json.Unmarshal(doc, &arr); err != nil {
-				return nil, m.stepError(r, doc, n, "an array", err)
+			arr, ok := scanElements(doc)
+			if !ok {
+				return nil, m.stepError(r, doc, n, "an array")
 			}
 			i := st.index
 			if i < 0 {
@@ -252,12 +253,11 @@ func (m *ChildMapper) elements(r *stream.Record) ([]json.RawMessage, error) {
 			doc = arr[i]
 			continue
 		}
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(doc, &obj); err != nil {
-			return nil, m.stepError(r, doc, n, "an object", err)
-		}
-		v, ok := obj[st.key]
+		v, found, ok := scanMember(doc, st.key)
 		if !ok {
+			return nil, m.stepError(r, doc, n, "an object")
+		}
+		if !found {
 			return nil, nil
 		}
 		doc = v
@@ -277,23 +277,109 @@ func (m *ChildMapper) elements(r *stream.Record) ([]json.RawMessage, error) {
 		}
 		doc = json.RawMessage(s)
 	}
-	var arr []json.RawMessage
 	if firstByte(doc) != '[' {
 		return nil, m.bad(r, "", KindTypeMismatch, fmt.Sprintf("path %s is %s, not an array: send an array, or point path at one", m.path.text, rawKind(doc)))
 	}
-	if err := json.Unmarshal(doc, &arr); err != nil {
-		return nil, m.bad(r, "", KindInvalidJSON, fmt.Sprintf("path %s: %v", m.path.text, err))
+	arr, ok := scanElements(doc)
+	if !ok {
+		var arr []json.RawMessage
+		return nil, m.bad(r, "", KindInvalidJSON, fmt.Sprintf("path %s: %v", m.path.text, json.Unmarshal(doc, &arr)))
 	}
 	return arr, nil
 }
 
 // stepError is the error of a step of the path into doc, which is not
 // what the step needs (want) or not JSON.
-func (m *ChildMapper) stepError(r *stream.Record, doc json.RawMessage, n int, want string, err error) error {
+func (m *ChildMapper) stepError(r *stream.Record, doc json.RawMessage, n int, want string) error {
+	if !utf8.Valid(doc) {
+		return m.bad(r, "", KindInvalidUTF8, fmt.Sprintf("path %s: %s is not valid UTF-8", m.path.text, m.path.prefix(n)))
+	}
 	if json.Valid(doc) {
 		return m.bad(r, "", KindTypeMismatch, fmt.Sprintf("path %s: %s is %s, not %s", m.path.text, m.path.prefix(n), rawKind(doc), want))
 	}
-	return m.bad(r, "", KindInvalidJSON, fmt.Sprintf("the value is not JSON: %v", err))
+	var v any
+	return m.bad(r, "", KindInvalidJSON, fmt.Sprintf("the value is not JSON: %v", json.Unmarshal(doc, &v)))
+}
+
+// scanMember scans the JSON object doc whole, and returns the raw value of
+// its member key (the last, if it has the key twice); found false when it
+// has no such member. ok false: doc is not a valid JSON object.
+func scanMember(doc []byte, key string) (v []byte, found, ok bool) {
+	var s scanner
+	i := skipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '{' {
+		return nil, false, false
+	}
+	if i = skipSpace(doc, i+1); i < len(doc) && doc[i] == '}' {
+		return nil, false, skipSpace(doc, i+1) == len(doc)
+	}
+	for {
+		if i >= len(doc) || doc[i] != '"' {
+			return nil, false, false
+		}
+		s.lone = false
+		end, esc, ok := s.str(doc, i)
+		if !ok {
+			return nil, false, false
+		}
+		name := doc[i+1 : end-1]
+		match := string(name) == key
+		if esc {
+			match = !s.lone && string(appendUnquoted(nil, name)) == key
+		}
+		if i = skipSpace(doc, end); i >= len(doc) || doc[i] != ':' {
+			return nil, false, false
+		}
+		start := skipSpace(doc, i+1)
+		if i, ok = s.value(doc, start, -1); !ok {
+			return nil, false, false
+		}
+		if match {
+			v, found = doc[start:i], true
+		}
+		if i = skipSpace(doc, i); i >= len(doc) {
+			return nil, false, false
+		}
+		switch doc[i] {
+		case ',':
+			i = skipSpace(doc, i+1)
+		case '}':
+			return v, found, skipSpace(doc, i+1) == len(doc)
+		default:
+			return nil, false, false
+		}
+	}
+}
+
+// scanElements scans the JSON array doc and returns its elements, raw.
+// ok false: doc is not a valid JSON array.
+func scanElements(doc []byte) (elems []json.RawMessage, ok bool) {
+	var s scanner
+	i := skipSpace(doc, 0)
+	if i >= len(doc) || doc[i] != '[' {
+		return nil, false
+	}
+	if i = skipSpace(doc, i+1); i < len(doc) && doc[i] == ']' {
+		return []json.RawMessage{}, skipSpace(doc, i+1) == len(doc)
+	}
+	for {
+		start := i
+		if i, ok = s.value(doc, i, -1); !ok {
+			return nil, false
+		}
+		elems = append(elems, doc[start:i])
+		if i = skipSpace(doc, i); i >= len(doc) {
+			return nil, false
+		}
+		switch doc[i] {
+		case ',':
+			i = skipSpace(doc, i+1)
+		case ']':
+			return elems, skipSpace(doc, i+1) == len(doc)
+		default:
+			return nil, false
+		}
+	}
 }
 
 func (m *ChildMapper) bad(r *stream.Record, column, kind, msg string) *DecodeError {

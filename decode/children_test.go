@@ -96,6 +96,8 @@ func TestABadElementIsABadRecordNamingTheChildAndTheElement(t *testing.T) {
 		{"a step into a scalar", `{"items":5}`, decode.KindTypeMismatch, "not an array"},
 		{"a value that is not JSON", `{"items":[`, decode.KindInvalidJSON, "not JSON"},
 		{"a string that holds no JSON", `{"items":"[{"}`, decode.KindInvalidJSON, "path items"},
+		{"a value that is not UTF-8", "{\"items\":[{\"sku\":\"\xc8\"}]}", decode.KindInvalidUTF8, "not valid UTF-8"},
+		{"an array cut short", `{"items":[{"sku":"a"},]}`, decode.KindInvalidJSON, "not JSON"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := childMapper(t, decode.ChildSpec{Path: "items", Columns: items})

@@ -407,7 +407,7 @@ func BenchmarkWriteRouted(b *testing.B) {
 		b.Run(fmt.Sprintf("tables=%d", tables), func(b *testing.B) {
 			benchRouted(b, "sinks:\n  - {topic: orders, table: 'orders_${header.h}'}\n", tables,
 				func(i int) []byte { return []byte(fmt.Sprint("k", i)) },
-				[]byte(`{"id":12345,"name":"a customer","amount":"12.50","tags":["a","b"]}`))
+				func(int) []byte { return []byte(`{"id":12345,"name":"a customer","amount":"12.50","tags":["a","b"]}`) })
 		})
 	}
 }
@@ -432,14 +432,41 @@ func BenchmarkWriteRoutedUpsert(b *testing.B) {
       - {name: id, type: bigint, from: key, path: id, not_null: true}
       - {name: name, type: text}
       - {name: amount, type: numeric}
-`, max(tables, 1), func(i int) []byte { return fmt.Appendf(nil, `{"id":%d}`, i) }, []byte(`{"name":"a customer","amount":"12.50"}`))
+`, max(tables, 1), func(i int) []byte { return fmt.Appendf(nil, `{"id":%d}`, i) }, func(int) []byte { return []byte(`{"name":"a customer","amount":"12.50"}`) })
 		})
 	}
 }
 
+// BenchmarkWriteChildren is batches of 1,000 upserts of orders with 3
+// items and 2 tags each, into the order table and two child tables.
+func BenchmarkWriteChildren(b *testing.B) {
+	benchRouted(b, `sinks:
+  - topic: orders
+    mode: upsert
+    key: [id]
+    columns:
+      - {name: id, type: bigint, not_null: true}
+      - {name: customer, type: text}
+      - {name: total, type: "numeric(12,2)"}
+    children:
+      - path: items
+        table: order_items
+        columns:
+          - {name: sku, type: text, not_null: true}
+          - {name: qty, type: integer}
+          - {name: price, type: "numeric(12,2)", path: price.amount}
+      - path: tags
+        table: order_tags
+        columns:
+          - {name: tag, type: text, path: $}
+`, 1, func(i int) []byte { return fmt.Appendf(nil, "k%d", i) }, func(i int) []byte {
+		return fmt.Appendf(nil, `{"id":%d,"customer":"ann","total":12.5,"items":[{"sku":"a","qty":2,"price":{"amount":5}},{"sku":"b","qty":1,"price":{"amount":2.5}},{"sku":"c","qty":4,"price":{"amount":1}}],"tags":["gift","new"]}`, i)
+	})
+}
+
 // benchRouted writes batches of 1,000 records through the sink of text,
-// record i with key(i), value, and header h = i % tables.
-func benchRouted(b *testing.B, text string, tables int, key func(i int) []byte, value []byte) {
+// record i with key(i), value(i), and header h = i % tables.
+func benchRouted(b *testing.B, text string, tables int, key, value func(i int) []byte) {
 	const rows = 1000
 	_, pool := pgtest.MigratedPool(b)
 	set, _ := sinkstest.Build(b, text)
@@ -452,7 +479,7 @@ func benchRouted(b *testing.B, text string, tables int, key func(i int) []byte, 
 	}
 	records := make([]stream.Record, rows)
 	for i := range records {
-		records[i] = stream.Record{Topic: topic, Key: key(i), Value: value, Headers: []stream.Header{{Key: "h", Value: fmt.Append(nil, i%tables)}}}
+		records[i] = stream.Record{Topic: topic, Key: key(i), Value: value(i), Headers: []stream.Header{{Key: "h", Value: fmt.Append(nil, i%tables)}}}
 	}
 	writeBatches(ctx, b, w, pos[0].Epoch, records)
 }
