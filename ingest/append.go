@@ -20,8 +20,8 @@ import (
 // refused a row of the unchecked COPY, and for attemptIsolated when it
 // refused a row of a checked one, or when a record stops the partition
 // (OnError "stop").
-func (w *Writer) appendFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender) (outcome, error) {
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
+func (w *Writer) appendFast(ctx context.Context, b *stream.Batch, sink Sink, unchecked RowAppender, kids mappedChildren) (outcome, error) {
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true, kids: kids}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		src := newRowSource(b.Records, sink.Mapper, unchecked, w.cfg.MaxRecordBytes)
 		var res outcome

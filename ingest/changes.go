@@ -74,7 +74,7 @@ func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChang
 
 // changesAttempt writes a change sink's batch one way: the fast path,
 // unless the attempt or the batch asks for change by change.
-func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
+func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt, kids mappedChildren) (outcome, error) {
 	changes, bad, err := w.decodeChanges(b.Records, sink)
 	if err != nil {
 		return outcome{}, err
@@ -97,16 +97,16 @@ func (w *Writer) changesAttempt(ctx context.Context, b *stream.Batch, sink Sink,
 	if oneByOne {
 		return w.changesOneByOne(ctx, b, sink, changes, bad, stage)
 	}
-	return w.changesFast(ctx, b, sink, changes, bad, stage)
+	return w.changesFast(ctx, b, sink, changes, bad, stage, kids)
 }
 
 // changesFast applies the batch's changes by key in one statement
 // (applyChanges), after the TRUNCATE of its last truncate. It asks for
 // attemptIsolated when Postgres refused a row.
-func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord, stage stageFunc) (outcome, error) {
+func (w *Writer) changesFast(ctx context.Context, b *stream.Batch, sink Sink, changes []keyedChange, bad []badRecord, stage stageFunc, kids mappedChildren) (outcome, error) {
 	t := sink.Table
 	key := t.PrimaryKey
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true, stage: stage}
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true, stage: stage, kids: kids}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		res := outcome{bad: bad}
 		start := time.Now()

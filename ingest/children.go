@@ -101,6 +101,7 @@ func isDelete(r *stream.Record, sink Sink) bool {
 // childOp is what a record does to the children of a key.
 type childOp struct {
 	rec *stream.Record
+	i   int // rec's index in its batch
 	// parent are the values the children's rows start with: the key, or
 	// the record's coordinates in append mode.
 	parent []any
@@ -113,19 +114,23 @@ type childOp struct {
 // has none (a message, a tombstone), one, or two (an update that changed
 // its key deletes the children of the old key). An error is the
 // record's mapping's, which the write path meets too.
-func childOpsOf(r *stream.Record, sink Sink) ([]childOp, error) {
+func childOpsOf(r *stream.Record, sink Sink, i int) ([]childOp, error) {
 	if sink.Changes == nil {
 		parent, err := parentValues(r, sink)
 		if err != nil {
 			return nil, err
 		}
-		return []childOp{{rec: r, parent: parent, del: isDelete(r, sink)}}, nil
+		return []childOp{{rec: r, i: i, parent: parent, del: isDelete(r, sink)}}, nil
 	}
 	var ch stream.Change
 	if err := sink.Changes.Decode(r, &ch); err != nil {
 		return nil, err
 	}
-	return changeChildOps(r, &ch), nil
+	ops := changeChildOps(r, &ch)
+	for k := range ops {
+		ops[k].i = i
+	}
+	return ops, nil
 }
 
 // rows are the rows of c that op writes: none for a delete; keep says
@@ -165,20 +170,47 @@ func changeChildOps(r *stream.Record, ch *stream.Change) []childOp {
 // change sinks), which a later record replaces, rather than to a record.
 func keyed(sink Sink) bool { return sink.Upsert != nil || sink.Changes != nil }
 
+// mappedChildren are the child rows checkChildren mapped, by the index of
+// their record in the batch, then by child: writeChildren writes them
+// rather than mapping the records again. A record's entry is nil when
+// none were mapped (it is unreadable, its mapping fails, it writes no
+// children).
+type mappedChildren [][]childRows
+
+// childRows are the rows of one child of one record's operation (its one
+// that writes children); keep: the source left the array out
+// (decode.ErrChildrenUnavailable).
+type childRows struct {
+	rows [][]any
+	keep bool
+}
+
+// rows are the rows of child ci, c, that op writes: those checkChildren
+// mapped, else op's own (childOp.rows).
+func (m mappedChildren) rows(op childOp, ci int, c Child) ([][]any, bool, error) {
+	if !op.del && op.i < len(m) && m[op.i] != nil {
+		return m[op.i][ci].rows, m[op.i][ci].keep, nil
+	}
+	return op.rows(c)
+}
+
 // checkChildren is b with the records whose children do not fit marked
 // unreadable with the reason, so that every path sets them aside whole;
-// b itself when no record's children are bad.
-func checkChildren(b *stream.Batch, sink Sink) (*stream.Batch, error) {
+// b itself when no record's children are bad. It returns the child rows
+// of the others too.
+func checkChildren(b *stream.Batch, sink Sink) (*stream.Batch, mappedChildren, error) {
 	if len(sink.Children) == 0 {
-		return b, nil
+		return b, nil, nil
 	}
 	var out *stream.Batch
+	kids := make(mappedChildren, len(b.Records))
 	for i := range b.Records {
-		reason, err := childrenError(&b.Records[i], sink)
+		rows, reason, err := childrenOf(&b.Records[i], sink)
 		if err != nil {
-			return b, err
+			return b, nil, err
 		}
 		if reason == nil {
+			kids[i] = rows
 			continue
 		}
 		if out == nil {
@@ -189,49 +221,56 @@ func checkChildren(b *stream.Batch, sink Sink) (*stream.Batch, error) {
 		out.Records[i].Unreadable = reason
 	}
 	if out == nil {
-		return b, nil
+		return b, kids, nil
 	}
-	return out, nil
+	return out, kids, nil
 }
 
-// childrenError is why r's children do not fit (an error wrapping
-// decode.ErrBadRecord), nil when they do or when r has none to check: it
-// is unreadable already, it writes no children, or its mapping fails,
-// which the write path meets and handles. err is not about the record.
-func childrenError(r *stream.Record, sink Sink) (reason, err error) {
+// childrenOf maps r's children: the rows of each child of its operation
+// that writes children, or why they do not fit (reason, an error
+// wrapping decode.ErrBadRecord). rows is nil when r has none to map: it
+// is unreadable already, it writes no children (a delete, a truncate),
+// a child is not bound yet, or its mapping fails, which the write path
+// meets and handles. err is not about the record.
+func childrenOf(r *stream.Record, sink Sink) (rows []childRows, reason, err error) {
 	if r.Unreadable != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
-	ops, oerr := childOpsOf(r, sink)
+	ops, oerr := childOpsOf(r, sink, 0)
 	if oerr != nil {
-		return nil, nil
+		return nil, nil, nil
 	}
 	for _, op := range ops {
 		if op.del || op.truncate {
 			continue
 		}
-		for _, c := range sink.Children {
+		if rows != nil {
+			return nil, nil, nil // two that write: mapped when written
+		}
+		rows = make([]childRows, len(sink.Children))
+		for ci, c := range sink.Children {
 			if c.Mapper == nil {
-				continue // not bound yet: no table, so no change to check
+				return nil, nil, nil // not bound yet: no table, so no change to check
 			}
-			_, err := c.Mapper.Rows(r, op.parent)
-			if err == nil || errors.Is(err, decode.ErrChildrenUnavailable) {
+			cr, keep, err := op.rows(c)
+			if err == nil {
+				rows[ci] = childRows{rows: cr, keep: keep}
 				continue
 			}
 			bad, err := classify(r, err)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
-			return bad.err, nil
+			return nil, bad.err, nil
 		}
 	}
-	return nil, nil
+	return rows, nil, nil
 }
 
 // writeChildren writes, in tx, the children of the records of b that the
-// body wrote: all but bad. It asks for attemptIsolated when Postgres
-// refuses a child row.
-func (w *Writer) writeChildren(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord) (attempt, error) {
+// body wrote: all but bad, from kids where checkChildren mapped them. It
+// asks for attemptIsolated when Postgres refuses a child row.
+func (w *Writer) writeChildren(ctx context.Context, tx pgx.Tx, b *stream.Batch, sink Sink, bad []badRecord, kids mappedChildren) (attempt, error) {
 	skip := make(map[int64]bool, len(bad))
 	for _, x := range bad {
 		skip[x.rec.Offset] = true
@@ -242,17 +281,17 @@ func (w *Writer) writeChildren(ctx context.Context, tx pgx.Tx, b *stream.Batch, 
 		if skip[r.Offset] || r.Unreadable != nil {
 			continue
 		}
-		more, err := childOpsOf(r, sink)
+		more, err := childOpsOf(r, sink, i)
 		if err != nil {
 			return 0, fmt.Errorf("children of %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 		ops = append(ops, more...)
 	}
-	for _, c := range sink.Children {
+	for ci, c := range sink.Children {
 		if c.Mapper == nil {
 			continue // not bound yet: the parent's table does not exist either
 		}
-		if redo, err := writeChildTable(ctx, tx, c, ops, keyed(sink)); err != nil || redo != 0 {
+		if redo, err := writeChildTable(ctx, tx, c, ci, ops, keyed(sink), kids); err != nil || redo != 0 {
 			return redo, err
 		}
 	}
@@ -265,7 +304,7 @@ func (w *Writer) writeChildren(ctx context.Context, tx pgx.Tx, b *stream.Batch, 
 // children are copied. A truncate empties the table and voids the
 // operations before it. An operation whose array the source left out
 // (decode.ErrChildrenUnavailable) leaves the key's children as they are.
-func writeChildTable(ctx context.Context, tx pgx.Tx, c Child, ops []childOp, keyed bool) (attempt, error) {
+func writeChildTable(ctx context.Context, tx pgx.Tx, c Child, ci int, ops []childOp, keyed bool, kids mappedChildren) (attempt, error) {
 	type keyRows struct {
 		key  []any
 		rows [][]any
@@ -279,7 +318,7 @@ func writeChildTable(ctx context.Context, tx pgx.Tx, c Child, ops []childOp, key
 			truncate, order, last, rows = true, nil, map[string]keyRows{}, nil
 			continue
 		}
-		cr, keep, err := op.rows(c)
+		cr, keep, err := kids.rows(op, ci, c)
 		if err != nil {
 			return 0, fmt.Errorf("children of %s/%d@%d: %w", op.rec.Topic, op.rec.Partition, op.rec.Offset, err)
 		}
@@ -472,7 +511,7 @@ func applyChildOps(ctx context.Context, tx pgx.Tx, sink Sink, ops []childOp) err
 
 // replaceChildren writes r's children in tx (applyChildOps).
 func replaceChildren(ctx context.Context, tx pgx.Tx, r *stream.Record, sink Sink) error {
-	ops, err := childOpsOf(r, sink)
+	ops, err := childOpsOf(r, sink, 0)
 	if err != nil {
 		return err
 	}

@@ -222,7 +222,7 @@ func (w *Writer) replayInto(ctx context.Context, tx pgx.Tx, sink Sink, letters [
 	case len(sink.Children) > 0:
 		// Each record with its children, or neither.
 		for i := range records {
-			reason, err := childrenError(&records[i], sink)
+			_, reason, err := childrenOf(&records[i], sink)
 			if err != nil {
 				return err
 			}

@@ -62,6 +62,9 @@ type txSpec struct {
 	// notifies: the body runs the NOTIFYs itself (a routed batch, one
 	// per table it wrote: routedNotify).
 	notifies bool
+	// kids are the child rows of the batch's records that checkChildren
+	// mapped, which writeChildren writes instead of mapping them again.
+	kids mappedChildren
 	// stage, when set, runs after the fence and before the body: a
 	// transactions sink's staging of its source transactions' events
 	// (txstage.go), which must commit with the offsets.
@@ -171,7 +174,7 @@ func (w *Writer) inBatchTx(ctx context.Context, spec txSpec, body func(ctx conte
 	}
 	if len(spec.sink.Children) > 0 && !spec.isolating && len(spec.batches) == 1 {
 		// The isolating body writes each record's children with it.
-		if res.redo, err = w.writeChildren(tctx, tx, spec.batches[0], spec.sink, res.bad); err != nil || res.redo != 0 {
+		if res.redo, err = w.writeChildren(tctx, tx, spec.batches[0], spec.sink, res.bad, spec.kids); err != nil || res.redo != 0 {
 			return outcome{redo: res.redo}, err
 		}
 	}

@@ -228,8 +228,8 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 // through the staging table (applyChanges). It asks for attemptIsolated
 // when Postgres refused a row, or when a record stops the partition
 // (OnError "stop").
-func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink) (outcome, error) {
-	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true}
+func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink, kids mappedChildren) (outcome, error) {
+	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true, kids: kids}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		st := w.upsertStateOf(sink.Table.QualifiedName())
 		encode := func(oids []uint32) (*changeSet, []badRecord, error) {

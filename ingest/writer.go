@@ -622,25 +622,25 @@ func (w *Writer) write(ctx context.Context, b *stream.Batch, sink Sink) (outcome
 // table the attempt writes: a change of it (decode.ErrTableChanged) ends
 // the attempt, and the next one, after the change, checks them again.
 func (w *Writer) attempt(ctx context.Context, b *stream.Batch, sink Sink, a attempt) (outcome, error) {
-	b, err := checkChildren(b, sink)
+	b, kids, err := checkChildren(b, sink)
 	if err != nil {
 		return outcome{}, err
 	}
 	switch {
 	case sink.Changes != nil:
-		return w.changesAttempt(ctx, b, sink, a)
+		return w.changesAttempt(ctx, b, sink, a, kids)
 	case len(sink.Children) > 0 && a == attemptIsolated:
 		return w.childrenIsolated(ctx, b, sink)
 	case sink.Upsert != nil && a == attemptIsolated:
 		return w.upsertIsolated(ctx, b, sink)
 	case sink.Upsert != nil:
-		return w.upsertFast(ctx, b, sink)
+		return w.upsertFast(ctx, b, sink, kids)
 	case a == attemptIsolated:
 		return w.appendIsolated(ctx, b, sink)
 	case a == attemptChecked:
-		return w.appendFast(ctx, b, sink, nil)
+		return w.appendFast(ctx, b, sink, nil, kids)
 	default:
-		return w.appendFast(ctx, b, sink, w.uncheckedFor(b.Topic, sink.Mapper))
+		return w.appendFast(ctx, b, sink, w.uncheckedFor(b.Topic, sink.Mapper), kids)
 	}
 }
 
