@@ -126,7 +126,7 @@ test: build
 	step "go test (deploy/kubernetes)" $(GO) -C deploy/kubernetes test -count=1 ./...
 	step "go test -race (reader, ingest, bridge)" $(GO) test -count=1 -race -timeout 20m ./reader/... ./ingest/... ./bridge/...
 	# Every fuzz target, briefly (FUZZTIME each); the seeds run in go test above.
-	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp FuzzChildRows; do
+	for target in FuzzRawMapper FuzzHeaders FuzzJSONMapperRow FuzzParsePath FuzzScanMatchesDecode FuzzPathMatchesDecode FuzzRegistryMapperRow FuzzCheckJSONMatchesTheSlowPath FuzzAppendJSONStringMatchesMarshal FuzzAppendRowMatchesRow FuzzQuickTimestamp FuzzChildRows FuzzChildScanMatchesEncodingJSON; do
 		step "fuzz $$target ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) ./decode/
 	done
 	step "fuzz FuzzQuoteIdentMatchesSanitize ($(FUZZTIME))" $(GO) test -run '^$$' -fuzz '^FuzzQuoteIdentMatchesSanitize$$' -fuzztime $(FUZZTIME) ./schema/
