@@ -179,16 +179,17 @@ type mappedChildren [][]childRows
 
 // childRows are the rows of one child of one record's operation (its one
 // that writes children); keep: the source left the array out
-// (decode.ErrChildrenUnavailable).
+// (decode.ErrChildrenUnavailable). mapped is false for a child not bound
+// yet.
 type childRows struct {
-	rows [][]any
-	keep bool
+	rows         [][]any
+	keep, mapped bool
 }
 
 // rows are the rows of child ci, c, that op writes: those checkChildren
 // mapped, else op's own (childOp.rows).
 func (m mappedChildren) rows(op childOp, ci int, c Child) ([][]any, bool, error) {
-	if !op.del && op.i < len(m) && m[op.i] != nil {
+	if !op.del && op.i < len(m) && m[op.i] != nil && m[op.i][ci].mapped {
 		return m[op.i][ci].rows, m[op.i][ci].keep, nil
 	}
 	return op.rows(c)
@@ -230,8 +231,8 @@ func checkChildren(b *stream.Batch, sink Sink) (*stream.Batch, mappedChildren, e
 // that writes children, or why they do not fit (reason, an error
 // wrapping decode.ErrBadRecord). rows is nil when r has none to map: it
 // is unreadable already, it writes no children (a delete, a truncate),
-// a child is not bound yet, or its mapping fails, which the write path
-// meets and handles. err is not about the record.
+// or its mapping fails, which the write path meets and handles; a child
+// not bound yet is left unmapped. err is not about the record.
 func childrenOf(r *stream.Record, sink Sink) (rows []childRows, reason, err error) {
 	if r.Unreadable != nil {
 		return nil, nil, nil
@@ -250,11 +251,11 @@ func childrenOf(r *stream.Record, sink Sink) (rows []childRows, reason, err erro
 		rows = make([]childRows, len(sink.Children))
 		for ci, c := range sink.Children {
 			if c.Mapper == nil {
-				return nil, nil, nil // not bound yet: no table, so no change to check
+				continue // not bound yet: no table, so no change to check
 			}
 			cr, keep, err := op.rows(c)
 			if err == nil {
-				rows[ci] = childRows{rows: cr, keep: keep}
+				rows[ci] = childRows{rows: cr, keep: keep, mapped: true}
 				continue
 			}
 			bad, err := classify(r, err)

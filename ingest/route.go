@@ -348,28 +348,14 @@ func (w *Writer) upsertRoutedFast(ctx context.Context, b *stream.Batch, sink Sin
 			if err != nil {
 				return outcome{}, err
 			}
-			st := w.upsertStateOf(t.QualifiedName())
-			encode := func(oids []uint32) (*changeSet, []badRecord, error) {
-				return w.changes(g.records, g.sink, st, tx.Conn().TypeMap(), oids)
-			}
-			cs, more, err := encode(oids)
-			if err != nil {
-				return outcome{}, err
-			}
-			if len(more) > 0 && w.cfg.OnError == OnErrorStop {
-				st.done(cs)
-				return outcome{redo: attemptIsolated}, nil
-			}
-			res.bad = append(res.bad, inTable(more, t)...)
-			redo, err := w.applyChanges(ctx, &batchTx{Tx: tx.Tx, oids: oids, state: tx.state}, t, g.sink.Upsert.Key, st, &cs, encode)
-			n, stale := len(cs.ops), cs.stale
-			st.done(cs)
-			if err != nil || redo != 0 {
+			r, err := w.upsertSet(ctx, &batchTx{Tx: tx.Tx, oids: oids, state: tx.state}, g.records, g.sink)
+			if err != nil || r.redo != 0 {
 				return outcome{redo: attemptIsolated}, err
 			}
-			res.rows += n
-			res.stale += stale
-			written[i] = n
+			res.bad = append(res.bad, inTable(r.bad, t)...)
+			res.rows += r.rows
+			res.stale += r.stale
+			written[i] = r.rows
 		}
 		slices.SortFunc(res.bad, func(x, y badRecord) int { return cmp.Compare(x.rec.Offset, y.rec.Offset) })
 		return res, w.routedNotify(ctx, tx, b, tables, written)

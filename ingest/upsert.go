@@ -231,27 +231,35 @@ func (w *Writer) changes(records []stream.Record, sink Sink, st *upsertState, m 
 func (w *Writer) upsertFast(ctx context.Context, b *stream.Batch, sink Sink, kids mappedChildren) (outcome, error) {
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink, describe: true, kids: kids}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
-		st := w.upsertStateOf(sink.Table.QualifiedName())
-		encode := func(oids []uint32) (*changeSet, []badRecord, error) {
-			return w.changes(b.Records, sink, st, tx.Conn().TypeMap(), oids)
-		}
-		cs, bad, err := encode(tx.oids)
-		if err != nil {
-			return outcome{}, err
-		}
-		defer func() { st.done(cs) }()
-		if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
-			return outcome{redo: attemptIsolated}, nil
-		}
-		res := outcome{bad: bad, rows: len(cs.ops)}
-		start := time.Now()
-		if res.redo, err = w.applyChanges(ctx, tx, sink.Table, sink.Upsert.Key, st, &cs, encode); err != nil || res.redo != 0 {
-			return outcome{redo: res.redo}, err
-		}
-		res.copyDuration = time.Since(start)
-		res.stale = cs.stale
-		return res, nil
+		return w.upsertSet(ctx, tx, b.Records, sink)
 	})
+}
+
+// upsertSet encodes records as sink's change set for tx.oids, the column
+// types of sink.Table, and applies it (applyChanges). It asks for
+// attemptIsolated (outcome.redo) when a record stops the partition
+// (OnError "stop"), and for what applyChanges asks.
+func (w *Writer) upsertSet(ctx context.Context, tx *batchTx, records []stream.Record, sink Sink) (outcome, error) {
+	st := w.upsertStateOf(sink.Table.QualifiedName())
+	encode := func(oids []uint32) (*changeSet, []badRecord, error) {
+		return w.changes(records, sink, st, tx.Conn().TypeMap(), oids)
+	}
+	cs, bad, err := encode(tx.oids)
+	if err != nil {
+		return outcome{}, err
+	}
+	defer func() { st.done(cs) }()
+	if len(bad) > 0 && w.cfg.OnError == OnErrorStop {
+		return outcome{redo: attemptIsolated}, nil
+	}
+	res := outcome{bad: bad, rows: len(cs.ops)}
+	start := time.Now()
+	if res.redo, err = w.applyChanges(ctx, tx, sink.Table, sink.Upsert.Key, st, &cs, encode); err != nil || res.redo != 0 {
+		return outcome{redo: res.redo}, err
+	}
+	res.copyDuration = time.Since(start)
+	res.stale = cs.stale
+	return res, nil
 }
 
 // changeEncoder encodes a batch's operations as a changeSet of rows of the

@@ -92,31 +92,20 @@ func TestTransactionsMisuseIsAFieldErrorNamingTheKey(t *testing.T) {
 
 func TestTransactionsSinksOfOneSourceMustAgreeAndLeaveItsTopicToIt(t *testing.T) {
 	t.Parallel()
+	for key, says := range map[string]string{"on_incomplete: apply": "disagree on on_incomplete", "retain_ends: 2000": "disagree on retain_ends and orphan_after"} {
+		err := load(t, `sinks:
+  - topic: bank.public.a
+    format: debezium
+    transactions: true
+  - topic: bank.public.b
+    format: debezium
+    transactions: true
+    `+key+"\n").Validate()
+		if err == nil || !strings.Contains(err.Error(), says) {
+			t.Errorf("two sinks of one source, one with %s: %v, want an error saying %q", key, err, says)
+		}
+	}
 	err := load(t, `sinks:
-  - topic: bank.public.a
-    format: debezium
-    transactions: true
-  - topic: bank.public.b
-    format: debezium
-    transactions: true
-    on_incomplete: apply
-`).Validate()
-	if err == nil || !strings.Contains(err.Error(), "disagree on on_incomplete") {
-		t.Errorf("two sinks of one source with different on_incomplete: %v, want an error", err)
-	}
-	err = load(t, `sinks:
-  - topic: bank.public.a
-    format: debezium
-    transactions: true
-    retain_ends: 2000
-  - topic: bank.public.b
-    format: debezium
-    transactions: true
-`).Validate()
-	if err == nil || !strings.Contains(err.Error(), "disagree on retain_ends and orphan_after") {
-		t.Errorf("two sinks of one source with different retain_ends: %v, want an error", err)
-	}
-	err = load(t, `sinks:
   - topic: bank.public.a
     format: debezium
     transactions: true
