@@ -218,6 +218,32 @@ func TestTransactionsAppliedEndsArePrunedBehindRetainEnds(t *testing.T) {
 	src.EqualsSource(t, pool)
 }
 
+// A copy of an event whose original is still staged (a connector's
+// replay before the transaction's END) is left, whether it comes in a
+// later batch or in the same one: staging COPYs, and a COPY that meets a
+// copy is done again leaving it, in the batch's transaction.
+func TestTransactionsCopiesOfStagedEventsAreStagedOnce(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	e1, e2 := inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t1", 2)
+	c.write("customers", e1)
+	c.write("customers", e1, e2, e2) // a copy of a staged event, and one within the batch
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged WHERE txid = 't1'"); got != 2 {
+		t.Fatalf("%d events of t1 staged, want 2", got)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.offsets WHERE topic = 'customers' AND next_offset = 4"); got != 1 {
+		t.Fatal("the batch with the copies did not move the offsets to 4")
+	}
+	c.write(custTxTopic, txEnd("t1", 2))
+	c.apply(1)
+	if got, want := custState(t, c.pool), "1=a:live:"+seqVersion(100, 110)+" 2=b:live:"+seqVersion(100, 120); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged"); got != 0 {
+		t.Fatalf("%d events staged after the apply, want 0", got)
+	}
+}
+
 // An event staged without the END of its transaction for OrphanAfter
 // becomes a dead letter, and leaves the staging; one staged since stays.
 func TestTransactionsEventWithoutAnEndBecomesADeadLetterAfterOrphanAfter(t *testing.T) {

@@ -3,11 +3,14 @@ package ingest
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/kafka2pg/kafka2pg/pgcopy"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -104,33 +107,84 @@ func (w *Writer) stageTransactions(b *stream.Batch, sink Sink, changes []keyedCh
 // transaction the Applier applied without it (IncompleteApply).
 const KindLateEvent = "transaction_applied_without_it"
 
-// stageEventsSQL stages a batch's events of source transactions. An event
-// staged already (a Connect restart wrote it again) is left, and so is
-// one of a transaction applied already: a copy, when all its events were
-// applied; when the Applier applied it without them (IncompleteApply), a
-// late event, whose offset the statement returns, for the dead letters.
-const stageEventsSQL = `WITH s AS (
-    SELECT * FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[], $12::timestamptz[])
-        AS s(txid, coll, coll_order, total_order, off, k, v, ts)
-), applied AS (
-    SELECT e.txid, e.applied_events < e.event_count AS partial FROM kafka2pg.cdc_tx_ends e
-    WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NOT NULL AND e.txid IN (SELECT txid FROM s)
-), staged AS (
-    INSERT INTO kafka2pg.cdc_staged
-        (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value, kafka_timestamp)
-    SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v, s.ts
-    FROM s WHERE s.txid NOT IN (SELECT txid FROM applied)
-    ON CONFLICT DO NOTHING
+// appliedTxsSQL reads which of a batch's source transactions ($3, each
+// once) the Applier applied already, and whether without all their events
+// (IncompleteApply): it looks them up by the ENDs' key, one probe each.
+const appliedTxsSQL = `SELECT e.txid, e.applied_events < e.event_count FROM kafka2pg.cdc_tx_ends e
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = ANY($3::text[]) AND e.applied_at IS NOT NULL`
+
+// stageEventsSQL stages a batch's events of source transactions not
+// applied yet, leaving an event staged already. It is the way round a
+// copy: stage COPYs, and only a COPY that meets one (a Connect restart
+// wrote an event again while its original waits staged) is undone to
+// its savepoint and done again with this statement. unnest of several
+// arrays materializes them, which a batch of large events spills to
+// disk.
+const stageEventsSQL = `INSERT INTO kafka2pg.cdc_staged
+    (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value, kafka_timestamp)
+SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v, s.ts
+FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[], $12::timestamptz[])
+    AS s(txid, coll, coll_order, total_order, off, k, v, ts)
+ON CONFLICT DO NOTHING`
+
+// stagedTable and stagedColumns are what stage COPYs into, and
+// stagedTypes their types.
+var (
+	stagedTable   = pgx.Identifier{"kafka2pg", "cdc_staged"}
+	stagedColumns = []string{"consumer_group", "source", "txid", "data_collection", "collection_order", "total_order",
+		"topic", "partition", "kafka_offset", "key", "value", "kafka_timestamp"}
+	stagedTypes = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.Int8OID, pgtype.Int8OID,
+		pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.ByteaOID, pgtype.ByteaOID, pgtype.TimestamptzOID}
 )
-SELECT s.off FROM s JOIN applied USING (txid) WHERE applied.partial`
 
 // stageFunc stages what a batch holds of source transactions, in the
 // batch's transaction; the records it returns are dead letters.
 type stageFunc = func(ctx context.Context, tx pgx.Tx) ([]badRecord, error)
 
-// stage inserts the raw records of staged: the Applier decodes them
-// again when it applies their transaction, with the table as it is then.
+// stage stages the raw records of staged: the Applier decodes them again
+// when it applies their transaction, with the table as it is then. An
+// event of a transaction applied already is left: a copy, when all its
+// events were applied; when the Applier applied it without them
+// (IncompleteApply), a late event, which becomes a dead letter.
 func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange) ([]badRecord, error) {
+	applied, err := appliedTxs(ctx, tx, w.cfg.Group, source, staged)
+	if err != nil {
+		return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
+	}
+	var bad []badRecord
+	if len(applied) > 0 {
+		pending := staged[:0:0]
+		for _, c := range staged {
+			partial, done := applied[c.ch.Tx.ID]
+			switch {
+			case !done:
+				pending = append(pending, c)
+			case partial:
+				bad = append(bad, badRecord{rec: c.rec, kind: KindLateEvent,
+					err: fmt.Errorf("source transaction %q was applied without this event after waiting for it (OnIncomplete apply)", c.ch.Tx.ID)})
+			}
+		}
+		staged = pending
+	}
+	if len(staged) == 0 {
+		return bad, nil
+	}
+	_, err = pgcopy.CopyTyped(ctx, tx, stagedTable, stagedColumns, stagedTypes, &stagedRows{group: w.cfg.Group, source: source, b: b, events: staged, i: -1})
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: a copy of a staged event
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_stage"); err != nil {
+			return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
+		}
+		err = w.stageLeavingCopies(ctx, tx, source, b, staged)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
+	}
+	return bad, nil
+}
+
+// stageLeavingCopies stages staged with stageEventsSQL.
+func (w *Writer) stageLeavingCopies(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange) error {
 	n := len(staged)
 	txids, colls := make([]string, n), make([]string, n)
 	collOrders, totalOrders, offs := make([]int64, n), make([]int64, n), make([]int64, n)
@@ -140,28 +194,64 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 		txids[i], colls[i] = c.ch.Tx.ID, c.ch.Tx.Collection
 		collOrders[i], totalOrders[i], offs[i] = c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder, c.rec.Offset
 		keys[i], values[i] = c.rec.Key, c.rec.Value
-		stamps[i] = pgtype.Timestamptz{Time: c.rec.Timestamp, Valid: !c.rec.Timestamp.IsZero()}
+		stamps[i] = stampOf(c.rec)
 	}
-	rows, err := tx.Query(ctx, stageEventsSQL, w.cfg.Group, source, b.Topic, b.Partition,
+	_, err := tx.Exec(ctx, stageEventsSQL, w.cfg.Group, source, b.Topic, b.Partition,
 		txids, colls, collOrders, totalOrders, offs, keys, values, stamps)
-	if err != nil {
-		return nil, fmt.Errorf("stage %d events of source %q: %w", n, source, err)
-	}
-	late, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, fmt.Errorf("stage %d events of source %q: %w", n, source, err)
-	}
-	var bad []badRecord
-	for _, off := range late {
-		for _, c := range staged {
-			if c.rec.Offset == off {
-				bad = append(bad, badRecord{rec: c.rec, kind: KindLateEvent,
-					err: fmt.Errorf("source transaction %q was applied without this event after waiting for it (OnIncomplete apply)", c.ch.Tx.ID)})
-				break
-			}
+	return err
+}
+
+func stampOf(r *stream.Record) pgtype.Timestamptz {
+	return pgtype.Timestamptz{Time: r.Timestamp, Valid: !r.Timestamp.IsZero()}
+}
+
+// stagedRows are the rows of cdc_staged of a batch's events, for COPY.
+type stagedRows struct {
+	group, source string
+	b             *stream.Batch
+	events        []keyedChange
+	i             int
+}
+
+func (r *stagedRows) Next() bool { r.i++; return r.i < len(r.events) }
+
+func (r *stagedRows) Values() ([]any, error) {
+	c := &r.events[r.i]
+	return []any{r.group, r.source, c.ch.Tx.ID, c.ch.Tx.Collection, c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder,
+		r.b.Topic, r.b.Partition, c.rec.Offset, c.rec.Key, c.rec.Value, stampOf(c.rec)}, nil
+}
+
+func (r *stagedRows) Err() error { return nil }
+
+// appliedTxs returns the source transactions of staged that the Applier
+// applied already: true for those applied without all their events.
+func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []keyedChange) (map[string]bool, error) {
+	seen := map[string]bool{}
+	var ids []string
+	for _, c := range staged {
+		if id := c.ch.Tx.ID; !seen[id] {
+			seen[id] = true
+			ids = append(ids, id)
 		}
 	}
-	return bad, nil
+	// The savepoint, in the same round trip, is what a COPY that meets a
+	// copy goes back to (stage).
+	q := &pgx.Batch{}
+	q.Queue("SAVEPOINT kafka2pg_stage")
+	applied := map[string]bool{}
+	q.Queue(appliedTxsSQL, group, source, ids).Query(func(rows pgx.Rows) error {
+		var id string
+		var partial pgtype.Bool
+		_, err := pgx.ForEachRow(rows, []any{&id, &partial}, func() error {
+			applied[id] = partial.Bool
+			return nil
+		})
+		return err
+	})
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return nil, fmt.Errorf("find the transactions applied already: %w", err)
+	}
+	return applied, nil
 }
 
 // stageEndsSQL stages a batch's END records; one seen already (a Connect
