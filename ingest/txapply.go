@@ -259,16 +259,44 @@ type pendingTx struct {
 	age      time.Duration
 }
 
-const nextSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count,
+// headSQL reads the next END not applied, with its staged events seen.
+const headSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at),
        (SELECT count(*) FROM kafka2pg.cdc_staged s
-        WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid),
-       extract(epoch FROM now() - e.staged_at)
+        WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid)
 FROM kafka2pg.cdc_tx_ends e
 WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL
 ORDER BY e.tx_offset
-LIMIT $3`
+LIMIT 1`
 
-// pendingRead is how many pending transactions ApplyReady reads at once.
+// pendingSQL reads the ENDs not applied after the one at $3, in order.
+const pendingSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at)
+FROM kafka2pg.cdc_tx_ends e
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset > $3
+ORDER BY e.tx_offset
+LIMIT $4`
+
+// stagedCountsSQL counts the staged events of each transaction of $3, in
+// order: one probe of the staging's key each.
+const stagedCountsSQL = `SELECT (SELECT count(*) FROM kafka2pg.cdc_staged s
+        WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid)
+FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
+ORDER BY t.n`
+
+// noSeqScan is the first statement of every transaction of the Applier
+// that reads the staging. cdc_staged and cdc_tx_ends are queues, filled
+// and emptied faster than autovacuum analyzes them: with statistics of
+// an emptied staging, Postgres planned the count of each pending
+// transaction's staged events as a sequential scan, run once per END,
+// and a bench run spent 109 s of Postgres CPU on it before its first row.
+// Every read of the Applier is a probe of a key or a range of one, which
+// an index serves whatever the table's size.
+const noSeqScan = "SET LOCAL enable_seqscan = off"
+
+// seqScanAsConfigured ends noSeqScan, for the statements of the
+// transaction that come after the probes.
+const seqScanAsConfigured = "SET LOCAL enable_seqscan = DEFAULT"
+
+// pendingRead is how many pending transactions pending reads at once.
 const pendingRead = 4096
 
 // ApplyReady applies the source's transactions in order while the next
@@ -318,31 +346,84 @@ func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 	}
 }
 
-// pending reads the next pending transactions in order.
+// pending reads the next pending transactions in order, with the staged
+// events seen of those that one apply could take: the first, and, when
+// it is complete, those after it up to GroupEvents events. While the
+// first waits, a look costs one probe.
 func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
-	rows, err := a.w.pool.Query(ctx, nextSQL, a.w.cfg.Group, a.cfg.Source, pendingRead)
+	what := fmt.Sprintf("apply source %q: find the next transactions", a.cfg.Source)
+	tx, err := a.w.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
+	defer tx.Rollback(context.WithoutCancel(ctx))
 	var out []pendingTx
-	for rows.Next() {
-		var p pendingTx
-		var age float64
-		if err := rows.Scan(&p.id, &p.part, &p.offset, &p.expected, &p.seen, &age); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+	scan := func(counted bool) func(pgx.Rows) error {
+		return func(rows pgx.Rows) error {
+			var p pendingTx
+			var age float64
+			dest := []any{&p.id, &p.part, &p.offset, &p.expected, &age}
+			if counted {
+				dest = append(dest, &p.seen)
+			}
+			_, err := pgx.ForEachRow(rows, dest, func() error {
+				if p.part != 0 {
+					return fmt.Errorf("an END record of partition %d of the transaction topic: the topic must have one partition, so that its records keep the source's commit order", p.part)
+				}
+				p.age = time.Duration(age * float64(time.Second))
+				out = append(out, p)
+				return nil
+			})
+			return err
 		}
-		if p.part != 0 {
-			rows.Close()
-			return nil, fmt.Errorf("apply source %q: an END record of partition %d of the transaction topic: the topic must have one partition, so that its records keep the source's commit order", a.cfg.Source, p.part)
-		}
-		p.age = time.Duration(age * float64(time.Second))
-		out = append(out, p)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("apply source %q: find the next transactions: %w", a.cfg.Source, err)
+	q := &pgx.Batch{}
+	q.Queue(noSeqScan)
+	q.Queue(headSQL, a.w.cfg.Group, a.cfg.Source).Query(scan(true))
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(out) == 0 || out[0].seen < out[0].expected {
+		return out, nil
+	}
+	q = &pgx.Batch{}
+	q.Queue(pendingSQL, a.w.cfg.Group, a.cfg.Source, out[0].offset, pendingRead).Query(scan(false))
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	window, events := 1, out[0].expected
+	for window < len(out) && events+out[window].expected <= int64(a.cfg.GroupEvents) {
+		events += out[window].expected
+		window++
+	}
+	out = out[:window]
+	if err := a.countStaged(ctx, tx, out[1:]); err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	return out, nil
+}
+
+// countStaged sets the staged events seen of each of ps.
+func (a *Applier) countStaged(ctx context.Context, tx pgx.Tx, ps []pendingTx) error {
+	if len(ps) == 0 {
+		return nil
+	}
+	ids := make([]string, len(ps))
+	for i, p := range ps {
+		ids[i] = p.id
+	}
+	rows, err := tx.Query(ctx, stagedCountsSQL, a.w.cfg.Group, a.cfg.Source, ids)
+	if err != nil {
+		return err
+	}
+	i := 0
+	var n int64
+	_, err = pgx.ForEachRow(rows, []any{&n}, func() error {
+		ps[i].seen = n
+		i++
+		return nil
+	})
+	return err
 }
 
 func (a *Applier) setIncomplete(t IncompleteTx) {
@@ -419,10 +500,13 @@ CROSS JOIN LATERAL (SELECT s.ctid AS row_id, s.* FROM kafka2pg.cdc_staged s
                     WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
                     ORDER BY s.total_order OFFSET 0) s
 ORDER BY t.n, s.total_order`
-	// $4 are the events applied of each of $3.
-	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = t.events
-FROM unnest($3::text[], $4::int8[]) AS t(txid, events)
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid`
+	// $4 are the events applied of a lone transaction applied partially
+	// (OnIncomplete apply), NULL when all of $3 are whole. The ENDs are
+	// found by their key, whatever the statistics say of the source: a
+	// join with the array, planned for a source the statistics do not
+	// know yet, scanned all its ENDs once per transaction applied.
+	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = coalesce($4::int8, e.event_count)
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = ANY($3::text[])`
 	// $3 is the position below which applied ENDs go.
 	pruneEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends
 WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`
@@ -435,9 +519,13 @@ WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offs
 func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	g, src := a.w.cfg.Group, a.cfg.Source
 	last := group[len(group)-1]
-	ids, counts := make([]string, len(group)), make([]int64, len(group))
+	ids := make([]string, len(group))
+	var partial *int64
 	for i, p := range group {
-		ids[i], counts[i] = p.id, p.seen
+		ids[i] = p.id
+		if p.seen < p.expected {
+			partial = &p.seen
+		}
 	}
 	what := fmt.Sprintf("apply source %q transaction %q", src, group[0].id)
 	if len(group) > 1 {
@@ -456,11 +544,14 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 		return fmt.Errorf("%s with epoch %d: %w", what, a.epoch, ErrApplierFenced)
 	}
 	// The cursor is read to its end: plan it for all its rows, not the
-	// first tenth.
-	if _, err := tx.Exec(ctx, "SET LOCAL cursor_tuple_fraction = 1"); err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	if _, err := tx.Exec(ctx, declareStagedSQL, g, src, ids); err != nil {
+	// first tenth, and with the staging's key (noSeqScan), which the
+	// statements that apply the events then plan without.
+	q := &pgx.Batch{}
+	q.Queue("SET LOCAL cursor_tuple_fraction = 1")
+	q.Queue(noSeqScan)
+	q.Queue(declareStagedSQL, g, src, ids)
+	q.Queue(seqScanAsConfigured)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: declare the cursor: %w", what, err)
 	}
 	ap := newEventApplier(a.w)
@@ -483,9 +574,10 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	// One round trip ends the apply: the cursor closes, the ENDs are
 	// marked applied, and the ENDs RetainEnds behind the applied position
 	// are deleted. (Each chunk deleted its staged events.)
-	q := &pgx.Batch{}
+	q = &pgx.Batch{}
 	q.Queue("CLOSE kafka2pg_staged")
-	q.Queue(endAppliedSQL, g, src, ids, counts)
+	q.Queue(noSeqScan)
+	q.Queue(endAppliedSQL, g, src, ids, partial)
 	q.Queue(pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)

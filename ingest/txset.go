@@ -99,12 +99,14 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 		}
 	}
 	// The chunk's staged events go by their row ids, which the cursor
-	// read: Postgres finds them without a plan that depends on the
-	// staging's statistics, which lag a table that fills and empties.
+	// read: a TID scan finds them whatever the staging's statistics,
+	// which lag a table that fills and empties, say (noSeqScan).
 	// The cursor's snapshot keeps them for its later chunks.
 	q := &pgx.Batch{}
 	q.Queue("RELEASE SAVEPOINT kafka2pg_chunk")
+	q.Queue(noSeqScan)
 	q.Queue("DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", e.tids)
+	q.Queue(seqScanAsConfigured)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return 0, fmt.Errorf("release savepoint and delete the staged events: %w", err)
 	}

@@ -42,8 +42,14 @@ const custTxTopic = "cust.transaction"
 
 func newCustTx(t *testing.T, sink ingest.Sink, cfg ingest.ApplierConfig) *custTx {
 	t.Helper()
-	sink.Transactions = &ingest.Transactions{Source: custTxTopic}
 	_, pool := pgtest.MigratedPool(t)
+	return newCustTxOn(t, pool, sink, cfg)
+}
+
+// newCustTxOn is newCustTx on pool, a migrated database.
+func newCustTxOn(t *testing.T, pool *pgxpool.Pool, sink ingest.Sink, cfg ingest.ApplierConfig) *custTx {
+	t.Helper()
+	sink.Transactions = &ingest.Transactions{Source: custTxTopic}
 	c := &custTx{t: t, pool: pool, stale: &staleCount{}, epochs: map[string]int64{}, next: map[string]int64{}}
 	c.w = readyWriter(t, pool, ingest.Config{Group: "g", Tracer: c.stale, Sinks: map[string]ingest.Sink{
 		"customers": sink,
@@ -241,6 +247,83 @@ func TestTransactionsCopiesOfStagedEventsAreStagedOnce(t *testing.T) {
 	}
 	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged"); got != 0 {
 		t.Fatalf("%d events staged after the apply, want 0", got)
+	}
+}
+
+// The Applier and the staging read kafka2pg.cdc_staged and cdc_tx_ends by
+// key whatever their statistics say. Those queues are emptied by every
+// apply, and VACUUM truncates an emptied table to no pages: a statement
+// planned then, and kept as the session's generic plan, scanned the whole
+// staging once per pending END, which cost a bench run 100 s of Postgres
+// CPU before its first row. Here the Applier looks for the next
+// transaction while nothing is staged yet (the ENDs come first), more
+// times than Postgres plans a statement anew, and then applies; the
+// tables' scan counters must show no sequential scan but the orphans'
+// sweep's, which reads the staging whole by design.
+func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testing.T) {
+	t.Parallel()
+	url, setup := pgtest.MigratedPool(t)
+	if _, err := setup.Exec(t.Context(), "VACUUM kafka2pg.cdc_staged, kafka2pg.cdc_tx_ends"); err != nil {
+		t.Fatal(err)
+	}
+	// A session's counts reach the statistics when it ends: the counts
+	// are read with every other session of the database ended.
+	setup.Close()
+	monitor, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer monitor.Close()
+	scans := func() map[string]int64 {
+		for i := 0; queryInt(t, monitor, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()") > 0; i++ {
+			if i == 250 {
+				t.Fatal("the database's other sessions did not end within 5 s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		// A new snapshot of the statistics, with what the ended sessions
+		// reported.
+		if _, err := monitor.Exec(t.Context(), "SELECT pg_stat_clear_snapshot()"); err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int64{}
+		for _, table := range []string{"cdc_staged", "cdc_tx_ends"} {
+			out[table] = queryInt(t, monitor, "SELECT coalesce((SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = 'kafka2pg' AND relname = $1), 0)", table)
+		}
+		return out
+	}
+	before := scans()
+
+	pool, err := pgxpool.New(t.Context(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	c := newCustTxOn(t, pool, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	const n = 300
+	var evs, ends []stream.Record
+	for i := 1; i <= n; i++ {
+		tx := fmt.Sprintf("t%d", i)
+		evs = append(evs, inTx(srcEv{"c", i, "a", 100 + i, 110}, tx, 1))
+		ends = append(ends, txEnd(tx, 1))
+	}
+	c.write(custTxTopic, ends...)
+	for range 8 {
+		c.apply(0)
+	}
+	c.write("customers", evs[1:]...)
+	c.apply(0)
+	c.write("customers", evs[0])
+	c.apply(n)
+	if got := queryInt(t, pool, "SELECT count(*) FROM customers"); got != n {
+		t.Fatalf("%d customers, want %d", got, n)
+	}
+	pool.Close()
+	after := scans()
+	for table, was := range before {
+		if got := after[table] - was; got > 1 {
+			t.Errorf("%d sequential scans of kafka2pg.%s, want at most the orphans' sweep's", got, table)
+		}
 	}
 }
 

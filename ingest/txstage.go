@@ -108,10 +108,13 @@ func (w *Writer) stageTransactions(b *stream.Batch, sink Sink, changes []keyedCh
 const KindLateEvent = "transaction_applied_without_it"
 
 // appliedTxsSQL reads which of a batch's source transactions ($3, each
-// once) the Applier applied already, and whether without all their events
-// (IncompleteApply): it looks them up by the ENDs' key, one probe each.
-const appliedTxsSQL = `SELECT e.txid, e.applied_events < e.event_count FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = ANY($3::text[]) AND e.applied_at IS NOT NULL`
+// once) have their END staged, whether the Applier applied them, and
+// whether without all their events (IncompleteApply): it looks them up by
+// the ENDs' key, one probe each. (A condition on applied_at would let
+// Postgres read all the source's applied ENDs through the index of
+// those instead.)
+const appliedTxsSQL = `SELECT e.txid, e.applied_at IS NOT NULL, e.applied_events < e.event_count FROM kafka2pg.cdc_tx_ends e
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = ANY($3::text[])`
 
 // stageEventsSQL stages a batch's events of source transactions not
 // applied yet, leaving an event staged already. It is the way round a
@@ -235,19 +238,25 @@ func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []k
 		}
 	}
 	// The savepoint, in the same round trip, is what a COPY that meets a
-	// copy goes back to (stage).
+	// copy goes back to (stage). The probe is planned with the ENDs' key
+	// (noSeqScan) and the batch's own statements without it.
 	q := &pgx.Batch{}
 	q.Queue("SAVEPOINT kafka2pg_stage")
+	q.Queue(noSeqScan)
 	applied := map[string]bool{}
 	q.Queue(appliedTxsSQL, group, source, ids).Query(func(rows pgx.Rows) error {
 		var id string
+		var done bool
 		var partial pgtype.Bool
-		_, err := pgx.ForEachRow(rows, []any{&id, &partial}, func() error {
-			applied[id] = partial.Bool
+		_, err := pgx.ForEachRow(rows, []any{&id, &done, &partial}, func() error {
+			if done {
+				applied[id] = partial.Bool
+			}
 			return nil
 		})
 		return err
 	})
+	q.Queue(seqScanAsConfigured)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return nil, fmt.Errorf("find the transactions applied already: %w", err)
 	}
