@@ -501,12 +501,17 @@ CROSS JOIN LATERAL (SELECT s.ctid AS row_id, s.* FROM kafka2pg.cdc_staged s
                     ORDER BY s.total_order OFFSET 0) s
 ORDER BY t.n, s.total_order`
 	// $4 are the events applied of a lone transaction applied partially
-	// (OnIncomplete apply), NULL when all of $3 are whole. The ENDs are
-	// found by their key, whatever the statistics say of the source: a
-	// join with the array, planned for a source the statistics do not
-	// know yet, scanned all its ENDs once per transaction applied.
+	// (OnIncomplete apply), NULL when all of $3 are whole. Each END is
+	// found by its key, then updated by its row id, whatever the
+	// statistics say of the source: a join with the array, or txid =
+	// ANY($3), planned for a source the statistics do not know yet, read
+	// all its ENDs and matched each against the array (1.6 s for 2,500
+	// transactions of 20,000).
 	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = coalesce($4::int8, e.event_count)
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = ANY($3::text[])`
+WHERE e.ctid = ANY (ARRAY(
+    SELECT e.ctid FROM unnest($3::text[]) AS t(txid)
+    CROSS JOIN LATERAL (SELECT e.ctid FROM kafka2pg.cdc_tx_ends e
+                        WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid OFFSET 0) e))`
 	// $3 is the position below which applied ENDs go.
 	pruneEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends
 WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`

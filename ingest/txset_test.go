@@ -274,7 +274,10 @@ func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testin
 		t.Fatal(err)
 	}
 	defer monitor.Close()
-	scans := func() map[string]int64 {
+	// What the queues' scans and key probes read: the sequential scans of
+	// each table, and the index entries read of each table's key.
+	type reads struct{ seqScans, keyEntries int64 }
+	scans := func() map[string]reads {
 		for i := 0; queryInt(t, monitor, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()") > 0; i++ {
 			if i == 250 {
 				t.Fatal("the database's other sessions did not end within 5 s")
@@ -286,9 +289,12 @@ func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testin
 		if _, err := monitor.Exec(t.Context(), "SELECT pg_stat_clear_snapshot()"); err != nil {
 			t.Fatal(err)
 		}
-		out := map[string]int64{}
+		out := map[string]reads{}
 		for _, table := range []string{"cdc_staged", "cdc_tx_ends"} {
-			out[table] = queryInt(t, monitor, "SELECT coalesce((SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = 'kafka2pg' AND relname = $1), 0)", table)
+			out[table] = reads{
+				seqScans:   queryInt(t, monitor, "SELECT coalesce((SELECT seq_scan FROM pg_stat_user_tables WHERE schemaname = 'kafka2pg' AND relname = $1), 0)", table),
+				keyEntries: queryInt(t, monitor, "SELECT coalesce((SELECT idx_tup_read FROM pg_stat_user_indexes WHERE schemaname = 'kafka2pg' AND indexrelname = $1), 0)", table+"_pkey"),
+			}
 		}
 		return out
 	}
@@ -299,7 +305,10 @@ func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testin
 		t.Fatal(err)
 	}
 	defer pool.Close()
-	c := newCustTxOn(t, pool, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	// Applies of 30 transactions, of events staged 10 at a time: a
+	// statement that read all the source's ENDs or staged events where it
+	// means to probe some would read n entries each time.
+	c := newCustTxOn(t, pool, debeziumGuardedSink(t), ingest.ApplierConfig{GroupEvents: 30})
 	const n = 300
 	var evs, ends []stream.Record
 	for i := 1; i <= n; i++ {
@@ -311,7 +320,9 @@ func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testin
 	for range 8 {
 		c.apply(0)
 	}
-	c.write("customers", evs[1:]...)
+	for first := 1; first < n; first += 10 {
+		c.write("customers", evs[first:min(first+10, n)]...)
+	}
 	c.apply(0)
 	c.write("customers", evs[0])
 	c.apply(n)
@@ -321,9 +332,15 @@ func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testin
 	pool.Close()
 	after := scans()
 	for table, was := range before {
-		if got := after[table] - was; got > 1 {
+		if got := after[table].seqScans - was.seqScans; got > 1 {
 			t.Errorf("%d sequential scans of kafka2pg.%s, want at most the orphans' sweep's", got, table)
 		}
+		// Each END and each staged event is probed a few times: found by
+		// the staging's check, counted, read by the cursor, marked.
+		if got := after[table].keyEntries - was.keyEntries; got > 4*n {
+			t.Errorf("%d entries of kafka2pg.%s's key read for %d transactions of one event, want at most %d", got, table, n, 4*n)
+		}
+		t.Logf("kafka2pg.%s: %d sequential scans, %d entries of its key read", table, after[table].seqScans-was.seqScans, after[table].keyEntries-was.keyEntries)
 	}
 }
 

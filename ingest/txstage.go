@@ -112,9 +112,13 @@ const KindLateEvent = "transaction_applied_without_it"
 // whether without all their events (IncompleteApply): it looks them up by
 // the ENDs' key, one probe each. (A condition on applied_at would let
 // Postgres read all the source's applied ENDs through the index of
-// those instead.)
-const appliedTxsSQL = `SELECT e.txid, e.applied_at IS NOT NULL, e.applied_events < e.event_count FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = ANY($3::text[])`
+// those instead, and so does txid = ANY($3), filtering each of the
+// source's ENDs against the array, when the statistics do not know the
+// source yet.)
+const appliedTxsSQL = `SELECT e.txid, e.applied_at IS NOT NULL, e.applied_events < e.event_count
+FROM unnest($3::text[]) AS t(txid)
+CROSS JOIN LATERAL (SELECT e.* FROM kafka2pg.cdc_tx_ends e
+                    WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid OFFSET 0) e`
 
 // stageEventsSQL stages a batch's events of source transactions not
 // applied yet, leaving an event staged already. It is the way round a
