@@ -282,14 +282,16 @@ const stagedCountsSQL = `SELECT (SELECT count(*) FROM kafka2pg.cdc_staged s
 FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
 ORDER BY t.n`
 
-// noSeqScan is the first statement of every transaction of the Applier
-// that reads the staging. cdc_staged and cdc_tx_ends are queues, filled
-// and emptied faster than autovacuum analyzes them: with statistics of
-// an emptied staging, Postgres planned the count of each pending
-// transaction's staged events as a sequential scan, run once per END,
-// and a bench run spent 109 s of Postgres CPU on it before its first row.
-// Every read of the Applier is a probe of a key or a range of one, which
-// an index serves whatever the table's size.
+// noSeqScan comes before each lookup of the Applier and of the staging in
+// kafka2pg.cdc_staged and cdc_tx_ends, in the same round trip, and
+// seqScanAsConfigured after it when the transaction goes on with other
+// statements. Those tables are queues, filled and emptied faster than
+// autovacuum analyzes them: with the statistics of an emptied staging,
+// Postgres planned the count of each pending transaction's staged events
+// as a sequential scan, run once per END, and a bench run spent 109 s of
+// Postgres CPU on it before its first row. Every such lookup is a probe
+// of a key or a range of one, which an index serves whatever the table's
+// size.
 const noSeqScan = "SET LOCAL enable_seqscan = off"
 
 // seqScanAsConfigured ends noSeqScan, for the statements of the
