@@ -344,6 +344,30 @@ func TestTransactionsApplierReadsTheQueuesByKeyWhateverTheirStatistics(t *testin
 	}
 }
 
+// The order of the source's transactions is the END records' on a
+// transaction topic of one partition: an END of a second partition stops
+// the Applier with an error that says so, and nothing is applied.
+func TestTransactionsAnEndOnASecondPartitionOfTheTransactionTopicStopsTheApplier(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	pos, err := c.w.Claim(t.Context(), custTxTopic, []int32{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1))
+	end := txEnd("t1", 1)
+	end.Topic, end.Partition = custTxTopic, 1
+	write(t, c.w, &stream.Batch{Topic: custTxTopic, Partition: 1, Epoch: pos[1].Epoch, PrevOffset: prevOf(0), FirstOffset: 0,
+		NextOffset: 1, LeaderEpoch: -1, LogEndOffset: -1, Records: []stream.Record{end}})
+	n, err := c.a.ApplyReady(t.Context())
+	if err == nil || !strings.Contains(err.Error(), "partition 1 of the transaction topic") || n != 0 {
+		t.Fatalf("ApplyReady = %d, %v; want 0 and an error naming partition 1 of the transaction topic", n, err)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM customers"); got != 0 {
+		t.Fatalf("%d customers applied, want 0", got)
+	}
+}
+
 // An event staged without the END of its transaction for OrphanAfter
 // becomes a dead letter, and leaves the staging; one staged since stays.
 func TestTransactionsEventWithoutAnEndBecomesADeadLetterAfterOrphanAfter(t *testing.T) {
