@@ -268,8 +268,10 @@ WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL
 ORDER BY e.tx_offset
 LIMIT 1`
 
-// pendingSQL reads the ENDs not applied after the one at $3, in order.
-const pendingSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at)
+// pendingSQL reads the ENDs not applied after the one at $3, in order,
+// as headSQL does, but for their staged events seen: those of the ones
+// that fit in one apply are counted next (countStaged).
+const pendingSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at), 0
 FROM kafka2pg.cdc_tx_ends e
 WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset > $3
 ORDER BY e.tx_offset
@@ -281,22 +283,6 @@ const stagedCountsSQL = `SELECT (SELECT count(*) FROM kafka2pg.cdc_staged s
         WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid)
 FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
 ORDER BY t.n`
-
-// noSeqScan comes before each lookup of the Applier and of the staging in
-// kafka2pg.cdc_staged and cdc_tx_ends, in the same round trip, and
-// seqScanAsConfigured after it when the transaction goes on with other
-// statements. Those tables are queues, filled and emptied faster than
-// autovacuum analyzes them: with the statistics of an emptied staging,
-// Postgres planned the count of each pending transaction's staged events
-// as a sequential scan, run once per END, and a bench run spent 109 s of
-// Postgres CPU on it before its first row. Every such lookup is a probe
-// of a key or a range of one, which an index serves whatever the table's
-// size.
-const noSeqScan = "SET LOCAL enable_seqscan = off"
-
-// seqScanAsConfigured ends noSeqScan, for the statements of the
-// transaction that come after the probes.
-const seqScanAsConfigured = "SET LOCAL enable_seqscan = DEFAULT"
 
 // pendingRead is how many pending transactions pending reads at once.
 const pendingRead = 4096
@@ -360,15 +346,12 @@ func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx))
 	var out []pendingTx
-	scan := func(counted bool) func(pgx.Rows) error {
-		return func(rows pgx.Rows) error {
+	look := func(sql string, args ...any) error {
+		q := &pgx.Batch{}
+		queueProbe(q, sql, args...).Query(func(rows pgx.Rows) error {
 			var p pendingTx
 			var age float64
-			dest := []any{&p.id, &p.part, &p.offset, &p.expected, &age}
-			if counted {
-				dest = append(dest, &p.seen)
-			}
-			_, err := pgx.ForEachRow(rows, dest, func() error {
+			_, err := pgx.ForEachRow(rows, []any{&p.id, &p.part, &p.offset, &p.expected, &age, &p.seen}, func() error {
 				if p.part != 0 {
 					return fmt.Errorf("an END record of partition %d of the transaction topic: the topic must have one partition, so that its records keep the source's commit order", p.part)
 				}
@@ -377,21 +360,20 @@ func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
 				return nil
 			})
 			return err
+		})
+		if err := tx.SendBatch(ctx, q).Close(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
 		}
+		return nil
 	}
-	q := &pgx.Batch{}
-	q.Queue(noSeqScan)
-	q.Queue(headSQL, a.w.cfg.Group, a.cfg.Source).Query(scan(true))
-	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+	if err := look(headSQL, a.w.cfg.Group, a.cfg.Source); err != nil {
+		return nil, err
 	}
 	if len(out) == 0 || out[0].seen < out[0].expected {
 		return out, nil
 	}
-	q = &pgx.Batch{}
-	q.Queue(pendingSQL, a.w.cfg.Group, a.cfg.Source, out[0].offset, pendingRead).Query(scan(false))
-	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+	if err := look(pendingSQL, a.w.cfg.Group, a.cfg.Source, out[0].offset, pendingRead); err != nil {
+		return nil, err
 	}
 	window, events := 1, out[0].expected
 	for window < len(out) && events+out[window].expected <= int64(a.cfg.GroupEvents) {
@@ -414,18 +396,18 @@ func (a *Applier) countStaged(ctx context.Context, tx pgx.Tx, ps []pendingTx) er
 	for i, p := range ps {
 		ids[i] = p.id
 	}
-	rows, err := tx.Query(ctx, stagedCountsSQL, a.w.cfg.Group, a.cfg.Source, ids)
-	if err != nil {
+	q := &pgx.Batch{}
+	queueProbe(q, stagedCountsSQL, a.w.cfg.Group, a.cfg.Source, ids).Query(func(rows pgx.Rows) error {
+		i := 0
+		var n int64
+		_, err := pgx.ForEachRow(rows, []any{&n}, func() error {
+			ps[i].seen = n
+			i++
+			return nil
+		})
 		return err
-	}
-	i := 0
-	var n int64
-	_, err = pgx.ForEachRow(rows, []any{&n}, func() error {
-		ps[i].seen = n
-		i++
-		return nil
 	})
-	return err
+	return tx.SendBatch(ctx, q).Close()
 }
 
 func (a *Applier) setIncomplete(t IncompleteTx) {
@@ -555,9 +537,7 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	// statements that apply the events then plan without.
 	q := &pgx.Batch{}
 	q.Queue("SET LOCAL cursor_tuple_fraction = 1")
-	q.Queue(noSeqScan)
-	q.Queue(declareStagedSQL, g, src, ids)
-	q.Queue(seqScanAsConfigured)
+	queueProbe(q, declareStagedSQL, g, src, ids)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: declare the cursor: %w", what, err)
 	}
@@ -583,9 +563,8 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	// are deleted. (Each chunk deleted its staged events.)
 	q = &pgx.Batch{}
 	q.Queue("CLOSE kafka2pg_staged")
-	q.Queue(noSeqScan)
-	q.Queue(endAppliedSQL, g, src, ids, partial)
-	q.Queue(pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
+	queueProbe(q, endAppliedSQL, g, src, ids, partial)
+	queueProbe(q, pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)
 	}

@@ -104,9 +104,7 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 	// The cursor's snapshot keeps them for its later chunks.
 	q := &pgx.Batch{}
 	q.Queue("RELEASE SAVEPOINT kafka2pg_chunk")
-	q.Queue(noSeqScan)
-	q.Queue("DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", e.tids)
-	q.Queue(seqScanAsConfigured)
+	queueProbe(q, "DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", e.tids)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return 0, fmt.Errorf("release savepoint and delete the staged events: %w", err)
 	}

@@ -30,6 +30,9 @@ import (
 // Changes without a transaction (snapshot reads, connectors without
 // transaction metadata, heartbeats) are applied in the batch's
 // transaction, as without Transactions.
+//
+// Both tables are queues; every lookup in them, the staging's and the
+// Applier's, goes through queueProbe (below).
 
 // Transactions configures a Sink whose changes are applied one source
 // transaction at a time.
@@ -101,6 +104,31 @@ func (w *Writer) stageTransactions(b *stream.Batch, sink Sink, changes []keyedCh
 	return direct, func(ctx context.Context, tx pgx.Tx) ([]badRecord, error) {
 		return w.stage(ctx, tx, sink.Transactions.Source, b, staged)
 	}
+}
+
+// noSeqScan comes before each lookup of the Applier and of the staging in
+// kafka2pg.cdc_staged and cdc_tx_ends, and seqScanAsConfigured after it,
+// in the same round trip (queueProbe), so that the transaction's other
+// statements are planned as configured. Those tables are queues, filled
+// and emptied faster than autovacuum analyzes them: with the statistics
+// of an emptied staging, Postgres planned the count of each pending
+// transaction's staged events as a sequential scan, run once per END, and
+// a bench run spent 109 s of Postgres CPU on it before its first row.
+// Every such lookup is a probe of a key or a range of one, which an index
+// serves whatever the table's size.
+const noSeqScan = "SET LOCAL enable_seqscan = off"
+
+// seqScanAsConfigured ends noSeqScan, for the statements of the
+// transaction that come after the probes.
+const seqScanAsConfigured = "SET LOCAL enable_seqscan = DEFAULT"
+
+// queueProbe queues sql, a lookup in the staging or the ENDs, between
+// noSeqScan and seqScanAsConfigured, in a transaction, and returns it.
+func queueProbe(q *pgx.Batch, sql string, args ...any) *pgx.QueuedQuery {
+	q.Queue(noSeqScan)
+	qq := q.Queue(sql, args...)
+	q.Queue(seqScanAsConfigured)
+	return qq
 }
 
 // KindLateEvent is the dead letter kind of an event of a source
@@ -212,20 +240,24 @@ func stampOf(r *stream.Record) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: r.Timestamp, Valid: !r.Timestamp.IsZero()}
 }
 
-// stagedRows are the rows of cdc_staged of a batch's events, for COPY.
+// stagedRows are the rows of cdc_staged of a batch's events, for COPY,
+// which encodes each row before it asks for the next: one row slice
+// serves them all.
 type stagedRows struct {
 	group, source string
 	b             *stream.Batch
 	events        []keyedChange
 	i             int
+	row           []any
 }
 
 func (r *stagedRows) Next() bool { r.i++; return r.i < len(r.events) }
 
 func (r *stagedRows) Values() ([]any, error) {
 	c := &r.events[r.i]
-	return []any{r.group, r.source, c.ch.Tx.ID, c.ch.Tx.Collection, c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder,
-		r.b.Topic, r.b.Partition, c.rec.Offset, c.rec.Key, c.rec.Value, stampOf(c.rec)}, nil
+	r.row = append(r.row[:0], r.group, r.source, c.ch.Tx.ID, c.ch.Tx.Collection, c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder,
+		r.b.Topic, r.b.Partition, c.rec.Offset, c.rec.Key, c.rec.Value, stampOf(c.rec))
+	return r.row, nil
 }
 
 func (r *stagedRows) Err() error { return nil }
@@ -242,13 +274,11 @@ func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []k
 		}
 	}
 	// The savepoint, in the same round trip, is what a COPY that meets a
-	// copy goes back to (stage). The probe is planned with the ENDs' key
-	// (noSeqScan) and the batch's own statements without it.
+	// copy goes back to (stage).
 	q := &pgx.Batch{}
 	q.Queue("SAVEPOINT kafka2pg_stage")
-	q.Queue(noSeqScan)
 	applied := map[string]bool{}
-	q.Queue(appliedTxsSQL, group, source, ids).Query(func(rows pgx.Rows) error {
+	queueProbe(q, appliedTxsSQL, group, source, ids).Query(func(rows pgx.Rows) error {
 		var id string
 		var done bool
 		var partial pgtype.Bool
@@ -260,7 +290,6 @@ func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []k
 		})
 		return err
 	})
-	q.Queue(seqScanAsConfigured)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return nil, fmt.Errorf("find the transactions applied already: %w", err)
 	}
