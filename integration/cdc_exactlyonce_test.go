@@ -28,13 +28,16 @@ func TestDebeziumChangesSurviveKill9ExactlyOnce(t *testing.T) {
 		kills      = 3
 	)
 	s := newScenario(t, partitions)
-	s.topic = s.kafka.CreateTopic(t, "cdcit.public.items", partitions)
+	// This run's own prefix: the regex must not match the topics another
+	// run left on the same broker (stopped before its cleanup).
+	prefix := fmt.Sprintf("cdcit%08x", rand.Uint32())
+	s.topic = s.kafka.CreateTopic(t, prefix+".public.items", partitions)
 	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
-	config := `sinks:
-  - topic_regex: 'cdcit\.public\.(?P<table>[a-z]+)-[0-9a-f]{8}'
+	config := fmt.Sprintf(`sinks:
+  - topic_regex: '%s\.public\.(?P<table>[a-z]+)-[0-9a-f]{8}'
     format: debezium
     table: '${table}'
-`
+`, prefix)
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}

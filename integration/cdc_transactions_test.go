@@ -28,11 +28,16 @@ func TestCDCTransactionsStayWholeUnderKill9AndARebalance(t *testing.T) {
 	parallel(t)
 	const kills = 5
 	s := newScenario(t, 3)
+	// The capture's prefix is this run's own: the sink's topic_regex must
+	// not match the topics of another run on the same broker (one stopped
+	// before its cleanup leaves them), whose transfers would land in the
+	// same tables.
+	prefix := fmt.Sprintf("txit%08x", rand.Uint32())
 	topics := map[string]string{}
 	for _, table := range cdctest.BankTables {
-		topics[table] = s.kafka.CreateTopic(t, "txit.public."+table, 3)
+		topics[table] = s.kafka.CreateTopic(t, prefix+".public."+table, 3)
 	}
-	txTopic := s.kafka.CreateTopic(t, "txit.transaction", 1)
+	txTopic := s.kafka.CreateTopic(t, prefix+".transaction", 1)
 	rng := rand.New(rand.NewPCG(rand.Uint64(), 37))
 	bank := cdctest.NewBankOn(topics, txTopic, 40, 3)
 	bank.TransfersOf(rng, 600)
@@ -80,12 +85,12 @@ func TestCDCTransactionsStayWholeUnderKill9AndARebalance(t *testing.T) {
 
 	path := filepath.Join(t.TempDir(), "kafka2pg.yaml")
 	config := fmt.Sprintf(`sinks:
-  - topic_regex: 'txit\.public\.(?P<table>[a-z]+)-[0-9a-f]{8}'
+  - topic_regex: '%s\.public\.(?P<table>[a-z]+)-[0-9a-f]{8}'
     format: debezium
     table: '${table}'
     transactions: true
     transaction_topic: %s
-`, txTopic)
+`, prefix, txTopic)
 	if err := os.WriteFile(path, []byte(config), 0o600); err != nil {
 		t.Fatal(err)
 	}
