@@ -141,7 +141,8 @@ type Applier struct {
 
 	epoch     int64 // from Claim; read and written by the Run goroutine only
 	lastWarn  time.Time
-	lastSweep time.Time // of the orphans (sweepOrphans)
+	lastSweep time.Time   // of the orphans (sweepOrphans)
+	schemas   schemaCache // of the staged events (txschemas.go); the Run goroutine's
 
 	mu    sync.Mutex
 	stats ApplierStats
@@ -174,7 +175,7 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 	if log == nil {
 		log = w.log
 	}
-	return &Applier{w: w, cfg: cfg, log: log.With("source", cfg.Source)}, nil
+	return &Applier{w: w, cfg: cfg, log: log.With("source", cfg.Source), schemas: schemaCache{}}, nil
 }
 
 // Source is the source whose transactions the Applier applies.
@@ -478,7 +479,7 @@ WHERE consumer_group = $1 AND source = $2 AND epoch = $5`
 	// events, which stale statistics of a table that fills and empties
 	// make it choose).
 	declareStagedSQL = `DECLARE kafka2pg_staged NO SCROLL CURSOR FOR
-SELECT s.row_id, s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp
+SELECT s.row_id, s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp, s.key_schema, s.value_schema
 FROM unnest($3::text[]) WITH ORDINALITY AS t(txid, n)
 CROSS JOIN LATERAL (SELECT s.ctid AS row_id, s.* FROM kafka2pg.cdc_staged s
                     WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
@@ -541,7 +542,7 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: declare the cursor: %w", what, err)
 	}
-	ap := newEventApplier(a.w)
+	ap := newEventApplier(a.w, a.schemas)
 	fetch := fmt.Sprintf("FETCH %d FROM kafka2pg_staged", a.cfg.FetchRows)
 	events := int64(0)
 	for {

@@ -40,7 +40,7 @@ const sweepOrphansSQL = `DELETE FROM kafka2pg.cdc_staged s
 WHERE s.consumer_group = $1 AND s.source = $2 AND s.staged_at < now() - $3::interval
   AND NOT EXISTS (SELECT FROM kafka2pg.cdc_tx_ends e
                   WHERE e.consumer_group = s.consumer_group AND e.source = s.source AND e.txid = s.txid)
-RETURNING s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp, s.txid`
+RETURNING s.topic, s.partition, s.kafka_offset, s.key, s.value, s.kafka_timestamp, s.txid, s.key_schema, s.value_schema`
 
 // fenceApplierSQL checks, and holds until COMMIT, the Applier's turn.
 const fenceApplierSQL = `UPDATE kafka2pg.cdc_appliers SET updated_at = now()
@@ -71,15 +71,18 @@ func (a *Applier) sweepOrphans(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	var letters []deadletters.Letter
+	var digests [][]byte
 	for rows.Next() {
 		var r stream.Record
 		var ts pgtype.Timestamptz
 		var txid string
-		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts, &txid); err != nil {
+		var keySchema, valueSchema []byte
+		if err := rows.Scan(&r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts, &txid, &keySchema, &valueSchema); err != nil {
 			rows.Close()
 			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 		r.Timestamp = ts.Time
+		digests = append(digests, keySchema, valueSchema)
 		letters = append(letters, deadletters.Letter{Group: a.w.cfg.Group, Record: r, Table: a.w.TableName(r.Topic),
 			Kind: KindTransactionEndMissing,
 			Message: fmt.Sprintf("staged for %s without the END of its source transaction %q: a copy of an event of a transaction applied and pruned already (ApplierConfig.RetainEnds), or one whose END never came",
@@ -87,6 +90,14 @@ func (a *Applier) sweepOrphans(ctx context.Context) (int, error) {
 	}
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	// The dead letters hold the events as they came.
+	if err := a.schemas.load(ctx, tx, digests); err != nil {
+		return 0, fmt.Errorf("%s: %w", what, err)
+	}
+	for i := range letters {
+		r := &letters[i].Record
+		r.Key, r.Value = a.schemas.join(r.Key, digests[2*i]), a.schemas.join(r.Value, digests[2*i+1])
 	}
 	if err := deadletters.Insert(ctx, tx, letters); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)

@@ -43,6 +43,10 @@ type eventApplier struct {
 	types map[string][]uint32          // each table's column types, by stageName
 	recs  []stream.Record
 	tids  []pgtype.TID // the staged rows of recs
+	// schemas put the staged keys and values back together (txschemas.go);
+	// digests are those of recs, key and value.
+	schemas schemaCache
+	digests [][]byte
 	// stale counts, by qualified table name, the changes the version
 	// guard skipped in the chunks applied so far.
 	stale map[string]int
@@ -51,9 +55,9 @@ type eventApplier struct {
 	stages map[string]bool
 }
 
-func newEventApplier(w *Writer) *eventApplier {
+func newEventApplier(w *Writer, schemas schemaCache) *eventApplier {
 	return &eventApplier{w: w, stmts: map[string]*changeStatements{}, types: map[string][]uint32{}, stale: map[string]int{},
-		stages: map[string]bool{}}
+		stages: map[string]bool{}, schemas: schemas}
 }
 
 // tableChanges are a chunk's changes of one table, in order.
@@ -122,20 +126,28 @@ func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*t
 	if err != nil {
 		return nil, nil, fmt.Errorf("fetch staged events: %w", err)
 	}
-	e.recs, e.tids = e.recs[:0], e.tids[:0]
+	e.recs, e.tids, e.digests = e.recs[:0], e.tids[:0], e.digests[:0]
 	for rows.Next() {
 		var r stream.Record
 		var ts pgtype.Timestamptz
 		var tid pgtype.TID
-		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts); err != nil {
+		var keySchema, valueSchema []byte
+		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts, &keySchema, &valueSchema); err != nil {
 			rows.Close()
 			return nil, nil, fmt.Errorf("fetch staged events: %w", err)
 		}
 		r.Timestamp = ts.Time
-		e.recs, e.tids = append(e.recs, r), append(e.tids, tid)
+		e.recs, e.tids, e.digests = append(e.recs, r), append(e.tids, tid), append(e.digests, keySchema, valueSchema)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, nil, fmt.Errorf("fetch staged events: %w", err)
+	}
+	if err := e.schemas.load(ctx, tx, e.digests); err != nil {
+		return nil, nil, err
+	}
+	for i := range e.recs {
+		r := &e.recs[i]
+		r.Key, r.Value = e.schemas.join(r.Key, e.digests[2*i]), e.schemas.join(r.Value, e.digests[2*i+1])
 	}
 	var tables []*tableChanges
 	var order []chunkChange

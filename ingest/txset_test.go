@@ -373,7 +373,8 @@ func TestTransactionsAnEndOnASecondPartitionOfTheTransactionTopicStopsTheApplier
 func TestTransactionsEventWithoutAnEndBecomesADeadLetterAfterOrphanAfter(t *testing.T) {
 	t.Parallel()
 	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{OrphanAfter: time.Hour})
-	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1))
+	orphan := inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1)
+	c.write("customers", orphan)
 	if _, err := c.pool.Exec(t.Context(), "UPDATE kafka2pg.cdc_staged SET staged_at = now() - interval '61 minutes'"); err != nil {
 		t.Fatal(err)
 	}
@@ -381,6 +382,15 @@ func TestTransactionsEventWithoutAnEndBecomesADeadLetterAfterOrphanAfter(t *test
 	c.apply(0)
 	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.dead_letters WHERE error_kind = $1 AND kafka_offset = 0", ingest.KindTransactionEndMissing); got != 1 {
 		t.Fatalf("%d dead letters of the orphan, want 1", got)
+	}
+	// The staging kept the event's payloads and its schemas apart: the
+	// dead letter holds the key and value as they came, byte for byte.
+	var key, value []byte
+	if err := c.pool.QueryRow(t.Context(), "SELECT key, value FROM kafka2pg.dead_letters WHERE error_kind = $1", ingest.KindTransactionEndMissing).Scan(&key, &value); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(key, orphan.Key) || !bytes.Equal(value, orphan.Value) {
+		t.Fatalf("the dead letter holds\n%s\n%s\nwant the event as it came\n%s\n%s", key, value, orphan.Key, orphan.Value)
 	}
 	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged WHERE txid = 't2'"); got != 1 {
 		t.Fatalf("%d events of t2 staged, want the one that waits for its END", got)
@@ -440,5 +450,41 @@ func TestTransactionsApplyInTheSourcesOrderWhenTheSetsBreakAForeignKey(t *testin
 	}
 	if got := queryInt(t, pool, `SELECT count(*) FROM transfers t JOIN a ON a.id = t.amount WHERE t.id IN (2, 3)`); got != 2 {
 		t.Fatalf("%d transfers 2 and 3 with their accounts, want 2", got)
+	}
+}
+
+// The staging keeps an event's payloads, and each Connect schema once
+// (kafka2pg.cdc_staged_schemas); an event of another shape is staged
+// whole. The Applier joins them back: the transactions apply as they
+// came.
+func TestTransactionsStagingKeepsEachSchemaOnceAndAppliesEventsAsTheyCame(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	spaced := inTx(srcEv{"c", 3, "c", 100, 130}, "t2", 1)
+	spaced.Value = bytes.Replace(spaced.Value, []byte(`{"schema":`), []byte(`{"schema": `), 1)
+	evs := []stream.Record{inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t1", 2), spaced}
+	raw := 0
+	for _, r := range evs {
+		raw += len(r.Key) + len(r.Value)
+	}
+	c.write("customers", evs...)
+	var split, whole, stored, schemas int
+	if err := c.pool.QueryRow(t.Context(), `SELECT count(*) FILTER (WHERE key_schema IS NOT NULL AND value_schema IS NOT NULL),
+    count(*) FILTER (WHERE value_schema IS NULL), sum(octet_length(key) + octet_length(value)),
+    (SELECT count(*) FROM kafka2pg.cdc_staged_schemas)
+FROM kafka2pg.cdc_staged`).Scan(&split, &whole, &stored, &schemas); err != nil {
+		t.Fatal(err)
+	}
+	if split != 2 || whole != 1 || schemas != 2 {
+		t.Fatalf("%d events staged without their schemas, %d whole, %d schemas staged; want 2, the spaced one whole, and the key's and value's schema once", split, whole, schemas)
+	}
+	if stored*2 > raw {
+		t.Fatalf("%d bytes staged of %d: want the schemas' bytes left out", stored, raw)
+	}
+	c.write(custTxTopic, txEnd("t1", 2), txEnd("t2", 1))
+	c.apply(2)
+	want := "1=a:live:" + seqVersion(100, 110) + " 2=b:live:" + seqVersion(100, 120) + " 3=c:live:" + seqVersion(100, 130)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
 	}
 }

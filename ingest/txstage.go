@@ -156,10 +156,12 @@ CROSS JOIN LATERAL (SELECT e.* FROM kafka2pg.cdc_tx_ends e
 // arrays materializes them, which a batch of large events spills to
 // disk.
 const stageEventsSQL = `INSERT INTO kafka2pg.cdc_staged
-    (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value, kafka_timestamp)
-SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v, s.ts
-FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[], $12::timestamptz[])
-    AS s(txid, coll, coll_order, total_order, off, k, v, ts)
+    (consumer_group, source, txid, data_collection, collection_order, total_order, topic, partition, kafka_offset, key, value, kafka_timestamp,
+     key_schema, value_schema)
+SELECT $1, $2, s.txid, s.coll, s.coll_order, s.total_order, $3, $4, s.off, s.k, s.v, s.ts, s.ks, s.vs
+FROM unnest($5::text[], $6::text[], $7::int8[], $8::int8[], $9::int8[], $10::bytea[], $11::bytea[], $12::timestamptz[],
+            $13::bytea[], $14::bytea[])
+    AS s(txid, coll, coll_order, total_order, off, k, v, ts, ks, vs)
 ON CONFLICT DO NOTHING`
 
 // stagedTable and stagedColumns are what stage COPYs into, and
@@ -167,22 +169,29 @@ ON CONFLICT DO NOTHING`
 var (
 	stagedTable   = pgx.Identifier{"kafka2pg", "cdc_staged"}
 	stagedColumns = []string{"consumer_group", "source", "txid", "data_collection", "collection_order", "total_order",
-		"topic", "partition", "kafka_offset", "key", "value", "kafka_timestamp"}
+		"topic", "partition", "kafka_offset", "key", "value", "kafka_timestamp", "key_schema", "value_schema"}
 	stagedTypes = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.Int8OID, pgtype.Int8OID,
-		pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.ByteaOID, pgtype.ByteaOID, pgtype.TimestamptzOID}
+		pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.ByteaOID, pgtype.ByteaOID, pgtype.TimestamptzOID,
+		pgtype.ByteaOID, pgtype.ByteaOID}
 )
 
 // stageFunc stages what a batch holds of source transactions, in the
 // batch's transaction; the records it returns are dead letters.
 type stageFunc = func(ctx context.Context, tx pgx.Tx) ([]badRecord, error)
 
-// stage stages the raw records of staged: the Applier decodes them again
-// when it applies their transaction, with the table as it is then. An
+// stage stages the records of staged as they came, their Connect schemas
+// kept apart (txschemas.go): the Applier decodes them again when it
+// applies their transaction, with the table as it is then. An
 // event of a transaction applied already is left: a copy, when all its
 // events were applied; when the Applier applied it without them
 // (IncompleteApply), a late event, which becomes a dead letter.
 func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange) ([]badRecord, error) {
-	applied, err := appliedTxs(ctx, tx, w.cfg.Group, source, staged)
+	rows := newStagedRows(w.cfg.Group, source, b, staged)
+	for _, c := range staged {
+		rows.schemas.split(c.rec.Key)
+		rows.schemas.split(c.rec.Value)
+	}
+	applied, err := appliedTxs(ctx, tx, w.cfg.Group, source, staged, &rows.schemas)
 	if err != nil {
 		return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
 	}
@@ -200,17 +209,18 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 			}
 		}
 		staged = pending
+		rows.events = staged
 	}
 	if len(staged) == 0 {
 		return bad, nil
 	}
-	_, err = pgcopy.CopyTyped(ctx, tx, stagedTable, stagedColumns, stagedTypes, &stagedRows{group: w.cfg.Group, source: source, b: b, events: staged, i: -1})
+	_, err = pgcopy.CopyTyped(ctx, tx, stagedTable, stagedColumns, stagedTypes, rows)
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: a copy of a staged event
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_stage"); err != nil {
 			return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
 		}
-		err = w.stageLeavingCopies(ctx, tx, source, b, staged)
+		err = w.stageLeavingCopies(ctx, tx, source, b, staged, &rows.schemas)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
@@ -219,20 +229,21 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 }
 
 // stageLeavingCopies stages staged with stageEventsSQL.
-func (w *Writer) stageLeavingCopies(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange) error {
+func (w *Writer) stageLeavingCopies(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange, schemas *schemaSplitter) error {
 	n := len(staged)
 	txids, colls := make([]string, n), make([]string, n)
 	collOrders, totalOrders, offs := make([]int64, n), make([]int64, n), make([]int64, n)
-	keys, values := make([][]byte, n), make([][]byte, n)
+	keys, values, keySchemas, valueSchemas := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	stamps := make([]pgtype.Timestamptz, n)
 	for i, c := range staged {
 		txids[i], colls[i] = c.ch.Tx.ID, c.ch.Tx.Collection
 		collOrders[i], totalOrders[i], offs[i] = c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder, c.rec.Offset
-		keys[i], values[i] = c.rec.Key, c.rec.Value
+		keys[i], keySchemas[i] = schemas.split(c.rec.Key)
+		values[i], valueSchemas[i] = schemas.split(c.rec.Value)
 		stamps[i] = stampOf(c.rec)
 	}
 	_, err := tx.Exec(ctx, stageEventsSQL, w.cfg.Group, source, b.Topic, b.Partition,
-		txids, colls, collOrders, totalOrders, offs, keys, values, stamps)
+		txids, colls, collOrders, totalOrders, offs, keys, values, stamps, keySchemas, valueSchemas)
 	return err
 }
 
@@ -249,14 +260,22 @@ type stagedRows struct {
 	events        []keyedChange
 	i             int
 	row           []any
+	// schemas split the events' keys and values (txschemas.go).
+	schemas schemaSplitter
+}
+
+func newStagedRows(group, source string, b *stream.Batch, events []keyedChange) *stagedRows {
+	return &stagedRows{group: group, source: source, b: b, events: events, i: -1}
 }
 
 func (r *stagedRows) Next() bool { r.i++; return r.i < len(r.events) }
 
 func (r *stagedRows) Values() ([]any, error) {
 	c := &r.events[r.i]
+	key, keySchema := r.schemas.split(c.rec.Key)
+	value, valueSchema := r.schemas.split(c.rec.Value)
 	r.row = append(r.row[:0], r.group, r.source, c.ch.Tx.ID, c.ch.Tx.Collection, c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder,
-		r.b.Topic, r.b.Partition, c.rec.Offset, c.rec.Key, c.rec.Value, stampOf(c.rec))
+		r.b.Topic, r.b.Partition, c.rec.Offset, key, value, stampOf(c.rec), keySchema, valueSchema)
 	return r.row, nil
 }
 
@@ -264,7 +283,7 @@ func (r *stagedRows) Err() error { return nil }
 
 // appliedTxs returns the source transactions of staged that the Applier
 // applied already: true for those applied without all their events.
-func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []keyedChange) (map[string]bool, error) {
+func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []keyedChange, schemas *schemaSplitter) (map[string]bool, error) {
 	seen := map[string]bool{}
 	var ids []string
 	for _, c := range staged {
@@ -273,9 +292,10 @@ func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []k
 			ids = append(ids, id)
 		}
 	}
-	// The savepoint, in the same round trip, is what a COPY that meets a
-	// copy goes back to (stage).
+	// The events' schemas are staged in the same round trip, and then the
+	// savepoint that a COPY that meets a copy goes back to (stage).
 	q := &pgx.Batch{}
+	schemas.queue(q)
 	q.Queue("SAVEPOINT kafka2pg_stage")
 	applied := map[string]bool{}
 	queueProbe(q, appliedTxsSQL, group, source, ids).Query(func(rows pgx.Rows) error {

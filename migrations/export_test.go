@@ -36,3 +36,9 @@ func UpAsEarlierReleases(ctx context.Context, pgURL string, version uint) error 
 	defer m.Close()
 	return m.Migrate(version)
 }
+
+// Steps runs n migrations up (n > 0) or down (n < 0) from the applied
+// version.
+func Steps(ctx context.Context, pgURL string, n int) error {
+	return run(ctx, pgURL, "steps", func(m *migrate.Migrate) error { return m.Steps(n) })
+}

@@ -17,7 +17,7 @@ import (
 var files embed.FS
 
 // Latest is the newest version this binary knows.
-const Latest = 4
+const Latest = 5
 
 // Up applies every migration not yet applied to the database at pgURL,
 // after moving an earlier release's history into the kafka2pg schema.

@@ -1,0 +1,166 @@
+package ingest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"fmt"
+	"slices"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/decode"
+)
+
+// Connect's JsonConverter with schemas.enable writes each key and value
+// as {"schema":S,"payload":P}, S the same bytes in every event of a table
+// and about two thirds of a Debezium event. The staging keeps P, and S
+// once in kafka2pg.cdc_staged_schemas under its SHA-256 (cdc_staged's
+// key_schema and value_schema name it); the Applier joins them again,
+// byte for byte, before it decodes. A key or value of another shape is
+// staged whole, with no digest.
+
+const (
+	envelopeHead = `{"schema":`
+	envelopeMid  = `,"payload":`
+	envelopeTail = `}`
+)
+
+// splitEnvelope cuts b, {"schema":S,"payload":P}, into S and P; ok is
+// false when b is not of that shape, byte for byte (a space between the
+// members, another order, a null schema): it is then staged whole.
+// joinEnvelope(S, P) is b again, whatever P holds.
+func splitEnvelope(b []byte) (schema, payload []byte, ok bool) {
+	if !bytes.HasPrefix(b, []byte(envelopeHead)) || len(b) < len(envelopeHead)+len(envelopeMid)+2 || b[len(b)-1] != '}' {
+		return nil, nil, false
+	}
+	i := len(envelopeHead)
+	if b[i] != '{' {
+		return nil, nil, false // null, or a schema of another shape
+	}
+	end, _, ok := decode.SkipJSONValue(b, i, 0)
+	if !ok || !bytes.HasPrefix(b[end:], []byte(envelopeMid)) {
+		return nil, nil, false
+	}
+	return b[i:end], b[end+len(envelopeMid) : len(b)-1], true
+}
+
+// joinEnvelope appends {"schema":schema,"payload":payload} to dst.
+func joinEnvelope(dst, schema, payload []byte) []byte {
+	dst = slices.Grow(dst, len(envelopeHead)+len(schema)+len(envelopeMid)+len(payload)+len(envelopeTail))
+	dst = append(dst, envelopeHead...)
+	dst = append(dst, schema...)
+	dst = append(dst, envelopeMid...)
+	dst = append(dst, payload...)
+	return append(dst, envelopeTail...)
+}
+
+// schemaSplitter splits the keys and values of one staging, hashing each
+// distinct schema once: the events of a batch share one or two.
+type schemaSplitter struct {
+	seen []stagedSchema
+}
+
+type stagedSchema struct {
+	text   []byte
+	digest []byte
+}
+
+// split returns what to stage of b and the digest of its schema (nil
+// when b is staged whole). A schema split before is matched by its bytes;
+// a new one is scanned, and hashed once.
+func (s *schemaSplitter) split(b []byte) (stored, digest []byte) {
+	if !bytes.HasPrefix(b, []byte(envelopeHead)) || b[len(b)-1] != '}' {
+		return b, nil
+	}
+	rest := b[len(envelopeHead) : len(b)-1]
+	for _, k := range s.seen {
+		if bytes.HasPrefix(rest, k.text) && bytes.HasPrefix(rest[len(k.text):], []byte(envelopeMid)) {
+			return rest[len(k.text)+len(envelopeMid):], k.digest
+		}
+	}
+	schema, payload, ok := splitEnvelope(b)
+	if !ok || len(s.seen) == maxSplitSchemas {
+		return b, nil
+	}
+	sum := sha256.Sum256(schema)
+	s.seen = append(s.seen, stagedSchema{text: schema, digest: sum[:]})
+	return payload, sum[:]
+}
+
+// maxSplitSchemas bounds the schemas of one staging: the events past it
+// with yet another schema are staged whole.
+const maxSplitSchemas = 64
+
+// stageSchemasSQL stages the schemas of a staging, in the order of their
+// digests (two stagings that wait on each other's new schemas wait in
+// one order); one staged already is left.
+const stageSchemasSQL = `INSERT INTO kafka2pg.cdc_staged_schemas (digest, schema)
+SELECT d, s FROM unnest($1::bytea[], $2::bytea[]) AS t(d, s) ORDER BY d
+ON CONFLICT DO NOTHING`
+
+// queue queues the staging of the schemas split so far into q.
+func (s *schemaSplitter) queue(q *pgx.Batch) {
+	if len(s.seen) == 0 {
+		return
+	}
+	digests, texts := make([][]byte, len(s.seen)), make([][]byte, len(s.seen))
+	for i, k := range s.seen {
+		digests[i], texts[i] = k.digest, k.text
+	}
+	q.Queue(stageSchemasSQL, digests, texts)
+}
+
+// schemaCache holds the schemas an Applier read from
+// kafka2pg.cdc_staged_schemas, by digest. A source sends few; the cache
+// starts again past maxCachedSchemas.
+type schemaCache map[string][]byte
+
+const maxCachedSchemas = 4096
+
+// load reads the schemas of digests the cache lacks.
+func (c schemaCache) load(ctx context.Context, q interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, digests [][]byte) error {
+	var missing [][]byte
+	for _, d := range digests {
+		if d == nil {
+			continue
+		}
+		if _, ok := c[string(d)]; !ok && !slices.ContainsFunc(missing, func(m []byte) bool { return bytes.Equal(m, d) }) {
+			missing = append(missing, d)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if len(c)+len(missing) > maxCachedSchemas {
+		clear(c)
+	}
+	rows, err := q.Query(ctx, "SELECT digest, schema FROM kafka2pg.cdc_staged_schemas WHERE digest = ANY($1::bytea[])", missing)
+	if err != nil {
+		return fmt.Errorf("read the staged events' schemas: %w", err)
+	}
+	var d, text []byte
+	if _, err := pgx.ForEachRow(rows, []any{&d, &text}, func() error {
+		c[string(d)] = text
+		return nil
+	}); err != nil {
+		return fmt.Errorf("read the staged events' schemas: %w", err)
+	}
+	for _, d := range missing {
+		if _, ok := c[string(d)]; !ok {
+			return fmt.Errorf("read the staged events' schemas: schema %x is not in kafka2pg.cdc_staged_schemas", d)
+		}
+	}
+	return nil
+}
+
+// join returns the staged stored as it came: stored itself when it has no
+// digest. The schema must be loaded.
+func (c schemaCache) join(stored, digest []byte) []byte {
+	if digest == nil || stored == nil {
+		return stored
+	}
+	return joinEnvelope(nil, c[string(digest)], stored)
+}

@@ -1,0 +1,16 @@
+-- Connect's JsonConverter (schemas.enable) writes each event's schema into
+-- its key and value: two thirds of a Debezium event's bytes, and the same
+-- bytes in every event of a table. A staged event keeps its payload, and
+-- the schema once in cdc_staged_schemas, by its SHA-256; the applier puts
+-- the event back together byte for byte. Rows are never deleted: a digest
+-- names its schema for ever, so a staging never races a prune, and there
+-- is one row per schema text a source ever sent.
+CREATE TABLE kafka2pg.cdc_staged_schemas (
+    digest    bytea       PRIMARY KEY,
+    schema    bytea       NOT NULL,
+    staged_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- NULL: the key or value is staged whole (not a {"schema":...,"payload":...}
+-- envelope, or staged by an earlier release).
+ALTER TABLE kafka2pg.cdc_staged ADD COLUMN key_schema bytea, ADD COLUMN value_schema bytea;

@@ -1,0 +1,68 @@
+package migrations_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"testing"
+
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
+	"github.com/kafka2pg/kafka2pg/migrations"
+)
+
+// Version 5 stages events without their Connect schema, kept once in
+// cdc_staged_schemas; its down migration puts each staged key and value
+// back together, byte for byte, before the schemas go, so that an earlier
+// release applies them.
+func TestDownFromStagedSchemasPutsTheStagedEventsBackTogether(t *testing.T) {
+	t.Parallel()
+	url := pgtest.URL(t)
+	ctx := t.Context()
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatal(err)
+	}
+	conn := connect(t, url)
+	keySchema, valueSchema := []byte(`{"type":"struct","fields":[{"type":"int64","field":"id"}]}`), []byte(`{"type":"struct","name":"v"}`)
+	kd, vd := sha256.Sum256(keySchema), sha256.Sum256(valueSchema)
+	if _, err := conn.Exec(ctx, `INSERT INTO kafka2pg.cdc_staged_schemas (digest, schema) VALUES ($1, $2), ($3, $4)`, kd[:], keySchema, vd[:], valueSchema); err != nil {
+		t.Fatal(err)
+	}
+	const ins = `INSERT INTO kafka2pg.cdc_staged (consumer_group, source, txid, data_collection, collection_order, total_order,
+    topic, partition, kafka_offset, key, value, key_schema, value_schema) VALUES ('g', 's', $1, 'public.a', 1, 1, 't', 0, 0, $2, $3, $4, $5)`
+	if _, err := conn.Exec(ctx, ins, "split", []byte(`{"id":1}`), []byte(`{"op":"c"}`), kd[:], vd[:]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, ins, "whole", []byte(`7`), []byte(`{"payload":{"op":"c"},"schema":null}`), nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := migrations.Steps(ctx, url, -1); err != nil {
+		t.Fatal(err)
+	}
+	requireVersion(t, url, 4)
+	want := map[string][2][]byte{
+		"split": {[]byte(`{"schema":` + string(keySchema) + `,"payload":{"id":1}}`), []byte(`{"schema":` + string(valueSchema) + `,"payload":{"op":"c"}}`)},
+		"whole": {[]byte(`7`), []byte(`{"payload":{"op":"c"},"schema":null}`)},
+	}
+	rows, err := conn.Query(ctx, `SELECT txid, key, value FROM kafka2pg.cdc_staged`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for rows.Next() {
+		var id string
+		var k, v []byte
+		if err := rows.Scan(&id, &k, &v); err != nil {
+			t.Fatal(err)
+		}
+		n++
+		if w := want[id]; !bytes.Equal(k, w[0]) || !bytes.Equal(v, w[1]) {
+			t.Errorf("staged %s after down: key %s value %s\nwant key %s value %s", id, k, v, w[0], w[1])
+		}
+	}
+	if err := rows.Err(); err != nil || n != 2 {
+		t.Fatalf("%d staged events after down (%v), want 2", n, err)
+	}
+	if err := migrations.Up(ctx, url); err != nil {
+		t.Fatalf("up again: %v", err)
+	}
+	requireVersion(t, url, migrations.Latest)
+}
