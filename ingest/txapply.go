@@ -544,20 +544,13 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	}
 	ap := newEventApplier(a.w, a.schemas)
 	fetch := fmt.Sprintf("FETCH %d FROM kafka2pg_staged", a.cfg.FetchRows)
-	events := int64(0)
-	for {
-		n, err := ap.applyChunk(ctx, tx, fetch)
-		if err != nil {
-			var tc *tableChanged
-			if errors.As(err, &tc) {
-				return err
-			}
-			return fmt.Errorf("%s: %w", what, err)
+	events, err := ap.applyAll(ctx, tx, fetch)
+	if err != nil {
+		var tc *tableChanged
+		if errors.As(err, &tc) {
+			return err
 		}
-		if n == 0 {
-			break
-		}
-		events += int64(n)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	// One round trip ends the apply: the cursor closes, the ENDs are
 	// marked applied, and the ENDs RetainEnds behind the applied position

@@ -41,12 +41,8 @@ type eventApplier struct {
 	w     *Writer
 	stmts map[string]*changeStatements // by qualified table name
 	types map[string][]uint32          // each table's column types, by stageName
-	recs  []stream.Record
-	tids  []pgtype.TID // the staged rows of recs
-	// schemas put the staged keys and values back together (txschemas.go);
-	// digests are those of recs, key and value.
+	// schemas put the staged keys and values back together (txschemas.go).
 	schemas schemaCache
-	digests [][]byte
 	// stale counts, by qualified table name, the changes the version
 	// guard skipped in the chunks applied so far.
 	stale map[string]int
@@ -58,6 +54,17 @@ type eventApplier struct {
 func newEventApplier(w *Writer, schemas schemaCache) *eventApplier {
 	return &eventApplier{w: w, stmts: map[string]*changeStatements{}, types: map[string][]uint32{}, stale: map[string]int{},
 		stages: map[string]bool{}, schemas: schemas}
+}
+
+// chunk is one FETCH of the cursor: the staged events as they came, and
+// once decoded, their changes split by table in the order each table
+// first comes (tables), and listed in the source's order (order).
+type chunk struct {
+	recs    []stream.Record
+	tids    []pgtype.TID // the staged rows of recs
+	digests [][]byte     // of recs' schemas, key and value (txschemas.go)
+	tables  []*tableChanges
+	order   []chunkChange
 }
 
 // tableChanges are a chunk's changes of one table, in order.
@@ -73,21 +80,64 @@ type chunkChange struct {
 	i  int
 }
 
-// applyChunk fetches the next chunk of the cursor and applies its events.
-// It returns how many it fetched.
-func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) (int, error) {
-	tables, order, err := e.fetch(ctx, tx, fetch)
-	if err != nil || len(e.recs) == 0 {
+// applyAll applies the cursor's chunks in order, and returns how many
+// events it fetched. Decoding is Go's work and the rest Postgres', so
+// each chunk decodes while the connection works on its neighbours: the
+// next FETCH runs while a chunk decodes, and the chunk after decodes
+// while this one's changes apply. Two chunks are held at a time.
+func (e *eventApplier) applyAll(ctx context.Context, tx pgx.Tx, fetch string) (int64, error) {
+	cur := &chunk{}
+	if err := e.read(ctx, tx, fetch, cur); err != nil {
 		return 0, err
 	}
+	decoded := e.decodeAhead(ctx, cur)
+	spare := &chunk{}
+	events := int64(0)
+	for len(cur.recs) > 0 {
+		next := spare
+		err := e.read(ctx, tx, fetch, next)
+		// The chunk's own error comes first: it is the earlier in the
+		// source's order (a table change among them).
+		if derr := <-decoded; derr != nil {
+			return events, derr
+		}
+		if err != nil {
+			return events, err
+		}
+		decodedNext := e.decodeAhead(ctx, next)
+		if err := e.applyChunk(ctx, tx, cur); err != nil {
+			<-decodedNext
+			return events, err
+		}
+		events += int64(len(cur.recs))
+		spare, cur, decoded = cur, next, decodedNext
+	}
+	return events, <-decoded
+}
+
+// decodeAhead decodes c in a goroutine of its own, and reports on the
+// channel it returns when it is done.
+func (e *eventApplier) decodeAhead(ctx context.Context, c *chunk) <-chan error {
+	done := make(chan error, 1)
+	if len(c.recs) == 0 {
+		done <- nil
+		return done
+	}
+	go func() { done <- e.decode(ctx, c) }()
+	return done
+}
+
+// applyChunk applies the events of c, decoded.
+func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, c *chunk) error {
 	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_chunk"); err != nil {
-		return 0, fmt.Errorf("savepoint: %w", err)
+		return fmt.Errorf("savepoint: %w", err)
 	}
 	stale := map[string]int{}
 	redo := false
-	for _, tc := range tables {
+	var err error
+	for _, tc := range c.tables {
 		if redo, err = e.applyTable(ctx, tx, tc, stale); err != nil {
-			return 0, err
+			return err
 		}
 		if redo {
 			break
@@ -95,11 +145,11 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 	}
 	if redo {
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_chunk"); err != nil {
-			return 0, fmt.Errorf("rollback to savepoint: %w", err)
+			return fmt.Errorf("rollback to savepoint: %w", err)
 		}
 		clear(stale)
-		if err := e.applyInOrder(ctx, tx, order, stale); err != nil {
-			return 0, err
+		if err := e.applyInOrder(ctx, tx, c.order, stale); err != nil {
+			return err
 		}
 	}
 	// The chunk's staged events go by their row ids, which the cursor
@@ -108,25 +158,24 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, fetch string) 
 	// The cursor's snapshot keeps them for its later chunks.
 	q := &pgx.Batch{}
 	q.Queue("RELEASE SAVEPOINT kafka2pg_chunk")
-	queueProbe(q, "DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", e.tids)
+	queueProbe(q, "DELETE FROM kafka2pg.cdc_staged WHERE ctid = ANY($1::tid[])", c.tids)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return 0, fmt.Errorf("release savepoint and delete the staged events: %w", err)
+		return fmt.Errorf("release savepoint and delete the staged events: %w", err)
 	}
 	for table, n := range stale {
 		e.stale[table] += n
 	}
-	return len(e.recs), nil
+	return nil
 }
 
-// fetch reads the next chunk of the cursor into e.recs and decodes it,
-// its changes split by table in the order each table first comes, and
-// listed in the source's order.
-func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*tableChanges, []chunkChange, error) {
+// read reads the next chunk of the cursor into c, its keys and values
+// joined back with their schemas.
+func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch string, c *chunk) error {
+	c.recs, c.tids, c.digests, c.tables, c.order = c.recs[:0], c.tids[:0], c.digests[:0], nil, nil
 	rows, err := tx.Query(ctx, fetch)
 	if err != nil {
-		return nil, nil, fmt.Errorf("fetch staged events: %w", err)
+		return fmt.Errorf("fetch staged events: %w", err)
 	}
-	e.recs, e.tids, e.digests = e.recs[:0], e.tids[:0], e.digests[:0]
 	for rows.Next() {
 		var r stream.Record
 		var ts pgtype.Timestamptz
@@ -134,42 +183,47 @@ func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*t
 		var keySchema, valueSchema []byte
 		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts, &keySchema, &valueSchema); err != nil {
 			rows.Close()
-			return nil, nil, fmt.Errorf("fetch staged events: %w", err)
+			return fmt.Errorf("fetch staged events: %w", err)
 		}
 		r.Timestamp = ts.Time
-		e.recs, e.tids, e.digests = append(e.recs, r), append(e.tids, tid), append(e.digests, keySchema, valueSchema)
+		c.recs, c.tids, c.digests = append(c.recs, r), append(c.tids, tid), append(c.digests, keySchema, valueSchema)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("fetch staged events: %w", err)
+		return fmt.Errorf("fetch staged events: %w", err)
 	}
-	if err := e.schemas.load(ctx, tx, e.digests); err != nil {
-		return nil, nil, err
+	if err := e.schemas.load(ctx, tx, c.digests); err != nil {
+		return err
 	}
-	for i := range e.recs {
-		r := &e.recs[i]
-		r.Key, r.Value = e.schemas.join(r.Key, e.digests[2*i]), e.schemas.join(r.Value, e.digests[2*i+1])
+	for i := range c.recs {
+		r := &c.recs[i]
+		r.Key, r.Value = e.schemas.join(r.Key, c.digests[2*i]), e.schemas.join(r.Value, c.digests[2*i+1])
 	}
-	var tables []*tableChanges
-	var order []chunkChange
+	return nil
+}
+
+// decode decodes the events of c into c.tables and c.order. It touches
+// nothing of e but its Writer, so that it runs while e applies another
+// chunk.
+func (e *eventApplier) decode(ctx context.Context, c *chunk) error {
 	byTable := map[string]*tableChanges{}
-	for i := range e.recs {
-		r := &e.recs[i]
+	for i := range c.recs {
+		r := &c.recs[i]
 		sink, err := e.w.sinkFor(ctx, r.Topic)
 		if err != nil {
-			return nil, nil, err
+			return err
 		}
 		if sink.Changes == nil {
-			return nil, nil, fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
+			return fmt.Errorf("staged event %s/%d@%d: its topic's sink is no change sink", r.Topic, r.Partition, r.Offset)
 		}
 		// Each change gets its own slices: the chunk's changes are all
 		// held until they are applied.
 		var ch stream.Change
 		err = sink.Changes.Decode(r, &ch)
 		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
-			return nil, nil, &tableChanged{topic: r.Topic, sink: sink}
+			return &tableChanged{topic: r.Topic, sink: sink}
 		}
 		if err != nil {
-			return nil, nil, fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
+			return fmt.Errorf("decode staged event %s/%d@%d: %w", r.Topic, r.Partition, r.Offset, err)
 		}
 		if ch.Op == stream.OpNone {
 			continue
@@ -179,12 +233,12 @@ func (e *eventApplier) fetch(ctx context.Context, tx pgx.Tx, fetch string) ([]*t
 		if tc == nil {
 			tc = &tableChanges{sink: sink}
 			byTable[name] = tc
-			tables = append(tables, tc)
+			c.tables = append(c.tables, tc)
 		}
-		order = append(order, chunkChange{tc: tc, i: len(tc.changes)})
+		c.order = append(c.order, chunkChange{tc: tc, i: len(tc.changes)})
 		tc.changes = append(tc.changes, keyedChange{rec: r, ch: ch})
 	}
-	return tables, order, nil
+	return nil
 }
 
 // applyTable applies a chunk's changes of one table by key, after the

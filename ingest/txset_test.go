@@ -488,3 +488,49 @@ FROM kafka2pg.cdc_staged`).Scan(&split, &whole, &stored, &schemas); err != nil {
 		t.Fatalf("%s\nwant %s", got, want)
 	}
 }
+
+// An Applier whose decoder has not seen a table's new column (another
+// member staged the events, and changed the table) meets it while it
+// applies a transaction, in a chunk it decodes while an earlier one
+// applies: the apply stops, the table is changed, and the transaction
+// applies again, whole.
+func TestTransactionsAnEventThatChangesItsTableMidApplyAppliesTheTransactionWhole(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	// The Applier of a second member, whose decoder knows the table as
+	// it is now; one event a chunk, so that the new column comes in the
+	// third chunk, decoded while the second applies.
+	sink2 := debeziumGuardedSink(t)
+	sink2.Transactions = &ingest.Transactions{Source: custTxTopic}
+	w2 := readyWriter(t, c.pool, ingest.Config{Group: "g", Sinks: map[string]ingest.Sink{
+		"customers": sink2,
+		custTxTopic: ingest.BoundariesSink(ingest.Boundaries{Source: custTxTopic, Parse: cdc.ParseBoundary}),
+	}})
+	a2, err := w2.NewApplier(ingest.ApplierConfig{Source: custTxTopic, FetchRows: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a2.Claim(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+
+	// The first member stages the transaction, and adds the column.
+	withNote := inTx(srcEv{"c", 3, "c", 100, 130}, "t1", 3)
+	withNote.Value = bytes.Replace(withNote.Value, []byte(custValueSchema(custFields)), []byte(custValueSchema(custFieldsV2)), 1)
+	withNote.Value = bytes.Replace(withNote.Value, []byte(`"qty":1}`), []byte(`"qty":1,"note":"new"}`), 1)
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t1", 2), withNote)
+	c.write(custTxTopic, txEnd("t1", 3))
+	if n, err := a2.ApplyReady(t.Context()); err != nil || n != 1 {
+		t.Fatalf("applied %d transactions (%v), want t1", n, err)
+	}
+	want := "1=a:live:" + seqVersion(100, 110) + " 2=b:live:" + seqVersion(100, 120) + " 3=c:live:" + seqVersion(100, 130)
+	if got := custState(t, c.pool); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM customers WHERE note = 'new' AND id = 3"); got != 1 {
+		t.Fatalf("%d rows of id 3 with the new column's value, want 1", got)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged"); got != 0 {
+		t.Fatalf("%d events left staged, want none", got)
+	}
+}
