@@ -116,7 +116,7 @@ func TestTransactionsTwoBridgesWithARebalanceApplyWholeSourceTransactions(t *tes
 	}
 	applied := func() int64 {
 		var n int64
-		if err := pool.QueryRow(t.Context(), "SELECT count(*) FROM kafka2pg.cdc_tx_ends WHERE applied_at IS NOT NULL").Scan(&n); err != nil {
+		if err := pool.QueryRow(t.Context(), cdctest.AppliedEnds, "g-"+txTopic).Scan(&n); err != nil {
 			return -1 // the schema is not migrated yet
 		}
 		return n

@@ -260,12 +260,19 @@ type pendingTx struct {
 	age      time.Duration
 }
 
+// appliedPosition is the Applier's position: the offset of the
+// transaction topic after the last END applied, -1 before any. Every END
+// before it is applied; the ENDs of whole transactions are left as they
+// were staged, and those applied partially are marked (partialSQL).
+const appliedPosition = `(SELECT coalesce(max(a.applied_tx_offset), -1) FROM kafka2pg.cdc_appliers a
+ WHERE a.consumer_group = $1 AND a.source = $2)`
+
 // headSQL reads the next END not applied, with its staged events seen.
 const headSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at),
        (SELECT count(*) FROM kafka2pg.cdc_staged s
         WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid)
 FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset >= ` + appliedPosition + `
 ORDER BY e.tx_offset
 LIMIT 1`
 
@@ -485,21 +492,17 @@ CROSS JOIN LATERAL (SELECT s.ctid AS row_id, s.* FROM kafka2pg.cdc_staged s
                     WHERE s.consumer_group = $1 AND s.source = $2 AND s.txid = t.txid
                     ORDER BY s.total_order OFFSET 0) s
 ORDER BY t.n, s.total_order`
-	// $4 are the events applied of a lone transaction applied partially
-	// (OnIncomplete apply), NULL when all of $3 are whole. Each END is
-	// found by its key, then updated by its row id, whatever the
-	// statistics say of the source: a join with the array, or txid =
-	// ANY($3), planned for a source the statistics do not know yet, read
-	// all its ENDs and matched each against the array (1.6 s for 2,500
-	// transactions of 20,000).
-	endAppliedSQL = `UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = coalesce($4::int8, e.event_count)
-WHERE e.ctid = ANY (ARRAY(
-    SELECT e.ctid FROM unnest($3::text[]) AS t(txid)
-    CROSS JOIN LATERAL (SELECT e.ctid FROM kafka2pg.cdc_tx_ends e
-                        WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid OFFSET 0) e))`
-	// $3 is the position below which applied ENDs go.
-	pruneEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends
-WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`
+	// partialSQL marks the END of a lone transaction applied partially
+	// (OnIncomplete apply, $4 its events applied): its late events become
+	// dead letters. A whole transaction's END is applied by the Applier's
+	// position alone (appliedPosition), and is not written again.
+	partialSQL = `UPDATE kafka2pg.cdc_tx_ends SET applied_at = now(), applied_events = $4
+WHERE consumer_group = $1 AND source = $2 AND txid = $3`
+	// The ENDs behind $3 go: those applied whole, which no statement
+	// updated, and those applied partially, each through its partial
+	// index.
+	pruneEndsSQL        = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND applied_at IS NULL AND tx_offset < $3`
+	prunePartialEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`
 )
 
 // apply applies the staged events of group, consecutive transactions, in
@@ -510,11 +513,11 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	g, src := a.w.cfg.Group, a.cfg.Source
 	last := group[len(group)-1]
 	ids := make([]string, len(group))
-	var partial *int64
+	var partial *pendingTx
 	for i, p := range group {
 		ids[i] = p.id
 		if p.seen < p.expected {
-			partial = &p.seen
+			partial = &group[i]
 		}
 	}
 	what := fmt.Sprintf("apply source %q transaction %q", src, group[0].id)
@@ -557,8 +560,11 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 	// are deleted. (Each chunk deleted its staged events.)
 	q = &pgx.Batch{}
 	q.Queue("CLOSE kafka2pg_staged")
-	queueProbe(q, endAppliedSQL, g, src, ids, partial)
+	if partial != nil {
+		queueProbe(q, partialSQL, g, src, partial.id, partial.seen)
+	}
 	queueProbe(q, pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
+	queueProbe(q, prunePartialEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)
 	}

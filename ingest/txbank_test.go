@@ -168,7 +168,7 @@ func waitApplied(t *testing.T, pool *pgxpool.Pool, n int, within time.Duration) 
 	t.Helper()
 	deadline := time.Now().Add(within)
 	for {
-		got := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.cdc_tx_ends WHERE applied_at IS NOT NULL")
+		got := queryInt(t, pool, cdctest.AppliedEnds, "g")
 		if got == int64(n) {
 			return
 		}
@@ -270,7 +270,7 @@ func TestTransactionsZombieApplierCommitsNothing(t *testing.T) {
 	if !errors.Is(err, ingest.ErrApplierFenced) || n != 0 {
 		t.Fatalf("the zombie applied %d transactions, err %v; want 0 and ErrApplierFenced", n, err)
 	}
-	if got := queryInt(t, pool, "SELECT count(*) FROM kafka2pg.cdc_tx_ends WHERE applied_at IS NOT NULL"); got != 1 {
+	if got := queryInt(t, pool, cdctest.AppliedEnds, "g"); got != 1 {
 		t.Fatalf("%d transactions applied after the zombie's try, want the 1 before it", got)
 	}
 	if n, err := fresh.ApplyReady(t.Context()); err != nil || n != src.Transfers-1 {

@@ -106,7 +106,7 @@ func TestCDCTransactionsStayWholeUnderKill9AndARebalance(t *testing.T) {
 	}
 	applied := func() int64 {
 		var n int64
-		if err := s.db.QueryRow(t.Context(), "SELECT count(*) FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND applied_at IS NOT NULL", s.group).Scan(&n); err != nil {
+		if err := s.db.QueryRow(t.Context(), cdctest.AppliedEnds, s.group).Scan(&n); err != nil {
 			return -1
 		}
 		return n
