@@ -9,3 +9,11 @@ UPDATE kafka2pg.cdc_staged s SET
 WHERE s.key_schema IS NOT NULL OR s.value_schema IS NOT NULL;
 ALTER TABLE kafka2pg.cdc_staged DROP COLUMN IF EXISTS key_schema, DROP COLUMN IF EXISTS value_schema;
 DROP TABLE IF EXISTS kafka2pg.cdc_staged_schemas;
+ALTER TABLE kafka2pg.cdc_staged
+    ALTER COLUMN consumer_group TYPE text COLLATE "default",
+    ALTER COLUMN source TYPE text COLLATE "default",
+    ALTER COLUMN txid TYPE text COLLATE "default";
+ALTER TABLE kafka2pg.cdc_tx_ends
+    ALTER COLUMN consumer_group TYPE text COLLATE "default",
+    ALTER COLUMN source TYPE text COLLATE "default",
+    ALTER COLUMN txid TYPE text COLLATE "default";

@@ -14,3 +14,15 @@ CREATE TABLE kafka2pg.cdc_staged_schemas (
 -- NULL: the key or value is staged whole (not a {"schema":...,"payload":...}
 -- envelope, or staged by an earlier release).
 ALTER TABLE kafka2pg.cdc_staged ADD COLUMN key_schema bytea, ADD COLUMN value_schema bytea;
+
+-- The queues' keys are compared byte for byte: under a database's
+-- linguistic collation every comparison of their index went through
+-- strcoll.
+ALTER TABLE kafka2pg.cdc_staged
+    ALTER COLUMN consumer_group TYPE text COLLATE "C",
+    ALTER COLUMN source TYPE text COLLATE "C",
+    ALTER COLUMN txid TYPE text COLLATE "C";
+ALTER TABLE kafka2pg.cdc_tx_ends
+    ALTER COLUMN consumer_group TYPE text COLLATE "C",
+    ALTER COLUMN source TYPE text COLLATE "C",
+    ALTER COLUMN txid TYPE text COLLATE "C";

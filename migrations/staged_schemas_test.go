@@ -5,15 +5,18 @@ import (
 	"crypto/sha256"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/migrations"
 )
 
 // Version 5 stages events without their Connect schema, kept once in
-// cdc_staged_schemas; its down migration puts each staged key and value
-// back together, byte for byte, before the schemas go, so that an earlier
-// release applies them.
-func TestDownFromStagedSchemasPutsTheStagedEventsBackTogether(t *testing.T) {
+// cdc_staged_schemas, and collates the queues' keys "C"; its down
+// migration puts each staged key and value back together, byte for byte,
+// before the schemas go, so that an earlier release applies them, and
+// gives the keys the database's collation again.
+func TestDownFromVersion5PutsTheStagedEventsBackTogether(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
 	ctx := t.Context()
@@ -21,6 +24,9 @@ func TestDownFromStagedSchemasPutsTheStagedEventsBackTogether(t *testing.T) {
 		t.Fatal(err)
 	}
 	conn := connect(t, url)
+	if got := queueKeyCollations(t, conn); got != "C C C C C C" {
+		t.Fatalf("the queues' key columns are collated %q, want C: byte order, not strcoll's", got)
+	}
 	keySchema, valueSchema := []byte(`{"type":"struct","fields":[{"type":"int64","field":"id"}]}`), []byte(`{"type":"struct","name":"v"}`)
 	kd, vd := sha256.Sum256(keySchema), sha256.Sum256(valueSchema)
 	if _, err := conn.Exec(ctx, `INSERT INTO kafka2pg.cdc_staged_schemas (digest, schema) VALUES ($1, $2), ($3, $4)`, kd[:], keySchema, vd[:], valueSchema); err != nil {
@@ -61,8 +67,24 @@ func TestDownFromStagedSchemasPutsTheStagedEventsBackTogether(t *testing.T) {
 	if err := rows.Err(); err != nil || n != 2 {
 		t.Fatalf("%d staged events after down (%v), want 2", n, err)
 	}
+	if got := queueKeyCollations(t, conn); got != "- - - - - -" {
+		t.Fatalf("the queues' key columns are collated %q after down, want the database's", got)
+	}
 	if err := migrations.Up(ctx, url); err != nil {
 		t.Fatalf("up again: %v", err)
 	}
 	requireVersion(t, url, migrations.Latest)
+}
+
+// queueKeyCollations lists the explicit collations of the key columns of
+// cdc_staged and cdc_tx_ends ("-" for the database's).
+func queueKeyCollations(t *testing.T, conn *pgx.Conn) string {
+	t.Helper()
+	var s string
+	if err := conn.QueryRow(t.Context(), `SELECT string_agg(coalesce(collation_name, '-'), ' ' ORDER BY table_name, column_name)
+FROM information_schema.columns
+WHERE table_schema = 'kafka2pg' AND table_name IN ('cdc_staged', 'cdc_tx_ends') AND column_name IN ('consumer_group', 'source', 'txid')`).Scan(&s); err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
