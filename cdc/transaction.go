@@ -1,7 +1,6 @@
 package cdc
 
 import (
-	"encoding/json"
 	"strings"
 
 	"github.com/kafka2pg/kafka2pg/decode"
@@ -68,57 +67,182 @@ func (s *sourceBlock) collection() string {
 	return s.Table
 }
 
-// boundaryJSON is a transaction topic record's payload.
-type boundaryJSON struct {
-	Status          string `json:"status"`
-	ID              string `json:"id"`
-	EventCount      *int64 `json:"event_count"`
-	DataCollections []struct {
-		DataCollection string `json:"data_collection"`
-		EventCount     int64  `json:"event_count"`
-	} `json:"data_collections"`
+// boundary is what a transaction topic record says.
+type boundary struct {
+	status, id  string
+	count       int64
+	hasCount    bool
+	collections map[string]int64
 }
 
 // ParseBoundary reads a transaction topic record, written by the
 // JsonConverter with or without its schema. A record that is not a BEGIN
 // or an END is a *decode.DecodeError (errors.Is decode.ErrBadRecord); a
 // tombstone is ok == false.
+//
+// It reads the record with the strict reader of the change events, and
+// skips the schema without building it: a source writes one BEGIN and one
+// END per transaction, as many records as a small transaction's events.
 func ParseBoundary(rec *stream.Record) (b stream.TxBoundary, ok bool, err error) {
 	if rec.Value == nil {
 		return stream.TxBoundary{}, false, nil
 	}
-	var wrapped struct {
-		Schema  json.RawMessage `json:"schema"`
-		Payload json.RawMessage `json:"payload"`
+	var r reader
+	r.reset(rec.Value)
+	// The payload, when the record has one that is not null: else the
+	// record itself is the boundary (schemas.enable=false).
+	payload := -1
+	if r.object() {
+		for first := true; ; first = false {
+			key, ok := r.member(first)
+			if !ok {
+				break
+			}
+			if string(key) == "payload" && !r.null() {
+				payload = r.i
+			} else if string(key) == "payload" {
+				payload = -1
+				continue
+			}
+			r.skip()
+		}
+		r.end()
 	}
-	body := rec.Value
-	if err := json.Unmarshal(rec.Value, &wrapped); err != nil {
-		return stream.TxBoundary{}, false, bad(rec, "", decode.KindInvalidJSON, "a transaction topic record: %s", err)
+	if r.err == nil {
+		if payload >= 0 {
+			r.i, r.depth = payload, 0
+		} else {
+			r.i, r.depth = 0, 0
+		}
 	}
-	if len(wrapped.Payload) > 0 && string(wrapped.Payload) != "null" {
-		body = wrapped.Payload
+	var j boundary
+	if r.err == nil && r.peek() != '{' {
+		r.fail(decode.KindInvalidJSON, "the payload is %s, not an object", what(&r))
 	}
-	var j boundaryJSON
-	if err := json.Unmarshal(body, &j); err != nil {
-		return stream.TxBoundary{}, false, bad(rec, "", decode.KindInvalidJSON, "a transaction topic record: %s", err)
+	readBoundary(&r, &j)
+	if r.err != nil {
+		return stream.TxBoundary{}, false, bad(rec, "", r.err.kind, "a transaction topic record: %s", r.err.msg)
 	}
-	if j.ID == "" {
+	if j.id == "" {
 		return stream.TxBoundary{}, false, bad(rec, "id", KindNotAnEnvelope, "a transaction topic record without an id")
 	}
-	j.ID = transactionKey(j.ID)
-	switch j.Status {
+	j.id = transactionKey(j.id)
+	switch j.status {
 	case "BEGIN":
-		return stream.TxBoundary{ID: j.ID}, true, nil
+		return stream.TxBoundary{ID: j.id}, true, nil
 	case "END":
 	default:
-		return stream.TxBoundary{}, false, bad(rec, "status", KindNotAnEnvelope, "a transaction topic record of status %q, not BEGIN or END", j.Status)
+		return stream.TxBoundary{}, false, bad(rec, "status", KindNotAnEnvelope, "a transaction topic record of status %q, not BEGIN or END", j.status)
 	}
-	if j.EventCount == nil || *j.EventCount < 0 {
-		return stream.TxBoundary{}, false, bad(rec, "event_count", KindNotAnEnvelope, "an END record of transaction %q without an event_count", j.ID)
+	if !j.hasCount || j.count < 0 {
+		return stream.TxBoundary{}, false, bad(rec, "event_count", KindNotAnEnvelope, "an END record of transaction %q without an event_count", j.id)
 	}
-	b = stream.TxBoundary{End: true, ID: j.ID, EventCount: *j.EventCount, Collections: make(map[string]int64, len(j.DataCollections))}
-	for _, c := range j.DataCollections {
-		b.Collections[c.DataCollection] += c.EventCount
+	if j.collections == nil {
+		j.collections = map[string]int64{}
 	}
-	return b, true, nil
+	return stream.TxBoundary{End: true, ID: j.id, EventCount: j.count, Collections: j.collections}, true, nil
+}
+
+// readBoundary reads the object r is at into j: status, id, event_count
+// and data_collections, the last one of each name; other members are
+// skipped. A member of another type fails r.
+func readBoundary(r *reader, j *boundary) {
+	if !r.object() {
+		return
+	}
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			return
+		}
+		switch string(key) {
+		case "status":
+			j.status = boundaryString(r, "status")
+		case "id":
+			j.id = boundaryString(r, "id")
+		case "event_count":
+			j.count, j.hasCount = boundaryInt(r, "event_count")
+		case "data_collections":
+			j.collections = nil
+			if r.null() {
+				continue
+			}
+			if r.peek() != '[' {
+				r.fail(decode.KindInvalidJSON, "data_collections is %s, not an array", what(r))
+				return
+			}
+			r.array()
+			j.collections = map[string]int64{}
+			for first := true; r.elem(first); first = false {
+				readCollection(r, j.collections)
+			}
+		default:
+			r.skip()
+		}
+	}
+}
+
+// readCollection reads one element of data_collections into counts.
+func readCollection(r *reader, counts map[string]int64) {
+	if r.null() {
+		counts[""] += 0
+		return
+	}
+	if r.peek() != '{' {
+		r.fail(decode.KindInvalidJSON, "an element of data_collections is %s, not an object", what(r))
+		return
+	}
+	r.object()
+	var name string
+	var n int64
+	for first := true; ; first = false {
+		key, ok := r.member(first)
+		if !ok {
+			break
+		}
+		switch string(key) {
+		case "data_collection":
+			name = boundaryString(r, "data_collection")
+		case "event_count":
+			n, _ = boundaryInt(r, "event_count")
+		default:
+			r.skip()
+		}
+	}
+	counts[name] += n
+}
+
+// boundaryString reads a string member, "" for null.
+func boundaryString(r *reader, name string) string {
+	switch r.peek() {
+	case 'n':
+		r.null()
+		return ""
+	case '"':
+		return string(r.str())
+	}
+	r.fail(decode.KindInvalidJSON, "%s is %s, not a string", name, what(r))
+	return ""
+}
+
+// boundaryInt reads an integer member; ok is false for null.
+func boundaryInt(r *reader, name string) (n int64, ok bool) {
+	if r.null() {
+		return 0, false
+	}
+	c := r.peek()
+	if c != '-' && (c < '0' || c > '9') {
+		r.fail(decode.KindInvalidJSON, "%s is %s, not an integer", name, what(r))
+		return 0, false
+	}
+	text := r.number()
+	if r.err != nil {
+		return 0, false
+	}
+	n, err := parseInt(text, 64)
+	if err != nil {
+		r.fail(decode.KindInvalidJSON, "%s is %s, not a 64-bit integer", name, text)
+		return 0, false
+	}
+	return n, true
 }
