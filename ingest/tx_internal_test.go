@@ -232,3 +232,25 @@ func TestTheWriteDeadlineScalesWithTheRows(t *testing.T) {
 		t.Errorf("StatementTimeout() = %s, want 31s: a claim's three lock waits and its timeout", got)
 	}
 }
+
+// A FETCH of the Applier's cursor reads FetchBytes of events at their
+// mean size so far, within 1 and FetchRows; the first, unmeasured, 256
+// at most.
+func TestFetchSizeFollowsTheEventsMeanSize(t *testing.T) {
+	f := fetchSize{rows: 5000, bytes: 8 << 20}
+	if got := f.next(); got != firstFetch {
+		t.Fatalf("first FETCH %d, want %d", got, firstFetch)
+	}
+	for _, c := range []struct {
+		size int64
+		want int
+	}{{4096, 2048}, {100 << 10, 81}, {100, 5000}, {64 << 20, 1}} {
+		f := fetchSize{rows: 5000, bytes: 8 << 20, read: 10 * c.size, events: 10}
+		if got := f.next(); got != c.want {
+			t.Errorf("events of %d bytes: FETCH %d, want %d", c.size, got, c.want)
+		}
+	}
+	if got := (&fetchSize{rows: 7, bytes: 8 << 20}).next(); got != 7 {
+		t.Errorf("first FETCH with FetchRows 7: %d, want 7", got)
+	}
+}

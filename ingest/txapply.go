@@ -73,9 +73,15 @@ type ApplierConfig struct {
 	// PollInterval is how often an idle Applier looks for a complete
 	// transaction. Default 50ms.
 	PollInterval time.Duration
-	// FetchRows is how many staged events one FETCH of the cursor reads.
-	// Default 1,000.
+	// FetchRows is the most staged events one FETCH of the cursor reads.
+	// Default 5,000.
 	FetchRows int
+	// FetchBytes is the size of the staged events one FETCH reads, as
+	// the events read so far in the apply transaction measure it: large
+	// events are read fewer at a time (the first FETCH reads 256 at
+	// most), small ones up to FetchRows. The Applier holds two FETCHes'
+	// events, one decoding while the other applies. Default 8 MiB.
+	FetchBytes int
 	// GroupEvents bounds the events of the complete source transactions
 	// that one Postgres transaction applies together, in order: a reader
 	// sees them at once, never part of one, and each costs fewer round
@@ -159,7 +165,8 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 		return nil, stream.FieldErrorf("ingest.ApplierConfig.OnIncomplete", "%s is not %s", cfg.OnIncomplete, onIncompleteNames.List())
 	}
 	orDefault(&cfg.PollInterval, 50*time.Millisecond)
-	orDefault(&cfg.FetchRows, 1000)
+	orDefault(&cfg.FetchRows, 5000)
+	orDefault(&cfg.FetchBytes, 8<<20)
 	orDefault(&cfg.GroupEvents, 10000)
 	orDefault(&cfg.IncompleteWarn, 30*time.Second)
 	orDefault(&cfg.IncompleteTimeout, 5*time.Minute)
@@ -546,8 +553,7 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 		return fmt.Errorf("%s: declare the cursor: %w", what, err)
 	}
 	ap := newEventApplier(a.w, a.schemas)
-	fetch := fmt.Sprintf("FETCH %d FROM kafka2pg_staged", a.cfg.FetchRows)
-	events, err := ap.applyAll(ctx, tx, fetch)
+	events, err := ap.applyAll(ctx, tx, fetchSize{rows: a.cfg.FetchRows, bytes: a.cfg.FetchBytes})
 	if err != nil {
 		var tc *tableChanged
 		if errors.As(err, &tc) {

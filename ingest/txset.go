@@ -85,9 +85,9 @@ type chunkChange struct {
 // each chunk decodes while the connection works on its neighbours: the
 // next FETCH runs while a chunk decodes, and the chunk after decodes
 // while this one's changes apply. Two chunks are held at a time.
-func (e *eventApplier) applyAll(ctx context.Context, tx pgx.Tx, fetch string) (int64, error) {
+func (e *eventApplier) applyAll(ctx context.Context, tx pgx.Tx, fetch fetchSize) (int64, error) {
 	cur := &chunk{}
-	if err := e.read(ctx, tx, fetch, cur); err != nil {
+	if err := e.read(ctx, tx, &fetch, cur); err != nil {
 		return 0, err
 	}
 	decoded := e.decodeAhead(ctx, cur)
@@ -95,7 +95,7 @@ func (e *eventApplier) applyAll(ctx context.Context, tx pgx.Tx, fetch string) (i
 	events := int64(0)
 	for len(cur.recs) > 0 {
 		next := spare
-		err := e.read(ctx, tx, fetch, next)
+		err := e.read(ctx, tx, &fetch, next)
 		// The chunk's own error comes first: it is the earlier in the
 		// source's order (a table change among them).
 		if derr := <-decoded; derr != nil {
@@ -168,11 +168,33 @@ func (e *eventApplier) applyChunk(ctx context.Context, tx pgx.Tx, c *chunk) erro
 	return nil
 }
 
+// fetchSize bounds a FETCH of the cursor (ApplierConfig.FetchRows and
+// FetchBytes).
+type fetchSize struct {
+	rows, bytes int
+	// read and events are the bytes and the events the FETCHes so far
+	// read.
+	read, events int64
+}
+
+// firstFetch bounds the first FETCH, which no event has measured yet.
+const firstFetch = 256
+
+// next is the number of events the next FETCH reads: as many as fit in
+// bytes at the events' mean size so far, within 1 and rows.
+func (f *fetchSize) next() int {
+	n := min(f.rows, firstFetch)
+	if f.read > 0 {
+		n = int(min(int64(f.rows), max(1, int64(f.bytes)*f.events/f.read)))
+	}
+	return n
+}
+
 // read reads the next chunk of the cursor into c, its keys and values
 // joined back with their schemas.
-func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch string, c *chunk) error {
+func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c *chunk) error {
 	c.recs, c.tids, c.digests, c.tables, c.order = c.recs[:0], c.tids[:0], c.digests[:0], nil, nil
-	rows, err := tx.Query(ctx, fetch)
+	rows, err := tx.Query(ctx, fmt.Sprintf("FETCH %d FROM kafka2pg_staged", fetch.next()))
 	if err != nil {
 		return fmt.Errorf("fetch staged events: %w", err)
 	}
@@ -197,7 +219,9 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch string, c *chu
 	for i := range c.recs {
 		r := &c.recs[i]
 		r.Key, r.Value = e.schemas.join(r.Key, c.digests[2*i]), e.schemas.join(r.Value, c.digests[2*i+1])
+		fetch.read += int64(len(r.Key) + len(r.Value))
 	}
+	fetch.events += int64(len(c.recs))
 	return nil
 }
 
