@@ -38,7 +38,12 @@ func UpAsEarlierReleases(ctx context.Context, pgURL string, version uint) error 
 }
 
 // Steps runs n migrations up (n > 0) or down (n < 0) from the applied
-// version.
+// version; down leaves the history in place (run drops it after a full
+// "down" only).
 func Steps(ctx context.Context, pgURL string, n int) error {
-	return run(ctx, pgURL, "steps", func(m *migrate.Migrate) error { return m.Steps(n) })
+	op := "steps down"
+	if n > 0 {
+		op = "up" // places the history on a fresh database
+	}
+	return run(ctx, pgURL, op, func(m *migrate.Migrate) error { return m.Steps(n) })
 }
