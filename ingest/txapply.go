@@ -172,6 +172,12 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 	orDefault(&cfg.IncompleteTimeout, 5*time.Minute)
 	orDefault(&cfg.RetainEnds, 1_000_000)
 	orDefault(&cfg.OrphanAfter, time.Hour)
+	if cfg.FetchRows < 0 {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.FetchRows", "%d is negative: give the most staged events one FETCH reads, or 0 for the default", cfg.FetchRows)
+	}
+	if cfg.FetchBytes < 0 {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.FetchBytes", "%d is negative: give the bytes of staged events one FETCH reads, or 0 for the default", cfg.FetchBytes)
+	}
 	if cfg.RetainEnds < 0 {
 		return nil, stream.FieldErrorf("ingest.ApplierConfig.RetainEnds", "%d is negative: give the offsets of the transaction topic to keep applied ENDs for, or 0 for the default", cfg.RetainEnds)
 	}

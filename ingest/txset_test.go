@@ -3,6 +3,7 @@ package ingest_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -532,5 +533,22 @@ func TestTransactionsAnEventThatChangesItsTableMidApplyAppliesTheTransactionWhol
 	}
 	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_staged"); got != 0 {
 		t.Fatalf("%d events left staged, want none", got)
+	}
+}
+
+// A negative FETCH size is refused naming its field: FETCH -n would read
+// the cursor backwards.
+func TestTransactionsApplierRefusesNegativeFetchSizes(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	for field, cfg := range map[string]ingest.ApplierConfig{
+		"ingest.ApplierConfig.FetchRows":  {Source: custTxTopic, FetchRows: -1},
+		"ingest.ApplierConfig.FetchBytes": {Source: custTxTopic, FetchBytes: -1},
+	} {
+		_, err := c.w.NewApplier(cfg)
+		var fe *stream.FieldError
+		if !errors.As(err, &fe) || fe.Field != field || !strings.Contains(err.Error(), "negative") {
+			t.Errorf("%+v: %v, want a FieldError on %s saying it is negative", cfg, err, field)
+		}
 	}
 }
