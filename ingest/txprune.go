@@ -96,8 +96,9 @@ func (a *Applier) sweepOrphans(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	for i := range letters {
-		r := &letters[i].Record
-		r.Key, r.Value = a.schemas.join(r.Key, digests[2*i]), a.schemas.join(r.Value, digests[2*i+1])
+		if err := a.schemas.joinRecord(&letters[i].Record, digests[2*i], digests[2*i+1]); err != nil {
+			return 0, fmt.Errorf("%s: %w", what, err)
+		}
 	}
 	if err := deadletters.Insert(ctx, tx, letters); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)

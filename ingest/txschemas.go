@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/kafka2pg/kafka2pg/decode"
+	"github.com/kafka2pg/kafka2pg/stream"
 )
 
 // Connect's JsonConverter with schemas.enable writes each key and value
@@ -116,18 +117,19 @@ func (s *schemaSplitter) queue(q *pgx.Batch) {
 // starts again past maxCachedSchemas.
 type schemaCache map[string][]byte
 
-const maxCachedSchemas = 4096
+var maxCachedSchemas = 4096 // a var for the test of a full cache
 
 // load reads the schemas of digests the cache lacks.
 func (c schemaCache) load(ctx context.Context, q interface {
 	Query(context.Context, string, ...any) (pgx.Rows, error)
 }, digests [][]byte) error {
-	var missing [][]byte
+	var distinct, missing [][]byte
 	for _, d := range digests {
-		if d == nil {
+		if d == nil || slices.ContainsFunc(distinct, func(m []byte) bool { return bytes.Equal(m, d) }) {
 			continue
 		}
-		if _, ok := c[string(d)]; !ok && !slices.ContainsFunc(missing, func(m []byte) bool { return bytes.Equal(m, d) }) {
+		distinct = append(distinct, d)
+		if _, ok := c[string(d)]; !ok {
 			missing = append(missing, d)
 		}
 	}
@@ -135,7 +137,9 @@ func (c schemaCache) load(ctx context.Context, q interface {
 		return nil
 	}
 	if len(c)+len(missing) > maxCachedSchemas {
+		// Start again with the schemas these events need.
 		clear(c)
+		missing = distinct
 	}
 	rows, err := q.Query(ctx, "SELECT digest, schema FROM kafka2pg.cdc_staged_schemas WHERE digest = ANY($1::bytea[])", missing)
 	if err != nil {
@@ -156,11 +160,27 @@ func (c schemaCache) load(ctx context.Context, q interface {
 	return nil
 }
 
-// join returns the staged stored as it came: stored itself when it has no
-// digest. The schema must be loaded.
-func (c schemaCache) join(stored, digest []byte) []byte {
+// join returns stored as it came: stored itself when it has no digest.
+// Its schema must be loaded (load); one that is not is a bug, and an
+// error rather than a value without its schema.
+func (c schemaCache) join(stored, digest []byte) ([]byte, error) {
 	if digest == nil || stored == nil {
-		return stored
+		return stored, nil
 	}
-	return joinEnvelope(nil, c[string(digest)], stored)
+	schema, ok := c[string(digest)]
+	if !ok {
+		return nil, fmt.Errorf("join a staged event with its schema: schema %x is not loaded", digest)
+	}
+	return joinEnvelope(nil, schema, stored), nil
+}
+
+// joinRecord joins r's key and value with the schemas of digests (key's,
+// value's).
+func (c schemaCache) joinRecord(r *stream.Record, keyDigest, valueDigest []byte) error {
+	var err error
+	if r.Key, err = c.join(r.Key, keyDigest); err != nil {
+		return err
+	}
+	r.Value, err = c.join(r.Value, valueDigest)
+	return err
 }

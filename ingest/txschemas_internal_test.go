@@ -3,6 +3,10 @@ package ingest
 import (
 	"bytes"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 )
 
 // A key or value is split only when it is exactly Connect's
@@ -59,5 +63,41 @@ func TestSplitEnvelopeCutsOnlyConnectsShapeAndJoinsItBackByteForByte(t *testing.
 	s.split([]byte(`{"schema":{"a":1},"payload":1}`))
 	if stored, digest := s.split([]byte(`{"schema":{"a":1}}`)); digest != nil || string(stored) != `{"schema":{"a":1}}` {
 		t.Errorf("a value that is the schema alone: stored %s (digest %x), want it whole", stored, digest)
+	}
+}
+
+// A full cache starts again with every schema the events at hand need,
+// not only those it lacked: each event is joined back whole.
+func TestSchemaCacheStartingAgainKeepsWhatTheEventsNeed(t *testing.T) {
+	_, pool := pgtest.MigratedPool(t)
+	defer func(n int) { maxCachedSchemas = n }(maxCachedSchemas)
+	maxCachedSchemas = 2
+	var s schemaSplitter
+	var stored, digests [][]byte
+	for _, in := range []string{`{"schema":{"a":1},"payload":1}`, `{"schema":{"b":2},"payload":2}`, `{"schema":{"c":3},"payload":3}`} {
+		p, d := s.split([]byte(in))
+		stored, digests = append(stored, p), append(digests, d)
+	}
+	q := &pgx.Batch{}
+	s.queue(q)
+	if err := pool.SendBatch(t.Context(), q).Close(); err != nil {
+		t.Fatal(err)
+	}
+	c := schemaCache{}
+	if err := c.load(t.Context(), pool, digests[:2]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.join(stored[2], digests[2]); err == nil {
+		t.Error("a schema not loaded joined without an error")
+	}
+	// The third schema does not fit: the cache starts again, and must
+	// still hold the second's, which the events at hand need too.
+	if err := c.load(t.Context(), pool, digests[1:]); err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []string{`{"schema":{"b":2},"payload":2}`, `{"schema":{"c":3},"payload":3}`} {
+		if got, err := c.join(stored[i+1], digests[i+1]); err != nil || string(got) != want {
+			t.Errorf("joined back as %s (%v), want %s", got, err, want)
+		}
 	}
 }

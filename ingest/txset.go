@@ -218,7 +218,9 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 	}
 	for i := range c.recs {
 		r := &c.recs[i]
-		r.Key, r.Value = e.schemas.join(r.Key, c.digests[2*i]), e.schemas.join(r.Value, c.digests[2*i+1])
+		if err := e.schemas.joinRecord(r, c.digests[2*i], c.digests[2*i+1]); err != nil {
+			return err
+		}
 		fetch.read += int64(len(r.Key) + len(r.Value))
 	}
 	fetch.events += int64(len(c.recs))
