@@ -274,9 +274,11 @@ type pendingTx struct {
 }
 
 // appliedPosition is the Applier's position: the offset of the
-// transaction topic after the last END applied, -1 before any. Every END
-// before it is applied; the ENDs of whole transactions are left as they
-// were staged, and those applied partially are marked (partialSQL).
+// transaction topic after the last END applied, -1 before any. An END is
+// applied if and only if it is before it (ENDs apply in their offset
+// order, and each apply moves the position in its transaction); only
+// those applied partially are marked besides (partialSQL), for their
+// late events.
 const appliedPosition = `(SELECT coalesce(max(a.applied_tx_offset), -1) FROM kafka2pg.cdc_appliers a
  WHERE a.consumer_group = $1 AND a.source = $2)`
 
@@ -285,7 +287,7 @@ const headSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extr
        (SELECT count(*) FROM kafka2pg.cdc_staged s
         WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid)
 FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset >= ` + appliedPosition + `
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.tx_offset >= ` + appliedPosition + `
 ORDER BY e.tx_offset
 LIMIT 1`
 
@@ -294,7 +296,7 @@ LIMIT 1`
 // that fit in one apply are counted next (countStaged).
 const pendingSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at), 0
 FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset > $3
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.tx_offset > $3
 ORDER BY e.tx_offset
 LIMIT $4`
 
@@ -511,11 +513,8 @@ ORDER BY t.n, s.total_order`
 	// position alone (appliedPosition), and is not written again.
 	partialSQL = `UPDATE kafka2pg.cdc_tx_ends SET applied_at = now(), applied_events = $4
 WHERE consumer_group = $1 AND source = $2 AND txid = $3`
-	// The ENDs behind $3 go: those applied whole, which no statement
-	// updated, and those applied partially, each through its partial
-	// index.
-	pruneEndsSQL        = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND applied_at IS NULL AND tx_offset < $3`
-	prunePartialEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`
+	// $3 is the position below which applied ENDs go.
+	pruneEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND tx_offset < $3`
 )
 
 // apply applies the staged events of group, consecutive transactions, in
@@ -576,7 +575,6 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 		queueProbe(q, partialSQL, g, src, partial.id, partial.seen)
 	}
 	queueProbe(q, pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
-	queueProbe(q, prunePartialEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)
 	}

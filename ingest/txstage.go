@@ -137,14 +137,11 @@ const KindLateEvent = "transaction_applied_without_it"
 
 // appliedTxsSQL reads which of a batch's source transactions ($3, each
 // once) have their END staged, whether the Applier applied them (the END
-// is before its position, or marked applied partially), and whether
-// without all their events (IncompleteApply): it looks them up by the
-// ENDs' key, one probe each. (A condition on applied_at would let
-// Postgres read all the source's applied ENDs through the index of
-// those instead, and so does txid = ANY($3), filtering each of the
-// source's ENDs against the array, when the statistics do not know the
-// source yet.)
-const appliedTxsSQL = `SELECT e.txid, e.applied_at IS NOT NULL OR e.tx_offset < ` + appliedPosition + `, e.applied_events < e.event_count
+// is before its position), and whether without all their events
+// (IncompleteApply): it looks them up by the ENDs' key, one probe each.
+// (txid = ANY($3) would have Postgres filter each of the source's ENDs
+// against the array when the statistics do not know the source yet.)
+const appliedTxsSQL = `SELECT e.txid, e.tx_offset < ` + appliedPosition + `, e.applied_events < e.event_count
 FROM unnest($3::text[]) AS t(txid)
 CROSS JOIN LATERAL (SELECT e.* FROM kafka2pg.cdc_tx_ends e
                     WHERE e.consumer_group = $1 AND e.source = $2 AND e.txid = t.txid OFFSET 0) e`

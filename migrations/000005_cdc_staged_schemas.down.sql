@@ -1,12 +1,26 @@
--- Put the staged events back together before their schemas go.
-UPDATE kafka2pg.cdc_staged s SET
-    key = CASE WHEN s.key_schema IS NULL THEN s.key ELSE
-        '\x7b22736368656d61223a'::bytea || (SELECT schema FROM kafka2pg.cdc_staged_schemas WHERE digest = s.key_schema)
-        || '\x2c227061796c6f6164223a'::bytea || s.key || '\x7d'::bytea END,
-    value = CASE WHEN s.value_schema IS NULL THEN s.value ELSE
-        '\x7b22736368656d61223a'::bytea || (SELECT schema FROM kafka2pg.cdc_staged_schemas WHERE digest = s.value_schema)
-        || '\x2c227061796c6f6164223a'::bytea || s.value || '\x7d'::bytea END
+-- An earlier release reads an END as applied by its mark alone: mark
+-- every END before its applier's position, and index pending and applied
+-- ENDs apart again.
+UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = e.event_count
+FROM kafka2pg.cdc_appliers a
+WHERE a.consumer_group = e.consumer_group AND a.source = e.source
+  AND e.tx_offset < a.applied_tx_offset AND e.applied_at IS NULL;
+DROP INDEX IF EXISTS kafka2pg.cdc_tx_ends_offset_idx;
+CREATE INDEX cdc_tx_ends_pending_idx ON kafka2pg.cdc_tx_ends (consumer_group, source, tx_offset)
+    WHERE applied_at IS NULL;
+CREATE INDEX cdc_tx_ends_applied_idx ON kafka2pg.cdc_tx_ends (consumer_group, source, tx_offset)
+    WHERE applied_at IS NOT NULL;
+
+-- Put the staged events back together before their schemas go:
+-- {"schema": S ,"payload": P }.
+CREATE FUNCTION kafka2pg.joined_staged(stored bytea, digest bytea) RETURNS bytea LANGUAGE sql AS $$
+    SELECT CASE WHEN digest IS NULL THEN stored ELSE
+        '\x7b22736368656d61223a'::bytea || (SELECT schema FROM kafka2pg.cdc_staged_schemas WHERE cdc_staged_schemas.digest = joined_staged.digest)
+        || '\x2c227061796c6f6164223a'::bytea || stored || '\x7d'::bytea END
+$$;
+UPDATE kafka2pg.cdc_staged s SET key = kafka2pg.joined_staged(s.key, s.key_schema), value = kafka2pg.joined_staged(s.value, s.value_schema)
 WHERE s.key_schema IS NOT NULL OR s.value_schema IS NOT NULL;
+DROP FUNCTION kafka2pg.joined_staged(bytea, bytea);
 ALTER TABLE kafka2pg.cdc_staged DROP COLUMN IF EXISTS key_schema, DROP COLUMN IF EXISTS value_schema;
 DROP TABLE IF EXISTS kafka2pg.cdc_staged_schemas;
 ALTER TABLE kafka2pg.cdc_staged

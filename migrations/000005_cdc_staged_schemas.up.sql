@@ -26,3 +26,12 @@ ALTER TABLE kafka2pg.cdc_tx_ends
     ALTER COLUMN consumer_group TYPE text COLLATE "C",
     ALTER COLUMN source TYPE text COLLATE "C",
     ALTER COLUMN txid TYPE text COLLATE "C";
+
+-- An END before its applier's position (cdc_appliers.applied_tx_offset)
+-- is applied; only an END applied partially (on_incomplete: apply) is
+-- still marked, applied_at and applied_events set (earlier releases
+-- marked every one). The ENDs are found by position alone, through one
+-- index: the two halves of applied_at no longer mean pending and applied.
+DROP INDEX IF EXISTS kafka2pg.cdc_tx_ends_pending_idx;
+DROP INDEX IF EXISTS kafka2pg.cdc_tx_ends_applied_idx;
+CREATE INDEX cdc_tx_ends_offset_idx ON kafka2pg.cdc_tx_ends (consumer_group, source, tx_offset);

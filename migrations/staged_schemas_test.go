@@ -14,8 +14,9 @@ import (
 // Version 5 stages events without their Connect schema, kept once in
 // cdc_staged_schemas, and collates the queues' keys "C"; its down
 // migration puts each staged key and value back together, byte for byte,
-// before the schemas go, so that an earlier release applies them, and
-// gives the keys the database's collation again.
+// before the schemas go, so that an earlier release applies them, marks
+// the ENDs before each applier's position applied, as an earlier release
+// reads them, and gives the keys the database's collation again.
 func TestDownFromVersion5PutsTheStagedEventsBackTogether(t *testing.T) {
 	t.Parallel()
 	url := pgtest.URL(t)
@@ -40,10 +41,25 @@ func TestDownFromVersion5PutsTheStagedEventsBackTogether(t *testing.T) {
 	if _, err := conn.Exec(ctx, ins, "whole", []byte(`7`), []byte(`{"payload":{"op":"c"},"schema":null}`), nil, nil); err != nil {
 		t.Fatal(err)
 	}
+	// An END before its applier's position is applied, unmarked: the
+	// earlier release needs its mark.
+	if _, err := conn.Exec(ctx, `INSERT INTO kafka2pg.cdc_appliers (consumer_group, source, epoch, applied_tx_offset) VALUES ('g', 's', 1, 10);
+INSERT INTO kafka2pg.cdc_tx_ends (consumer_group, source, txid, tx_partition, tx_offset, event_count)
+VALUES ('g', 's', 'applied', 0, 5, 2), ('g', 's', 'pending', 0, 12, 2)`); err != nil {
+		t.Fatal(err)
+	}
 	if err := migrations.Steps(ctx, url, -1); err != nil {
 		t.Fatal(err)
 	}
 	requireVersion(t, url, 4)
+	var marks string
+	if err := conn.QueryRow(ctx, `SELECT string_agg(txid || '=' || coalesce(applied_events::text, 'unmarked'), ' ' ORDER BY txid)
+FROM kafka2pg.cdc_tx_ends WHERE applied_at IS NOT NULL OR applied_events IS NULL`).Scan(&marks); err != nil {
+		t.Fatal(err)
+	}
+	if marks != "applied=2 pending=unmarked" {
+		t.Fatalf("ENDs after down: %s, want the one before the position marked applied whole, the other pending", marks)
+	}
 	want := map[string][2][]byte{
 		"split": {[]byte(`{"schema":` + string(keySchema) + `,"payload":{"id":1}}`), []byte(`{"schema":` + string(valueSchema) + `,"payload":{"op":"c"}}`)},
 		"whole": {[]byte(`7`), []byte(`{"payload":{"op":"c"},"schema":null}`)},

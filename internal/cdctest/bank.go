@@ -359,8 +359,7 @@ FROM unnest($1::int8[]) WITH ORDINALITY AS s(balance, id) LEFT JOIN %s r ON r.id
 }
 
 // AppliedEnds counts the source transactions applied of consumer group
-// $1: the ENDs before their Applier's position (cdc_appliers), and those
-// marked applied partially.
+// $1: the ENDs before their Applier's position (cdc_appliers).
 const AppliedEnds = `SELECT count(*) FROM kafka2pg.cdc_tx_ends e
 JOIN kafka2pg.cdc_appliers a ON a.consumer_group = e.consumer_group AND a.source = e.source
-WHERE e.consumer_group = $1 AND (e.tx_offset < a.applied_tx_offset OR e.applied_at IS NOT NULL)`
+WHERE e.consumer_group = $1 AND e.tx_offset < a.applied_tx_offset`
