@@ -89,35 +89,32 @@ func ParseBoundary(rec *stream.Record) (b stream.TxBoundary, ok bool, err error)
 	}
 	var r reader
 	r.reset(rec.Value)
-	// The payload, when the record has one that is not null: else the
-	// record itself is the boundary (schemas.enable=false).
-	payload := -1
+	// The boundary is the payload, when the record has one that is not
+	// null; else the record itself (schemas.enable=false).
+	body := 0
 	if r.object() {
 		for first := true; ; first = false {
 			key, ok := r.member(first)
 			if !ok {
 				break
 			}
-			if string(key) == "payload" && !r.null() {
-				payload = r.i
-			} else if string(key) == "payload" {
-				payload = -1
+			switch {
+			case string(key) != "payload":
+			case r.null():
+				body = 0
 				continue
+			default:
+				body = r.i
 			}
 			r.skip()
 		}
 		r.end()
 	}
-	if r.err == nil {
-		if payload >= 0 {
-			r.i, r.depth = payload, 0
-		} else {
-			r.i, r.depth = 0, 0
-		}
-	}
 	var j boundary
-	if r.err == nil && r.peek() != '{' {
-		r.fail(decode.KindInvalidJSON, "the payload is %s, not an object", what(&r))
+	if r.err == nil {
+		if r.i, r.depth = body, 0; r.peek() != '{' {
+			r.fail(decode.KindInvalidJSON, "the payload is %s, not an object", what(&r))
+		}
 	}
 	readBoundary(&r, &j)
 	if r.err != nil {
@@ -185,7 +182,7 @@ func readBoundary(r *reader, j *boundary) {
 // readCollection reads one element of data_collections into counts.
 func readCollection(r *reader, counts map[string]int64) {
 	if r.null() {
-		counts[""] += 0
+		counts[""] += 0 // as encoding/json read it: a collection "" of no events
 		return
 	}
 	if r.peek() != '{' {

@@ -70,7 +70,8 @@ func (a *Applier) sweepOrphans(ctx context.Context) (int, error) {
 	if err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	var letters []deadletters.Letter
+	var recs []stream.Record
+	var txids []string
 	var digests [][]byte
 	for rows.Next() {
 		var r stream.Record
@@ -82,23 +83,21 @@ func (a *Applier) sweepOrphans(ctx context.Context) (int, error) {
 			return 0, fmt.Errorf("%s: %w", what, err)
 		}
 		r.Timestamp = ts.Time
-		digests = append(digests, keySchema, valueSchema)
-		letters = append(letters, deadletters.Letter{Group: a.w.cfg.Group, Record: r, Table: a.w.TableName(r.Topic),
-			Kind: KindTransactionEndMissing,
-			Message: fmt.Sprintf("staged for %s without the END of its source transaction %q: a copy of an event of a transaction applied and pruned already (ApplierConfig.RetainEnds), or one whose END never came",
-				a.cfg.OrphanAfter, txid)})
+		recs, txids, digests = append(recs, r), append(txids, txid), append(digests, keySchema, valueSchema)
 	}
 	if err := rows.Err(); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
 	// The dead letters hold the events as they came.
-	if err := a.schemas.load(ctx, tx, digests); err != nil {
+	if err := a.schemas.joinRecords(ctx, tx, recs, digests); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)
 	}
-	for i := range letters {
-		if err := a.schemas.joinRecord(&letters[i].Record, digests[2*i], digests[2*i+1]); err != nil {
-			return 0, fmt.Errorf("%s: %w", what, err)
-		}
+	letters := make([]deadletters.Letter, len(recs))
+	for i, r := range recs {
+		letters[i] = deadletters.Letter{Group: a.w.cfg.Group, Record: r, Table: a.w.TableName(r.Topic),
+			Kind: KindTransactionEndMissing,
+			Message: fmt.Sprintf("staged for %s without the END of its source transaction %q: a copy of an event of a transaction applied and pruned already (ApplierConfig.RetainEnds), or one whose END never came",
+				a.cfg.OrphanAfter, txids[i])}
 	}
 	if err := deadletters.Insert(ctx, tx, letters); err != nil {
 		return 0, fmt.Errorf("%s: %w", what, err)

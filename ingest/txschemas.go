@@ -119,10 +119,29 @@ type schemaCache map[string][]byte
 
 var maxCachedSchemas = 4096 // a var for the test of a full cache
 
+// joinRecords puts each of recs back together as it came, its key and
+// value joined with the schemas of digests (two for each record, the
+// key's and the value's; nil for one staged whole), read from q where the
+// cache lacks them.
+func (c schemaCache) joinRecords(ctx context.Context, q Querier, recs []stream.Record, digests [][]byte) error {
+	if err := c.load(ctx, q, digests); err != nil {
+		return err
+	}
+	for i := range recs {
+		r := &recs[i]
+		var err error
+		if r.Key, err = c.join(r.Key, digests[2*i]); err != nil {
+			return err
+		}
+		if r.Value, err = c.join(r.Value, digests[2*i+1]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // load reads the schemas of digests the cache lacks.
-func (c schemaCache) load(ctx context.Context, q interface {
-	Query(context.Context, string, ...any) (pgx.Rows, error)
-}, digests [][]byte) error {
+func (c schemaCache) load(ctx context.Context, q Querier, digests [][]byte) error {
 	var distinct, missing [][]byte
 	for _, d := range digests {
 		if d == nil || slices.ContainsFunc(distinct, func(m []byte) bool { return bytes.Equal(m, d) }) {
@@ -172,15 +191,4 @@ func (c schemaCache) join(stored, digest []byte) ([]byte, error) {
 		return nil, fmt.Errorf("join a staged event with its schema: schema %x is not loaded", digest)
 	}
 	return joinEnvelope(nil, schema, stored), nil
-}
-
-// joinRecord joins r's key and value with the schemas of digests (key's,
-// value's).
-func (c schemaCache) joinRecord(r *stream.Record, keyDigest, valueDigest []byte) error {
-	var err error
-	if r.Key, err = c.join(r.Key, keyDigest); err != nil {
-		return err
-	}
-	r.Value, err = c.join(r.Value, valueDigest)
-	return err
 }

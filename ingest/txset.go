@@ -213,14 +213,10 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("fetch staged events: %w", err)
 	}
-	if err := e.schemas.load(ctx, tx, c.digests); err != nil {
+	if err := e.schemas.joinRecords(ctx, tx, c.recs, c.digests); err != nil {
 		return err
 	}
-	for i := range c.recs {
-		r := &c.recs[i]
-		if err := e.schemas.joinRecord(r, c.digests[2*i], c.digests[2*i+1]); err != nil {
-			return err
-		}
+	for _, r := range c.recs {
 		fetch.read += int64(len(r.Key) + len(r.Value))
 	}
 	fetch.events += int64(len(c.recs))

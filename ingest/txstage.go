@@ -184,61 +184,77 @@ type stageFunc = func(ctx context.Context, tx pgx.Tx) ([]badRecord, error)
 // events were applied; when the Applier applied it without them
 // (IncompleteApply), a late event, which becomes a dead letter.
 func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange) ([]badRecord, error) {
-	rows := newStagedRows(w.cfg.Group, source, b, staged)
-	for _, c := range staged {
-		rows.schemas.split(c.rec.Key)
-		rows.schemas.split(c.rec.Value)
+	var schemas schemaSplitter
+	events := make([]stagedEvent, len(staged))
+	for i := range staged {
+		e := &events[i]
+		e.keyedChange = &staged[i]
+		e.key, e.keySchema = schemas.split(e.rec.Key)
+		e.value, e.valueSchema = schemas.split(e.rec.Value)
 	}
-	applied, err := appliedTxs(ctx, tx, w.cfg.Group, source, staged, &rows.schemas)
-	if err != nil {
-		return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
+	// One round trip stages the events' schemas, sets the savepoint a
+	// COPY that meets a copy goes back to, and finds which of their
+	// transactions were applied already.
+	q := &pgx.Batch{}
+	schemas.queue(q)
+	q.Queue("SAVEPOINT kafka2pg_stage")
+	applied := queueAppliedTxs(q, w.cfg.Group, source, staged)
+	if err := tx.SendBatch(ctx, q).Close(); err != nil {
+		return nil, fmt.Errorf("stage %d events of source %q: find the transactions applied already: %w", len(staged), source, err)
 	}
 	var bad []badRecord
 	if len(applied) > 0 {
-		pending := staged[:0:0]
-		for _, c := range staged {
-			partial, done := applied[c.ch.Tx.ID]
+		pending := events[:0]
+		for _, e := range events {
+			partial, done := applied[e.ch.Tx.ID]
 			switch {
 			case !done:
-				pending = append(pending, c)
+				pending = append(pending, e)
 			case partial:
-				bad = append(bad, badRecord{rec: c.rec, kind: KindLateEvent,
-					err: fmt.Errorf("source transaction %q was applied without this event after waiting for it (OnIncomplete apply)", c.ch.Tx.ID)})
+				bad = append(bad, badRecord{rec: e.rec, kind: KindLateEvent,
+					err: fmt.Errorf("source transaction %q was applied without this event after waiting for it (OnIncomplete apply)", e.ch.Tx.ID)})
 			}
 		}
-		staged = pending
-		rows.events = staged
+		events = pending
 	}
-	if len(staged) == 0 {
+	if len(events) == 0 {
 		return bad, nil
 	}
-	_, err = pgcopy.CopyTyped(ctx, tx, stagedTable, stagedColumns, stagedTypes, rows)
+	_, err := pgcopy.CopyTyped(ctx, tx, stagedTable, stagedColumns, stagedTypes, &stagedRows{group: w.cfg.Group, source: source, b: b, events: events, i: -1})
 	var pgErr *pgconn.PgError
 	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: a copy of a staged event
 		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_stage"); err != nil {
-			return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
+			return nil, fmt.Errorf("stage %d events of source %q: %w", len(events), source, err)
 		}
-		err = w.stageLeavingCopies(ctx, tx, source, b, staged, &rows.schemas)
+		err = w.stageLeavingCopies(ctx, tx, source, b, events)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("stage %d events of source %q: %w", len(staged), source, err)
+		return nil, fmt.Errorf("stage %d events of source %q: %w", len(events), source, err)
 	}
 	return bad, nil
 }
 
-// stageLeavingCopies stages staged with stageEventsSQL.
-func (w *Writer) stageLeavingCopies(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, staged []keyedChange, schemas *schemaSplitter) error {
-	n := len(staged)
+// stagedEvent is an event of a source transaction as stage writes it:
+// its key and value split from their Connect schemas, once
+// (schemaSplitter.split; a digest is nil for what is staged whole).
+type stagedEvent struct {
+	*keyedChange
+	key, keySchema     []byte
+	value, valueSchema []byte
+}
+
+// stageLeavingCopies stages events with stageEventsSQL.
+func (w *Writer) stageLeavingCopies(ctx context.Context, tx pgx.Tx, source string, b *stream.Batch, events []stagedEvent) error {
+	n := len(events)
 	txids, colls := make([]string, n), make([]string, n)
 	collOrders, totalOrders, offs := make([]int64, n), make([]int64, n), make([]int64, n)
 	keys, values, keySchemas, valueSchemas := make([][]byte, n), make([][]byte, n), make([][]byte, n), make([][]byte, n)
 	stamps := make([]pgtype.Timestamptz, n)
-	for i, c := range staged {
-		txids[i], colls[i] = c.ch.Tx.ID, c.ch.Tx.Collection
-		collOrders[i], totalOrders[i], offs[i] = c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder, c.rec.Offset
-		keys[i], keySchemas[i] = schemas.split(c.rec.Key)
-		values[i], valueSchemas[i] = schemas.split(c.rec.Value)
-		stamps[i] = stampOf(c.rec)
+	for i, e := range events {
+		txids[i], colls[i] = e.ch.Tx.ID, e.ch.Tx.Collection
+		collOrders[i], totalOrders[i], offs[i] = e.ch.Tx.CollectionOrder, e.ch.Tx.TotalOrder, e.rec.Offset
+		keys[i], keySchemas[i], values[i], valueSchemas[i] = e.key, e.keySchema, e.value, e.valueSchema
+		stamps[i] = stampOf(e.rec)
 	}
 	_, err := tx.Exec(ctx, stageEventsSQL, w.cfg.Group, source, b.Topic, b.Partition,
 		txids, colls, collOrders, totalOrders, offs, keys, values, stamps, keySchemas, valueSchemas)
@@ -255,33 +271,27 @@ func stampOf(r *stream.Record) pgtype.Timestamptz {
 type stagedRows struct {
 	group, source string
 	b             *stream.Batch
-	events        []keyedChange
+	events        []stagedEvent
 	i             int
 	row           []any
-	// schemas split the events' keys and values (txschemas.go).
-	schemas schemaSplitter
-}
-
-func newStagedRows(group, source string, b *stream.Batch, events []keyedChange) *stagedRows {
-	return &stagedRows{group: group, source: source, b: b, events: events, i: -1}
 }
 
 func (r *stagedRows) Next() bool { r.i++; return r.i < len(r.events) }
 
 func (r *stagedRows) Values() ([]any, error) {
-	c := &r.events[r.i]
-	key, keySchema := r.schemas.split(c.rec.Key)
-	value, valueSchema := r.schemas.split(c.rec.Value)
-	r.row = append(r.row[:0], r.group, r.source, c.ch.Tx.ID, c.ch.Tx.Collection, c.ch.Tx.CollectionOrder, c.ch.Tx.TotalOrder,
-		r.b.Topic, r.b.Partition, c.rec.Offset, key, value, stampOf(c.rec), keySchema, valueSchema)
+	e := &r.events[r.i]
+	r.row = append(r.row[:0], r.group, r.source, e.ch.Tx.ID, e.ch.Tx.Collection, e.ch.Tx.CollectionOrder, e.ch.Tx.TotalOrder,
+		r.b.Topic, r.b.Partition, e.rec.Offset, e.key, e.value, stampOf(e.rec), e.keySchema, e.valueSchema)
 	return r.row, nil
 }
 
 func (r *stagedRows) Err() error { return nil }
 
-// appliedTxs returns the source transactions of staged that the Applier
-// applied already: true for those applied without all their events.
-func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []keyedChange, schemas *schemaSplitter) (map[string]bool, error) {
+// queueAppliedTxs queues into q the lookup of the source transactions of
+// staged that the Applier applied already, and returns their set, filled
+// when q's results are read: true for those applied without all their
+// events.
+func queueAppliedTxs(q *pgx.Batch, group, source string, staged []keyedChange) map[string]bool {
 	seen := map[string]bool{}
 	var ids []string
 	for _, c := range staged {
@@ -290,11 +300,6 @@ func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []k
 			ids = append(ids, id)
 		}
 	}
-	// The events' schemas are staged in the same round trip, and then the
-	// savepoint that a COPY that meets a copy goes back to (stage).
-	q := &pgx.Batch{}
-	schemas.queue(q)
-	q.Queue("SAVEPOINT kafka2pg_stage")
 	applied := map[string]bool{}
 	queueProbe(q, appliedTxsSQL, group, source, ids).Query(func(rows pgx.Rows) error {
 		var id string
@@ -308,10 +313,7 @@ func appliedTxs(ctx context.Context, tx pgx.Tx, group, source string, staged []k
 		})
 		return err
 	})
-	if err := tx.SendBatch(ctx, q).Close(); err != nil {
-		return nil, fmt.Errorf("find the transactions applied already: %w", err)
-	}
-	return applied, nil
+	return applied
 }
 
 // stageEndsSQL stages a batch's END records; one seen already (a Connect
