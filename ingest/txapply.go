@@ -32,9 +32,10 @@ import (
 // transactions.
 //
 // One apply transaction reads the staged events of consecutive source
-// transactions in order through a cursor, FetchRows at a time, and
-// applies each chunk by key (txset.go), so a transaction of any size is
-// applied whole while the Applier holds one chunk of it.
+// transactions in order through a cursor, FetchBytes at a time (within
+// FetchRows), and applies each chunk by key (txset.go), so a transaction
+// of any size is applied whole while the Applier holds two chunks of it:
+// one decoding while the other applies.
 
 // ErrApplierFenced means another Applier claimed the source: nothing of
 // the apply transaction was committed.

@@ -23,7 +23,8 @@ import (
 // applied as one changeSet (applyChanges: a COPY into the table or into
 // the session's staging table, then one statement per kind of change).
 // The chunks apply in order, in the one transaction, so a transaction of
-// any size is applied whole while the Applier holds one chunk of it.
+// any size is applied whole while the Applier holds two chunks of it: each
+// decodes while the one before it applies (applyAll).
 //
 // A table's changes that keep an unavailable column's stored value
 // (Debezium's unchanged TOASTed columns) are applied change by change, in
