@@ -288,7 +288,7 @@ const headSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extr
        (SELECT count(*) FROM kafka2pg.cdc_staged s
         WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid)
 FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.tx_offset >= ` + appliedPosition + `
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset >= ` + appliedPosition + `
 ORDER BY e.tx_offset
 LIMIT 1`
 
@@ -297,7 +297,7 @@ LIMIT 1`
 // that fit in one apply are counted next (countStaged).
 const pendingSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at), 0
 FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.tx_offset > $3
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset > $3
 ORDER BY e.tx_offset
 LIMIT $4`
 
@@ -514,8 +514,12 @@ ORDER BY t.n, s.total_order`
 	// position alone (appliedPosition), and is not written again.
 	partialSQL = `UPDATE kafka2pg.cdc_tx_ends SET applied_at = now(), applied_events = $4
 WHERE consumer_group = $1 AND source = $2 AND txid = $3`
-	// $3 is the position below which applied ENDs go.
-	pruneEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND tx_offset < $3`
+	// The ENDs behind $3 go: the unmarked ones and those applied
+	// partially, each through its partial index. (cdc_tx_ends has no index
+	// of all ENDs by offset: with an empty queue's statistics Postgres took
+	// one for the probes of an END by its id, migration 5 says.)
+	pruneEndsSQL        = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND applied_at IS NULL AND tx_offset < $3`
+	prunePartialEndsSQL = `DELETE FROM kafka2pg.cdc_tx_ends WHERE consumer_group = $1 AND source = $2 AND applied_at IS NOT NULL AND tx_offset < $3`
 )
 
 // apply applies the staged events of group, consecutive transactions, in
@@ -576,6 +580,7 @@ func (a *Applier) apply(ctx context.Context, group []pendingTx) error {
 		queueProbe(q, partialSQL, g, src, partial.id, partial.seen)
 	}
 	queueProbe(q, pruneEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
+	queueProbe(q, prunePartialEndsSQL, g, src, last.offset-a.cfg.RetainEnds)
 	if err := tx.SendBatch(ctx, q).Close(); err != nil {
 		return fmt.Errorf("%s: mark the ENDs applied: %w", what, err)
 	}

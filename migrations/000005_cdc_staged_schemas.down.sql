@@ -1,15 +1,9 @@
 -- An earlier release reads an END as applied by its mark alone: mark
--- every END before its applier's position, and index pending and applied
--- ENDs apart again.
+-- every END before its applier's position.
 UPDATE kafka2pg.cdc_tx_ends e SET applied_at = now(), applied_events = e.event_count
 FROM kafka2pg.cdc_appliers a
 WHERE a.consumer_group = e.consumer_group AND a.source = e.source
   AND e.tx_offset < a.applied_tx_offset AND e.applied_at IS NULL;
-DROP INDEX IF EXISTS kafka2pg.cdc_tx_ends_offset_idx;
-CREATE INDEX cdc_tx_ends_pending_idx ON kafka2pg.cdc_tx_ends (consumer_group, source, tx_offset)
-    WHERE applied_at IS NULL;
-CREATE INDEX cdc_tx_ends_applied_idx ON kafka2pg.cdc_tx_ends (consumer_group, source, tx_offset)
-    WHERE applied_at IS NOT NULL;
 
 -- Put the staged events back together before their schemas go:
 -- {"schema": S ,"payload": P }.

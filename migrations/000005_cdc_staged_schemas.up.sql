@@ -29,9 +29,10 @@ ALTER TABLE kafka2pg.cdc_tx_ends
 
 -- An END before its applier's position (cdc_appliers.applied_tx_offset)
 -- is applied; only an END applied partially (on_incomplete: apply) is
--- still marked, applied_at and applied_events set (earlier releases
--- marked every one). The ENDs are found by position alone, through one
--- index: the two halves of applied_at no longer mean pending and applied.
-DROP INDEX IF EXISTS kafka2pg.cdc_tx_ends_pending_idx;
-DROP INDEX IF EXISTS kafka2pg.cdc_tx_ends_applied_idx;
-CREATE INDEX cdc_tx_ends_offset_idx ON kafka2pg.cdc_tx_ends (consumer_group, source, tx_offset);
+-- still marked, applied_at and applied_events set (earlier releases marked
+-- every one). The partial index of unmarked ENDs stays: it is what the
+-- head and window reads and the pruning go through, and, unlike an index
+-- of all ENDs by offset, Postgres cannot take it for the probes of an END
+-- by its transaction id, which the primary key serves (with the statistics
+-- of an empty queue it took such an index for them, and read every END of
+-- the source per probe).
