@@ -396,7 +396,10 @@ func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
 	if len(out) == 0 || out[0].seen < out[0].expected {
 		return out, nil
 	}
-	if err := look(pendingSQL, a.w.cfg.Group, a.cfg.Source, out[0].offset, pendingRead); err != nil {
+	// A transaction has an event at least: no more than GroupEvents
+	// of them fit in the window. (Reading pendingRead every time read
+	// thousands of ENDs for each apply of a few.)
+	if err := look(pendingSQL, a.w.cfg.Group, a.cfg.Source, out[0].offset, min(pendingRead, a.cfg.GroupEvents)); err != nil {
 		return nil, err
 	}
 	window, events := 1, out[0].expected
