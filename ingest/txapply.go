@@ -179,6 +179,9 @@ func (w *Writer) NewApplier(cfg ApplierConfig) (*Applier, error) {
 	if cfg.FetchBytes < 0 {
 		return nil, stream.FieldErrorf("ingest.ApplierConfig.FetchBytes", "%d is negative: give the bytes of staged events one FETCH reads, or 0 for the default", cfg.FetchBytes)
 	}
+	if cfg.GroupEvents < 0 {
+		return nil, stream.FieldErrorf("ingest.ApplierConfig.GroupEvents", "%d is negative: give the most events one apply takes, or 0 for the default", cfg.GroupEvents)
+	}
 	if cfg.RetainEnds < 0 {
 		return nil, stream.FieldErrorf("ingest.ApplierConfig.RetainEnds", "%d is negative: give the offsets of the transaction topic to keep applied ENDs for, or 0 for the default", cfg.RetainEnds)
 	}

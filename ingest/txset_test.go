@@ -541,12 +541,14 @@ func TestTransactionsAnEventThatChangesItsTableMidApplyAppliesTheTransactionWhol
 
 // A negative FETCH size is refused naming its field: FETCH -n would read
 // the cursor backwards.
-func TestTransactionsApplierRefusesNegativeFetchSizes(t *testing.T) {
+func TestTransactionsApplierRefusesNegativeSizes(t *testing.T) {
 	t.Parallel()
 	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
 	for field, cfg := range map[string]ingest.ApplierConfig{
 		"ingest.ApplierConfig.FetchRows":  {Source: custTxTopic, FetchRows: -1},
 		"ingest.ApplierConfig.FetchBytes": {Source: custTxTopic, FetchBytes: -1},
+		// The window's LIMIT (pending) would refuse it at every look.
+		"ingest.ApplierConfig.GroupEvents": {Source: custTxTopic, GroupEvents: -1},
 	} {
 		_, err := c.w.NewApplier(cfg)
 		var fe *stream.FieldError
