@@ -251,6 +251,38 @@ func TestTransactionsCopiesOfStagedEventsAreStagedOnce(t *testing.T) {
 	}
 }
 
+// A copy of an END (a connector's restart writes the transaction topic's
+// record again, at a later offset) leaves the END staged first, whether
+// the copy comes in a later batch or in the same one: the ENDs are
+// COPYed, and a COPY that meets a copy is done again leaving it.
+func TestTransactionsCopiesOfAnEndLeaveTheEndStagedFirst(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	c.write(custTxTopic, txEnd("t1", 1))                                 // offset 0
+	c.write(custTxTopic, txEnd("t1", 1), txEnd("t2", 1), txEnd("t2", 2)) // offsets 1-3
+	for _, want := range []struct {
+		txid   string
+		offset int64
+		events int64
+	}{{"t1", 0, 1}, {"t2", 2, 1}} {
+		if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_tx_ends WHERE txid = $1 AND tx_offset = $2 AND event_count = $3",
+			want.txid, want.offset, want.events); got != 1 {
+			t.Errorf("no END of %s staged at offset %d with %d events", want.txid, want.offset, want.events)
+		}
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.cdc_tx_ends"); got != 2 {
+		t.Fatalf("%d ENDs staged, want 2", got)
+	}
+	if got := queryInt(t, c.pool, "SELECT count(*) FROM kafka2pg.offsets WHERE topic = $1 AND next_offset = 4", custTxTopic); got != 1 {
+		t.Fatal("the batch with the copies did not move the transaction topic's offset to 4")
+	}
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t2", 1))
+	c.apply(2)
+	if got, want := custState(t, c.pool), "1=a:live:"+seqVersion(100, 110)+" 2=b:live:"+seqVersion(100, 120); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
 // The Applier and the staging read kafka2pg.cdc_staged and cdc_tx_ends by
 // key whatever their statistics say. Those queues are emptied by every
 // apply, and VACUUM truncates an emptied table to no pages: a statement

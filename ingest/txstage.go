@@ -356,18 +356,68 @@ func (w *Writer) writeBoundaries(ctx context.Context, b *stream.Batch, sink Sink
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		if len(ends) > 0 {
-			ids, offs, counts, colls := make([]string, len(ends)), make([]int64, len(ends)), make([]int64, len(ends)), make([]string, len(ends))
-			for i, e := range ends {
+			rows := endRows{group: w.cfg.Group, source: sink.Boundaries.Source, partition: b.Partition, i: -1}
+			for _, e := range ends {
 				c, err := json.Marshal(e.b.Collections)
 				if err != nil {
 					return outcome{}, fmt.Errorf("stage the END of transaction %q: %w", e.b.ID, err)
 				}
-				ids[i], offs[i], counts[i], colls[i] = e.b.ID, e.rec.Offset, e.b.EventCount, string(c)
+				rows.ids, rows.offs = append(rows.ids, e.b.ID), append(rows.offs, e.rec.Offset)
+				rows.counts, rows.colls = append(rows.counts, e.b.EventCount), append(rows.colls, string(c))
 			}
-			if _, err := tx.Exec(ctx, stageEndsSQL, w.cfg.Group, sink.Boundaries.Source, b.Partition, ids, offs, counts, colls); err != nil {
+			if err := stageEnds(ctx, tx, &rows); err != nil {
 				return outcome{}, fmt.Errorf("stage %d END records of source %q: %w", len(ends), sink.Boundaries.Source, err)
 			}
 		}
 		return outcome{rows: len(ends), bad: bad}, nil
 	})
 }
+
+// stageEnds COPYs a batch's ENDs into kafka2pg.cdc_tx_ends, and, when
+// the COPY meets an END staged already (a copy of the transaction
+// topic's record, which a connector's restart writes again at a later
+// offset), goes back to its savepoint and inserts them with
+// stageEndsSQL, which leaves the END staged first. On bench-peers
+// (125,000 ENDs a run) the INSERT over the batch's arrays took 24 µs an
+// END of Postgres' time, the COPY 16 µs.
+func stageEnds(ctx context.Context, tx pgx.Tx, rows *endRows) error {
+	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_ends"); err != nil {
+		return err
+	}
+	_, err := pgcopy.CopyTyped(ctx, tx, endsTable, endsColumns, endsTypes, rows)
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: a copy of a staged END
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_ends"); err != nil {
+			return err
+		}
+		_, err = tx.Exec(ctx, stageEndsSQL, rows.group, rows.source, rows.partition, rows.ids, rows.offs, rows.counts, rows.colls)
+		return err
+	}
+	return err
+}
+
+// endsTable, endsColumns and endsTypes are what stageEnds COPYs into.
+var (
+	endsTable   = pgx.Identifier{"kafka2pg", "cdc_tx_ends"}
+	endsColumns = []string{"consumer_group", "source", "txid", "tx_partition", "tx_offset", "event_count", "data_collections"}
+	endsTypes   = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.Int8OID, pgtype.JSONBOID}
+)
+
+// endRows are a batch's ENDs, as the COPY of stageEnds reads them and
+// stageEndsSQL's arrays.
+type endRows struct {
+	group, source string
+	partition     int32
+	ids           []string
+	offs, counts  []int64
+	colls         []string
+	i             int
+}
+
+func (r *endRows) Next() bool { r.i++; return r.i < len(r.ids) }
+
+func (r *endRows) Values() ([]any, error) {
+	return []any{r.group, r.source, r.ids[r.i], r.partition, r.offs[r.i], r.counts[r.i], r.colls[r.i]}, nil
+}
+
+func (r *endRows) Err() error { return nil }
