@@ -143,10 +143,12 @@ func (c schemaCache) joinRecords(ctx context.Context, q Querier, recs []stream.R
 // load reads the schemas of digests the cache lacks.
 func (c schemaCache) load(ctx context.Context, q Querier, digests [][]byte) error {
 	var distinct, missing [][]byte
+	seen := map[string]bool{}
 	for _, d := range digests {
-		if d == nil || slices.ContainsFunc(distinct, func(m []byte) bool { return bytes.Equal(m, d) }) {
+		if d == nil || seen[string(d)] {
 			continue
 		}
+		seen[string(d)] = true
 		distinct = append(distinct, d)
 		if _, ok := c[string(d)]; !ok {
 			missing = append(missing, d)

@@ -220,18 +220,32 @@ func (w *Writer) stage(ctx context.Context, tx pgx.Tx, source string, b *stream.
 	if len(events) == 0 {
 		return bad, nil
 	}
-	_, err := pgcopy.CopyTyped(ctx, tx, stagedTable, stagedColumns, stagedTypes, &stagedRows{group: w.cfg.Group, source: source, b: b, events: events, i: -1})
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: a copy of a staged event
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_stage"); err != nil {
-			return nil, fmt.Errorf("stage %d events of source %q: %w", len(events), source, err)
-		}
-		err = w.stageLeavingCopies(ctx, tx, source, b, events)
-	}
+	rows := &stagedRows{group: w.cfg.Group, source: source, b: b, events: events, i: -1}
+	err := copyLeavingCopies(ctx, tx, "kafka2pg_stage", stagedTable, stagedColumns, stagedTypes, rows, func() error {
+		return w.stageLeavingCopies(ctx, tx, source, b, events)
+	})
 	if err != nil {
 		return nil, fmt.Errorf("stage %d events of source %q: %w", len(events), source, err)
 	}
 	return bad, nil
+}
+
+// copyLeavingCopies COPYs rows into one of the queues (kafka2pg.cdc_staged,
+// cdc_tx_ends), in tx after the savepoint sp its caller set. Their rows
+// are new but for copies (a connector's restart writes records again), so
+// COPY is the way for them; a COPY that meets a row staged already
+// (unique_violation) is undone to sp, and leave stages the rows with an
+// INSERT that leaves the staged ones as they are.
+func copyLeavingCopies(ctx context.Context, tx pgx.Tx, sp string, table pgx.Identifier, cols []string, oids []uint32, rows pgx.CopyFromSource, leave func() error) error {
+	_, err := pgcopy.CopyTyped(ctx, tx, table, cols, oids, rows)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" { // unique_violation: a copy of a staged row
+		return err
+	}
+	if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT "+sp); err != nil {
+		return err
+	}
+	return leave()
 }
 
 // stagedEvent is an event of a source transaction as stage writes it:
@@ -356,7 +370,9 @@ func (w *Writer) writeBoundaries(ctx context.Context, b *stream.Batch, sink Sink
 	spec := txSpec{batches: []*stream.Batch{b}, sink: sink}
 	return w.inBatchTx(ctx, spec, func(ctx context.Context, tx *batchTx) (outcome, error) {
 		if len(ends) > 0 {
-			rows := endRows{group: w.cfg.Group, source: sink.Boundaries.Source, partition: b.Partition, i: -1}
+			n := len(ends)
+			rows := endRows{group: w.cfg.Group, source: sink.Boundaries.Source, partition: b.Partition, i: -1,
+				ids: make([]string, 0, n), offs: make([]int64, 0, n), counts: make([]int64, 0, n), colls: make([]string, 0, n)}
 			for _, e := range ends {
 				c, err := json.Marshal(e.b.Collections)
 				if err != nil {
@@ -373,27 +389,19 @@ func (w *Writer) writeBoundaries(ctx context.Context, b *stream.Batch, sink Sink
 	})
 }
 
-// stageEnds COPYs a batch's ENDs into kafka2pg.cdc_tx_ends, and, when
-// the COPY meets an END staged already (a copy of the transaction
-// topic's record, which a connector's restart writes again at a later
-// offset), goes back to its savepoint and inserts them with
-// stageEndsSQL, which leaves the END staged first. On bench-peers
-// (125,000 ENDs a run) the INSERT over the batch's arrays took 24 µs an
-// END of Postgres' time, the COPY 16 µs.
+// stageEnds stages a batch's ENDs into kafka2pg.cdc_tx_ends
+// (copyLeavingCopies): an END staged already, a copy of the transaction
+// topic's record at a later offset, is left as it was staged first. On
+// bench-peers (125,000 ENDs a run) the INSERT over the batch's arrays
+// took 24 µs an END of Postgres' time, the COPY 16 µs.
 func stageEnds(ctx context.Context, tx pgx.Tx, rows *endRows) error {
 	if _, err := tx.Exec(ctx, "SAVEPOINT kafka2pg_ends"); err != nil {
 		return err
 	}
-	_, err := pgcopy.CopyTyped(ctx, tx, endsTable, endsColumns, endsTypes, rows)
-	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && pgErr.Code == "23505" { // unique_violation: a copy of a staged END
-		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT kafka2pg_ends"); err != nil {
-			return err
-		}
-		_, err = tx.Exec(ctx, stageEndsSQL, rows.group, rows.source, rows.partition, rows.ids, rows.offs, rows.counts, rows.colls)
+	return copyLeavingCopies(ctx, tx, "kafka2pg_ends", endsTable, endsColumns, endsTypes, rows, func() error {
+		_, err := tx.Exec(ctx, stageEndsSQL, rows.group, rows.source, rows.partition, rows.ids, rows.offs, rows.counts, rows.colls)
 		return err
-	}
-	return err
+	})
 }
 
 // endsTable, endsColumns and endsTypes are what stageEnds COPYs into.
@@ -412,12 +420,14 @@ type endRows struct {
 	offs, counts  []int64
 	colls         []string
 	i             int
+	row           []any
 }
 
 func (r *endRows) Next() bool { r.i++; return r.i < len(r.ids) }
 
 func (r *endRows) Values() ([]any, error) {
-	return []any{r.group, r.source, r.ids[r.i], r.partition, r.offs[r.i], r.counts[r.i], r.colls[r.i]}, nil
+	r.row = append(r.row[:0], r.group, r.source, r.ids[r.i], r.partition, r.offs[r.i], r.counts[r.i], r.colls[r.i])
+	return r.row, nil
 }
 
 func (r *endRows) Err() error { return nil }
