@@ -109,6 +109,37 @@ func (d *Decoder) Decode(rec *stream.Record, ch *stream.Change) error {
 	return nil
 }
 
+// DecodePayload is Decode for an event whose value was taken apart from
+// its schema: rec.Value holds the text of the envelope's payload member
+// and schema the text of its schema member, both as the event carried
+// them (a staged event, ingest's transactions). It decodes what Decode
+// decodes of {"schema":<schema>,"payload":<rec.Value>}, without putting
+// the two together again. A nil schema is Decode's.
+func (d *Decoder) DecodePayload(rec *stream.Record, schema []byte, ch *stream.Change) error {
+	if schema == nil || d.wire != nil {
+		return d.Decode(rec, ch)
+	}
+	*ch = stream.Change{Row: ch.Row[:0], Key: ch.Key[:0], Unavailable: ch.Unavailable[:0]}
+	if rec.Value == nil {
+		return nil
+	}
+	v := d.t.last.Load()
+	if v == nil || v.text != string(schema) {
+		var err error
+		if v, err = d.versionOf(rec, schema); err != nil {
+			return err
+		}
+	}
+	rs := d.t.getState()
+	defer d.t.putState(rs)
+	var env envelope
+	if err := d.decode(rec, ch, &env, rs, v); err != nil {
+		return err
+	}
+	ch.Tx = env.transactionOf()
+	return nil
+}
+
 // decodeEnvelope is Decode, leaving in env what the envelope says besides
 // the change (its op letter, source and transaction blocks, ts_ms).
 func (d *Decoder) decodeEnvelope(rec *stream.Record, ch *stream.Change, env *envelope) error {

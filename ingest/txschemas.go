@@ -18,7 +18,8 @@ import (
 // and about two thirds of a Debezium event. The staging keeps P, and S
 // once in kafka2pg.cdc_staged_schemas under its SHA-256 (cdc_staged's
 // key_schema and value_schema name it); the Applier joins them again,
-// byte for byte, before it decodes. A key or value of another shape is
+// byte for byte, before it decodes, or hands a value's two parts to a
+// decoder that takes them apart (payloadDecoder). A key or value of another shape is
 // staged whole, with no digest.
 
 const (
@@ -140,6 +141,32 @@ func (c schemaCache) joinRecords(ctx context.Context, q Querier, recs []stream.R
 	return nil
 }
 
+// joinKeys is joinRecords for the keys alone: each value stays as staged,
+// and values[i] is the schema of recs[i]'s value (nil for one staged
+// whole), for a decoder that takes the two apart (payloadDecoder). A
+// value's schema is most of its bytes, and the same in every event of a
+// table: joining it again would copy it for each event.
+func (c schemaCache) joinKeys(ctx context.Context, q Querier, recs []stream.Record, digests [][]byte, values [][]byte) ([][]byte, error) {
+	if err := c.load(ctx, q, digests); err != nil {
+		return values, err
+	}
+	for i := range recs {
+		r := &recs[i]
+		var err error
+		if r.Key, err = c.join(r.Key, digests[2*i]); err != nil {
+			return values, err
+		}
+		var s []byte
+		if digests[2*i+1] != nil && r.Value != nil {
+			if s, err = c.schemaOf(digests[2*i+1]); err != nil {
+				return values, err
+			}
+		}
+		values = append(values, s)
+	}
+	return values, nil
+}
+
 // load reads the schemas of digests the cache lacks.
 func (c schemaCache) load(ctx context.Context, q Querier, digests [][]byte) error {
 	var distinct, missing [][]byte
@@ -188,9 +215,18 @@ func (c schemaCache) join(stored, digest []byte) ([]byte, error) {
 	if digest == nil || stored == nil {
 		return stored, nil
 	}
+	schema, err := c.schemaOf(digest)
+	if err != nil {
+		return nil, err
+	}
+	return joinEnvelope(nil, schema, stored), nil
+}
+
+// schemaOf is the schema of digest, loaded (load).
+func (c schemaCache) schemaOf(digest []byte) ([]byte, error) {
 	schema, ok := c[string(digest)]
 	if !ok {
 		return nil, fmt.Errorf("join a staged event with its schema: schema %x is not loaded", digest)
 	}
-	return joinEnvelope(nil, schema, stored), nil
+	return schema, nil
 }

@@ -64,6 +64,9 @@ type chunk struct {
 	recs    []stream.Record
 	tids    []pgtype.TID // the staged rows of recs
 	digests [][]byte     // of recs' schemas, key and value (txschemas.go)
+	// schemas are the schemas of recs' values, whose Value is then the
+	// payload alone; nil for a value staged whole.
+	schemas [][]byte
 	tables  []*tableChanges
 	order   []chunkChange
 }
@@ -194,7 +197,7 @@ func (f *fetchSize) next() int {
 // read reads the next chunk of the cursor into c, its keys and values
 // joined back with their schemas.
 func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c *chunk) error {
-	c.recs, c.tids, c.digests, c.tables, c.order = c.recs[:0], c.tids[:0], c.digests[:0], nil, nil
+	c.recs, c.tids, c.digests, c.schemas, c.tables, c.order = c.recs[:0], c.tids[:0], c.digests[:0], c.schemas[:0], nil, nil
 	rows, err := tx.Query(ctx, fmt.Sprintf("FETCH %d FROM kafka2pg_staged", fetch.next()))
 	if err != nil {
 		return fmt.Errorf("fetch staged events: %w", err)
@@ -214,14 +217,22 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("fetch staged events: %w", err)
 	}
-	if err := e.schemas.joinRecords(ctx, tx, c.recs, c.digests); err != nil {
+	if c.schemas, err = e.schemas.joinKeys(ctx, tx, c.recs, c.digests, c.schemas); err != nil {
 		return err
 	}
-	for _, r := range c.recs {
-		fetch.read += int64(len(r.Key) + len(r.Value))
+	for i, r := range c.recs {
+		fetch.read += int64(len(r.Key) + len(c.schemas[i]) + len(r.Value))
 	}
 	fetch.events += int64(len(c.recs))
 	return nil
+}
+
+// payloadDecoder is a ChangeDecoder that decodes an event whose value
+// came apart from its schema (cdc.Decoder.DecodePayload): the value of a
+// staged event is decoded as staged, and its schema, held once in the
+// Applier's schemaCache, is not copied into each event again.
+type payloadDecoder interface {
+	DecodePayload(r *stream.Record, schema []byte, ch *stream.Change) error
 }
 
 // decode decodes the events of c into c.tables and c.order. It touches
@@ -241,7 +252,14 @@ func (e *eventApplier) decode(ctx context.Context, c *chunk) error {
 		// Each change gets its own slices: the chunk's changes are all
 		// held until they are applied.
 		var ch stream.Change
-		err = sink.Changes.Decode(r, &ch)
+		if pd, ok := sink.Changes.(payloadDecoder); ok {
+			err = pd.DecodePayload(r, c.schemas[i], &ch)
+		} else {
+			if c.schemas[i] != nil {
+				r.Value, c.schemas[i] = joinEnvelope(nil, c.schemas[i], r.Value), nil
+			}
+			err = sink.Changes.Decode(r, &ch)
+		}
 		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
 			return &tableChanged{topic: r.Topic, sink: sink}
 		}
