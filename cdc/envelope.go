@@ -114,7 +114,8 @@ func (d *Decoder) Decode(rec *stream.Record, ch *stream.Change) error {
 // and schema the text of its schema member, both as the event carried
 // them (a staged event, ingest's transactions). It decodes what Decode
 // decodes of {"schema":<schema>,"payload":<rec.Value>}, without putting
-// the two together again. A nil schema is Decode's.
+// the two together again. A nil schema (a value staged whole) is Decode's,
+// as is every record of a registry's wire format, which is never split.
 func (d *Decoder) DecodePayload(rec *stream.Record, schema []byte, ch *stream.Change) error {
 	if schema == nil || d.wire != nil {
 		return d.Decode(rec, ch)
