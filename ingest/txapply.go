@@ -286,12 +286,14 @@ type pendingTx struct {
 const appliedPosition = `(SELECT coalesce(max(a.applied_tx_offset), -1) FROM kafka2pg.cdc_appliers a
  WHERE a.consumer_group = $1 AND a.source = $2)`
 
-// headSQL reads the next END not applied, with its staged events seen.
+// headSQL reads the next END not applied at $3 or after, with its staged
+// events seen. $3 is -1, or the offset after a group whose apply has not
+// committed yet (lookAfter), whose ENDs the look still sees pending.
 const headSQL = `SELECT e.txid, e.tx_partition, e.tx_offset, e.event_count, extract(epoch FROM now() - e.staged_at),
        (SELECT count(*) FROM kafka2pg.cdc_staged s
         WHERE s.consumer_group = e.consumer_group AND s.source = e.source AND s.txid = e.txid)
 FROM kafka2pg.cdc_tx_ends e
-WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset >= ` + appliedPosition + `
+WHERE e.consumer_group = $1 AND e.source = $2 AND e.applied_at IS NULL AND e.tx_offset >= greatest($3, ` + appliedPosition + `)
 ORDER BY e.tx_offset
 LIMIT 1`
 
@@ -326,8 +328,24 @@ func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	n := 0
+	var ahead *lookAhead
+	defer func() { ahead.stop() }()
 	for {
-		pending, err := a.pending(ctx)
+		var pending []pendingTx
+		var err error
+		if ahead != nil {
+			pending, err = ahead.wait()
+			ahead = nil
+			// A look taken while the group before applied is as good as
+			// a new one when its first transaction was complete, since a
+			// transaction's staged events only grow until it applies.
+			// Else that transaction may have completed since: look again.
+			if err == nil && (len(pending) == 0 || pending[0].seen < pending[0].expected) {
+				pending, err = a.pending(ctx, -1)
+			}
+		} else {
+			pending, err = a.pending(ctx, -1)
+		}
 		if err != nil {
 			return n, err
 		}
@@ -354,6 +372,11 @@ func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 			group = 1
 		}
 		a.setIncomplete(IncompleteTx{})
+		// The next look runs on a connection of its own while this group
+		// applies: once the staging has run ahead, the apply's session is
+		// what the source waits for, and the look (the next ENDs, their
+		// staged events counted) is a fifth of its statements' time.
+		ahead = a.lookAfter(ctx, pending[group-1].offset+1)
 		if err := a.applyEvolving(ctx, pending[:group]); err != nil {
 			return n, err
 		}
@@ -361,11 +384,49 @@ func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 	}
 }
 
-// pending reads the next pending transactions in order, with the staged
+// lookAhead is a look (pending) that runs while a group applies.
+type lookAhead struct {
+	cancel  context.CancelFunc
+	done    chan struct{}
+	pending []pendingTx
+	err     error
+}
+
+// lookAfter starts the look at the ENDs from offset on: those after the
+// group that applies, whose ENDs and staged events its apply does not
+// touch.
+func (a *Applier) lookAfter(ctx context.Context, offset int64) *lookAhead {
+	ctx, cancel := context.WithCancel(ctx)
+	l := &lookAhead{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(l.done)
+		l.pending, l.err = a.pending(ctx, offset)
+	}()
+	return l
+}
+
+// wait returns the look once it is done.
+func (l *lookAhead) wait() ([]pendingTx, error) {
+	<-l.done
+	l.cancel()
+	return l.pending, l.err
+}
+
+// stop ends a look that is not to be read (the apply failed); nil stops
+// nothing.
+func (l *lookAhead) stop() {
+	if l != nil {
+		l.cancel()
+		<-l.done
+	}
+}
+
+// pending reads the next pending transactions in order from the END at
+// offset from on (-1: from the Applier's position), with the staged
 // events seen of those that one apply could take: the first, and, when
 // it is complete, those after it up to GroupEvents events. While the
 // first waits, a look costs one probe.
-func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
+func (a *Applier) pending(ctx context.Context, from int64) ([]pendingTx, error) {
 	what := fmt.Sprintf("apply source %q: find the next transactions", a.cfg.Source)
 	tx, err := a.w.pool.BeginTx(ctx, pgx.TxOptions{AccessMode: pgx.ReadOnly})
 	if err != nil {
@@ -393,7 +454,7 @@ func (a *Applier) pending(ctx context.Context) ([]pendingTx, error) {
 		}
 		return nil
 	}
-	if err := look(headSQL, a.w.cfg.Group, a.cfg.Source); err != nil {
+	if err := look(headSQL, a.w.cfg.Group, a.cfg.Source, from); err != nil {
 		return nil, err
 	}
 	if len(out) == 0 || out[0].seen < out[0].expected {
