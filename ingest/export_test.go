@@ -22,3 +22,8 @@ var (
 	OnePool    = onePool
 	BackendPID = backendPID
 )
+
+// SetAfterLook makes a's ApplyReady run f once each look ahead is done,
+// before the group it ran beside applies: for tests of a look that the
+// staging outdates.
+func SetAfterLook(a *Applier, f func()) { a.afterLook = f }

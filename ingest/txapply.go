@@ -153,6 +153,10 @@ type Applier struct {
 
 	mu    sync.Mutex
 	stats ApplierStats
+
+	// afterLook, set by tests, runs once a look ahead is done and before
+	// the group it ran beside applies.
+	afterLook func()
 }
 
 // NewApplier returns an Applier of cfg.Source on w's pool and sinks: it
@@ -377,6 +381,10 @@ func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 		// what the source waits for, and the look (the next ENDs, their
 		// staged events counted) is a fifth of its statements' time.
 		ahead = a.lookAfter(ctx, pending[group-1].offset+1)
+		if a.afterLook != nil {
+			<-ahead.done
+			a.afterLook()
+		}
 		if err := a.applyEvolving(ctx, pending[:group]); err != nil {
 			return n, err
 		}

@@ -225,6 +225,32 @@ func TestTransactionsAppliedEndsArePrunedBehindRetainEnds(t *testing.T) {
 	src.EqualsSource(t, pool)
 }
 
+// The look at the next transactions runs while a group applies, so the
+// staging can outdate it: a transaction whose last event is staged after
+// the look saw it incomplete is applied in the same ApplyReady, after the
+// group, not left for the next poll.
+func TestTransactionsALookOutdatedWhileAGroupAppliesIsTakenAgain(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t2", 1))
+	c.write(custTxTopic, txEnd("t1", 1), txEnd("t2", 2))
+	looks := 0
+	ingest.SetAfterLook(c.a, func() {
+		looks++
+		if looks == 1 {
+			// The look after t1 saw t2 with one event of two.
+			c.write("customers", inTx(srcEv{"c", 3, "c", 100, 130}, "t2", 2))
+		}
+	})
+	c.apply(2)
+	if got, want := custState(t, c.pool), "1=a:live:"+seqVersion(100, 110)+" 2=b:live:"+seqVersion(100, 120)+" 3=c:live:"+seqVersion(100, 130); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+	if looks != 2 {
+		t.Fatalf("%d looks ahead, want one beside each group", looks)
+	}
+}
+
 // A copy of an event whose original is still staged (a connector's
 // replay before the transaction's END) is left, whether it comes in a
 // later batch or in the same one: staging COPYs, and a COPY that meets a
