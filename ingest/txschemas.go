@@ -17,10 +17,10 @@ import (
 // as {"schema":S,"payload":P}, S the same bytes in every event of a table
 // and about two thirds of a Debezium event. The staging keeps P, and S
 // once in kafka2pg.cdc_staged_schemas under its SHA-256 (cdc_staged's
-// key_schema and value_schema name it); the Applier joins them again,
-// byte for byte, before it decodes, or hands a value's two parts to a
-// decoder that takes them apart (payloadDecoder). A key or value of another shape is
-// staged whole, with no digest.
+// key_schema and value_schema name it); the Applier joins a key again,
+// byte for byte, before it decodes, and hands a value's two parts to a
+// decoder that takes them apart (payloadDecoder), or joins it too. A key
+// or value of another shape is staged whole, with no digest.
 
 const (
 	envelopeHead = `{"schema":`

@@ -194,8 +194,9 @@ func (f *fetchSize) next() int {
 	return n
 }
 
-// read reads the next chunk of the cursor into c, its keys and values
-// joined back with their schemas.
+// read reads the next chunk of the cursor into c: its keys joined back
+// with their schemas, its values as staged, with their schemas in
+// c.schemas.
 func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c *chunk) error {
 	c.recs, c.tids, c.digests, c.schemas, c.tables, c.order = c.recs[:0], c.tids[:0], c.digests[:0], c.schemas[:0], nil, nil
 	rows, err := tx.Query(ctx, fmt.Sprintf("FETCH %d FROM kafka2pg_staged", fetch.next()))
