@@ -101,12 +101,7 @@ type transactionBlock struct {
 // decode.ErrTableChanged, and decoding it again after the table changed
 // succeeds.
 func (d *Decoder) Decode(rec *stream.Record, ch *stream.Change) error {
-	var env envelope
-	if err := d.decodeEnvelope(rec, ch, &env); err != nil {
-		return err
-	}
-	ch.Tx = env.transactionOf()
-	return nil
+	return d.DecodePayload(rec, nil, ch)
 }
 
 // DecodePayload is Decode for an event whose value was taken apart from
@@ -117,33 +112,18 @@ func (d *Decoder) Decode(rec *stream.Record, ch *stream.Change) error {
 // the two together again. A nil schema (a value staged whole) is Decode's,
 // as is every record of a registry's wire format, which is never split.
 func (d *Decoder) DecodePayload(rec *stream.Record, schema []byte, ch *stream.Change) error {
-	if schema == nil || d.wire != nil {
-		return d.Decode(rec, ch)
-	}
-	*ch = stream.Change{Row: ch.Row[:0], Key: ch.Key[:0], Unavailable: ch.Unavailable[:0]}
-	if rec.Value == nil {
-		return nil
-	}
-	v := d.t.last.Load()
-	if v == nil || v.text != string(schema) {
-		var err error
-		if v, err = d.versionOf(rec, schema); err != nil {
-			return err
-		}
-	}
-	rs := d.t.getState()
-	defer d.t.putState(rs)
 	var env envelope
-	if err := d.decode(rec, ch, &env, rs, v); err != nil {
+	if err := d.decodeEnvelope(rec, schema, ch, &env); err != nil {
 		return err
 	}
 	ch.Tx = env.transactionOf()
 	return nil
 }
 
-// decodeEnvelope is Decode, leaving in env what the envelope says besides
-// the change (its op letter, source and transaction blocks, ts_ms).
-func (d *Decoder) decodeEnvelope(rec *stream.Record, ch *stream.Change, env *envelope) error {
+// decodeEnvelope is DecodePayload, leaving in env what the envelope says
+// besides the change (its op letter, source and transaction blocks,
+// ts_ms).
+func (d *Decoder) decodeEnvelope(rec *stream.Record, schema []byte, ch *stream.Change, env *envelope) error {
 	*ch = stream.Change{Row: ch.Row[:0], Key: ch.Key[:0], Unavailable: ch.Unavailable[:0]}
 	if rec.Value == nil {
 		return nil // a tombstone: the delete before it did the work
@@ -151,9 +131,18 @@ func (d *Decoder) decodeEnvelope(rec *stream.Record, ch *stream.Change, env *env
 	if d.wire != nil {
 		return d.decodeWire(rec, ch, env)
 	}
+	var v *version // the version of schema: the records of a table repeat one
+	if schema != nil {
+		if v, _ = d.t.lastVersionAt(schema, 0); v == nil || len(v.text) != len(schema) {
+			var err error
+			if v, err = d.versionOf(rec, schema); err != nil {
+				return err
+			}
+		}
+	}
 	rs := d.t.getState()
 	defer d.t.putState(rs)
-	return d.decode(rec, ch, env, rs, nil)
+	return d.decode(rec, ch, env, rs, v)
 }
 
 // decode decodes a record whose value is JSON. preset is the version of

@@ -21,7 +21,7 @@ type event struct {
 // decodeEvent is Decode into ev.
 func decodeEvent(d *Decoder, rec *stream.Record, ev *event) error {
 	var env envelope
-	err := d.decodeEnvelope(rec, &ev.Change, &env)
+	err := d.decodeEnvelope(rec, nil, &ev.Change, &env)
 	ev.Event, ev.Source, ev.Transaction, ev.TsMs = env.op, env.source, env.transaction, env.tsMs
 	return err
 }

@@ -335,21 +335,15 @@ func (a *Applier) ApplyReady(ctx context.Context) (int, error) {
 	var ahead *lookAhead
 	defer func() { ahead.stop() }()
 	for {
-		var pending []pendingTx
-		var err error
-		if ahead != nil {
-			pending, err = ahead.wait()
-			ahead = nil
-			// A look taken while the group before applied is as good as
-			// a new one when its first transaction was complete, since a
-			// transaction's staged events only grow until it applies.
-			// Else that transaction may have completed since: look again.
-			if err == nil && (len(pending) == 0 || pending[0].seen < pending[0].expected) {
-				pending, err = a.pending(ctx, -1)
-			}
-		} else {
+		// A look taken while the group before applied is as good as a
+		// new one when its first transaction was complete, since a
+		// transaction's staged events only grow until it applies. Else
+		// that transaction may have completed since: look again.
+		pending, err := ahead.take()
+		if err == nil && (len(pending) == 0 || pending[0].seen < pending[0].expected) {
 			pending, err = a.pending(ctx, -1)
 		}
+		ahead = nil
 		if err != nil {
 			return n, err
 		}
@@ -413,8 +407,11 @@ func (a *Applier) lookAfter(ctx context.Context, offset int64) *lookAhead {
 	return l
 }
 
-// wait returns the look once it is done.
-func (l *lookAhead) wait() ([]pendingTx, error) {
+// take returns the look once it is done; nil returns none.
+func (l *lookAhead) take() ([]pendingTx, error) {
+	if l == nil {
+		return nil, nil
+	}
 	<-l.done
 	l.cancel()
 	return l.pending, l.err

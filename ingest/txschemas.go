@@ -125,17 +125,13 @@ var maxCachedSchemas = 4096 // a var for the test of a full cache
 // key's and the value's; nil for one staged whole), read from q where the
 // cache lacks them.
 func (c schemaCache) joinRecords(ctx context.Context, q Querier, recs []stream.Record, digests [][]byte) error {
-	if err := c.load(ctx, q, digests); err != nil {
+	schemas, err := c.joinKeys(ctx, q, recs, digests, nil)
+	if err != nil {
 		return err
 	}
-	for i := range recs {
-		r := &recs[i]
-		var err error
-		if r.Key, err = c.join(r.Key, digests[2*i]); err != nil {
-			return err
-		}
-		if r.Value, err = c.join(r.Value, digests[2*i+1]); err != nil {
-			return err
+	for i, s := range schemas {
+		if s != nil {
+			recs[i].Value = joinEnvelope(nil, s, recs[i].Value)
 		}
 	}
 	return nil
@@ -156,13 +152,11 @@ func (c schemaCache) joinKeys(ctx context.Context, q Querier, recs []stream.Reco
 		if r.Key, err = c.join(r.Key, digests[2*i]); err != nil {
 			return values, err
 		}
-		var s []byte
-		if digests[2*i+1] != nil && r.Value != nil {
-			if s, err = c.schemaOf(digests[2*i+1]); err != nil {
-				return values, err
-			}
+		vs, err := c.schemaOf(r.Value, digests[2*i+1])
+		if err != nil {
+			return values, err
 		}
-		values = append(values, s)
+		values = append(values, vs)
 	}
 	return values, nil
 }
@@ -209,21 +203,21 @@ func (c schemaCache) load(ctx context.Context, q Querier, digests [][]byte) erro
 }
 
 // join returns stored as it came: stored itself when it has no digest.
-// Its schema must be loaded (load); one that is not is a bug, and an
-// error rather than a value without its schema.
 func (c schemaCache) join(stored, digest []byte) ([]byte, error) {
-	if digest == nil || stored == nil {
-		return stored, nil
-	}
-	schema, err := c.schemaOf(digest)
-	if err != nil {
-		return nil, err
+	schema, err := c.schemaOf(stored, digest)
+	if schema == nil || err != nil {
+		return stored, err
 	}
 	return joinEnvelope(nil, schema, stored), nil
 }
 
-// schemaOf is the schema of digest, loaded (load).
-func (c schemaCache) schemaOf(digest []byte) ([]byte, error) {
+// schemaOf is the schema of stored, staged with digest (nil: staged
+// whole, or a tombstone). It must be loaded (load); one that is not is a
+// bug, and an error rather than a value without its schema.
+func (c schemaCache) schemaOf(stored, digest []byte) ([]byte, error) {
+	if digest == nil || stored == nil {
+		return nil, nil
+	}
 	schema, ok := c[string(digest)]
 	if !ok {
 		return nil, fmt.Errorf("join a staged event with its schema: schema %x is not loaded", digest)

@@ -126,7 +126,8 @@ var flagDetails = map[string]string{
 	"pg-url-file": "A file holding the URL, such as a mounted secret; a trailing newline is ignored. Give " +
 		"either this or `--pg-url`.",
 	"pg-max-conns": "Writes of different partitions run in parallel, each on a connection; the claims, the " +
-		"fence checks and the table preparation take one too.",
+		"fence checks and the table preparation take one too, and the applier of a sink with `transactions: " +
+		"true` two while it applies (one reads the next transactions).",
 	"migrate": "Install or upgrade the `kafka2pg` schema (offsets, dead letters) on start. `--migrate=false` " +
 		"for a role without the privilege: run `kafka2pg migrate up` as the owner, once and before each " +
 		"upgrade. Old name: `--no-migrate`.",
