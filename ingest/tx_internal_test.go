@@ -1,6 +1,7 @@
 package ingest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"testing"
@@ -252,5 +253,17 @@ func TestFetchSizeFollowsTheEventsMeanSize(t *testing.T) {
 	}
 	if got := (&fetchSize{rows: 7, bytes: 8 << 20}).next(); got != 7 {
 		t.Errorf("first FETCH with FetchRows 7: %d, want 7", got)
+	}
+}
+
+// A chunk's size, which the FETCH sizes follow, is what the Applier holds
+// of its events: keys and values, not the schemas split from the values,
+// which the cache holds once.
+func TestAChunkHoldsItsEventsWithoutTheirSchemas(t *testing.T) {
+	schema := bytes.Repeat([]byte("s"), 3000)
+	c := chunk{recs: []stream.Record{{Key: []byte("k1"), Value: bytes.Repeat([]byte("v"), 900)}, {Key: []byte("k22"), Value: nil}},
+		schemas: [][]byte{schema, nil}}
+	if got := c.held(); got != 2+900+3 {
+		t.Fatalf("chunk holds %d bytes, want %d: its keys and values, not the 3,000-byte schema the cache holds once", got, 2+900+3)
 	}
 }

@@ -221,11 +221,23 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 	if c.schemas, err = e.schemas.joinKeys(ctx, tx, c.recs, c.digests, c.schemas); err != nil {
 		return err
 	}
-	for i, r := range c.recs {
-		fetch.read += int64(len(r.Key) + len(c.schemas[i]) + len(r.Value))
-	}
+	fetch.read += c.held()
 	fetch.events += int64(len(c.recs))
 	return nil
+}
+
+// held is the size of what the Applier holds of c's events, which the
+// FETCH sizes measure: their keys and values as staged. A value's schema
+// is held once, in the cache (schemaCache), whatever the events that
+// share it; counting it in each event made the bench's chunks of 4 kB
+// events with a 3 kB schema 2,048 events where 5,000 fit, and Postgres
+// applied more changes of one key, one per chunk.
+func (c *chunk) held() int64 {
+	n := 0
+	for _, r := range c.recs {
+		n += len(r.Key) + len(r.Value)
+	}
+	return int64(n)
 }
 
 // payloadDecoder is a ChangeDecoder that decodes an event whose value
