@@ -251,6 +251,40 @@ func TestTransactionsALookOutdatedWhileAGroupAppliesIsTakenAgain(t *testing.T) {
 	}
 }
 
+// With one connection in the pool (--pg-max-conns 1), the look at the
+// next transactions waits for the connection of the group that applies,
+// and the groups still apply one after another: the apply never waits
+// for the look while it holds the connection.
+func TestTransactionsApplyWithOneConnectionLooksBetweenTheGroups(t *testing.T) {
+	t.Parallel()
+	url, _ := pgtest.MigratedPool(t)
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxConns = 1
+	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	// GroupEvents 1: each transaction is a group, and each apply but the
+	// last has a look beside it.
+	c := newCustTxOn(t, pool, debeziumGuardedSink(t), ingest.ApplierConfig{GroupEvents: 1})
+	c.write("customers", inTx(srcEv{"c", 1, "a", 100, 110}, "t1", 1), inTx(srcEv{"c", 2, "b", 100, 120}, "t2", 1),
+		inTx(srcEv{"c", 3, "c", 100, 130}, "t3", 1))
+	c.write(custTxTopic, txEnd("t1", 1), txEnd("t2", 1), txEnd("t3", 1))
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if n, err := c.a.ApplyReady(ctx); err != nil || n != 3 {
+		t.Fatalf("ApplyReady on one connection = %d, %v; want 3 transactions applied, one group at a time", n, err)
+	}
+	if got, want := custState(t, pool), "1=a:live:"+seqVersion(100, 110)+" 2=b:live:"+seqVersion(100, 120)+" 3=c:live:"+seqVersion(100, 130); got != want {
+		t.Fatalf("%s\nwant %s", got, want)
+	}
+}
+
 // A copy of an event whose original is still staged (a connector's
 // replay before the transaction's END) is left, whether it comes in a
 // later batch or in the same one: staging COPYs, and a COPY that meets a
