@@ -229,9 +229,9 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 // held is the size of what the Applier holds of c's events, which the
 // FETCH sizes measure: their keys and values as staged. A value's schema
 // is held once, in the cache (schemaCache), whatever the events that
-// share it; counting it in each event made the bench's chunks of 4 kB
-// events with a 3 kB schema 2,048 events where 5,000 fit, and Postgres
-// applied more changes of one key, one per chunk.
+// share it: counted in each event, a large schema would shrink the
+// chunks of small payloads far below FetchBytes, and each chunk applies
+// its own last change of a key.
 func (c *chunk) held() int64 {
 	n := 0
 	for _, r := range c.recs {
