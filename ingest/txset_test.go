@@ -257,18 +257,7 @@ func TestTransactionsALookOutdatedWhileAGroupAppliesIsTakenAgain(t *testing.T) {
 // for the look while it holds the connection.
 func TestTransactionsApplyWithOneConnectionLooksBetweenTheGroups(t *testing.T) {
 	t.Parallel()
-	url, _ := pgtest.MigratedPool(t)
-	cfg, err := pgxpool.ParseConfig(url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.MaxConns = 1
-	cfg.ConnConfig.RuntimeParams["client_encoding"] = "UTF8"
-	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
+	pool, _ := ingest.OnePool(t, nil)
 	// GroupEvents 1: each transaction is a group, and each apply but the
 	// last has a look beside it.
 	c := newCustTxOn(t, pool, debeziumGuardedSink(t), ingest.ApplierConfig{GroupEvents: 1})

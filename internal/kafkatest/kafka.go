@@ -167,35 +167,29 @@ func (k *Kafka) listOffsets(t testing.TB, kind, topic string, list func(context.
 
 // GroupOffsets returns the group's committed offsets for the topic, by
 // partition. Partitions without a commit are absent; an unknown group has
-// none. A failed fetch is tried again until requestTimeout: right after a
-// fault case restarts a broker, the admin client's connection to it
-// answers EOF once (case 4b failed so on f42df7f, its counts equal).
+// none. A failed fetch is tried again (Poll) for requestTimeout: right
+// after a fault case restarts a broker, the admin client's connection to
+// it can answer EOF once.
 func (k *Kafka) GroupOffsets(t testing.TB, group, topic string) map[int32]int64 {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
-	defer cancel()
 	var fetched kadm.OffsetResponses
-	var err error
-	for {
+	Poll(t, requestTimeout, fmt.Sprintf("the committed offsets of group %q", group), func() (bool, string) {
+		ctx, cancel := context.WithTimeout(t.Context(), requestTimeout)
+		defer cancel()
+		var err error
 		fetched, err = k.adm.FetchOffsets(ctx, group)
 		if errors.Is(err, kerr.GroupIDNotFound) {
-			return map[int32]int64{} // kfake's answer for a group that never committed
+			fetched = nil // kfake's answer for a group that never committed
+			return true, ""
 		}
 		if err == nil {
 			err = fetched.Error()
 		}
-		if err == nil || ctx.Err() != nil {
-			break
+		if err != nil {
+			return false, err.Error()
 		}
-		t.Logf("fetch committed offsets of group %q: %v; trying again", group, err)
-		select {
-		case <-ctx.Done():
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
-	if err != nil {
-		t.Fatalf("fetch committed offsets of group %q: %v", group, err)
-	}
+		return true, ""
+	})
 	committed := make(map[int32]int64)
 	for p, o := range fetched[topic] {
 		if o.At >= 0 {
