@@ -42,6 +42,11 @@ func NewDecoder(cfg Config) (*Decoder, error) {
 // columns.
 func (d *Decoder) Table() schema.Table { return d.t.Table() }
 
+// HasColumns reports whether cols are Table's columns, in order; unlike
+// comparing with Table, it allocates nothing, so a caller may ask after
+// every Decode.
+func (d *Decoder) HasColumns(cols []schema.Column) bool { return d.t.hasColumns(cols) }
+
 // KeyColumns lists the primary key columns; nil while no event has told
 // them, empty for a source table without a key.
 func (d *Decoder) KeyColumns() []string { return d.t.KeyColumns() }

@@ -264,6 +264,10 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	if _, err := decodeGrowing(t, d, cr); err != nil {
 		t.Fatal(err)
 	}
+	before := d.Table()
+	if !d.HasColumns(before.Columns) {
+		t.Fatalf("HasColumns of its own columns %+v: false", before.Columns)
+	}
 	// The source table gains a column "vip" (boolean, nullable).
 	grown := strings.ReplaceAll(string(cr.Value), `{"type":"string","optional":false,"field":"email"}`,
 		`{"type":"string","optional":false,"field":"email"},{"type":"boolean","optional":true,"field":"vip"}`)
@@ -276,6 +280,10 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	tab := d.Table()
 	if last := tab.Columns[len(tab.Columns)-1]; last != (schema.Column{Name: "vip", Type: "boolean"}) {
 		t.Fatalf("last column %+v", last)
+	}
+	if d.HasColumns(before.Columns) || !d.HasColumns(tab.Columns) {
+		t.Fatalf("HasColumns after a column came: of the columns before %v, of the table now %v",
+			d.HasColumns(before.Columns), d.HasColumns(tab.Columns))
 	}
 	if err := d.Decode(&rec, &ch); err != nil || ch.Row[4] != true {
 		t.Fatalf("after the change: %v %v", err, ch.Row)
@@ -297,6 +305,9 @@ func TestANewFieldGrowsTheTableAndAnIncompatibleOneIsRefused(t *testing.T) {
 	rec = stream.Record{Key: cr.Key, Value: []byte(wide)}
 	if err := d.Decode(&rec, &ch); !errors.Is(err, decode.ErrTableChanged) || d.Table().Columns[0].Type != "bigint" {
 		t.Fatalf("widen: %v %+v", err, d.Table().Columns[0])
+	}
+	if d.HasColumns(tab.Columns) {
+		t.Fatalf("HasColumns of the columns before id widened: true")
 	}
 }
 

@@ -360,6 +360,21 @@ func (t *table) Table() schema.Table {
 	return out
 }
 
+// hasColumns reports whether cols are the table's columns, as Table
+// lists them, without building the table.
+func (t *table) hasColumns(cols []schema.Column) bool {
+	l := t.cur.Load()
+	if len(l.cols) != len(cols) {
+		return false
+	}
+	for i := range l.cols {
+		if l.cols[i].Column != cols[i] {
+			return false
+		}
+	}
+	return true
+}
+
 // KeyColumns lists the primary key columns; empty for a table without a
 // key, or before the first record told.
 func (t *table) KeyColumns() []string { return slices.Clone(t.cur.Load().key) }

@@ -267,3 +267,29 @@ func TestAChunkHoldsItsEventsWithoutTheirSchemas(t *testing.T) {
 		t.Fatalf("chunk holds %d bytes, want %d: its keys and values, not the 3,000-byte schema the cache holds once", got, 2+900+3)
 	}
 }
+
+// byteBlocks' copies keep their bytes while later copies fill the same
+// block, and none can grow into the next.
+func TestByteBlocksCopiesStayPut(t *testing.T) {
+	var m byteBlocks
+	if m.copy(nil) != nil {
+		t.Fatal("a copy of nil (NULL) is not nil")
+	}
+	var srcs, outs [][]byte
+	for i, n := range []int{0, 1, 100, byteBlockSize - 50, 200, byteBlockSize + 1, 7, 3 * byteBlockSize, 1} {
+		b := bytes.Repeat([]byte{byte('a' + i)}, n)
+		srcs, outs = append(srcs, b), append(outs, m.copy(b))
+	}
+	for i := range srcs {
+		if !bytes.Equal(srcs[i], outs[i]) {
+			t.Fatalf("copy %d of %d bytes holds %d other bytes", i, len(srcs[i]), len(outs[i]))
+		}
+		if cap(outs[i]) != len(outs[i]) {
+			t.Fatalf("copy %d has room to grow (len %d, cap %d): an append would write over the next", i, len(outs[i]), cap(outs[i]))
+		}
+	}
+	outs[2][0] = 'Z'
+	if srcs[2][0] == 'Z' || outs[3][0] != 'd' {
+		t.Fatal("a copy shares bytes with its source or its neighbour")
+	}
+}

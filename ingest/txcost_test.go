@@ -84,3 +84,39 @@ func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
 		tx.took.Round(time.Millisecond), rate(tx.took), direct.took.Seconds()/tx.took.Seconds(), (tx.took - tx.apply).Round(time.Millisecond), tx.apply.Round(time.Millisecond),
 		tx.wal/int64(events), float64(tx.wal)/float64(direct.wal), tx.staged/int64(events))
 }
+
+// BenchmarkTransactions stages the bank capture's events of 1,000 source
+// transactions, in batches of up to 500 records a partition, and applies
+// them: one op is the whole, on a fresh database (not timed). It reports
+// the allocations per change event, the figure the collector's work
+// follows, besides the time.
+func BenchmarkTransactions(b *testing.B) {
+	const transfers = 1000
+	events := 0
+	for b.Loop() {
+		b.StopTimer()
+		_, pool := pgtest.MigratedPool(b)
+		rng := rand.New(rand.NewPCG(8, 37))
+		src := newBankSource(1000)
+		src.TransfersOf(rng, transfers)
+		events = 0
+		for tp, recs := range src.Log {
+			if tp.Topic != bankTxTopic {
+				events += len(recs)
+			}
+		}
+		m := memberOf(b, readyWriter(b, pool, ingest.Config{Group: "g", Sinks: bankSinks(b)}), src.AllParts())
+		a := claimedApplier(b, m.w, ingest.ApplierConfig{})
+		b.StartTimer()
+		for more := true; more; {
+			var err error
+			if more, err = m.feed(b.Context(), src, rng, 500); err != nil {
+				b.Fatal(err)
+			}
+		}
+		if got, err := a.ApplyReady(b.Context()); err != nil || got != transfers {
+			b.Fatalf("applied %d (%v), want %d", got, err, transfers)
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N*events), "µs/event")
+}

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/decode"
@@ -50,11 +51,13 @@ type eventApplier struct {
 	// stages are the staging tables the apply transaction filled
 	// (batchTx.stages).
 	stages map[string]bool
+	// topics are the staged events' topics read so far (topic).
+	topics map[string]string
 }
 
 func newEventApplier(w *Writer, schemas schemaCache) *eventApplier {
 	return &eventApplier{w: w, stmts: map[string]*changeStatements{}, types: map[string][]uint32{}, stale: map[string]int{},
-		stages: map[string]bool{}, schemas: schemas}
+		stages: map[string]bool{}, schemas: schemas, topics: map[string]string{}}
 }
 
 // chunk is one FETCH of the cursor: the staged events as they came, and
@@ -203,15 +206,33 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 	if err != nil {
 		return fmt.Errorf("fetch staged events: %w", err)
 	}
+	// The bytes of a row (its topic, key, value and schema digests) are
+	// copied from pgx's buffer into the chunk's blocks: a handful of
+	// allocations a chunk instead of five a row. Scan's targets escape, so
+	// they are declared once, not once a row.
+	var mem byteBlocks
+	var r stream.Record
+	var ts pgtype.Timestamptz
+	var tid pgtype.TID
+	described := false
 	for rows.Next() {
-		var r stream.Record
-		var ts pgtype.Timestamptz
-		var tid pgtype.TID
-		var keySchema, valueSchema []byte
-		if err := rows.Scan(&tid, &r.Topic, &r.Partition, &r.Offset, &r.Key, &r.Value, &ts, &keySchema, &valueSchema); err != nil {
+		if !described {
+			// Known once a row came (a FETCH that fails has none).
+			if err := rawBytea(rows.FieldDescriptions(), 4, 5, 7, 8); err != nil {
+				rows.Close()
+				return fmt.Errorf("fetch staged events: %w", err)
+			}
+			described = true
+		}
+		r = stream.Record{}
+		if err := rows.Scan(&tid, nil, &r.Partition, &r.Offset, nil, nil, &ts, nil, nil); err != nil {
 			rows.Close()
 			return fmt.Errorf("fetch staged events: %w", err)
 		}
+		v := rows.RawValues()
+		r.Topic = e.topic(v[1])
+		r.Key, r.Value = mem.copy(v[4]), mem.copy(v[5])
+		keySchema, valueSchema := mem.copy(v[7]), mem.copy(v[8])
 		r.Timestamp = ts.Time
 		c.recs, c.tids, c.digests = append(c.recs, r), append(c.tids, tid), append(c.digests, keySchema, valueSchema)
 	}
@@ -226,6 +247,48 @@ func (e *eventApplier) read(ctx context.Context, tx pgx.Tx, fetch *fetchSize, c 
 	return nil
 }
 
+// rawBytea checks that the columns cols of a result come in bytea's
+// binary format, whose raw value is the bytes themselves (pgx asks for it
+// in the extended protocol that kafka2pg's pools use).
+func rawBytea(fds []pgconn.FieldDescription, cols ...int) error {
+	for _, i := range cols {
+		if i >= len(fds) || fds[i].DataTypeOID != pgtype.ByteaOID || fds[i].Format != pgx.BinaryFormatCode {
+			return fmt.Errorf("column %d of the staged events is not bytea in binary format (%+v)", i, fds)
+		}
+	}
+	return nil
+}
+
+// topic is the topic named by b, one string per topic the apply reads.
+func (e *eventApplier) topic(b []byte) string {
+	if t, ok := e.topics[string(b)]; ok {
+		return t
+	}
+	t := string(b)
+	e.topics[t] = t
+	return t
+}
+
+// byteBlocks hands out copies of byte slices from blocks of at least
+// byteBlockSize, which never move: a copy stays valid as long as it is
+// held, and holds its block.
+type byteBlocks struct{ free []byte }
+
+const byteBlockSize = 256 << 10
+
+// copy returns a copy of b; nil stays nil (NULL).
+func (m *byteBlocks) copy(b []byte) []byte {
+	if b == nil {
+		return nil
+	}
+	if len(b) > cap(m.free) {
+		m.free = make([]byte, 0, max(byteBlockSize, len(b)))
+	}
+	out := append(m.free, b...)[:len(b):len(b)]
+	m.free = m.free[len(b):len(b)]
+	return out
+}
+
 // held is the size of what the Applier holds of c's events, which the
 // FETCH sizes measure: their keys and values as staged. A value's schema
 // is held once, in the cache (schemaCache), whatever the events that
@@ -238,6 +301,21 @@ func (c *chunk) held() int64 {
 		n += len(r.Key) + len(r.Value)
 	}
 	return int64(n)
+}
+
+// columnsChecker is a ChangeDecoder that tells whether its table has
+// columns without building the table (cdc.Decoder.HasColumns): the
+// Applier asks after each event it decodes.
+type columnsChecker interface {
+	HasColumns(cols []schema.Column) bool
+}
+
+// hasColumns reports whether d's table has t's columns (sameColumns).
+func hasColumns(d ChangeDecoder, t schema.Table) bool {
+	if c, ok := d.(columnsChecker); ok {
+		return c.HasColumns(t.Columns)
+	}
+	return sameColumns(d.Table(), t)
 }
 
 // payloadDecoder is a ChangeDecoder that decodes an event whose value
@@ -273,7 +351,7 @@ func (e *eventApplier) decode(ctx context.Context, c *chunk) error {
 			}
 			err = sink.Changes.Decode(r, &ch)
 		}
-		if errors.Is(err, decode.ErrTableChanged) || err == nil && !sameColumns(sink.Changes.Table(), sink.Table) {
+		if errors.Is(err, decode.ErrTableChanged) || err == nil && !hasColumns(sink.Changes, sink.Table) {
 			return &tableChanged{topic: r.Topic, sink: sink}
 		}
 		if err != nil {

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/cdc"
@@ -636,5 +638,78 @@ func TestTransactionsApplierRefusesNegativeSizes(t *testing.T) {
 		if !errors.As(err, &fe) || fe.Field != field || !strings.Contains(err.Error(), "negative") {
 			t.Errorf("%+v: %v, want a FieldError on %s saying it is negative", cfg, err, field)
 		}
+	}
+}
+
+// The staging writes each field of an event and of an END as it came:
+// the rows of kafka2pg.cdc_staged and cdc_tx_ends, read back.
+func TestTransactionsStageEveryFieldOfAnEventAndAnEnd(t *testing.T) {
+	t.Parallel()
+	c := newCustTx(t, debeziumGuardedSink(t), ingest.ApplierConfig{})
+	c.write("customers", inTx(srcEv{"c", 6, "f", 100, 109}, "t8", 1))
+	ev := inTx(srcEv{"c", 7, "g", 100, 110}, "t9", 3)
+	noStamp := inTx(srcEv{"c", 8, "h", 100, 111}, "t9", 4)
+	noStamp.Timestamp = time.Time{}
+	for _, r := range []*stream.Record{&ev, &noStamp} { // the source table's name, as Debezium's source block gives it
+		r.Value = bytes.Replace(r.Value, []byte(`"connector":"postgresql",`), []byte(`"connector":"postgresql","schema":"public","table":"customers",`), 1)
+	}
+	c.write("customers", ev, noStamp)
+	end := stream.Record{Value: []byte(`{"status":"END","id":"t9","event_count":2,"data_collections":[{"data_collection":"public.customers","event_count":2}]}`)}
+	c.write(custTxTopic, txEnd("t7", 0), end)
+
+	type staged struct {
+		Txid, Coll, Topic             string
+		CollOrder, TotalOrder, Offset int64
+		Partition                     int32
+		Stamp                         pgtype.Timestamptz
+		Key, Value                    bool
+		Schemas                       int
+	}
+	rows, err := c.pool.Query(t.Context(), `SELECT txid, data_collection, topic, collection_order, total_order, kafka_offset, partition,
+       kafka_timestamp, key IS NOT NULL, value IS NOT NULL, num_nonnulls(key_schema, value_schema)
+FROM kafka2pg.cdc_staged WHERE consumer_group = 'g' AND source = $1 AND txid = 't9' ORDER BY total_order`, custTxTopic)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := pgx.CollectRows(rows, pgx.RowToStructByPos[staged])
+	if err != nil {
+		t.Fatal(err)
+	}
+	stamp := pgtype.Timestamptz{Time: ev.Timestamp, Valid: true}
+	want := []staged{
+		{Txid: "t9", Coll: "public.customers", Topic: "customers", CollOrder: 3, TotalOrder: 3, Offset: 1, Stamp: stamp, Key: true, Value: true, Schemas: 2},
+		{Txid: "t9", Coll: "public.customers", Topic: "customers", CollOrder: 4, TotalOrder: 4, Offset: 2, Key: true, Value: true, Schemas: 2},
+	}
+	if len(got) != len(want) {
+		t.Fatalf("staged %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if !got[i].Stamp.Time.Equal(want[i].Stamp.Time) || got[i].Stamp.Valid != want[i].Stamp.Valid {
+			t.Errorf("event %d staged at %+v, want %+v", i, got[i].Stamp, want[i].Stamp)
+		}
+		got[i].Stamp = want[i].Stamp
+		if got[i] != want[i] {
+			t.Errorf("event %d staged as %+v, want %+v", i, got[i], want[i])
+		}
+	}
+	var txPart int32
+	var txOffset, count int64
+	var colls string
+	if err := c.pool.QueryRow(t.Context(), `SELECT tx_partition, tx_offset, event_count, data_collections::text FROM kafka2pg.cdc_tx_ends
+WHERE consumer_group = 'g' AND source = $1 AND txid = 't9'`, custTxTopic).Scan(&txPart, &txOffset, &count, &colls); err != nil {
+		t.Fatal(err)
+	}
+	if txPart != 0 || txOffset != 1 || count != 2 || colls != `{"public.customers": 2}` {
+		t.Fatalf("END staged at %d@%d with %d events and collections %s, want 0@1, 2 and {\"public.customers\": 2}", txPart, txOffset, count, colls)
+	}
+	// And what was staged applies: t9, and t7 of no events (t8 waits for
+	// its END).
+	c.apply(2)
+	var rowsNow string
+	if err := c.pool.QueryRow(t.Context(), `SELECT string_agg(id || '=' || name || ':' || coalesce(deleted_at::text, 'live'), ' ' ORDER BY id) FROM customers`).Scan(&rowsNow); err != nil {
+		t.Fatal(err)
+	}
+	if rowsNow != "7=g:live 8=h:live" {
+		t.Fatalf("customers after the apply: %s, want 7=g:live 8=h:live", rowsNow)
 	}
 }

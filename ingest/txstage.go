@@ -2,6 +2,7 @@ package ingest
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"github.com/kafka2pg/kafka2pg/schema"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
@@ -89,17 +91,30 @@ func validateTransactions(topic string, sink Sink) error {
 // transaction (returned) and those of a source transaction, which stage
 // stages in it.
 func (w *Writer) stageTransactions(b *stream.Batch, sink Sink, changes []keyedChange) ([]keyedChange, stageFunc) {
-	direct := changes[:0:0]
-	var staged []keyedChange
-	for _, c := range changes {
-		if c.ch.Tx.ID == "" {
-			direct = append(direct, c)
-		} else {
-			staged = append(staged, c)
+	n := 0
+	for i := range changes {
+		if changes[i].ch.Tx.ID != "" {
+			n++
 		}
 	}
-	if len(staged) == 0 {
+	// A batch is most often all of one kind: then changes serves as is
+	// (a keyedChange is large, and copying every one was a tenth of the
+	// bytes a staged event allocated).
+	var direct, staged []keyedChange
+	switch n {
+	case 0:
 		return changes, nil
+	case len(changes):
+		staged = changes
+	default:
+		direct, staged = make([]keyedChange, 0, len(changes)-n), make([]keyedChange, 0, n)
+		for _, c := range changes {
+			if c.ch.Tx.ID == "" {
+				direct = append(direct, c)
+			} else {
+				staged = append(staged, c)
+			}
+		}
 	}
 	return direct, func(ctx context.Context, tx pgx.Tx) ([]badRecord, error) {
 		return w.stage(ctx, tx, sink.Transactions.Source, b, staged)
@@ -279,27 +294,71 @@ func stampOf(r *stream.Record) pgtype.Timestamptz {
 	return pgtype.Timestamptz{Time: r.Timestamp, Valid: !r.Timestamp.IsZero()}
 }
 
-// stagedRows are the rows of cdc_staged of a batch's events, for COPY,
-// which encodes each row before it asks for the next: one row slice
-// serves them all.
+// stagedRows are the rows of cdc_staged of a batch's events, for COPY.
+// They write their fields straight into the COPY stream (NextTuple), in
+// stagedColumns' order: every event of a source transaction passes
+// here, and a row of 14 values boxed for Values cost 6 allocations.
 type stagedRows struct {
 	group, source string
 	b             *stream.Batch
 	events        []stagedEvent
 	i             int
-	row           []any
+}
+
+func (r *stagedRows) AppendsTuples() bool { return true }
+
+func (r *stagedRows) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) ([]byte, bool) {
+	if !r.Next() {
+		return dst, false
+	}
+	e := &r.events[r.i]
+	dst = pgvalue.AppendBytesField(dst, r.group)
+	dst = pgvalue.AppendBytesField(dst, r.source)
+	dst = pgvalue.AppendBytesField(dst, e.ch.Tx.ID)
+	dst = pgvalue.AppendBytesField(dst, e.ch.Tx.Collection)
+	dst = appendInt8Field(dst, e.ch.Tx.CollectionOrder)
+	dst = appendInt8Field(dst, e.ch.Tx.TotalOrder)
+	dst = pgvalue.AppendBytesField(dst, r.b.Topic)
+	dst = appendInt4Field(dst, r.b.Partition)
+	dst = appendInt8Field(dst, e.rec.Offset)
+	dst = appendByteaField(dst, e.key)
+	dst = appendByteaField(dst, e.value)
+	if ts := stampOf(e.rec); ts.Valid {
+		dst = pgvalue.AppendTimestamptz(binary.BigEndian.AppendUint32(dst, 8), ts.Time)
+	} else {
+		dst = pgvalue.AppendNull(dst)
+	}
+	dst = appendByteaField(dst, e.keySchema)
+	return appendByteaField(dst, e.valueSchema), true
 }
 
 func (r *stagedRows) Next() bool { r.i++; return r.i < len(r.events) }
 
+// Values serves a COPY that does not take NextTuple.
 func (r *stagedRows) Values() ([]any, error) {
 	e := &r.events[r.i]
-	r.row = append(r.row[:0], r.group, r.source, e.ch.Tx.ID, e.ch.Tx.Collection, e.ch.Tx.CollectionOrder, e.ch.Tx.TotalOrder,
-		r.b.Topic, r.b.Partition, e.rec.Offset, e.key, e.value, stampOf(e.rec), e.keySchema, e.valueSchema)
-	return r.row, nil
+	return []any{r.group, r.source, e.ch.Tx.ID, e.ch.Tx.Collection, e.ch.Tx.CollectionOrder, e.ch.Tx.TotalOrder,
+		r.b.Topic, r.b.Partition, e.rec.Offset, e.key, e.value, stampOf(e.rec), e.keySchema, e.valueSchema}, nil
 }
 
 func (r *stagedRows) Err() error { return nil }
+
+// appendInt8Field, appendInt4Field and appendByteaField append a field of
+// a binary COPY row; a nil bytea is NULL, as pgx writes it.
+func appendInt8Field(dst []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(dst, 8), uint64(v))
+}
+
+func appendInt4Field(dst []byte, v int32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(dst, 4), uint32(v))
+}
+
+func appendByteaField(dst, b []byte) []byte {
+	if b == nil {
+		return pgvalue.AppendNull(dst)
+	}
+	return pgvalue.AppendBytesField(dst, b)
+}
 
 // queueAppliedTxs queues into q the lookup of the source transactions of
 // staged that the Applier applied already, and returns their set, filled
@@ -411,7 +470,8 @@ var (
 	endsTypes   = []uint32{pgtype.TextOID, pgtype.TextOID, pgtype.TextOID, pgtype.Int4OID, pgtype.Int8OID, pgtype.Int8OID, pgtype.JSONBOID}
 )
 
-// endRows are a batch's ENDs, as the COPY of stageEnds reads them and
+// endRows are a batch's ENDs, as the COPY of stageEnds reads them (its
+// fields written straight into the stream, in endsColumns' order) and
 // stageEndsSQL's arrays.
 type endRows struct {
 	group, source string
@@ -420,14 +480,30 @@ type endRows struct {
 	offs, counts  []int64
 	colls         []string
 	i             int
-	row           []any
+}
+
+func (r *endRows) AppendsTuples() bool { return true }
+
+func (r *endRows) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) ([]byte, bool) {
+	if !r.Next() {
+		return dst, false
+	}
+	dst = pgvalue.AppendBytesField(dst, r.group)
+	dst = pgvalue.AppendBytesField(dst, r.source)
+	dst = pgvalue.AppendBytesField(dst, r.ids[r.i])
+	dst = appendInt4Field(dst, r.partition)
+	dst = appendInt8Field(dst, r.offs[r.i])
+	dst = appendInt8Field(dst, r.counts[r.i])
+	// jsonb's binary format: version 1, then the JSON text.
+	dst = binary.BigEndian.AppendUint32(dst, uint32(1+len(r.colls[r.i])))
+	return append(append(dst, 1), r.colls[r.i]...), true
 }
 
 func (r *endRows) Next() bool { r.i++; return r.i < len(r.ids) }
 
+// Values serves a COPY that does not take NextTuple.
 func (r *endRows) Values() ([]any, error) {
-	r.row = append(r.row[:0], r.group, r.source, r.ids[r.i], r.partition, r.offs[r.i], r.counts[r.i], r.colls[r.i])
-	return r.row, nil
+	return []any{r.group, r.source, r.ids[r.i], r.partition, r.offs[r.i], r.counts[r.i], r.colls[r.i]}, nil
 }
 
 func (r *endRows) Err() error { return nil }
