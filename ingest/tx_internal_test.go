@@ -275,6 +275,9 @@ func TestByteBlocksCopiesStayPut(t *testing.T) {
 	if m.copy(nil) != nil {
 		t.Fatal("a copy of nil (NULL) is not nil")
 	}
+	if b := m.copy([]byte{}); b == nil || len(b) != 0 {
+		t.Fatalf("a copy of an empty value is %#v, not empty", b)
+	}
 	var srcs, outs [][]byte
 	for i, n := range []int{0, 1, 100, byteBlockSize - 50, 200, byteBlockSize + 1, 7, 3 * byteBlockSize, 1} {
 		b := bytes.Repeat([]byte{byte('a' + i)}, n)

@@ -276,10 +276,13 @@ type byteBlocks struct{ free []byte }
 
 const byteBlockSize = 256 << 10
 
-// copy returns a copy of b; nil stays nil (NULL).
+// copy returns a copy of b; nil stays nil (NULL), and empty stays empty.
 func (m *byteBlocks) copy(b []byte) []byte {
-	if b == nil {
+	switch {
+	case b == nil:
 		return nil
+	case len(b) == 0:
+		return []byte{}
 	}
 	if len(b) > cap(m.free) {
 		m.free = make([]byte, 0, max(byteBlockSize, len(b)))
