@@ -377,17 +377,10 @@ func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pg
 		}
 	}
 	dst = pgvalue.AppendBytesField(dst, r.Topic)
-	dst = binary.BigEndian.AppendUint32(dst, 4)
-	dst = binary.BigEndian.AppendUint32(dst, uint32(r.Partition))
-	dst = binary.BigEndian.AppendUint32(dst, 8)
-	dst = binary.BigEndian.AppendUint64(dst, uint64(r.Offset))
-	dst = binary.BigEndian.AppendUint32(dst, 8)
-	dst = pgvalue.AppendTimestamptz(dst, r.Timestamp)
-	if r.Key == nil {
-		dst = pgvalue.AppendNull(dst)
-	} else {
-		dst = pgvalue.AppendBytesField(dst, r.Key)
-	}
+	dst = pgvalue.AppendInt4Field(dst, r.Partition)
+	dst = pgvalue.AppendInt8Field(dst, r.Offset)
+	dst = pgvalue.AppendTimestamptzField(dst, r.Timestamp)
+	dst = pgvalue.AppendBytesOrNull(dst, r.Key)
 	if len(r.Headers) == 0 {
 		dst = pgvalue.AppendNull(dst)
 	} else {
@@ -399,8 +392,7 @@ func (m RawMapper) appendRow(r *stream.Record, dst []byte, oids []uint32, enc pg
 	case r.Value == nil:
 		dst = pgvalue.AppendNull(dst)
 	case m.Format == ValueJSON:
-		dst = binary.BigEndian.AppendUint32(dst, uint32(len(r.Value)+1))
-		dst = append(append(dst, 1), r.Value...)
+		dst = pgvalue.AppendJSONBField(dst, r.Value)
 	default:
 		dst = pgvalue.AppendBytesField(dst, r.Value)
 	}

@@ -66,7 +66,7 @@ func (w *Writer) decodeChanges(records []stream.Record, sink Sink) ([]keyedChang
 	if err != nil {
 		return nil, nil, err
 	}
-	if !sameColumns(sink.Changes.Table(), sink.Table) {
+	if !hasColumns(sink.Changes, sink.Table) {
 		return nil, nil, fmt.Errorf("the table of topic %s changed: %w", sink.Table.QualifiedName(), decode.ErrTableChanged)
 	}
 	return out, bad, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/pgcopy"
+	"github.com/kafka2pg/kafka2pg/pgvalue"
 	"github.com/kafka2pg/kafka2pg/stream"
 )
 
@@ -381,8 +382,7 @@ func (s *changeSource) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) 
 	s.i++
 	dst = append(dst, s.cs.buf[op.start:op.end]...)
 	if s.stage {
-		dst = binary.BigEndian.AppendUint32(dst, 8)
-		dst = binary.BigEndian.AppendUint64(dst, uint64(op.seq))
+		dst = pgvalue.AppendInt8Field(dst, op.seq)
 		dst = binary.BigEndian.AppendUint32(dst, 1)
 		dst = append(dst, byte(boolInt(op.del)))
 	}

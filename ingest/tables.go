@@ -139,6 +139,21 @@ func sameColumns(a, b schema.Table) bool {
 	return slices.Equal(a.Columns, b.Columns)
 }
 
+// columnsChecker is a ChangeDecoder that tells whether its table has
+// columns without building the table (cdc.Decoder.HasColumns): the
+// Applier asks after each event it decodes, a change batch once.
+type columnsChecker interface {
+	HasColumns(cols []schema.Column) bool
+}
+
+// hasColumns reports whether d's table has t's columns (sameColumns).
+func hasColumns(d ChangeDecoder, t schema.Table) bool {
+	if c, ok := d.(columnsChecker); ok {
+		return c.HasColumns(t.Columns)
+	}
+	return sameColumns(d.Table(), t)
+}
+
 // changeTable evolves a sink's table to t, the table its mapper needs now,
 // and makes the changed sink the topic's sink. Partitions of one topic meet
 // the same change (a change decoder learns its table from each partition's

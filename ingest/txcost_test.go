@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/kafka2pg/kafka2pg/ingest"
+	"github.com/kafka2pg/kafka2pg/internal/cdctest"
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 )
 
@@ -24,6 +25,46 @@ func currentWAL(t *testing.T, pool *pgxpool.Pool) string {
 	return lsn
 }
 
+// bankRun is a bank capture of transfers on a fresh database, with a
+// member that owns its partitions (with transactions, the transaction
+// topic's too) and writes them in batches of up to 500 records.
+type bankRun struct {
+	pool   *pgxpool.Pool
+	src    *cdctest.Bank
+	rng    *rand.Rand
+	m      *member
+	events int // change events, the transaction topic's records aside
+}
+
+func newBankRun(tb testing.TB, transfers int, transactions bool) *bankRun {
+	tb.Helper()
+	r := &bankRun{rng: rand.New(rand.NewPCG(8, 37)), src: newBankSource(1000)}
+	_, r.pool = pgtest.MigratedPool(tb)
+	r.src.TransfersOf(r.rng, transfers)
+	for tp, recs := range r.src.Log {
+		if tp.Topic != bankTxTopic {
+			r.events += len(recs)
+		}
+	}
+	sinks, parts := bankSinks(tb), r.src.AllParts()
+	if !transactions {
+		sinks, parts = changeByChange(tb), parts[1:] // all but the transaction topic
+	}
+	r.m = memberOf(tb, readyWriter(tb, r.pool, ingest.Config{Group: "g", Sinks: sinks}), parts)
+	return r
+}
+
+// writeAll writes every record of the capture.
+func (r *bankRun) writeAll(tb testing.TB) {
+	tb.Helper()
+	for more := true; more; {
+		var err error
+		if more, err = r.m.feed(tb.Context(), r.src, r.rng, 500); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
 // The same bank capture is replicated change by change and with
 // transactions, by one member in batches of up to 500 records; the test
 // logs what each costs (time, WAL, the staging's size) and checks both
@@ -37,33 +78,14 @@ func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
 		wal, staged int64
 	}
 	run := func(transactions bool) (cost, int) {
-		_, pool := pgtest.MigratedPool(t)
-		rng := rand.New(rand.NewPCG(8, 37))
-		src := newBankSource(1000)
-		src.TransfersOf(rng, n)
-		events := 0
-		for tp, recs := range src.Log {
-			if tp.Topic != bankTxTopic {
-				events += len(recs)
-			}
-		}
-		sinks, parts := bankSinks(t), src.AllParts()
-		if !transactions {
-			sinks, parts = changeByChange(t), parts[1:] // all but the transaction topic
-		}
-		m := memberOf(t, readyWriter(t, pool, ingest.Config{Group: "g", Sinks: sinks}), parts)
+		r := newBankRun(t, n, transactions)
 		var c cost
-		wal := currentWAL(t, pool)
+		wal := currentWAL(t, r.pool)
 		start := time.Now()
-		for more := true; more; {
-			var err error
-			if more, err = m.feed(t.Context(), src, rng, 500); err != nil {
-				t.Fatal(err)
-			}
-		}
+		r.writeAll(t)
 		if transactions {
-			c.staged = queryInt(t, pool, "SELECT pg_total_relation_size('kafka2pg.cdc_staged') + pg_total_relation_size('kafka2pg.cdc_tx_ends')")
-			a := claimedApplier(t, m.w, ingest.ApplierConfig{})
+			c.staged = queryInt(t, r.pool, "SELECT pg_total_relation_size('kafka2pg.cdc_staged') + pg_total_relation_size('kafka2pg.cdc_tx_ends')")
+			a := claimedApplier(t, r.m.w, ingest.ApplierConfig{})
 			applyStart := time.Now()
 			if got, err := a.ApplyReady(t.Context()); err != nil || got != n {
 				t.Fatalf("applied %d (%v), want %d", got, err, n)
@@ -71,9 +93,9 @@ func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
 			c.apply = time.Since(applyStart)
 		}
 		c.took = time.Since(start)
-		c.wal = walSince(t, pool, wal)
-		src.EqualsSource(t, pool)
-		return c, events
+		c.wal = walSince(t, r.pool, wal)
+		r.src.EqualsSource(t, r.pool)
+		return c, r.events
 	}
 	direct, events := run(false)
 	tx, _ := run(true)
@@ -86,34 +108,19 @@ func TestTransactionsCostComparedWithChangeByChange(t *testing.T) {
 }
 
 // BenchmarkTransactions stages the bank capture's events of 1,000 source
-// transactions, in batches of up to 500 records a partition, and applies
-// them: one op is the whole, on a fresh database (not timed). It reports
-// the allocations per change event, the figure the collector's work
-// follows, besides the time.
+// transactions and applies them: one op is the whole, on a fresh database
+// (not timed). With -benchmem its allocations per op are what the
+// collector's work follows; it reports the time per change event too.
 func BenchmarkTransactions(b *testing.B) {
 	const transfers = 1000
 	events := 0
 	for b.Loop() {
 		b.StopTimer()
-		_, pool := pgtest.MigratedPool(b)
-		rng := rand.New(rand.NewPCG(8, 37))
-		src := newBankSource(1000)
-		src.TransfersOf(rng, transfers)
-		events = 0
-		for tp, recs := range src.Log {
-			if tp.Topic != bankTxTopic {
-				events += len(recs)
-			}
-		}
-		m := memberOf(b, readyWriter(b, pool, ingest.Config{Group: "g", Sinks: bankSinks(b)}), src.AllParts())
-		a := claimedApplier(b, m.w, ingest.ApplierConfig{})
+		r := newBankRun(b, transfers, true)
+		a := claimedApplier(b, r.m.w, ingest.ApplierConfig{})
+		events = r.events
 		b.StartTimer()
-		for more := true; more; {
-			var err error
-			if more, err = m.feed(b.Context(), src, rng, 500); err != nil {
-				b.Fatal(err)
-			}
-		}
+		r.writeAll(b)
 		if got, err := a.ApplyReady(b.Context()); err != nil || got != transfers {
 			b.Fatalf("applied %d (%v), want %d", got, err, transfers)
 		}

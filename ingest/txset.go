@@ -306,21 +306,6 @@ func (c *chunk) held() int64 {
 	return int64(n)
 }
 
-// columnsChecker is a ChangeDecoder that tells whether its table has
-// columns without building the table (cdc.Decoder.HasColumns): the
-// Applier asks after each event it decodes.
-type columnsChecker interface {
-	HasColumns(cols []schema.Column) bool
-}
-
-// hasColumns reports whether d's table has t's columns (sameColumns).
-func hasColumns(d ChangeDecoder, t schema.Table) bool {
-	if c, ok := d.(columnsChecker); ok {
-		return c.HasColumns(t.Columns)
-	}
-	return sameColumns(d.Table(), t)
-}
-
 // payloadDecoder is a ChangeDecoder that decodes an event whose value
 // came apart from its schema (cdc.Decoder.DecodePayload): the value of a
 // staged event is decoded as staged, and its schema, held once in the

@@ -2,7 +2,6 @@ package ingest
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -296,8 +295,8 @@ func stampOf(r *stream.Record) pgtype.Timestamptz {
 
 // stagedRows are the rows of cdc_staged of a batch's events, for COPY.
 // They write their fields straight into the COPY stream (NextTuple), in
-// stagedColumns' order: every event of a source transaction passes
-// here, and a row of 14 values boxed for Values cost 6 allocations.
+// stagedColumns' order: every event of a source transaction passes here,
+// and a row of 14 values boxed for Values cost 6 allocations.
 type stagedRows struct {
 	group, source string
 	b             *stream.Batch
@@ -308,7 +307,7 @@ type stagedRows struct {
 func (r *stagedRows) AppendsTuples() bool { return true }
 
 func (r *stagedRows) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) ([]byte, bool) {
-	if !r.Next() {
+	if r.i++; r.i >= len(r.events) {
 		return dst, false
 	}
 	e := &r.events[r.i]
@@ -316,49 +315,27 @@ func (r *stagedRows) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) ([
 	dst = pgvalue.AppendBytesField(dst, r.source)
 	dst = pgvalue.AppendBytesField(dst, e.ch.Tx.ID)
 	dst = pgvalue.AppendBytesField(dst, e.ch.Tx.Collection)
-	dst = appendInt8Field(dst, e.ch.Tx.CollectionOrder)
-	dst = appendInt8Field(dst, e.ch.Tx.TotalOrder)
+	dst = pgvalue.AppendInt8Field(dst, e.ch.Tx.CollectionOrder)
+	dst = pgvalue.AppendInt8Field(dst, e.ch.Tx.TotalOrder)
 	dst = pgvalue.AppendBytesField(dst, r.b.Topic)
-	dst = appendInt4Field(dst, r.b.Partition)
-	dst = appendInt8Field(dst, e.rec.Offset)
-	dst = appendByteaField(dst, e.key)
-	dst = appendByteaField(dst, e.value)
+	dst = pgvalue.AppendInt4Field(dst, r.b.Partition)
+	dst = pgvalue.AppendInt8Field(dst, e.rec.Offset)
+	dst = pgvalue.AppendBytesOrNull(dst, e.key)
+	dst = pgvalue.AppendBytesOrNull(dst, e.value)
 	if ts := stampOf(e.rec); ts.Valid {
-		dst = pgvalue.AppendTimestamptz(binary.BigEndian.AppendUint32(dst, 8), ts.Time)
+		dst = pgvalue.AppendTimestamptzField(dst, ts.Time)
 	} else {
 		dst = pgvalue.AppendNull(dst)
 	}
-	dst = appendByteaField(dst, e.keySchema)
-	return appendByteaField(dst, e.valueSchema), true
+	dst = pgvalue.AppendBytesOrNull(dst, e.keySchema)
+	return pgvalue.AppendBytesOrNull(dst, e.valueSchema), true
 }
 
-func (r *stagedRows) Next() bool { r.i++; return r.i < len(r.events) }
-
-// Values serves a COPY that does not take NextTuple.
-func (r *stagedRows) Values() ([]any, error) {
-	e := &r.events[r.i]
-	return []any{r.group, r.source, e.ch.Tx.ID, e.ch.Tx.Collection, e.ch.Tx.CollectionOrder, e.ch.Tx.TotalOrder,
-		r.b.Topic, r.b.Partition, e.rec.Offset, e.key, e.value, stampOf(e.rec), e.keySchema, e.valueSchema}, nil
-}
-
-func (r *stagedRows) Err() error { return nil }
-
-// appendInt8Field, appendInt4Field and appendByteaField append a field of
-// a binary COPY row; a nil bytea is NULL, as pgx writes it.
-func appendInt8Field(dst []byte, v int64) []byte {
-	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(dst, 8), uint64(v))
-}
-
-func appendInt4Field(dst []byte, v int32) []byte {
-	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(dst, 4), uint32(v))
-}
-
-func appendByteaField(dst, b []byte) []byte {
-	if b == nil {
-		return pgvalue.AppendNull(dst)
-	}
-	return pgvalue.AppendBytesField(dst, b)
-}
+// Next, Values and Err make a pgx.CopyFromSource; pgcopy writes the rows
+// with NextTuple instead.
+func (r *stagedRows) Next() bool             { return false }
+func (r *stagedRows) Values() ([]any, error) { return nil, nil }
+func (r *stagedRows) Err() error             { return nil }
 
 // queueAppliedTxs queues into q the lookup of the source transactions of
 // staged that the Applier applied already, and returns their set, filled
@@ -485,25 +462,20 @@ type endRows struct {
 func (r *endRows) AppendsTuples() bool { return true }
 
 func (r *endRows) NextTuple(dst []byte, _ []uint32, _ pgcopy.FieldEncoder) ([]byte, bool) {
-	if !r.Next() {
+	if r.i++; r.i >= len(r.ids) {
 		return dst, false
 	}
 	dst = pgvalue.AppendBytesField(dst, r.group)
 	dst = pgvalue.AppendBytesField(dst, r.source)
 	dst = pgvalue.AppendBytesField(dst, r.ids[r.i])
-	dst = appendInt4Field(dst, r.partition)
-	dst = appendInt8Field(dst, r.offs[r.i])
-	dst = appendInt8Field(dst, r.counts[r.i])
-	// jsonb's binary format: version 1, then the JSON text.
-	dst = binary.BigEndian.AppendUint32(dst, uint32(1+len(r.colls[r.i])))
-	return append(append(dst, 1), r.colls[r.i]...), true
+	dst = pgvalue.AppendInt4Field(dst, r.partition)
+	dst = pgvalue.AppendInt8Field(dst, r.offs[r.i])
+	dst = pgvalue.AppendInt8Field(dst, r.counts[r.i])
+	return pgvalue.AppendJSONBField(dst, r.colls[r.i]), true
 }
 
-func (r *endRows) Next() bool { r.i++; return r.i < len(r.ids) }
-
-// Values serves a COPY that does not take NextTuple.
-func (r *endRows) Values() ([]any, error) {
-	return []any{r.group, r.source, r.ids[r.i], r.partition, r.offs[r.i], r.counts[r.i], r.colls[r.i]}, nil
-}
-
-func (r *endRows) Err() error { return nil }
+// Next, Values and Err make a pgx.CopyFromSource; pgcopy writes the rows
+// with NextTuple instead.
+func (r *endRows) Next() bool             { return false }
+func (r *endRows) Values() ([]any, error) { return nil, nil }
+func (r *endRows) Err() error             { return nil }

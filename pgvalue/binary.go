@@ -49,6 +49,37 @@ func AppendBytesField[T string | []byte](dst []byte, b T) []byte {
 // AppendNull appends a NULL field.
 func AppendNull(dst []byte) []byte { return binary.BigEndian.AppendUint32(dst, math.MaxUint32) }
 
+// AppendBytesOrNull appends b as a whole field, NULL for nil (as pgx
+// writes a nil []byte); empty is an empty value.
+func AppendBytesOrNull(dst, b []byte) []byte {
+	if b == nil {
+		return AppendNull(dst)
+	}
+	return AppendBytesField(dst, b)
+}
+
+// AppendInt4Field appends v as a whole int4 field.
+func AppendInt4Field(dst []byte, v int32) []byte {
+	return binary.BigEndian.AppendUint32(binary.BigEndian.AppendUint32(dst, 4), uint32(v))
+}
+
+// AppendInt8Field appends v as a whole int8 field.
+func AppendInt8Field(dst []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(binary.BigEndian.AppendUint32(dst, 8), uint64(v))
+}
+
+// AppendTimestamptzField appends t as a whole timestamptz field
+// (AppendTimestamptz).
+func AppendTimestamptzField(dst []byte, t time.Time) []byte {
+	return AppendTimestamptz(binary.BigEndian.AppendUint32(dst, 8), t)
+}
+
+// AppendJSONBField appends json, JSON text, as a whole jsonb field: its
+// binary format is version 1, then the text.
+func AppendJSONBField[T string | []byte](dst []byte, json T) []byte {
+	return append(append(binary.BigEndian.AppendUint32(dst, uint32(1+len(json))), 1), json...)
+}
+
 // Exponents beyond this take pgtype's path (they are rare, and pgtype
 // checks the limits of the format).
 const maxWordsExp = 64

@@ -1,12 +1,17 @@
 package pgvalue_test
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
+	"math"
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/kafka2pg/kafka2pg/internal/pgtest"
 	"github.com/kafka2pg/kafka2pg/pgvalue"
@@ -111,6 +116,40 @@ func TestParseUUIDReadsTheCanonicalFormOnly(t *testing.T) {
 		}
 		if ok && u.String() != strings.ToLower(s) {
 			t.Errorf("ParseUUID(%q).String() = %s", s, u)
+		}
+	}
+}
+
+// The field appenders write what pgx's binary encoding writes for the
+// value, after the field's length (-1 for NULL).
+func TestFieldAppendersWriteWhatPgxWrites(t *testing.T) {
+	m := pgtype.NewMap()
+	at := time.Date(1999, 12, 31, 23, 59, 59, 123456789, time.FixedZone("x", 3600))
+	for _, c := range []struct {
+		name  string
+		got   []byte
+		oid   uint32
+		value any
+	}{
+		{"int4", pgvalue.AppendInt4Field(nil, -7), pgtype.Int4OID, int32(-7)},
+		{"int8", pgvalue.AppendInt8Field(nil, 1<<40+3), pgtype.Int8OID, int64(1<<40 + 3)},
+		{"timestamptz", pgvalue.AppendTimestamptzField(nil, at), pgtype.TimestamptzOID, at},
+		{"bytea", pgvalue.AppendBytesOrNull(nil, []byte{0, 1, 2}), pgtype.ByteaOID, []byte{0, 1, 2}},
+		{"empty bytea", pgvalue.AppendBytesOrNull(nil, []byte{}), pgtype.ByteaOID, []byte{}},
+		{"NULL bytea", pgvalue.AppendBytesOrNull(nil, nil), pgtype.ByteaOID, []byte(nil)},
+		{"jsonb", pgvalue.AppendJSONBField(nil, `{"a": 1}`), pgtype.JSONBOID, `{"a": 1}`},
+	} {
+		// Encoded onto a buffer, an empty value stays apart from NULL (nil).
+		want, err := m.Encode(c.oid, pgx.BinaryFormatCode, c.value, make([]byte, 0, 16))
+		if err != nil {
+			t.Fatalf("%s: pgx: %v", c.name, err)
+		}
+		field := binary.BigEndian.AppendUint32(nil, math.MaxUint32)
+		if want != nil {
+			field = append(binary.BigEndian.AppendUint32(nil, uint32(len(want))), want...)
+		}
+		if !bytes.Equal(c.got, field) {
+			t.Errorf("%s: appended %x, pgx writes the field %x", c.name, c.got, field)
 		}
 	}
 }
